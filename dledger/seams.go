@@ -1,0 +1,41 @@
+package dledger
+
+import (
+	"time"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Clock tells the elector what time it is. Production uses the wall clock; the simulator and
+// the tests use virtual time, so the elector never calls time.Now itself.
+type Clock interface {
+	Now() time.Time
+}
+
+// Rand is the elector's only source of randomness (re-vote delays), so a seed replays exactly.
+type Rand interface {
+	// Int63n returns a uniform number in [0, n); n > 0.
+	Int63n(n int64) int64
+}
+
+// Transport carries requests to peers. Each Send call must return without blocking on the
+// network and must call done exactly once, later or synchronously, with the peer's response
+// or an error (timeout, peer down). The elector never calls Send while holding its lock, so
+// done may run on any goroutine, including the caller's. The transport may keep req until done
+// is called; the elector does not touch it after Send.
+type Transport interface {
+	SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error))
+	SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error))
+	SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error))
+}
+
+// Handler is what the elector offers the network layer: one method per request code. The
+// vote handler persists the vote (fsync) before it returns, so callers must not run it on a
+// network event loop. HandleLeadershipTransfer answers through reply, exactly once, within a
+// bounded time (the transferee waits for its own election).
+type Handler interface {
+	HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse
+	HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse
+	HandleLeadershipTransfer(req *protocol.LeadershipTransferRequest, reply func(*protocol.LeadershipTransferResponse))
+	HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse
+}
