@@ -33,9 +33,13 @@ type HeartBeatRequest struct {
 }
 
 // HeartBeatResponse answers a heartbeat; Term is the receiver's currTerm on EXPIRED_TERM,
-// UNKNOWN_MEMBER and UNEXPECTED_MEMBER.
+// UNKNOWN_MEMBER and UNEXPECTED_MEMBER. The follower also reports its ledger end: an
+// election-only service has no log replication to learn a follower's lag from, and leadership
+// transfer and preferred leaders need it (SPEC 6.6). Older members omit it; it decodes as 0.
 type HeartBeatResponse struct {
-	Header `msgpack:",inline"`
+	Header         `msgpack:",inline"`
+	LedgerEndTerm  int64 `msgpack:"ledgerEndTerm"`
+	LedgerEndIndex int64 `msgpack:"ledgerEndIndex"`
 }
 
 // LeadershipTransferRequest asks TransfereeID to take leadership from TransferID. The admin's

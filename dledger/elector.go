@@ -1,0 +1,267 @@
+// Package dledger is the elector: DLedger's StateMaintainer (maintainAsCandidate, -Leader,
+// -Follower), handleVote and handleHeartBeat, the vote tally and ParseResult arbitration, and
+// leadership transfer, per SPEC.md section 6.
+//
+// The core is deterministic: the Elector owns no goroutines, no sockets and no wall clock. Its
+// clock, randomness, transport and store are injected, requests leave only after its lock is
+// released, and responses come back through callbacks. Run (runner.go) drives it in production;
+// the simulator (dledger/sim) drives many electors on virtual time.
+package dledger
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Options are an Elector's dependencies. Clock, Rand and Transport are required.
+type Options struct {
+	Clock     Clock
+	Rand      Rand
+	Transport Transport
+	Logger    *zap.Logger // nil: no logs
+	Observer  Observer    // nil: no metrics
+	// Broken switches off safety rules. It exists only so the simulator's tests can prove
+	// that the invariant checker catches a broken elector; never set it elsewhere.
+	Broken BrokenRules
+}
+
+// BrokenRules are deliberate bugs for checker tests.
+type BrokenRules struct {
+	DoubleVote      bool // grant a second candidate in the same term (breaks S2, then S1)
+	SkipLedgerCheck bool // ignore the ledger comparison of handleVote rows 3-4 (breaks S4)
+}
+
+// RoleEvent is one role change (SPEC 7): the term as adopted (the fencing token), the new
+// role and the leader, numbered in order.
+type RoleEvent struct {
+	Seq      uint64
+	Term     int64
+	Role     protocol.Role
+	LeaderID string
+	At       time.Time
+}
+
+// Elector is one member's election state machine. All methods are safe for concurrent use.
+type Elector struct {
+	mu     sync.Mutex // DLedger's "big lock": guards everything below
+	cfg    Config
+	ms     *memberstate.MemberState
+	clock  Clock
+	rnd    Rand
+	tr     Transport
+	log    *zap.Logger
+	obs    Observer
+	broken BrokenRules
+
+	// Candidate.
+	lastParseResult       protocol.ParseResult
+	nextTimeToRequestVote time.Time
+	needIncreaseTerm      bool // "increase term immediately"
+	vote                  *voteRound
+	roundSeq              uint64
+
+	// Follower.
+	lastLeaderHeartBeat time.Time
+
+	// Leader.
+	lastSendHeartBeat time.Time
+	lastQuorumAck     time.Time
+	sendHeartBeatNow  bool
+	hb                *heartBeatRound
+	peers             []peerStatus // aligned with ms.Peers()
+
+	// Leadership transfer (transfer.go).
+	xfer transferState
+
+	// Role events, waiting to be taken by the dispatcher (or the simulator).
+	last    RoleEvent
+	pending []RoleEvent
+	notify  chan struct{}
+}
+
+// peerStatus is the leader's liveness table entry for one member.
+type peerStatus struct {
+	alive   bool
+	lastAck time.Time
+	ledger  memberstate.LedgerEnd
+	known   bool // ledger reported at least once
+}
+
+// New builds an elector over ms. cfg must be valid.
+func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for _, id := range cfg.PreferredLeaderIDs {
+		if !ms.IsPeerMember(id) {
+			return nil, fmt.Errorf("preferred leader %q is not a member", id)
+		}
+	}
+	if opt.Clock == nil || opt.Rand == nil || opt.Transport == nil {
+		return nil, fmt.Errorf("dledger.New: Clock, Rand and Transport are required")
+	}
+	log := opt.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	obs := opt.Observer
+	if obs == nil {
+		obs = NopObserver{}
+	}
+	e := &Elector{
+		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
+		log:    log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
+		obs:    obs,
+		broken: opt.Broken,
+		peers:  make([]peerStatus, len(ms.Peers())),
+		notify: make(chan struct{}, 1),
+	}
+	e.last = RoleEvent{Term: ms.CurrTerm(), Role: protocol.UNKNOWN}
+	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
+	return e, nil
+}
+
+// Config returns the elector's timings.
+func (e *Elector) Config() Config { return e.cfg }
+
+// fields adds term and role to every election log line.
+func (e *Elector) fields(extra ...zap.Field) []zap.Field {
+	return append([]zap.Field{zap.Int64("term", e.ms.CurrTerm()), zap.Stringer("role", e.ms.Role())}, extra...)
+}
+
+// outbox collects sends decided under the lock; they run after it is released, so a transport
+// that answers synchronously cannot deadlock, and the lock never waits on the network.
+type outbox []func()
+
+func (o *outbox) add(f func()) { *o = append(*o, f) }
+
+func (o outbox) flush() {
+	for _, f := range o {
+		f()
+	}
+}
+
+// Tick is one StateMaintainer pass (every MaintainInterval).
+func (e *Elector) Tick() {
+	var out outbox
+	e.mu.Lock()
+	now := e.clock.Now()
+	switch e.ms.Role() {
+	case protocol.LEADER:
+		e.maintainAsLeader(now, &out)
+	case protocol.FOLLOWER:
+		e.maintainAsFollower(now)
+	case protocol.CANDIDATE:
+		e.maintainAsCandidate(now, &out)
+	}
+	e.maintainTransfer(now, &out)
+	e.mu.Unlock()
+	out.flush()
+}
+
+// UpdateLedger records the embedding storage's ledger end (term of the last entry, its index).
+func (e *Elector) UpdateLedger(term, index int64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ms.SetLedgerEnd(memberstate.LedgerEnd{Term: term, Index: index})
+}
+
+// ---- role transitions: every one clears the rounds it makes stale and emits an event ----
+
+func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
+	wasLeader := e.ms.Role() == protocol.LEADER
+	if err := e.ms.ChangeToCandidate(term); err != nil {
+		e.log.Error("refused role change", e.fields(zap.Error(err))...)
+		return
+	}
+	e.hb = nil
+	if term > e.ms.CurrTerm() && e.vote != nil {
+		e.vote = nil // a round at a term that is about to be left behind
+	}
+	if wasLeader {
+		e.log.Warn("leader steps down", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+	} else {
+		e.log.Info("becomes candidate", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+	}
+	e.emit(now)
+}
+
+func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
+	if err := e.ms.ChangeToFollower(term, leader); err != nil {
+		e.log.Error("refused role change", e.fields(zap.Error(err))...)
+		return
+	}
+	e.vote, e.hb = nil, nil
+	e.lastLeaderHeartBeat = now
+	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
+	e.emit(now)
+}
+
+func (e *Elector) becomeLeader(term int64, now time.Time) {
+	if err := e.ms.ChangeToLeader(term); err != nil {
+		e.log.Error("refused role change", e.fields(zap.Error(err))...)
+		return
+	}
+	e.vote, e.hb = nil, nil
+	e.lastQuorumAck = now // D3: the quorum-ack clock starts at election
+	e.lastSendHeartBeat = time.Time{}
+	e.sendHeartBeatNow = true
+	for i := range e.peers {
+		e.peers[i] = peerStatus{}
+	}
+	e.log.Info("becomes leader", e.fields()...)
+	e.emit(now)
+}
+
+// emit queues a role event if (term, role, leader) changed since the last one.
+func (e *Elector) emit(now time.Time) {
+	ev := RoleEvent{Term: e.ms.CurrTerm(), Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
+	if ev.Term == e.last.Term && ev.Role == e.last.Role && ev.LeaderID == e.last.LeaderID {
+		return
+	}
+	ev.Seq = e.last.Seq + 1
+	e.last = ev
+	e.pending = append(e.pending, ev)
+	e.onRoleEventLocked(ev)
+	select {
+	case e.notify <- struct{}{}:
+	default:
+	}
+}
+
+// TakeEvents returns the role events queued since the last call, oldest first.
+func (e *Elector) TakeEvents() []RoleEvent {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.pending
+	e.pending = nil
+	return out
+}
+
+// EventsReady is signalled (coalesced) whenever TakeEvents has something to return.
+func (e *Elector) EventsReady() <-chan struct{} { return e.notify }
+
+// ---- follower ----
+
+// maintainAsFollower: no valid heartbeat for more than leak x interval → candidate, same term.
+func (e *Elector) maintainAsFollower(now time.Time) {
+	if now.Sub(e.lastLeaderHeartBeat) > e.cfg.DetectionWindow() {
+		e.becomeCandidate(e.ms.CurrTerm(), now, "no heartbeat from leader "+e.ms.LeaderID())
+	}
+}
+
+// voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is
+// used while this member is taking leadership.
+func (e *Elector) voteDelay() time.Duration {
+	lo, hi := e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval
+	if e.xfer.taking {
+		lo, hi = e.cfg.MinTakeLeadershipVoteInterval, e.cfg.MaxTakeLeadershipVoteInterval
+	}
+	return lo + time.Duration(e.rnd.Int63n(int64(hi-lo)))
+}

@@ -1,0 +1,104 @@
+package dledger
+
+import (
+	"time"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Observer receives counts for metrics. It is called under the elector's lock, so it must be
+// cheap and must not call back into the elector (Prometheus counters are fine).
+type Observer interface {
+	VoteRoundDecided(protocol.ParseResult)
+	VoteResponse(protocol.VoteResult) // as received by this member as candidate
+	VoteGranted()                     // this member granted a vote to another
+	HeartBeatResponse(protocol.ResponseCode)
+	TransferFinished(protocol.ResponseCode)
+}
+
+// NopObserver ignores everything.
+type NopObserver struct{}
+
+func (NopObserver) VoteRoundDecided(protocol.ParseResult)   {}
+func (NopObserver) VoteResponse(protocol.VoteResult)        {}
+func (NopObserver) VoteGranted()                            {}
+func (NopObserver) HeartBeatResponse(protocol.ResponseCode) {}
+func (NopObserver) TransferFinished(protocol.ResponseCode)  {}
+
+// PeerStatus is what the leader knows of one member.
+type PeerStatus struct {
+	ID        string
+	Addr      string
+	Self      bool
+	Alive     bool      // answered the last heartbeat round (leader only)
+	LastAck   time.Time // last heartbeat answer (leader only)
+	Ledger    memberstate.LedgerEnd
+	LedgerSet bool // Ledger was reported at least once
+}
+
+// Status is a snapshot of a member.
+type Status struct {
+	Group               string
+	SelfID              string
+	Role                protocol.Role
+	Term                int64
+	LeaderID            string
+	VoteFor             string
+	Ledger              memberstate.LedgerEnd
+	KnownMaxTermInGroup int64
+	LastParseResult     protocol.ParseResult
+	// LastHeartBeat is the last heartbeat from the leader (follower) or the last quorum ack
+	// (leader).
+	LastHeartBeat    time.Time
+	TakingLeadership bool
+	TransferringTo   string
+	Peers            []PeerStatus
+	Peerstring       string
+}
+
+// Status returns a consistent snapshot.
+func (e *Elector) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ms := e.ms
+	s := Status{
+		Group: ms.Group(), SelfID: ms.SelfID(), Role: ms.Role(), Term: ms.CurrTerm(),
+		LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor(), Ledger: ms.Ledger(),
+		KnownMaxTermInGroup: ms.KnownMaxTermInGroup(), LastParseResult: e.lastParseResult,
+		TakingLeadership: e.xfer.taking, TransferringTo: e.xfer.to,
+		Peerstring: memberstate.FormatPeers(ms.Peers()),
+	}
+	switch ms.Role() {
+	case protocol.FOLLOWER:
+		s.LastHeartBeat = e.lastLeaderHeartBeat
+	case protocol.LEADER:
+		s.LastHeartBeat = e.lastQuorumAck
+	}
+	for i, p := range ms.Peers() {
+		ps := PeerStatus{ID: p.ID, Addr: p.Addr, Self: p.ID == ms.SelfID()}
+		if ps.Self {
+			ps.Alive, ps.Ledger, ps.LedgerSet = true, ms.Ledger(), true
+		} else if ms.Role() == protocol.LEADER {
+			st := e.peers[i]
+			ps.Alive, ps.LastAck, ps.Ledger, ps.LedgerSet = st.alive, st.lastAck, st.ledger, st.known
+		}
+		s.Peers = append(s.Peers, ps)
+	}
+	return s
+}
+
+// HandleMetadata answers a status request from a tool or another member.
+func (e *Elector) HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ms := e.ms
+	resp := &protocol.MetadataResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
+		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm(), Code: protocol.CodeSuccess},
+		Role: ms.Role(), VoteFor: ms.VoteFor(), LedgerEndTerm: ms.Ledger().Term,
+		LedgerEndIndex: ms.Ledger().Index, Peers: memberstate.FormatPeers(ms.Peers())}
+	if req.Group != ms.Group() {
+		resp.Code = protocol.CodeUnknownGroup
+	}
+	return resp
+}

@@ -1,0 +1,253 @@
+package dledger
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// voteRound is one candidate round in flight: the tally of SPEC 6.2.
+type voteRound struct {
+	id       uint64
+	term     int64
+	deadline time.Time
+	got      []bool // per member, in peer order
+	answered int
+
+	valid, accepted, notReady, biggerLedger int
+	alreadyHasLeader                        bool
+	knownMax                                int64
+}
+
+func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
+	r.got[idx] = true
+	r.answered++
+	if res != protocol.VoteUnknown {
+		r.valid++
+	}
+	switch res {
+	case protocol.VoteAccept:
+		r.accepted++
+	case protocol.VoteRejectAlreadyHasLeader:
+		r.alreadyHasLeader = true
+	case protocol.VoteRejectExpiredVoteTerm, protocol.VoteRejectTermSmallThanLedger:
+		r.knownMax = max(r.knownMax, term)
+	case protocol.VoteRejectExpiredLedgerTerm, protocol.VoteRejectSmallLedgerEndIndex:
+		r.biggerLedger++
+	case protocol.VoteRejectTermNotReady:
+		r.notReady++
+	}
+}
+
+// maintainAsCandidate is the candidate pass of SPEC 6.2.
+func (e *Elector) maintainAsCandidate(now time.Time, out *outbox) {
+	if e.vote != nil {
+		switch {
+		case e.needIncreaseTerm:
+			e.vote = nil // the term is moving up; this round's answers no longer matter
+		case !now.Before(e.vote.deadline):
+			e.decideVote(now) // D6: decided by its deadline, never by blocking
+			return
+		default:
+			return
+		}
+	}
+	if now.Before(e.nextTimeToRequestVote) && !e.needIncreaseTerm {
+		return
+	}
+	term := e.ms.CurrTerm()
+	if e.lastParseResult == protocol.WaitToVoteNext || e.needIncreaseTerm {
+		t, err := e.ms.NextTerm()
+		if err != nil {
+			e.log.Error("cannot persist the next term; not campaigning", e.fields(zap.Error(err))...)
+			e.nextTimeToRequestVote = now.Add(e.voteDelay())
+			return
+		}
+		term = t
+		e.lastParseResult = protocol.WaitToRevote
+		e.emit(now)
+	}
+	if e.needIncreaseTerm {
+		// Adopt the higher term but cast no vote this pass, so this member can still grant the
+		// candidate that made it step up when that candidate re-votes.
+		e.needIncreaseTerm = false
+		e.nextTimeToRequestVote = now.Add(e.voteDelay())
+		return
+	}
+	e.startVoteRound(now, term, out)
+}
+
+func (e *Elector) startVoteRound(now time.Time, term int64, out *outbox) {
+	peers := e.ms.Peers()
+	ledger := e.ms.Ledger()
+	e.roundSeq++
+	r := &voteRound{
+		id:       e.roundSeq,
+		term:     term,
+		deadline: now.Add(e.cfg.VoteRoundBase + time.Duration(e.rnd.Int63n(int64(e.cfg.MaxVoteInterval)))),
+		got:      make([]bool, len(peers)),
+		knownMax: -1,
+	}
+	e.vote = r
+	e.log.Debug("requests votes", e.fields(zap.Int64("ledgerEndTerm", ledger.Term), zap.Int64("ledgerEndIndex", ledger.Index))...)
+	for i, p := range peers {
+		req := &protocol.VoteRequest{
+			Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID, LocalID: e.ms.SelfID(),
+				LeaderID: e.ms.SelfID(), Term: term},
+			LedgerEndTerm: ledger.Term, LedgerEndIndex: ledger.Index,
+		}
+		if p.ID == e.ms.SelfID() {
+			resp := e.handleVoteLocked(req, true, now)
+			r.tally(i, voteResultOf(resp, nil), resp.Term)
+			continue
+		}
+		idx, id := i, r.id
+		out.add(func() {
+			e.tr.SendVote(req.RemoteID, req, func(resp *protocol.VoteResponse, err error) {
+				e.onVoteResponse(id, idx, resp, err)
+			})
+		})
+	}
+	if e.vote == r && e.canDecideEarly(r) {
+		e.decideVote(now)
+	}
+}
+
+func voteResultOf(resp *protocol.VoteResponse, err error) protocol.VoteResult {
+	if err != nil || resp == nil || resp.Code != protocol.CodeSuccess {
+		return protocol.VoteUnknown
+	}
+	return resp.VoteResult
+}
+
+func (e *Elector) onVoteResponse(roundID uint64, idx int, resp *protocol.VoteResponse, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	res := voteResultOf(resp, err)
+	e.obs.VoteResponse(res)
+	r := e.vote
+	if r == nil || r.id != roundID || r.got[idx] {
+		return // a late answer to a round already decided or abandoned
+	}
+	var term int64
+	if resp != nil {
+		term = resp.Term
+	}
+	r.tally(idx, res, term)
+	if e.canDecideEarly(r) {
+		e.decideVote(e.clock.Now())
+	}
+}
+
+func (e *Elector) canDecideEarly(r *voteRound) bool {
+	return r.alreadyHasLeader || e.ms.Quorum(r.accepted) || e.ms.Quorum(r.accepted+r.notReady) ||
+		r.answered == len(r.got)
+}
+
+// decideVote is the ParseResult arbitration of SPEC 6.2; the first matching rule wins.
+func (e *Elector) decideVote(now time.Time) {
+	r := e.vote
+	e.vote = nil
+	delay := e.voteDelay()
+	var res protocol.ParseResult
+	switch {
+	case r.knownMax > r.term:
+		res = protocol.WaitToVoteNext
+		e.becomeCandidate(r.knownMax, now, "a voter is at a higher term")
+		e.nextTimeToRequestVote = now.Add(delay)
+	case r.alreadyHasLeader:
+		res = protocol.WaitToRevote
+		e.nextTimeToRequestVote = now.Add(delay + e.cfg.DetectionWindow())
+	case !e.ms.Quorum(r.valid):
+		res = protocol.WaitToRevote
+		e.nextTimeToRequestVote = now.Add(delay)
+	case !e.ms.Quorum(r.valid - r.biggerLedger):
+		res = protocol.WaitToRevote
+		e.nextTimeToRequestVote = now.Add(delay + e.cfg.MaxVoteInterval)
+	case e.ms.Quorum(r.accepted):
+		res = protocol.Passed
+	case e.ms.Quorum(r.accepted + r.notReady):
+		res = protocol.RevoteImmediately
+		e.nextTimeToRequestVote = time.Time{}
+	default:
+		res = protocol.WaitToVoteNext
+		e.nextTimeToRequestVote = now.Add(delay)
+	}
+	e.lastParseResult = res
+	e.obs.VoteRoundDecided(res)
+	e.log.Debug("vote round decided", e.fields(zap.Int64("roundTerm", r.term), zap.Stringer("result", res),
+		zap.Int("valid", r.valid), zap.Int("accepted", r.accepted), zap.Int("notReady", r.notReady),
+		zap.Int("biggerLedger", r.biggerLedger), zap.Bool("alreadyHasLeader", r.alreadyHasLeader))...)
+	if res == protocol.Passed && e.ms.CurrTerm() == r.term && e.ms.Role() == protocol.CANDIDATE {
+		e.becomeLeader(r.term, now)
+	}
+}
+
+// HandleVote answers a VoteRequest from another member (SPEC 6.1). An ACCEPT leaves only after
+// the vote is durable, so this may block on fsync: never call it on a network event loop.
+func (e *Elector) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.handleVoteLocked(req, false, e.clock.Now())
+}
+
+// handleVoteLocked is the decision table of SPEC 6.1; the first matching row wins. The vote is
+// persisted under the lock: the decision and its durability must be one step, or two
+// concurrent candidates could both be granted (S2). It is the only disk write under the lock
+// and happens at most a few times per election.
+func (e *Elector) handleVoteLocked(req *protocol.VoteRequest, fromSelf bool, now time.Time) *protocol.VoteResponse {
+	ms := e.ms
+	resp := &protocol.VoteResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
+		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm(), Code: protocol.CodeSuccess}}
+	reject := func(r protocol.VoteResult) *protocol.VoteResponse {
+		resp.VoteResult = r
+		return resp
+	}
+	my := ms.Ledger()
+	cand := req.LeaderID
+	switch {
+	case req.Group != ms.Group(): // row 0
+		resp.Code = protocol.CodeUnknownGroup
+		return resp
+	case req.RemoteID != ms.SelfID():
+		resp.Code = protocol.CodeUnknownMember
+		return resp
+	case !ms.IsPeerMember(cand): // row 1
+		return reject(protocol.VoteRejectUnknownLeader)
+	case !fromSelf && cand == ms.SelfID(): // row 2
+		return reject(protocol.VoteRejectUnexpectedLeader)
+	case !e.broken.SkipLedgerCheck && req.LedgerEndTerm < my.Term: // row 3
+		return reject(protocol.VoteRejectExpiredLedgerTerm)
+	case !e.broken.SkipLedgerCheck && req.LedgerEndTerm == my.Term && req.LedgerEndIndex < my.Index: // row 4
+		return reject(protocol.VoteRejectSmallLedgerEndIndex)
+	case req.Term < ms.CurrTerm(): // row 5
+		return reject(protocol.VoteRejectExpiredVoteTerm)
+	case req.Term == ms.CurrTerm() && ms.VoteFor() != "" && ms.VoteFor() != cand && !e.broken.DoubleVote:
+		if ms.LeaderID() != "" { // row 6
+			return reject(protocol.VoteRejectAlreadyHasLeader)
+		}
+		return reject(protocol.VoteRejectAlreadyVoted) // row 7
+	case req.Term > ms.CurrTerm(): // row 8: answer with the old term, then step up
+		reject(protocol.VoteRejectTermNotReady)
+		e.becomeCandidate(req.Term, now, "vote request from "+cand+" at a higher term")
+		e.needIncreaseTerm = true
+		return resp
+	case req.Term < my.Term: // row 9
+		resp.Term = my.Term
+		return reject(protocol.VoteRejectTermSmallThanLedger)
+	case !fromSelf && e.xfer.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex: // row 10
+		return reject(protocol.VoteRejectTakingLeadership)
+	}
+	// Row 11: grant, but only once the vote is durable.
+	if err := ms.Vote(cand); err != nil {
+		e.log.Error("cannot persist vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
+		resp.Code = protocol.CodeInternalError
+		return resp
+	}
+	if !fromSelf {
+		e.obs.VoteGranted()
+	}
+	return reject(protocol.VoteAccept)
+}

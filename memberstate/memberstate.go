@@ -1,0 +1,183 @@
+// Package memberstate holds one member's view of its replica group (SPEC.md section 2): who
+// the peers are, the role, the current term and vote, the known leader and the ledger end,
+// plus the durable store that keeps term and vote across crashes (section 8, D1).
+//
+// MemberState is not safe for concurrent use: the elector guards it with its one lock.
+package memberstate
+
+import (
+	"fmt"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// LedgerEnd is the (term, index) of the last entry in a member's local data. The term is that
+// of the last *entry*, not the member's current term. An empty ledger is (-1, -1).
+type LedgerEnd struct {
+	Term  int64
+	Index int64
+}
+
+// EmptyLedger is the ledger end of a member with no data.
+var EmptyLedger = LedgerEnd{Term: -1, Index: -1}
+
+// NewerThan reports whether l is strictly newer than o: a higher term, or an equal term and a
+// higher index.
+func (l LedgerEnd) NewerThan(o LedgerEnd) bool {
+	return l.Term > o.Term || (l.Term == o.Term && l.Index > o.Index)
+}
+
+// MemberState is one member's state. Fields are read through methods; changes go through the
+// SPEC section 2 rules below, which refuse transitions the protocol forbids.
+type MemberState struct {
+	group   string
+	selfID  string
+	peers   []Peer
+	store   Store
+	role    protocol.Role
+	term    int64
+	voteFor string
+	leader  string
+	ledger  LedgerEnd
+	// knownMaxTerm is the highest term heard of; nextTerm jumps to it.
+	knownMaxTerm int64
+}
+
+// New builds a member's state, loading term and vote from store. The member starts as
+// CANDIDATE with an empty ledger.
+func New(group, selfID string, peers []Peer, store Store) (*MemberState, error) {
+	if err := ValidateGroup(group); err != nil {
+		return nil, err
+	}
+	if err := ValidateID(selfID); err != nil {
+		return nil, err
+	}
+	if len(peers) == 0 {
+		return nil, fmt.Errorf("no peers")
+	}
+	found := false
+	for _, p := range peers {
+		found = found || p.ID == selfID
+	}
+	if !found {
+		return nil, fmt.Errorf("self id %q is not in the peers list %s", selfID, FormatPeers(peers))
+	}
+	d, err := store.Load()
+	if err != nil {
+		return nil, err
+	}
+	return &MemberState{
+		group: group, selfID: selfID, peers: append([]Peer(nil), peers...), store: store,
+		role: protocol.CANDIDATE, term: d.Term, voteFor: d.VoteFor,
+		ledger: EmptyLedger, knownMaxTerm: d.Term,
+	}, nil
+}
+
+func (m *MemberState) Group() string              { return m.group }
+func (m *MemberState) SelfID() string             { return m.selfID }
+func (m *MemberState) Role() protocol.Role        { return m.role }
+func (m *MemberState) CurrTerm() int64            { return m.term }
+func (m *MemberState) VoteFor() string            { return m.voteFor }
+func (m *MemberState) LeaderID() string           { return m.leader }
+func (m *MemberState) Ledger() LedgerEnd          { return m.ledger }
+func (m *MemberState) KnownMaxTermInGroup() int64 { return m.knownMaxTerm }
+
+// Peers returns the members in configuration order (the elector iterates in this order so
+// that a simulation replays exactly).
+func (m *MemberState) Peers() []Peer { return m.peers }
+
+// IsPeerMember reports whether id is a member of the group (self included).
+func (m *MemberState) IsPeerMember(id string) bool {
+	for _, p := range m.peers {
+		if p.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Quorum reports whether count members make a majority: count >= len(peers)/2 + 1.
+func (m *MemberState) Quorum(count int) bool { return count >= QuorumSize(len(m.peers)) }
+
+// QuorumSize is the smallest majority of n members.
+func QuorumSize(n int) int { return n/2 + 1 }
+
+// SetLedgerEnd records the embedding storage's ledger end. It may move backwards (a truncated
+// log after recovery); the vote rules simply use the current value.
+func (m *MemberState) SetLedgerEnd(l LedgerEnd) error {
+	if l.Term < -1 || l.Index < -1 {
+		return fmt.Errorf("ledger end (%d, %d): term and index must be >= -1", l.Term, l.Index)
+	}
+	if (l.Term == -1) != (l.Index == -1) {
+		return fmt.Errorf("ledger end (%d, %d): an empty ledger is (-1, -1), a non-empty one has both >= 0", l.Term, l.Index)
+	}
+	m.ledger = l
+	return nil
+}
+
+// NextTerm (only as CANDIDATE) moves to the next term: the highest known term if that is ahead,
+// else currTerm+1; it clears the vote and persists. On a failed write nothing changes, so no
+// request can ever carry a term this member could forget.
+func (m *MemberState) NextTerm() (int64, error) {
+	if m.role != protocol.CANDIDATE {
+		return m.term, fmt.Errorf("nextTerm as %s: only a candidate may start a term", m.role)
+	}
+	next := m.term + 1
+	if m.knownMaxTerm > m.term {
+		next = m.knownMaxTerm
+	}
+	if err := m.store.Save(Durable{Term: next}); err != nil {
+		return m.term, err
+	}
+	m.term, m.voteFor = next, ""
+	if next > m.knownMaxTerm {
+		m.knownMaxTerm = next
+	}
+	return next, nil
+}
+
+// Vote persists a vote for candidate in the current term; only a durable vote may be granted.
+func (m *MemberState) Vote(candidate string) error {
+	if m.voteFor == candidate {
+		return nil // already durable
+	}
+	if err := m.store.Save(Durable{Term: m.term, VoteFor: candidate}); err != nil {
+		return err
+	}
+	m.voteFor = candidate
+	return nil
+}
+
+// ChangeToCandidate makes this member a candidate and remembers that term exists. It does not
+// change currTerm: the next NextTerm adopts the term.
+func (m *MemberState) ChangeToCandidate(term int64) error {
+	if term < m.term {
+		return fmt.Errorf("changeToCandidate(%d) below currTerm %d", term, m.term)
+	}
+	if term > m.knownMaxTerm {
+		m.knownMaxTerm = term
+	}
+	m.role = protocol.CANDIDATE
+	m.leader = ""
+	return nil
+}
+
+// ChangeToFollower follows leader in the current term.
+func (m *MemberState) ChangeToFollower(term int64, leader string) error {
+	if term != m.term {
+		return fmt.Errorf("changeToFollower(%d, %s) at currTerm %d", term, leader, m.term)
+	}
+	m.role = protocol.FOLLOWER
+	m.leader = leader
+	return nil
+}
+
+// ChangeToLeader makes this member the leader of the current term.
+func (m *MemberState) ChangeToLeader(term int64) error {
+	if term != m.term {
+		return fmt.Errorf("changeToLeader(%d) at currTerm %d", term, m.term)
+	}
+	m.role = protocol.LEADER
+	m.leader = m.selfID
+	return nil
+}
