@@ -1,0 +1,191 @@
+// Package metrics turns one member's election activity into Prometheus metrics: counters fed
+// by the elector (as its dledger.Observer), gauges and durations fed by its ordered role
+// events, and counters fed by the rpc layer. It registers on a registerer the caller owns,
+// never on the global default, so a broker embedding several members can keep them apart.
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Metrics holds one member's collectors. It implements dledger.Observer.
+type Metrics struct {
+	term               prometheus.Gauge
+	role               *prometheus.GaugeVec
+	isLeader           prometheus.Gauge
+	leaderChanges      prometheus.Counter
+	elections          *prometheus.CounterVec
+	voteResponses      *prometheus.CounterVec
+	votesGranted       prometheus.Counter
+	heartBeatResponses *prometheus.CounterVec
+	electionDuration   prometheus.Histogram
+	ledgerEndIndex     prometheus.Gauge
+	ledgerEndTerm      prometheus.Gauge
+	rpcErrors          *prometheus.CounterVec
+	badFrames          *prometheus.CounterVec
+	transfers          *prometheus.CounterVec
+
+	mu             sync.Mutex
+	leader         string // the last leader seen, and its term
+	leaderTerm     int64
+	leaderlessFrom time.Time // zero while a leader is known
+	leaderlessSum  time.Duration
+	now            func() time.Time
+}
+
+// Names lists every metric this package defines (README and tests use it).
+var Names = []string{
+	"dledger_term", "dledger_role", "dledger_is_leader", "dledger_leader_changes_total",
+	"dledger_elections_total", "dledger_vote_responses_total", "dledger_votes_granted_total",
+	"dledger_heartbeat_responses_total", "dledger_election_duration_seconds",
+	"dledger_leaderless_seconds_total", "dledger_ledger_end_index", "dledger_ledger_end_term",
+	"dledger_rpc_errors_total", "dledger_rpc_bad_frames_total", "dledger_leadership_transfers_total",
+}
+
+// New creates the collectors with const labels group and self_id and registers them on reg.
+// now is the clock for leaderless time (nil: time.Now).
+func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) (*Metrics, error) {
+	if now == nil {
+		now = time.Now
+	}
+	cl := prometheus.Labels{"group": group, "self_id": selfID}
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl})
+	}
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl})
+	}
+	cv := func(name, help, label string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, []string{label})
+	}
+	m := &Metrics{
+		term:          g("dledger_term", "Current term of this member (the fencing token while it leads)."),
+		role:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dledger_role", Help: "1 for this member's current role, 0 for the others.", ConstLabels: cl}, []string{"role"}),
+		isLeader:      g("dledger_is_leader", "1 while this member is the leader."),
+		leaderChanges: c("dledger_leader_changes_total", "Times this member saw a new leader (a different id, or the same id at a new term)."),
+		elections:     cv("dledger_elections_total", "Vote rounds this member ran as candidate, by ParseResult.", "result"),
+		voteResponses: cv("dledger_vote_responses_total", "Vote responses received as candidate, by VoteResult (UNKNOWN: timeout or transport error).", "result"),
+		votesGranted:  c("dledger_votes_granted_total", "Votes this member granted to other candidates."),
+		heartBeatResponses: cv("dledger_heartbeat_responses_total",
+			"Heartbeat responses received as leader, by response code (NETWORK_ERROR: no answer).", "code"),
+		electionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "dledger_election_duration_seconds", ConstLabels: cl,
+			Help:    "Time from losing the leader (as seen by this member) to knowing a new one.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32},
+		}),
+		ledgerEndIndex: g("dledger_ledger_end_index", "Index of the last entry in this member's ledger (-1: empty)."),
+		ledgerEndTerm:  g("dledger_ledger_end_term", "Term of the last entry in this member's ledger (-1: empty)."),
+		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dledger_rpc_errors_total", ConstLabels: cl,
+			Help: "Outbound calls that failed, by peer and reason (timeout, not_connected, closed, ...)."}, []string{"peer", "reason"}),
+		badFrames: cv("dledger_rpc_bad_frames_total", "Inbound frames rejected (the connection was closed), by reason.", "reason"),
+		transfers: cv("dledger_leadership_transfers_total", "Leadership transfers this member led or answered, by result code.", "result"),
+		now:       now,
+	}
+	m.ledgerEndIndex.Set(-1)
+	m.ledgerEndTerm.Set(-1)
+	leaderless := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dledger_leaderless_seconds_total",
+		ConstLabels: cl, Help: "Total time this member knew no leader."}, m.leaderlessSeconds)
+	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
+		m.role.WithLabelValues(r.String())
+	}
+	for _, p := range protocol.AllParseResults() {
+		m.elections.WithLabelValues(p.String())
+	}
+	for _, v := range protocol.AllVoteResults() {
+		m.voteResponses.WithLabelValues(v.String())
+	}
+	for _, cs := range []protocol.ResponseCode{protocol.CodeSuccess, protocol.CodeExpiredTerm,
+		protocol.CodeInconsistentLeader, protocol.CodeTermNotReady, protocol.CodeNetworkError} {
+		m.heartBeatResponses.WithLabelValues(cs.String())
+	}
+	m.leaderlessFrom = now()
+	for _, col := range []prometheus.Collector{m.term, m.role, m.isLeader, m.leaderChanges, m.elections,
+		m.voteResponses, m.votesGranted, m.heartBeatResponses, m.electionDuration, m.ledgerEndIndex,
+		m.ledgerEndTerm, m.rpcErrors, m.badFrames, m.transfers, leaderless} {
+		if err := reg.Register(col); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) leaderlessSeconds() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	total := m.leaderlessSum
+	if !m.leaderlessFrom.IsZero() {
+		total += m.now().Sub(m.leaderlessFrom)
+	}
+	return total.Seconds()
+}
+
+// OnRoleEvent updates role, term, leader and leaderless time. Call it from a dispatcher
+// subscription: events arrive in order.
+func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
+	m.term.Set(float64(ev.Term))
+	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
+		v := 0.0
+		if r == ev.Role {
+			v = 1
+		}
+		m.role.WithLabelValues(r.String()).Set(v)
+	}
+	if ev.Role == protocol.LEADER {
+		m.isLeader.Set(1)
+	} else {
+		m.isLeader.Set(0)
+	}
+	at := ev.At
+	if at.IsZero() {
+		at = m.now()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case ev.LeaderID == "" && m.leaderlessFrom.IsZero():
+		m.leaderlessFrom = at
+	case ev.LeaderID != "" && !m.leaderlessFrom.IsZero():
+		gap := at.Sub(m.leaderlessFrom)
+		m.leaderlessSum += gap
+		m.electionDuration.Observe(gap.Seconds())
+		m.leaderlessFrom = time.Time{}
+	}
+	if ev.LeaderID != "" && (ev.LeaderID != m.leader || ev.Term != m.leaderTerm) {
+		m.leaderChanges.Inc()
+		m.leader, m.leaderTerm = ev.LeaderID, ev.Term
+	}
+}
+
+// SetLedger records the ledger end gauges.
+func (m *Metrics) SetLedger(term, index int64) {
+	m.ledgerEndTerm.Set(float64(term))
+	m.ledgerEndIndex.Set(float64(index))
+}
+
+// The dledger.Observer methods.
+
+func (m *Metrics) VoteRoundDecided(r protocol.ParseResult) {
+	m.elections.WithLabelValues(r.String()).Inc()
+}
+func (m *Metrics) VoteResponse(r protocol.VoteResult) {
+	m.voteResponses.WithLabelValues(r.String()).Inc()
+}
+func (m *Metrics) VoteGranted() { m.votesGranted.Inc() }
+func (m *Metrics) HeartBeatResponse(c protocol.ResponseCode) {
+	m.heartBeatResponses.WithLabelValues(c.String()).Inc()
+}
+func (m *Metrics) TransferFinished(c protocol.ResponseCode) {
+	m.transfers.WithLabelValues(c.String()).Inc()
+}
+
+// RPCError counts a failed outbound call.
+func (m *Metrics) RPCError(peer, reason string) { m.rpcErrors.WithLabelValues(peer, reason).Inc() }
+
+// BadFrame counts a rejected inbound frame.
+func (m *Metrics) BadFrame(reason string) { m.badFrames.WithLabelValues(reason).Inc() }

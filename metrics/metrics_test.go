@@ -1,0 +1,86 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+func TestRoleEventsDriveGaugesAndElectionDuration(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	clock := time.Unix(100, 0)
+	m, err := New(reg, "g", "n0", func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(100, 0)
+	m.OnRoleEvent(dledger.RoleEvent{Seq: 1, Term: 0, Role: protocol.CANDIDATE, At: t0})
+	m.OnRoleEvent(dledger.RoleEvent{Seq: 2, Term: 1, Role: protocol.LEADER, LeaderID: "n0", At: t0.Add(300 * time.Millisecond)})
+	if testutil.ToFloat64(m.isLeader) != 1 || testutil.ToFloat64(m.term) != 1 ||
+		testutil.ToFloat64(m.role.WithLabelValues("LEADER")) != 1 || testutil.ToFloat64(m.role.WithLabelValues("CANDIDATE")) != 0 {
+		t.Fatal("gauges do not show leader at term 1")
+	}
+	m.OnRoleEvent(dledger.RoleEvent{Seq: 3, Term: 1, Role: protocol.CANDIDATE, At: t0.Add(time.Second)})
+	clock = t0.Add(1500 * time.Millisecond)
+	if got := m.leaderlessSeconds(); got < 0.799 || got > 0.801 {
+		t.Fatalf("leaderless while leaderless = %v, want 0.3 + 0.5", got)
+	}
+	m.OnRoleEvent(dledger.RoleEvent{Seq: 4, Term: 2, Role: protocol.FOLLOWER, LeaderID: "n1", At: t0.Add(2 * time.Second)})
+	m.OnRoleEvent(dledger.RoleEvent{Seq: 5, Term: 3, Role: protocol.FOLLOWER, LeaderID: "n1", At: t0.Add(3 * time.Second)})
+	if got := testutil.ToFloat64(m.leaderChanges); got != 3 {
+		t.Fatalf("leader changes = %v, want 3 (n0@1, n1@2, n1@3)", got)
+	}
+	if got := m.leaderlessSeconds(); got < 1.299 || got > 1.301 {
+		t.Fatalf("leaderless total = %v, want 1.3", got)
+	}
+	if n := testutil.CollectAndCount(m.electionDuration); n != 1 {
+		t.Fatalf("histogram series %d", n)
+	}
+	m.VoteRoundDecided(protocol.Passed)
+	m.VoteResponse(protocol.VoteRejectExpiredLedgerTerm)
+	m.HeartBeatResponse(protocol.CodeExpiredTerm)
+	m.RPCError("n1", "timeout")
+	m.BadFrame("oversize")
+	m.TransferFinished(protocol.CodeSuccess)
+	m.SetLedger(2, 40)
+	if testutil.ToFloat64(m.elections.WithLabelValues("PASSED")) != 1 ||
+		testutil.ToFloat64(m.voteResponses.WithLabelValues("REJECT_EXPIRED_LEDGER_TERM")) != 1 ||
+		testutil.ToFloat64(m.ledgerEndIndex) != 40 {
+		t.Fatal("counters not counted")
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("lint: %v %v", err, problems)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+		for _, metric := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range metric.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] != "g" || labels["self_id"] != "n0" {
+				t.Fatalf("%s lacks the const labels: %v", mf.GetName(), labels)
+			}
+		}
+	}
+	for _, n := range Names {
+		if !have[n] {
+			t.Errorf("metric %s not exported", n)
+		}
+	}
+	if _, err := New(reg, "g", "n0", nil); err == nil || !strings.Contains(err.Error(), "duplicate") {
+		t.Fatalf("second registration on one registry: %v", err)
+	}
+}
