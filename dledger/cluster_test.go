@@ -166,15 +166,35 @@ func (t *clusterTransport) SendHeartBeat(to string, req *protocol.HeartBeatReque
 	deliver(t, to, req, (*Elector).HandleHeartBeat, done)
 }
 
+// SendLeadershipTransfer is asynchronous end to end: the transferee answers when its campaign
+// ends, so the reply travels back whenever the handler calls it.
 func (t *clusterTransport) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
-	deliver(t, to, req, func(e *Elector, r *protocol.LeadershipTransferRequest) *protocol.LeadershipTransferResponse {
-		var out *protocol.LeadershipTransferResponse
-		e.HandleLeadershipTransfer(r, func(x *protocol.LeadershipTransferResponse) { out = x })
-		if out == nil {
-			out = &protocol.LeadershipTransferResponse{Header: protocol.Header{Code: protocol.CodeTimeout}}
+	c, from, inc := t.c, t.from, t.from.incarnation
+	fail := func() {
+		c.after(rpcTimeout, func() {
+			if from.up && from.incarnation == inc {
+				done(nil, errors.New("timeout"))
+			}
+		})
+	}
+	if c.cut[[2]string{from.id, to}] {
+		fail()
+		return
+	}
+	c.after(time.Millisecond, func() {
+		dst := c.member(to)
+		if !dst.up {
+			fail()
+			return
 		}
-		return out
-	}, done)
+		dst.e.HandleLeadershipTransfer(req, func(resp *protocol.LeadershipTransferResponse) {
+			c.after(time.Millisecond, func() {
+				if from.up && from.incarnation == inc {
+					done(resp, nil)
+				}
+			})
+		})
+	})
 }
 
 // run advances virtual time by d, jumping from one event or tick to the next, and checks S1

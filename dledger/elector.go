@@ -83,6 +83,8 @@ type Elector struct {
 	last    RoleEvent
 	pending []RoleEvent
 	notify  chan struct{}
+
+	deferred []func() // run after the lock is released (see later)
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -135,40 +137,41 @@ func (e *Elector) fields(extra ...zap.Field) []zap.Field {
 	return append([]zap.Field{zap.Int64("term", e.ms.CurrTerm()), zap.Stringer("role", e.ms.Role())}, extra...)
 }
 
-// outbox collects sends decided under the lock; they run after it is released, so a transport
-// that answers synchronously cannot deadlock, and the lock never waits on the network.
-type outbox []func()
+// later queues f to run once the lock is released: sends, and replies to transfer callers.
+// Running them outside the lock means a transport that answers synchronously cannot
+// deadlock, and the lock never waits on the network.
+func (e *Elector) later(f func()) { e.deferred = append(e.deferred, f) }
 
-func (o *outbox) add(f func()) { *o = append(*o, f) }
-
-func (o outbox) flush() {
-	for _, f := range o {
+// unlock releases the lock, then runs what was queued with later, in order.
+func (e *Elector) unlock() {
+	fs := e.deferred
+	e.deferred = nil
+	e.mu.Unlock()
+	for _, f := range fs {
 		f()
 	}
 }
 
 // Tick is one StateMaintainer pass (every MaintainInterval).
 func (e *Elector) Tick() {
-	var out outbox
 	e.mu.Lock()
+	defer e.unlock()
 	now := e.clock.Now()
 	switch e.ms.Role() {
 	case protocol.LEADER:
-		e.maintainAsLeader(now, &out)
+		e.maintainAsLeader(now)
 	case protocol.FOLLOWER:
 		e.maintainAsFollower(now)
 	case protocol.CANDIDATE:
-		e.maintainAsCandidate(now, &out)
+		e.maintainAsCandidate(now)
 	}
-	e.maintainTransfer(now, &out)
-	e.mu.Unlock()
-	out.flush()
+	e.maintainTransfer(now)
 }
 
 // UpdateLedger records the embedding storage's ledger end (term of the last entry, its index).
 func (e *Elector) UpdateLedger(term, index int64) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	return e.ms.SetLedgerEnd(memberstate.LedgerEnd{Term: term, Index: index})
 }
 

@@ -24,7 +24,7 @@ type heartBeatRound struct {
 }
 
 // maintainAsLeader is the leader pass of SPEC 6.3.
-func (e *Elector) maintainAsLeader(now time.Time, out *outbox) {
+func (e *Elector) maintainAsLeader(now time.Time) {
 	if e.hb != nil && !now.Before(e.hb.deadline) {
 		e.decideHeartBeat(now)
 	}
@@ -48,10 +48,10 @@ func (e *Elector) maintainAsLeader(now time.Time, out *outbox) {
 	}
 	e.sendHeartBeatNow = false
 	e.lastSendHeartBeat = now
-	e.startHeartBeatRound(now, out)
+	e.startHeartBeatRound(now)
 }
 
-func (e *Elector) startHeartBeatRound(now time.Time, out *outbox) {
+func (e *Elector) startHeartBeatRound(now time.Time) {
 	peers := e.ms.Peers()
 	term := e.ms.CurrTerm()
 	e.roundSeq++
@@ -68,7 +68,7 @@ func (e *Elector) startHeartBeatRound(now time.Time, out *outbox) {
 		req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
 			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}}
 		idx, id := i, r.id
-		out.add(func() {
+		e.later(func() {
 			e.tr.SendHeartBeat(req.RemoteID, req, func(resp *protocol.HeartBeatResponse, err error) {
 				e.onHeartBeatResponse(id, idx, resp, err)
 			})
@@ -79,7 +79,7 @@ func (e *Elector) startHeartBeatRound(now time.Time, out *outbox) {
 
 func (e *Elector) onHeartBeatResponse(roundID uint64, idx int, resp *protocol.HeartBeatResponse, err error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	code := protocol.CodeNetworkError
 	if err == nil && resp != nil {
 		code = resp.Code
@@ -159,7 +159,7 @@ func (e *Elector) decideHeartBeat(now time.Time) {
 // HandleHeartBeat answers a leader's heartbeat (SPEC 6.4); the first matching row wins.
 func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	now := e.clock.Now()
 	ms := e.ms
 	resp := &protocol.HeartBeatResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,

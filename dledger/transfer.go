@@ -3,29 +3,316 @@ package dledger
 import (
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// transferState is the leadership-transfer bookkeeping (SPEC 6.6).
+// transferState is the leadership-transfer bookkeeping of SPEC 6.6, on both sides.
+//
+// Every transfer ends with exactly one answer within a bounded time: the leader's side has a
+// deadline longer than the transferee's whole budget (catch-up wait plus campaign), and the
+// transferee's side has its own. This is what Java DLedger lacked (issues 85, 144, 247: a
+// transfer future with no timeout, and transferees left campaigning forever).
 type transferState struct {
-	// On the transferee: taking leadership (fast vote interval, REJECT_TAKING_LEADERSHIP).
-	taking bool
-	// On the leader: a transfer in progress to `to`.
-	to string
+	// Leader side: a transfer in progress to `to`.
+	to       string
+	seq      uint64
+	deadline time.Time
+	reply    func(*protocol.LeadershipTransferResponse)
+
+	// Transferee side. waiting: accepted, waiting for the ledger to reach takeIndex.
+	// taking: campaigning for targetTerm with the fast vote interval (REJECT_TAKING_LEADERSHIP).
+	waiting, taking bool
+	takeIndex       int64
+	fromTerm        int64
+	targetTerm      int64
+	takeDeadline    time.Time
+	takeReply       func(*protocol.LeadershipTransferResponse)
+
+	nextPreferredCheck time.Time
 }
 
-// maintainTransfer advances transfers and preferred-leader checks each pass.
-func (e *Elector) maintainTransfer(now time.Time, out *outbox) {}
+// preferredCheckInterval: the leader looks for a better preferred leader once a second.
+const preferredCheckInterval = time.Second
 
-// onRoleEventLocked lets a transfer in progress learn its outcome from a role change.
-func (e *Elector) onRoleEventLocked(ev RoleEvent) {}
+// takeBudget bounds the transferee's campaign: two of the longest vote rounds.
+func (c Config) takeBudget() time.Duration { return 2 * c.MaxVoteRound() }
 
-// HandleLeadershipTransfer is not implemented yet: it answers UNSUPPORTED.
+// TransferBound is the longest a transfer may take before its leader answers: the
+// transferee's catch-up wait and campaign, plus one round of slack for the messages.
+func (c Config) TransferBound() time.Duration {
+	return c.LeadershipTransferWaitTimeout + c.takeBudget() + c.MaxVoteRound()
+}
+
+func (e *Elector) transferResponse(code protocol.ResponseCode) *protocol.LeadershipTransferResponse {
+	return &protocol.LeadershipTransferResponse{Header: protocol.Header{Group: e.ms.Group(),
+		LocalID: e.ms.SelfID(), LeaderID: e.ms.LeaderID(), Term: e.ms.CurrTerm(), Code: code}}
+}
+
+// TransferLeadership asks this member, as leader, to hand leadership to `to` (SPEC 6.6).
+// term is the term the caller saw (-1: the current one). reply is called exactly once, outside
+// the elector's lock, with SUCCESS and the new term, or the reason it failed.
+func (e *Elector) TransferLeadership(to string, term int64, reply func(*protocol.LeadershipTransferResponse)) {
+	e.mu.Lock()
+	defer e.unlock()
+	e.startTransfer(to, term, e.clock.Now(), func(r *protocol.LeadershipTransferResponse) {
+		e.later(func() { reply(r) })
+	})
+}
+
+// startTransfer runs the leader's checks in SPEC order; reply must be safe under the lock.
+func (e *Elector) startTransfer(to string, term int64, now time.Time, reply func(*protocol.LeadershipTransferResponse)) {
+	ms := e.ms
+	if term < 0 {
+		term = ms.CurrTerm()
+	}
+	fail := func(code protocol.ResponseCode) {
+		e.obs.TransferFinished(code)
+		reply(e.transferResponse(code))
+	}
+	idx := -1
+	for i, p := range ms.Peers() {
+		if p.ID == to {
+			idx = i
+		}
+	}
+	switch {
+	case idx < 0:
+		fail(protocol.CodeUnknownMember)
+		return
+	case term != ms.CurrTerm():
+		fail(protocol.CodeInconsistentTerm)
+		return
+	case ms.Role() != protocol.LEADER:
+		fail(protocol.CodeNotLeader)
+		return
+	case to == ms.SelfID():
+		fail(protocol.CodeSuccess) // already the leader: nothing to do
+		return
+	}
+	p := e.peers[idx]
+	if !p.alive || !p.known || ms.Ledger().Index-p.ledger.Index > e.cfg.MaxLeadershipTransferWaitIndex {
+		// A dead member, or one whose ledger we have not heard, cannot be shown to be caught up.
+		fail(protocol.CodeFallBehindTooMuch)
+		return
+	}
+	if e.xfer.to != "" {
+		fail(protocol.CodeLeaderTransferring)
+		return
+	}
+	e.roundSeq++
+	e.xfer.to, e.xfer.seq, e.xfer.reply = to, e.roundSeq, reply
+	e.xfer.deadline = now.Add(e.cfg.TransferBound())
+	req := &protocol.LeadershipTransferRequest{
+		Header: protocol.Header{Group: ms.Group(), RemoteID: to, LocalID: ms.SelfID(),
+			LeaderID: ms.SelfID(), Term: term},
+		TransferID: ms.SelfID(), TransfereeID: to, TakeLeadershipLedgerIndex: ms.Ledger().Index,
+	}
+	e.log.Info("transfers leadership", e.fields(zap.String("to", to), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
+	seq := e.roundSeq
+	e.later(func() {
+		e.tr.SendLeadershipTransfer(to, req, func(resp *protocol.LeadershipTransferResponse, err error) {
+			e.mu.Lock()
+			defer e.unlock()
+			code := protocol.CodeTakeLeadershipFailed
+			if err == nil && resp != nil {
+				code = resp.Code
+			}
+			e.finishTransfer(seq, code, "transferee answered")
+		})
+	})
+}
+
+// finishTransfer ends the leader-side transfer seq (if still current) with code.
+func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, why string) {
+	if e.xfer.to == "" || e.xfer.seq != seq {
+		return
+	}
+	reply := e.xfer.reply
+	e.log.Info("transfer finished", e.fields(zap.String("to", e.xfer.to), zap.Stringer("code", code), zap.String("why", why))...)
+	e.xfer.to, e.xfer.reply = "", nil
+	e.obs.TransferFinished(code)
+	reply(e.transferResponse(code))
+}
+
+// HandleLeadershipTransfer serves both halves of SPEC 6.6: an admin's request to this member
+// as leader (transferId empty or self), and the leader's request to this member as transferee.
+// reply is called exactly once, outside the lock, within TransferBound.
 func (e *Elector) HandleLeadershipTransfer(req *protocol.LeadershipTransferRequest, reply func(*protocol.LeadershipTransferResponse)) {
 	e.mu.Lock()
-	resp := &protocol.LeadershipTransferResponse{Header: protocol.Header{Group: e.ms.Group(),
-		RemoteID: req.LocalID, LocalID: e.ms.SelfID(), LeaderID: e.ms.LeaderID(),
-		Term: e.ms.CurrTerm(), Code: protocol.CodeUnsupported}}
-	e.mu.Unlock()
-	reply(resp)
+	defer e.unlock()
+	now := e.clock.Now()
+	answer := func(r *protocol.LeadershipTransferResponse) {
+		r.RemoteID = req.LocalID
+		e.later(func() { reply(r) })
+	}
+	ms := e.ms
+	switch {
+	case req.Group != ms.Group():
+		answer(e.transferResponse(protocol.CodeUnknownGroup))
+	case req.RemoteID != "" && req.RemoteID != ms.SelfID():
+		answer(e.transferResponse(protocol.CodeUnknownMember))
+	case req.TransfereeID == ms.SelfID() && req.TransferID != "" && req.TransferID != ms.SelfID():
+		e.acceptTakeLeadership(req, now, answer)
+	default:
+		e.startTransfer(req.TransfereeID, req.Term, now, answer)
+	}
+}
+
+// acceptTakeLeadership is the transferee's side: check the request, then wait (in the passes)
+// for the ledger to catch up before campaigning.
+func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, now time.Time, answer func(*protocol.LeadershipTransferResponse)) {
+	ms := e.ms
+	switch {
+	case req.TransferID != ms.LeaderID():
+		answer(e.transferResponse(protocol.CodeInconsistentLeader))
+		return
+	case req.Term != ms.CurrTerm():
+		answer(e.transferResponse(protocol.CodeInconsistentTerm))
+		return
+	case e.xfer.waiting || e.xfer.taking:
+		answer(e.transferResponse(protocol.CodeLeaderTransferring))
+		return
+	}
+	e.xfer.waiting = true
+	e.xfer.takeIndex = req.TakeLeadershipLedgerIndex
+	e.xfer.fromTerm = req.Term
+	e.xfer.takeDeadline = now.Add(e.cfg.LeadershipTransferWaitTimeout)
+	e.xfer.takeReply = answer
+	e.log.Info("asked to take leadership", e.fields(zap.String("from", req.TransferID), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
+	e.maintainTakeLeadership(now) // usually caught up already: start at once
+}
+
+// maintainTransfer advances transfers and the preferred-leader check each pass.
+func (e *Elector) maintainTransfer(now time.Time) {
+	if e.xfer.to != "" && now.After(e.xfer.deadline) {
+		e.finishTransfer(e.xfer.seq, protocol.CodeTakeLeadershipFailed, "no answer within the transfer bound")
+	}
+	e.maintainTakeLeadership(now)
+	e.maintainPreferredLeader(now)
+}
+
+func (e *Elector) maintainTakeLeadership(now time.Time) {
+	x := &e.xfer
+	switch {
+	case x.waiting && (e.ms.CurrTerm() != x.fromTerm || e.ms.Role() != protocol.FOLLOWER):
+		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "the term or role changed while catching up")
+	case x.waiting && e.ms.Ledger().Index >= x.takeIndex:
+		e.beginTakeLeadership(now)
+	case x.waiting && now.After(x.takeDeadline):
+		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "ledger did not catch up within leadershipTransferWaitTimeout")
+	case x.taking && now.After(x.takeDeadline):
+		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "not elected within the take-leadership budget")
+	}
+}
+
+// beginTakeLeadership campaigns at term+1. Unlike DLedger, it adopts and persists the new term
+// at once and votes in the same pass: while it still sat at the old term, the old leader's next
+// heartbeat would make it a follower again (SPEC 6.4 row 4) and abort the transfer.
+func (e *Elector) beginTakeLeadership(now time.Time) {
+	x := &e.xfer
+	x.waiting = false
+	x.targetTerm = x.fromTerm + 1
+	e.becomeCandidate(x.targetTerm, now, "taking leadership")
+	if _, err := e.ms.NextTerm(); err != nil {
+		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "cannot persist the new term: "+err.Error())
+		return
+	}
+	x.taking = true
+	x.takeDeadline = now.Add(e.cfg.takeBudget())
+	e.needIncreaseTerm = false
+	e.lastParseResult = protocol.WaitToRevote
+	e.nextTimeToRequestVote = time.Time{}
+	e.emit(now)
+	e.maintainAsCandidate(now)
+}
+
+// endTakeLeadership answers the leader and returns this member to the normal vote interval.
+// A failed take leaves it an ordinary candidate, so the usual election settles the group.
+func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
+	x := &e.xfer
+	if !x.waiting && !x.taking {
+		return
+	}
+	reply := x.takeReply
+	x.waiting, x.taking, x.takeReply = false, false, nil
+	e.log.Info("take leadership finished", e.fields(zap.Stringer("code", code), zap.String("why", why))...)
+	reply(e.transferResponse(code))
+}
+
+// onRoleEventLocked lets a campaign in progress learn its outcome from the next role change.
+func (e *Elector) onRoleEventLocked(ev RoleEvent) {
+	x := &e.xfer
+	if !x.taking {
+		return
+	}
+	switch {
+	case ev.Term > x.targetTerm:
+		e.endTakeLeadership(protocol.CodeExpiredTerm, "a higher term appeared")
+	case ev.Role == protocol.LEADER && ev.Term == x.targetTerm:
+		e.endTakeLeadership(protocol.CodeSuccess, "elected")
+	case ev.Role == protocol.FOLLOWER:
+		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "another member won")
+	}
+}
+
+// maintainPreferredLeader: once a second a leader that is not preferred hands over to the live
+// preferred member with the smallest lag below maxLeadershipTransferWaitIndex (SPEC 6.6).
+func (e *Elector) maintainPreferredLeader(now time.Time) {
+	if len(e.cfg.PreferredLeaderIDs) == 0 || e.ms.Role() != protocol.LEADER || e.xfer.to != "" ||
+		now.Before(e.xfer.nextPreferredCheck) {
+		return
+	}
+	e.xfer.nextPreferredCheck = now.Add(preferredCheckInterval)
+	for _, id := range e.cfg.PreferredLeaderIDs {
+		if id == e.ms.SelfID() {
+			return
+		}
+	}
+	best := e.bestTarget(func(id string) bool {
+		for _, p := range e.cfg.PreferredLeaderIDs {
+			if p == id {
+				return true
+			}
+		}
+		return false
+	})
+	if best == "" {
+		return
+	}
+	e.log.Info("hands over to a preferred leader", e.fields(zap.String("to", best))...)
+	e.startTransfer(best, -1, now, func(*protocol.LeadershipTransferResponse) {})
+}
+
+// bestTarget is the live member (other than self) accepted by ok whose reported ledger is
+// newest, within maxLeadershipTransferWaitIndex; ties go to the earlier member in peer order.
+// Leader only; "" if none.
+func (e *Elector) bestTarget(ok func(id string) bool) string {
+	best := -1
+	for i, p := range e.ms.Peers() {
+		st := e.peers[i]
+		if p.ID == e.ms.SelfID() || !ok(p.ID) || !st.alive || !st.known ||
+			e.ms.Ledger().Index-st.ledger.Index > e.cfg.MaxLeadershipTransferWaitIndex {
+			continue
+		}
+		if best < 0 || st.ledger.NewerThan(e.peers[best].ledger) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	return e.ms.Peers()[best].ID
+}
+
+// HandOverTarget names the member a leader stopping gracefully should hand over to: the most
+// up-to-date live follower. "" when this member is not leader or none qualifies.
+func (e *Elector) HandOverTarget() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ms.Role() != protocol.LEADER {
+		return ""
+	}
+	return e.bestTarget(func(string) bool { return true })
 }

@@ -42,7 +42,7 @@ func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
 }
 
 // maintainAsCandidate is the candidate pass of SPEC 6.2.
-func (e *Elector) maintainAsCandidate(now time.Time, out *outbox) {
+func (e *Elector) maintainAsCandidate(now time.Time) {
 	if e.vote != nil {
 		switch {
 		case e.needIncreaseTerm:
@@ -76,10 +76,10 @@ func (e *Elector) maintainAsCandidate(now time.Time, out *outbox) {
 		e.nextTimeToRequestVote = now.Add(e.voteDelay())
 		return
 	}
-	e.startVoteRound(now, term, out)
+	e.startVoteRound(now, term)
 }
 
-func (e *Elector) startVoteRound(now time.Time, term int64, out *outbox) {
+func (e *Elector) startVoteRound(now time.Time, term int64) {
 	peers := e.ms.Peers()
 	ledger := e.ms.Ledger()
 	e.roundSeq++
@@ -104,7 +104,7 @@ func (e *Elector) startVoteRound(now time.Time, term int64, out *outbox) {
 			continue
 		}
 		idx, id := i, r.id
-		out.add(func() {
+		e.later(func() {
 			e.tr.SendVote(req.RemoteID, req, func(resp *protocol.VoteResponse, err error) {
 				e.onVoteResponse(id, idx, resp, err)
 			})
@@ -124,7 +124,7 @@ func voteResultOf(resp *protocol.VoteResponse, err error) protocol.VoteResult {
 
 func (e *Elector) onVoteResponse(roundID uint64, idx int, resp *protocol.VoteResponse, err error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	res := voteResultOf(resp, err)
 	e.obs.VoteResponse(res)
 	r := e.vote
@@ -189,7 +189,7 @@ func (e *Elector) decideVote(now time.Time) {
 // the vote is durable, so this may block on fsync: never call it on a network event loop.
 func (e *Elector) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	return e.handleVoteLocked(req, false, e.clock.Now())
 }
 
