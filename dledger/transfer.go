@@ -115,17 +115,18 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, reply func
 		e.tr.SendLeadershipTransfer(to, req, func(resp *protocol.LeadershipTransferResponse, err error) {
 			e.mu.Lock()
 			defer e.unlock()
-			code := protocol.CodeTakeLeadershipFailed
-			if err == nil && resp != nil {
-				code = resp.Code
+			if err != nil || resp == nil {
+				e.finishTransfer(seq, protocol.CodeTakeLeadershipFailed, nil, "no answer from the transferee")
+				return
 			}
-			e.finishTransfer(seq, code, "transferee answered")
+			e.finishTransfer(seq, resp.Code, resp, "transferee answered")
 		})
 	})
 }
 
-// finishTransfer ends the leader-side transfer seq (if still current) with code.
-func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, why string) {
+// finishTransfer ends the leader-side transfer seq (if still current) with code. The caller
+// learns the transferee's term and leader when it answered, else this member's view.
+func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, answer *protocol.LeadershipTransferResponse, why string) {
 	if e.xfer.to == "" || e.xfer.seq != seq {
 		return
 	}
@@ -133,7 +134,11 @@ func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, why str
 	e.log.Info("transfer finished", e.fields(zap.String("to", e.xfer.to), zap.Stringer("code", code), zap.String("why", why))...)
 	e.xfer.to, e.xfer.reply = "", nil
 	e.obs.TransferFinished(code)
-	reply(e.transferResponse(code))
+	r := e.transferResponse(code)
+	if answer != nil {
+		r.Term, r.LeaderID = answer.Term, answer.LeaderID
+	}
+	reply(r)
 }
 
 // HandleLeadershipTransfer serves both halves of SPEC 6.6: an admin's request to this member
@@ -187,7 +192,7 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 // maintainTransfer advances transfers and the preferred-leader check each pass.
 func (e *Elector) maintainTransfer(now time.Time) {
 	if e.xfer.to != "" && now.After(e.xfer.deadline) {
-		e.finishTransfer(e.xfer.seq, protocol.CodeTakeLeadershipFailed, "no answer within the transfer bound")
+		e.finishTransfer(e.xfer.seq, protocol.CodeTakeLeadershipFailed, nil, "no answer within the transfer bound")
 	}
 	e.maintainTakeLeadership(now)
 	e.maintainPreferredLeader(now)

@@ -82,7 +82,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		ledgerEndIndex: g("dledger_ledger_end_index", "Index of the last entry in this member's ledger (-1: empty)."),
 		ledgerEndTerm:  g("dledger_ledger_end_term", "Term of the last entry in this member's ledger (-1: empty)."),
 		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dledger_rpc_errors_total", ConstLabels: cl,
-			Help: "Outbound calls that failed, by peer and reason (timeout, not_connected, closed, ...)."}, []string{"peer", "reason"}),
+			Help: "Calls that failed (client) or requests left unanswered (server), by request code and reason."}, []string{"request", "reason"}),
 		badFrames: cv("dledger_rpc_bad_frames_total", "Inbound frames rejected (the connection was closed), by reason.", "reason"),
 		transfers: cv("dledger_leadership_transfers_total", "Leadership transfers this member led or answered, by result code.", "result"),
 		now:       now,
@@ -103,6 +103,10 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	for _, cs := range []protocol.ResponseCode{protocol.CodeSuccess, protocol.CodeExpiredTerm,
 		protocol.CodeInconsistentLeader, protocol.CodeTermNotReady, protocol.CodeNetworkError} {
 		m.heartBeatResponses.WithLabelValues(cs.String())
+	}
+	for _, cs := range []protocol.ResponseCode{protocol.CodeSuccess, protocol.CodeFallBehindTooMuch,
+		protocol.CodeTakeLeadershipFailed, protocol.CodeNotLeader, protocol.CodeLeaderTransferring} {
+		m.transfers.WithLabelValues(cs.String())
 	}
 	m.leaderlessFrom = now()
 	for _, col := range []prometheus.Collector{m.term, m.role, m.isLeader, m.leaderChanges, m.elections,
@@ -184,8 +188,23 @@ func (m *Metrics) TransferFinished(c protocol.ResponseCode) {
 	m.transfers.WithLabelValues(c.String()).Inc()
 }
 
-// RPCError counts a failed outbound call.
-func (m *Metrics) RPCError(peer, reason string) { m.rpcErrors.WithLabelValues(peer, reason).Inc() }
+// DeclareRPCReasons creates the rpc counters' series at zero, so dashboards and alerts see
+// every reason from the first scrape instead of a missing series.
+func (m *Metrics) DeclareRPCReasons(badFrameReasons, requests, errorReasons []string) {
+	for _, r := range badFrameReasons {
+		m.badFrames.WithLabelValues(r)
+	}
+	for _, q := range requests {
+		for _, r := range errorReasons {
+			m.rpcErrors.WithLabelValues(q, r)
+		}
+	}
+}
+
+// RPCError counts a failed call or unanswered request (rpc.Hooks.OnRPCError).
+func (m *Metrics) RPCError(request, reason string) {
+	m.rpcErrors.WithLabelValues(request, reason).Inc()
+}
 
 // BadFrame counts a rejected inbound frame.
 func (m *Metrics) BadFrame(reason string) { m.badFrames.WithLabelValues(reason).Inc() }

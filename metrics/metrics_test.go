@@ -45,7 +45,7 @@ func TestRoleEventsDriveGaugesAndElectionDuration(t *testing.T) {
 	m.VoteRoundDecided(protocol.Passed)
 	m.VoteResponse(protocol.VoteRejectExpiredLedgerTerm)
 	m.HeartBeatResponse(protocol.CodeExpiredTerm)
-	m.RPCError("n1", "timeout")
+	m.RPCError("VOTE", "timeout")
 	m.BadFrame("oversize")
 	m.TransferFinished(protocol.CodeSuccess)
 	m.SetLedger(2, 40)
