@@ -1,0 +1,557 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// The client side uses plain net.Conn with two goroutines per connected peer (a reader and a
+// writer) rather than gnet. A member has only a few peers, so a few goroutines cost nothing,
+// and blocking I/O gives us dial timeouts, write deadlines and reconnection in straight-line
+// code, free of gnet's client pitfalls (no Dial/Enroll from callbacks, none after Stop, a
+// specific balancer for Register).
+
+// ClientOptions configure a Client. Zero values take the documented defaults.
+type ClientOptions struct {
+	// Peers maps member id to host:port. It should not contain the member itself (the
+	// elector votes for itself without the network).
+	Peers map[string]string
+	// CallTimeout bounds each call (default 1 s): done gets ErrTimeout if no answer came.
+	// Timeouts are checked every CallTimeout/10 (at most every 100 ms), so a call ends
+	// within that much after its deadline.
+	CallTimeout time.Duration
+	// TransferTimeout replaces CallTimeout for leadership transfers (default 5 s): the
+	// transferee answers only after catching up (leadershipTransferWaitTimeout) and winning
+	// its election.
+	TransferTimeout time.Duration
+	// DialTimeout bounds one connection attempt (default 500 ms).
+	DialTimeout time.Duration
+	// ReconnectMin and ReconnectMax bound the delay between connection attempts to a peer
+	// that is down; it doubles after each failure (defaults 50 ms and 1 s), with jitter.
+	ReconnectMin, ReconnectMax time.Duration
+	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize).
+	MaxFrameSize int
+	// SendQueue is how many frames may wait for one peer's writer (default 256); beyond it
+	// calls fail at once with ErrOverloaded.
+	SendQueue int
+	// Logger receives the client's logs (default: none). Bad-frame lines are rate-limited.
+	Logger *zap.Logger
+	// Hooks count bad frames from peers and failed calls.
+	Hooks
+}
+
+func (o *ClientOptions) setDefaults() {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = time.Second
+	}
+	if o.TransferTimeout <= 0 {
+		o.TransferTimeout = 5 * time.Second
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 500 * time.Millisecond
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = 50 * time.Millisecond
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		o.ReconnectMax = max(time.Second, o.ReconnectMin)
+	}
+	if o.MaxFrameSize <= 0 {
+		o.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if o.SendQueue <= 0 {
+		o.SendQueue = 256
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+}
+
+// Client sends requests to peers; it implements dledger.Transport. Every Send method returns
+// without waiting for the network and calls done exactly once: synchronously when the call
+// can not start (unknown peer, peer down, queue full, client closed), otherwise later from
+// the client's goroutine for that peer, so done must be quick and must not block (it may
+// call Send again, but not Close, which waits for that goroutine). The request is encoded
+// before Send returns and is not kept; the response passed to done is the caller's.
+type Client struct {
+	opts       ClientOptions
+	obs        *observer
+	peers      map[string]*peer // fixed at construction; read without locks
+	sweepEvery time.Duration
+	ctx        context.Context // cancelled by Close: stops dials, waits and connections
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	callPool   sync.Pool
+}
+
+// call is one request waiting for its answer. Exactly one of the done fields is set, the one
+// matching code; whoever removes the call from its peer's pending map completes it, which is
+// what makes done run exactly once.
+type call struct {
+	code     protocol.RequestCode
+	deadline time.Time
+	vote     func(*protocol.VoteResponse, error)
+	hb       func(*protocol.HeartBeatResponse, error)
+	lt       func(*protocol.LeadershipTransferResponse, error)
+	meta     func(*protocol.MetadataResponse, error)
+}
+
+// peer is the connection to one member.
+type peer struct {
+	cl     *Client
+	id     string
+	addr   string
+	sendq  chan outFrame
+	nextID atomic.Uint64
+
+	mu        sync.Mutex
+	connected bool
+	closed    bool
+	gen       uint64 // connection generation; frames queued for an older one are dropped
+	pending   map[uint64]*call
+
+	expired []*call // scratch for the writer goroutine's timeout sweep
+}
+
+type outFrame struct {
+	gen uint64
+	fb  *frameBuf
+}
+
+// NewClient checks the options and starts connecting to every peer in the background. Calls
+// to a peer fail with ErrPeerDown until its connection is up (see Connected).
+func NewClient(opts ClientOptions) (*Client, error) {
+	for id, addr := range opts.Peers {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("rpc: NewClient: peer %s: bad address %q: %w", id, addr, err)
+		}
+	}
+	opts.setDefaults()
+	cl := &Client{
+		opts:       opts,
+		obs:        newObserver(opts.Logger, opts.Hooks),
+		peers:      make(map[string]*peer, len(opts.Peers)),
+		sweepEvery: min(max(opts.CallTimeout/10, time.Millisecond), 100*time.Millisecond),
+	}
+	cl.callPool.New = func() any { return new(call) }
+	cl.ctx, cl.cancel = context.WithCancel(context.Background())
+	for id, addr := range opts.Peers {
+		p := &peer{cl: cl, id: id, addr: addr,
+			sendq: make(chan outFrame, opts.SendQueue), pending: make(map[uint64]*call)}
+		cl.peers[id] = p
+		cl.wg.Add(1)
+		go p.run()
+	}
+	return cl, nil
+}
+
+// Close fails every pending call with ErrClosed, closes the connections and waits for the
+// client's goroutines. Later calls fail at once with ErrClosed.
+func (cl *Client) Close() error {
+	cl.closeOnce.Do(func() {
+		for _, p := range cl.peers {
+			p.mu.Lock()
+			p.closed = true
+			p.mu.Unlock()
+		}
+		cl.cancel()
+		cl.wg.Wait()
+	})
+	return nil
+}
+
+// Connected reports whether the connection to peer id is up.
+func (cl *Client) Connected(id string) bool {
+	p := cl.peers[id]
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.connected
+}
+
+// Stats returns running totals.
+func (cl *Client) Stats() Stats { return cl.obs.stats() }
+
+// SendVote sends a VoteRequest to peer to.
+func (cl *Client) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
+	c := cl.newCall(protocol.RequestVote)
+	c.vote = done
+	if p, id, fb := cl.begin(to, c); p != nil {
+		fb.b = appendVoteRequest(fb.b, req)
+		p.submit(c, id, fb)
+	}
+}
+
+// SendHeartBeat sends a HeartBeatRequest to peer to.
+func (cl *Client) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
+	c := cl.newCall(protocol.RequestHeartBeat)
+	c.hb = done
+	if p, id, fb := cl.begin(to, c); p != nil {
+		fb.b = appendHeartBeatRequest(fb.b, req)
+		p.submit(c, id, fb)
+	}
+}
+
+// SendLeadershipTransfer sends a LeadershipTransferRequest to peer to. The transferee answers
+// after its election, so this call waits up to TransferTimeout rather than CallTimeout.
+func (cl *Client) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
+	c := cl.newCall(protocol.RequestLeadershipTransfer)
+	c.lt = done
+	if p, id, fb := cl.begin(to, c); p != nil {
+		fb.b = appendLeadershipTransferRequest(fb.b, req)
+		p.submit(c, id, fb)
+	}
+}
+
+// SendMetadata asks peer to for its status (for tools; not part of dledger.Transport).
+func (cl *Client) SendMetadata(to string, req *protocol.MetadataRequest, done func(*protocol.MetadataResponse, error)) {
+	c := cl.newCall(protocol.RequestMetadata)
+	c.meta = done
+	if p, id, fb := cl.begin(to, c); p != nil {
+		fb.b = appendMetadataRequest(fb.b, req)
+		p.submit(c, id, fb)
+	}
+}
+
+func (cl *Client) newCall(code protocol.RequestCode) *call {
+	c := cl.callPool.Get().(*call)
+	c.code = code
+	return c
+}
+
+// begin finds the peer and starts the frame; on failure it completes the call and returns a
+// nil peer. A peer that is down fails here, before any encoding work.
+func (cl *Client) begin(to string, c *call) (*peer, uint64, *frameBuf) {
+	p := cl.peers[to]
+	if p == nil {
+		cl.finish(c, nil, ErrUnknownPeer, to)
+		return nil, 0, nil
+	}
+	if err := p.usable(); err != nil {
+		cl.finish(c, nil, err, to)
+		return nil, 0, nil
+	}
+	id := p.nextID.Add(1)
+	fb := getFrameBuf()
+	fb.b = beginFrame(fb.b, id, c.code, false)
+	return p, id, fb
+}
+
+// finish completes a call: it recycles the call first (done may send again), then runs done
+// with a fresh copy of the response, since the caller may keep it.
+func (cl *Client) finish(c *call, r *response, err error, peerID string) {
+	if err != nil {
+		cl.obs.rpcError(c.code, callErrReason(err), peerID)
+	}
+	code, vote, hb, lt, meta := c.code, c.vote, c.hb, c.lt, c.meta
+	*c = call{}
+	cl.callPool.Put(c)
+	switch code {
+	case protocol.RequestVote:
+		if err != nil {
+			vote(nil, err)
+			return
+		}
+		resp := new(protocol.VoteResponse)
+		*resp = r.vote
+		vote(resp, nil)
+	case protocol.RequestHeartBeat:
+		if err != nil {
+			hb(nil, err)
+			return
+		}
+		resp := new(protocol.HeartBeatResponse)
+		*resp = r.hb
+		hb(resp, nil)
+	case protocol.RequestLeadershipTransfer:
+		if err != nil {
+			lt(nil, err)
+			return
+		}
+		resp := new(protocol.LeadershipTransferResponse)
+		*resp = r.lt
+		lt(resp, nil)
+	case protocol.RequestMetadata:
+		if err != nil {
+			meta(nil, err)
+			return
+		}
+		resp := new(protocol.MetadataResponse)
+		*resp = r.meta
+		meta(resp, nil)
+	}
+}
+
+// usable fails fast while the peer is down: the caller learns at once instead of after a
+// timeout, and nothing is queued for a connection that does not exist.
+func (p *peer) usable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closed:
+		return ErrClosed
+	case !p.connected:
+		return ErrPeerDown
+	}
+	return nil
+}
+
+// submit registers the call and queues its frame for the writer, without blocking.
+func (p *peer) submit(c *call, id uint64, fb *frameBuf) {
+	cl := p.cl
+	var err error
+	if fb.b, err = finishFrame(fb.b, 0, cl.opts.MaxFrameSize); err != nil {
+		putFrameBuf(fb)
+		cl.finish(c, nil, ErrTooLarge, p.id)
+		return
+	}
+	var gen uint64
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		err = ErrClosed
+	case !p.connected:
+		err = ErrPeerDown
+	default:
+		timeout := cl.opts.CallTimeout
+		if c.code == protocol.RequestLeadershipTransfer {
+			timeout = cl.opts.TransferTimeout
+		}
+		c.deadline = time.Now().Add(timeout)
+		p.pending[id] = c
+		gen = p.gen
+	}
+	p.mu.Unlock()
+	if err != nil {
+		putFrameBuf(fb)
+		cl.finish(c, nil, err, p.id)
+		return
+	}
+	cl.obs.requests.Add(1)
+	select {
+	case p.sendq <- outFrame{gen: gen, fb: fb}:
+	default:
+		putFrameBuf(fb)
+		if c := p.take(id); c != nil { // the connection may have failed it meanwhile
+			cl.finish(c, nil, ErrOverloaded, p.id)
+		}
+	}
+}
+
+// take removes and returns a pending call, or nil if it already completed.
+func (p *peer) take(id uint64) *call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.pending[id]
+	if c != nil {
+		delete(p.pending, id)
+	}
+	return c
+}
+
+// run keeps a connection to the peer until Close, redialling with backoff.
+func (p *peer) run() {
+	defer p.cl.wg.Done()
+	opts := &p.cl.opts
+	backoff := opts.ReconnectMin
+	for {
+		d := net.Dialer{Timeout: opts.DialTimeout}
+		conn, err := d.DialContext(p.cl.ctx, "tcp", p.addr)
+		if err == nil {
+			backoff = opts.ReconnectMin
+			p.serve(conn)
+		} else if p.cl.ctx.Err() == nil {
+			p.cl.obs.log.Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
+		}
+		// Jitter keeps members that lost the same peer from redialling in lockstep.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		t := time.NewTimer(wait)
+		select {
+		case <-p.cl.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err != nil {
+			backoff = min(2*backoff, opts.ReconnectMax)
+		}
+	}
+}
+
+// serve runs one connection: this goroutine writes queued frames and expires overdue calls,
+// a second one reads responses. When either side fails, or the client closes, the connection
+// is closed and every pending call fails.
+func (p *peer) serve(conn net.Conn) {
+	p.mu.Lock()
+	p.gen++
+	gen := p.gen
+	p.connected = !p.closed
+	p.mu.Unlock()
+	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
+
+	readDone := make(chan error, 1)
+	go func() { readDone <- p.read(conn) }()
+	w := bufio.NewWriterSize(conn, 16<<10)
+	tick := time.NewTicker(p.cl.sweepEvery)
+	defer tick.Stop()
+
+	var err error
+	readerExited := false
+	for err == nil {
+		select {
+		case f := <-p.sendq:
+			err = p.write(conn, w, gen, f)
+		case now := <-tick.C:
+			p.expire(now)
+		case err = <-readDone:
+			readerExited = true
+			if err == nil {
+				err = io.EOF
+			}
+		case <-p.cl.ctx.Done():
+			err = ErrClosed
+		}
+	}
+	_ = conn.Close()
+	if !readerExited {
+		<-readDone // the reader returns once the connection is closed
+	}
+	p.disconnect()
+	if !errors.Is(err, ErrClosed) {
+		p.cl.obs.log.Debug("rpc: connection lost", zap.String("peer", p.id), zap.Error(err))
+	}
+}
+
+// write sends f and whatever else is queued in one flush. The deadline keeps a peer that
+// stopped reading from holding the writer (and so the timeout sweep) forever.
+func (p *peer) write(conn net.Conn, w *bufio.Writer, gen uint64, f outFrame) error {
+	if err := conn.SetWriteDeadline(time.Now().Add(p.cl.opts.CallTimeout)); err != nil {
+		putFrameBuf(f.fb)
+		return err
+	}
+	for {
+		var err error
+		if f.gen == gen { // a frame queued for an earlier connection: its call already failed
+			_, err = w.Write(f.fb.b)
+		}
+		putFrameBuf(f.fb)
+		if err != nil {
+			return err
+		}
+		select {
+		case f = <-p.sendq:
+			continue
+		default:
+		}
+		return w.Flush()
+	}
+}
+
+// expire fails the calls whose deadline has passed.
+func (p *peer) expire(now time.Time) {
+	p.mu.Lock()
+	for id, c := range p.pending {
+		if now.After(c.deadline) {
+			delete(p.pending, id)
+			p.expired = append(p.expired, c)
+		}
+	}
+	p.mu.Unlock()
+	for i, c := range p.expired {
+		p.cl.finish(c, nil, ErrTimeout, p.id)
+		p.expired[i] = nil
+	}
+	p.expired = p.expired[:0]
+}
+
+// disconnect marks the peer down and fails its pending calls and queued frames.
+func (p *peer) disconnect() {
+	reason := ErrPeerDown
+	p.mu.Lock()
+	p.connected = false
+	if p.closed {
+		reason = ErrClosed
+	}
+	for id, c := range p.pending {
+		delete(p.pending, id)
+		p.expired = append(p.expired, c)
+	}
+	p.mu.Unlock()
+	for i, c := range p.expired {
+		p.cl.finish(c, nil, reason, p.id)
+		p.expired[i] = nil
+	}
+	p.expired = p.expired[:0]
+	for {
+		select {
+		case f := <-p.sendq:
+			putFrameBuf(f.fb)
+		default:
+			return
+		}
+	}
+}
+
+// read decodes responses until the connection fails. Responses are as untrusted as requests:
+// the same size limit and validation apply, and a bad frame closes the connection.
+func (p *peer) read(conn net.Conn) error {
+	r := bufio.NewReaderSize(conn, 4<<10)
+	hdr := make([]byte, frameHeaderLen)
+	var body []byte
+	var cur cursor
+	var resp response
+	for {
+		if _, err := io.ReadFull(r, hdr); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return p.badFrame(ReasonTruncated, err)
+			}
+			return err
+		}
+		n, err := frameLength(hdr, p.cl.opts.MaxFrameSize)
+		if err != nil {
+			return p.badFrame(badFrameReason(err), err)
+		}
+		if cap(body) < n {
+			body = make([]byte, n)
+		}
+		body = body[:n]
+		if _, err := io.ReadFull(r, body); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return p.badFrame(ReasonTruncated, err)
+			}
+			return err
+		}
+		if err := cur.decodeResponse(body, &resp); err != nil {
+			return p.badFrame(badFrameReason(err), err)
+		}
+		c := p.take(resp.id)
+		if c == nil {
+			continue // the answer to a call that already timed out
+		}
+		if c.code != resp.code {
+			p.cl.finish(c, nil, ErrBadResponse, p.id)
+			return p.badFrame(ReasonUnexpectedKind, errUnexpectedKind)
+		}
+		p.cl.finish(c, &resp, nil, p.id)
+	}
+}
+
+func (p *peer) badFrame(reason string, err error) error {
+	p.cl.obs.badFrame(reason, p.addr, err)
+	return err
+}

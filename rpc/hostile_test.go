@@ -1,0 +1,229 @@
+package rpc
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// frameWith wraps a body in a correct length header.
+func frameWith(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// TestHostileInput sends each hostile byte sequence on its own raw connection to a live
+// server and checks that the server closes that connection (and counts the reason), keeps
+// answering a well-behaved client on another connection, and does not allocate in
+// proportion to what the bytes claim.
+func TestHostileInput(t *testing.T) {
+	var reasons reasonCounter
+	s := startServer(t, &fakeHandler{}, func(o *ServerOptions) {
+		o.OnBadFrame = reasons.add
+	})
+	good := newClient(t, map[string]string{"srv": s.Addr()}, nil)
+
+	garbage := make([]byte, 48)
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range garbage {
+		garbage[i] = byte(r.Uint32())
+	}
+
+	otherGroup := hbRequest(1)
+	otherGroup.Group = "another-group"
+	otherMember := hbRequest(2)
+	otherMember.RemoteID = "n9"
+
+	cases := []struct {
+		name      string
+		send      []byte
+		closeSend bool   // half-close after sending, as a peer that gives up would
+		reason    string // "" = the connection stays open and gets an answer
+		wantCode  protocol.ResponseCode
+	}{
+		{name: "length above max frame size", send: []byte{0x7f, 0xff, 0xff, 0xff, 1, 2, 3}, reason: ReasonOversize},
+		{name: "length just above max", send: binary.BigEndian.AppendUint32(nil, DefaultMaxFrameSize+1), reason: ReasonOversize},
+		{name: "zero length", send: []byte{0, 0, 0, 0}, reason: ReasonOversize},
+		{name: "length lies, then close", send: append([]byte{0, 0, 0x03, 0xe8}, bytes.Repeat([]byte{0x90}, 10)...),
+			closeSend: true, reason: ReasonTruncated},
+		{name: "truncated header, then close", send: []byte{0, 0}, closeSend: true, reason: ReasonTruncated},
+		{name: "truncated valid frame, then close", send: frameOf(hbReqCase, 1, hbRequest(1))[:20],
+			closeSend: true, reason: ReasonTruncated},
+		{name: "random garbage body", send: frameWith(garbage), reason: ReasonMalformed},
+		{name: "array32 header claiming 2^31 elements", send: frameWith([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff}), reason: ReasonMalformed},
+		{name: "map32 header claiming 2^32-1 pairs", send: frameWith([]byte{0xdf, 0xff, 0xff, 0xff, 0xff}), reason: ReasonMalformed},
+		{name: "str32 header claiming 2 GiB", send: frameWith(append(envelopeHead(1, protocol.RequestHeartBeat, false),
+			0x81, 0xdb, 0x7f, 0xff, 0xff, 0xff)), reason: ReasonMalformed},
+		{name: "bin32 header claiming 4 GiB", send: frameWith(append(envelopeHead(1, protocol.RequestHeartBeat, false),
+			0x81, 0xa5, 'g', 'r', 'o', 'u', 'p', 0xc6, 0xff, 0xff, 0xff, 0xff)), reason: ReasonMalformed},
+		{name: "deeply nested arrays", send: frameWith(append(bytes.Repeat([]byte{0x91}, 1000), 0xc0)), reason: ReasonTooDeep},
+		{name: "unknown request code", send: frameWith(append(envelopeHead(1, 42, false), 0x80)), reason: ReasonUnknownCode},
+		{name: "response sent to the server", send: frameOf(hbRespCase, 1, &protocol.HeartBeatResponse{}), reason: ReasonUnexpectedKind},
+		{name: "valid frame for another group", send: frameOf(hbReqCase, 1, otherGroup), wantCode: protocol.CodeUnknownGroup},
+		{name: "valid frame for another member", send: frameOf(hbReqCase, 2, otherMember), wantCode: protocol.CodeUnknownMember},
+	}
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", s.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			before := reasons.get(tc.reason)
+			if _, err := conn.Write(tc.send); err != nil {
+				t.Fatal(err)
+			}
+			if tc.closeSend {
+				_ = conn.(*net.TCPConn).CloseWrite()
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(waitTimeout))
+
+			if tc.reason == "" {
+				body, err := readFrame(conn)
+				if err != nil {
+					t.Fatalf("no answer: %v", err)
+				}
+				var c cursor
+				var resp response
+				if err := c.decodeResponse(body, &resp); err != nil || resp.hb.Code != tc.wantCode {
+					t.Fatalf("answer %+v, %v; want code %v", resp.hb, err, tc.wantCode)
+				}
+				// Still open: a second request on the same connection is answered too.
+				if _, err := conn.Write(frameOf(hbReqCase, 3, hbRequest(3))); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := readFrame(conn); err != nil {
+					t.Fatalf("connection unusable after a foreign request: %v", err)
+				}
+				return
+			}
+
+			n, err := conn.Read(make([]byte, 64))
+			if err == nil || isTimeout(err) {
+				t.Fatalf("connection not closed: read %d bytes, %v", n, err)
+			}
+			eventually(t, "the bad frame to be counted as "+tc.reason, func() bool {
+				return reasons.get(tc.reason) == before+1
+			})
+			// The server keeps serving everyone else.
+			if resp, err := heartBeat(t, good, "srv", int64(100+i)); err != nil || resp.Term != int64(100+i) {
+				t.Fatalf("server stopped answering after %s: %+v, %v", tc.name, resp, err)
+			}
+		})
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Fatalf("hostile frames cost %d MiB of allocations", grew>>20)
+	}
+	if !good.Connected("srv") {
+		t.Fatal("the well-behaved client lost its connection")
+	}
+}
+
+// TestFloodWhileThrottledClosesConnection: a peer that keeps sending while its requests are
+// stuck at the in-flight limit is disconnected once its unread backlog passes the bound,
+// instead of growing the server's buffer without limit.
+func TestFloodWhileThrottledClosesConnection(t *testing.T) {
+	h := &fakeHandler{gate: make(chan struct{})}
+	var reasons reasonCounter
+	s := startServer(t, h, func(o *ServerOptions) {
+		o.MaxInflightPerConn = 2
+		o.MaxFrameSize = 1024 // the backlog bound is 4 frames' worth
+		o.OnBadFrame = reasons.add
+	})
+	t.Cleanup(func() { close(h.gate) }) // before the server stops
+
+	conn, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	frame := frameOf(hbReqCase, 1, hbRequest(1))
+	flood := bytes.Repeat(frame, (64<<10)/len(frame)) // 64 KiB of valid requests
+	writeDone := make(chan struct{})
+	go func() {
+		defer close(writeDone)
+		_ = conn.SetWriteDeadline(time.Now().Add(waitTimeout))
+		_, _ = conn.Write(flood) // fails once the server hangs up; that is the point
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(waitTimeout))
+	if _, err := conn.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("flooding connection not closed: %v", err)
+	}
+	<-writeDone
+	eventually(t, "the flood to be counted", func() bool { return reasons.get(ReasonFlood) == 1 })
+	if m := h.maxActive.Load(); m > 2 {
+		t.Fatalf("%d requests of one connection in handlers, limit 2", m)
+	}
+}
+
+// TestClientRejectsHostileResponses: responses are untrusted too. A fake peer answers with a
+// hostile frame; the client closes that connection, fails the call, counts the frame, and
+// reconnects.
+func TestClientRejectsHostileResponses(t *testing.T) {
+	replies := []struct {
+		name   string
+		reply  func(id uint64) []byte
+		reason string
+	}{
+		{"array32 claiming 2^31 elements", func(uint64) []byte { return frameWith([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff}) }, ReasonMalformed},
+		{"oversize length", func(uint64) []byte { return []byte{0x7f, 0, 0, 0} }, ReasonOversize},
+		{"request instead of response", func(id uint64) []byte { return frameOf(hbReqCase, id, hbRequest(1)) }, ReasonUnexpectedKind},
+		{"answer with another code", func(id uint64) []byte {
+			return frameOf(voteRespCase, id, &protocol.VoteResponse{})
+		}, ReasonUnexpectedKind},
+		{"truncated, then close", func(id uint64) []byte {
+			return frameOf(hbRespCase, id, &protocol.HeartBeatResponse{})[:10]
+		}, ReasonTruncated},
+	}
+	for _, tc := range replies {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			served := make(chan struct{})
+			go func() {
+				defer close(served)
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				body, err := readFrame(conn)
+				if err != nil {
+					return
+				}
+				var c cursor
+				var req request
+				if c.decodeRequest(body, &req) != nil {
+					return
+				}
+				_, _ = conn.Write(tc.reply(req.id))
+				_ = conn.(*net.TCPConn).CloseWrite()
+				_, _ = conn.Read(make([]byte, 1)) // until the client hangs up
+			}()
+			var reasons reasonCounter
+			cl := newClient(t, map[string]string{"p": ln.Addr().String()}, func(o *ClientOptions) {
+				o.CallTimeout = time.Hour // only the bad frame can end the call
+				o.OnBadFrame = reasons.add
+			})
+			_, err = heartBeat(t, cl, "p", 1)
+			if err == nil {
+				t.Fatal("call succeeded on a hostile answer")
+			}
+			<-served
+			eventually(t, "the bad frame to be counted as "+tc.reason, func() bool { return reasons.get(tc.reason) == 1 })
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package rpc
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Errors a call can end with (passed to a done callback). Match them with errors.Is.
+var (
+	ErrTimeout     = errors.New("rpc: call timed out")
+	ErrPeerDown    = errors.New("rpc: no connection to the peer")
+	ErrUnknownPeer = errors.New("rpc: unknown peer id")
+	ErrClosed      = errors.New("rpc: client closed")
+	ErrOverloaded  = errors.New("rpc: send queue to the peer is full")
+	ErrBadResponse = errors.New("rpc: peer sent a malformed response")
+	ErrTooLarge    = errors.New("rpc: message exceeds the maximum frame size")
+)
+
+// Reasons passed to Hooks.OnBadFrame. A fixed, small set, so they can be metric labels.
+const (
+	ReasonOversize       = "oversize"        // length header of 0 or above MaxFrameSize
+	ReasonMalformed      = "malformed"       // not valid msgpack, a length that lies, a wrong type
+	ReasonTooDeep        = "too_deep"        // nesting beyond what any message needs
+	ReasonUnknownCode    = "unknown_code"    // a request code we do not serve
+	ReasonUnexpectedKind = "unexpected_kind" // a request sent to a client, a response to a server, or a mismatched code
+	ReasonTruncated      = "truncated"       // the peer closed in the middle of a frame
+	ReasonFlood          = "flood"           // the peer kept sending while it was throttled
+)
+
+// Reasons passed to Hooks.OnRPCError: why a call failed (client) or a request went
+// unanswered (server).
+const (
+	ReasonTimeout     = "timeout"
+	ReasonPeerDown    = "peer_down"
+	ReasonUnknownPeer = "unknown_peer"
+	ReasonClosed      = "closed"
+	ReasonOverloaded  = "overloaded"
+	ReasonBadResponse = "bad_response"
+	ReasonTooLarge    = "too_large"
+	ReasonNilResponse = "nil_response" // a Handler returned nil; nothing is sent back
+	ReasonWrite       = "write_failed" // the reply could not be queued on the connection
+)
+
+// BadFrameReasons lists every reason Hooks.OnBadFrame reports, so metrics can declare their
+// series up front.
+func BadFrameReasons() []string {
+	return []string{ReasonOversize, ReasonMalformed, ReasonTooDeep, ReasonUnknownCode,
+		ReasonUnexpectedKind, ReasonTruncated, ReasonFlood}
+}
+
+// RPCErrorReasons lists every reason Hooks.OnRPCError reports.
+func RPCErrorReasons() []string {
+	return []string{ReasonTimeout, ReasonPeerDown, ReasonUnknownPeer, ReasonClosed,
+		ReasonOverloaded, ReasonBadResponse, ReasonTooLarge, ReasonNilResponse, ReasonWrite}
+}
+
+// Hooks let the embedder count what the rpc layer sees (the metrics package turns them into
+// Prometheus counters). They run synchronously on network goroutines, so they must be fast,
+// must not block, and must be safe for concurrent use. Nil hooks are skipped.
+type Hooks struct {
+	// OnBadFrame is called once per rejected frame; the connection that sent it is closed.
+	OnBadFrame func(reason string)
+	// OnRPCError is called once per failed call or unanswered request; code is the request
+	// code's name (VOTE, HEART_BEAT, ...).
+	OnRPCError func(code, reason string)
+}
+
+// Stats are running totals since construction.
+type Stats struct {
+	Requests  uint64 // server: requests handed to the Handler; client: calls sent on a connection
+	BadFrames uint64 // frames rejected; each closed its connection
+	RPCErrors uint64 // server: requests not answered; client: calls that ended with an error
+}
+
+// badFrameReason maps a decoding error to its Reason constant.
+func badFrameReason(err error) string {
+	switch {
+	case errors.Is(err, errFrameSize):
+		return ReasonOversize
+	case errors.Is(err, errTooDeep):
+		return ReasonTooDeep
+	case errors.Is(err, errUnknownCode):
+		return ReasonUnknownCode
+	case errors.Is(err, errUnexpectedKind):
+		return ReasonUnexpectedKind
+	}
+	return ReasonMalformed
+}
+
+// callErrReason maps a call error to its Reason constant.
+func callErrReason(err error) string {
+	switch {
+	case errors.Is(err, ErrTimeout):
+		return ReasonTimeout
+	case errors.Is(err, ErrPeerDown):
+		return ReasonPeerDown
+	case errors.Is(err, ErrUnknownPeer):
+		return ReasonUnknownPeer
+	case errors.Is(err, ErrClosed):
+		return ReasonClosed
+	case errors.Is(err, ErrOverloaded):
+		return ReasonOverloaded
+	case errors.Is(err, ErrTooLarge):
+		return ReasonTooLarge
+	}
+	return ReasonBadResponse
+}
+
+// observer counts, reports to the hooks and logs. Its logger is sampled: a peer sending
+// garbage in a loop must not be able to flood the log (at most logBurst lines per message
+// text per second; the counters and hooks still see every event).
+type observer struct {
+	hooks     Hooks
+	log       *zap.Logger
+	requests  atomic.Uint64
+	badFrames atomic.Uint64
+	rpcErrors atomic.Uint64
+}
+
+const logBurst = 5
+
+func newObserver(log *zap.Logger, hooks Hooks) *observer {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	sampled := log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, logBurst, 0)
+	}))
+	return &observer{hooks: hooks, log: sampled}
+}
+
+func (o *observer) badFrame(reason, remote string, err error) {
+	o.badFrames.Add(1)
+	if o.hooks.OnBadFrame != nil {
+		o.hooks.OnBadFrame(reason)
+	}
+	o.log.Warn("rpc: bad frame, closing connection",
+		zap.String("reason", reason), zap.String("remote", remote), zap.Error(err))
+}
+
+func (o *observer) rpcError(code protocol.RequestCode, reason, peer string) {
+	o.rpcErrors.Add(1)
+	if o.hooks.OnRPCError != nil {
+		o.hooks.OnRPCError(code.String(), reason)
+	}
+	// Timeouts and a down peer are routine while a member is away; they are counted, and
+	// the elector logs what matters to it, so only the unusual reasons are logged here.
+	if reason != ReasonTimeout && reason != ReasonPeerDown && reason != ReasonClosed {
+		o.log.Warn("rpc: call failed", zap.Stringer("code", code),
+			zap.String("reason", reason), zap.String("peer", peer))
+	}
+}
+
+func (o *observer) stats() Stats {
+	return Stats{
+		Requests:  o.requests.Load(),
+		BadFrames: o.badFrames.Load(),
+		RPCErrors: o.rpcErrors.Load(),
+	}
+}
+
+// gnetLogger adapts zap to gnet's logging.Logger, so gnet logs through the embedder's logger
+// (it writes to stdout otherwise).
+type gnetLogger struct{ s *zap.SugaredLogger }
+
+func (l gnetLogger) Debugf(format string, args ...any) { l.s.Debugf(format, args...) }
+func (l gnetLogger) Infof(format string, args ...any)  { l.s.Infof(format, args...) }
+func (l gnetLogger) Warnf(format string, args ...any)  { l.s.Warnf(format, args...) }
+func (l gnetLogger) Errorf(format string, args ...any) { l.s.Errorf(format, args...) }
+
+// Fatalf logs at error level: a library must not exit the process that embeds it; the
+// failure reaches us as an error from gnet.Run.
+func (l gnetLogger) Fatalf(format string, args ...any) { l.s.Errorf(format, args...) }
