@@ -178,7 +178,8 @@ func (e *Elector) UpdateLedger(term, index int64) error {
 // ---- role transitions: every one clears the rounds it makes stale and emits an event ----
 
 func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
-	wasLeader := e.ms.Role() == protocol.LEADER
+	was := e.ms.Role()
+	wasLeader := was == protocol.LEADER
 	if err := e.ms.ChangeToCandidate(term); err != nil {
 		e.log.Error("refused role change", e.fields(zap.Error(err))...)
 		return
@@ -187,10 +188,13 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	if term > e.ms.CurrTerm() && e.vote != nil {
 		e.vote = nil // a round at a term that is about to be left behind
 	}
-	if wasLeader {
+	switch {
+	case wasLeader:
 		e.log.Warn("leader steps down", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
-	} else {
+	case was != protocol.CANDIDATE:
 		e.log.Info("becomes candidate", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+	default: // already a candidate: a repeated higher-term request is routine
+		e.log.Debug("candidate notes a term", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	}
 	e.emit(now)
 }
@@ -202,6 +206,10 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	}
 	e.vote, e.hb = nil, nil
 	e.lastLeaderHeartBeat = now
+	// As DLedger's changeRoleToFollower does: forget a lost round's WAIT_TO_VOTE_NEXT, or a
+	// follower cut off later would start the next term on its first candidate pass and, on
+	// rejoining, depose a healthy leader (L2; found by the simulator, seed 208).
+	e.lastParseResult = protocol.WaitToRevote
 	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)
 }

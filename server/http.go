@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// StatusJSON is the body of GET /v1/status.
+type StatusJSON struct {
+	Group               string     `json:"group"`
+	SelfID              string     `json:"selfId"`
+	Role                string     `json:"role"`
+	Term                int64      `json:"term"`
+	LeaderID            string     `json:"leaderId"`
+	VoteFor             string     `json:"voteFor"`
+	LedgerEndTerm       int64      `json:"ledgerEndTerm"`
+	LedgerEndIndex      int64      `json:"ledgerEndIndex"`
+	KnownMaxTermInGroup int64      `json:"knownMaxTermInGroup"`
+	LastParseResult     string     `json:"lastParseResult"`
+	LastHeartBeatMsAgo  int64      `json:"lastHeartBeatMsAgo"` // -1: none (candidate)
+	TakingLeadership    bool       `json:"takingLeadership"`
+	TransferringTo      string     `json:"transferringTo"`
+	PeersString         string     `json:"peersString"`
+	Peers               []PeerJSON `json:"peers"`
+}
+
+// PeerJSON is one member as this member sees it. Alive, ledger and lastAck are known only on
+// the leader (from heartbeat answers).
+type PeerJSON struct {
+	ID             string `json:"id"`
+	Addr           string `json:"addr"`
+	Self           bool   `json:"self"`
+	Alive          bool   `json:"alive"`
+	LedgerKnown    bool   `json:"ledgerKnown"`
+	LedgerEndTerm  int64  `json:"ledgerEndTerm"`
+	LedgerEndIndex int64  `json:"ledgerEndIndex"`
+	LastAckMsAgo   int64  `json:"lastAckMsAgo"` // -1: never
+}
+
+func msAgo(t time.Time, now time.Time) int64 {
+	if t.IsZero() {
+		return -1
+	}
+	return now.Sub(t).Milliseconds()
+}
+
+// ToJSON converts a status snapshot to the API's JSON shape.
+func ToJSON(st dledger.Status, now time.Time) StatusJSON {
+	out := StatusJSON{Group: st.Group, SelfID: st.SelfID, Role: st.Role.String(), Term: st.Term,
+		LeaderID: st.LeaderID, VoteFor: st.VoteFor, LedgerEndTerm: st.Ledger.Term, LedgerEndIndex: st.Ledger.Index,
+		KnownMaxTermInGroup: st.KnownMaxTermInGroup, LastParseResult: st.LastParseResult.String(),
+		LastHeartBeatMsAgo: msAgo(st.LastHeartBeat, now), TakingLeadership: st.TakingLeadership,
+		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []PeerJSON{}}
+	for _, p := range st.Peers {
+		out.Peers = append(out.Peers, PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self, Alive: p.Alive,
+			LedgerKnown: p.LedgerSet, LedgerEndTerm: p.Ledger.Term, LedgerEndIndex: p.Ledger.Index,
+			LastAckMsAgo: msAgo(p.LastAck, now)})
+	}
+	return out
+}
+
+// LedgerJSON is the body of PUT /v1/ledger.
+type LedgerJSON struct {
+	EndTerm  *int64 `json:"endTerm"`
+	EndIndex *int64 `json:"endIndex"`
+}
+
+// TransferRequestJSON is the body of POST /v1/transfer.
+type TransferRequestJSON struct {
+	To string `json:"to"`
+}
+
+// TransferJSON answers POST /v1/transfer.
+type TransferJSON struct {
+	Code     string `json:"code"`
+	Term     int64  `json:"term"`
+	LeaderID string `json:"leaderId"`
+	Error    string `json:"error,omitempty"`
+}
+
+type errorJSON struct {
+	Error string `json:"error"`
+}
+
+const maxBody = 4 << 10
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func badRequest(w http.ResponseWriter, format string, args ...any) {
+	writeJSON(w, http.StatusBadRequest, errorJSON{Error: fmt.Sprintf(format, args...)})
+}
+
+// decodeBody reads one JSON object, refusing unknown fields, trailing data and large bodies.
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// AdminHandler is the HTTP admin API (also usable on a broker's own HTTP server):
+//
+//	GET  /v1/status   member status as JSON
+//	GET  /v1/leader   200 on the leader, 503 elsewhere (for load-balancer health checks)
+//	GET  /healthz     200 while the process serves
+//	PUT  /v1/ledger   {"endTerm":T,"endIndex":I}: the co-located application's ledger end
+//	POST /v1/transfer {"to":"n2"}: hand leadership to n2 (forwarded to the leader)
+//	GET  /metrics     Prometheus
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, ToJSON(s.Status(), time.Now()))
+	})
+	mux.HandleFunc("GET /v1/leader", func(w http.ResponseWriter, r *http.Request) {
+		st := s.Status()
+		body := map[string]any{"leaderId": st.LeaderID, "term": st.Term, "role": st.Role.String()}
+		if st.Role == protocol.LEADER {
+			writeJSON(w, http.StatusOK, body)
+			return
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("PUT /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
+		var body LedgerJSON
+		if err := decodeBody(r, &body); err != nil {
+			badRequest(w, "bad JSON: %v (want {\"endTerm\":T,\"endIndex\":I})", err)
+			return
+		}
+		if body.EndTerm == nil || body.EndIndex == nil {
+			badRequest(w, "endTerm and endIndex are both required")
+			return
+		}
+		if err := s.UpdateLedger(*body.EndTerm, *body.EndIndex); err != nil {
+			badRequest(w, "%v", err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int64{"endTerm": *body.EndTerm, "endIndex": *body.EndIndex})
+	})
+	mux.HandleFunc("POST /v1/transfer", func(w http.ResponseWriter, r *http.Request) {
+		var body TransferRequestJSON
+		if err := decodeBody(r, &body); err != nil || body.To == "" {
+			if err == nil {
+				err = errors.New("\"to\" is required")
+			}
+			badRequest(w, "bad JSON: %v (want {\"to\":\"n2\"})", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Election.TransferBound()+time.Second)
+		defer cancel()
+		res, err := s.TransferLeadership(ctx, body.To)
+		out := TransferJSON{Code: res.Code.String(), Term: res.Term, LeaderID: res.LeaderID}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		writeJSON(w, transferHTTPStatus(res.Code), out)
+	})
+	if s.gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+// transferHTTPStatus maps a transfer's answer to an HTTP status: 200 done, 400 bad target,
+// 409 refused in this state (not leader, lagging, another transfer), 502 tried and failed,
+// 504 no answer in time.
+func transferHTTPStatus(c protocol.ResponseCode) int {
+	switch c {
+	case protocol.CodeSuccess:
+		return http.StatusOK
+	case protocol.CodeUnknownMember, protocol.CodeUnknownGroup:
+		return http.StatusBadRequest
+	case protocol.CodeNotLeader, protocol.CodeInconsistentTerm, protocol.CodeFallBehindTooMuch,
+		protocol.CodeLeaderTransferring, protocol.CodeInconsistentLeader:
+		return http.StatusConflict
+	case protocol.CodeTimeout:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}

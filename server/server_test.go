@@ -1,0 +1,370 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/metrics"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// freePorts reserves n loopback ports by listening on port 0, then releases them.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+func peersString(ports []int) string {
+	var parts []string
+	for i, p := range ports {
+		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, p))
+	}
+	return strings.Join(parts, ";")
+}
+
+// fastTimings keep tests quick: a 300 ms failure detector.
+func fastTimings() dledger.Config {
+	c := dledger.DefaultConfig()
+	c.HeartBeatInterval = 100 * time.Millisecond
+	c.MinVoteInterval = 50 * time.Millisecond
+	c.MaxVoteInterval = 150 * time.Millisecond
+	c.VoteRoundBase = 200 * time.Millisecond
+	return c
+}
+
+type group struct {
+	t       *testing.T
+	servers []*Server
+	dirs    []string
+	peers   string
+	stopped []bool
+}
+
+func startGroup(t *testing.T, n int, ledgers map[int][2]int64) *group {
+	t.Helper()
+	g := &group{t: t, peers: peersString(freePorts(t, n)), stopped: make([]bool, n)}
+	for i := 0; i < n; i++ {
+		g.dirs = append(g.dirs, t.TempDir())
+		g.servers = append(g.servers, nil)
+		g.start(i, ledgers[i])
+	}
+	t.Cleanup(func() {
+		for i, s := range g.servers {
+			if !g.stopped[i] {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				s.Stop(ctx)
+				cancel()
+			}
+		}
+	})
+	return g
+}
+
+func (g *group) start(i int, ledger [2]int64) {
+	g.t.Helper()
+	s, err := New(Config{Group: "g", SelfID: fmt.Sprintf("n%d", i), Peers: g.peers, DataDir: g.dirs[i],
+		HTTPAddr: "127.0.0.1:0", Election: fastTimings()})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if ledger != [2]int64{} {
+		if err := s.UpdateLedger(ledger[0], ledger[1]); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	if err := s.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	g.servers[i], g.stopped[i] = s, false
+}
+
+func (g *group) stop(i int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.servers[i].Stop(ctx); err != nil {
+		g.t.Fatal(err)
+	}
+	g.stopped[i] = true
+}
+
+// awaitLeader polls until exactly one running member leads and a quorum of running members
+// follow it at its term, or fails after limit.
+func (g *group) awaitLeader(limit time.Duration, not string) (string, int64) {
+	g.t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		var leaders []dledger.Status
+		for i, s := range g.servers {
+			if st := s.Status(); !g.stopped[i] && st.Role == protocol.LEADER {
+				leaders = append(leaders, st)
+			}
+		}
+		if len(leaders) == 1 && leaders[0].SelfID != not {
+			followers := 0
+			for i, s := range g.servers {
+				if st := s.Status(); !g.stopped[i] && st.LeaderID == leaders[0].SelfID && st.Term == leaders[0].Term {
+					followers++
+				}
+			}
+			if followers >= len(g.servers)/2+1 {
+				return leaders[0].SelfID, leaders[0].Term
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a wait-and-hope
+	}
+	g.t.Fatalf("no single leader within %v", limit)
+	return "", 0
+}
+
+func (g *group) index(id string) int {
+	var i int
+	fmt.Sscanf(id, "n%d", &i)
+	return i
+}
+
+const electionLimit = 20 * time.Second // generous: a busy 2-core CI machine under -race
+
+func TestInProcessGroupsElectOneLeaderAndFailOver(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d_members", n), func(t *testing.T) {
+			g := startGroup(t, n, nil)
+			old, term := g.awaitLeader(electionLimit, "")
+			g.stop(g.index(old))
+			id, term2 := g.awaitLeader(electionLimit, old)
+			if id == old || term2 <= term {
+				t.Fatalf("after stopping %s@%d the leader is %s@%d", old, term, id, term2)
+			}
+		})
+	}
+}
+
+func TestUpdateLedgerMakesAStaleMemberLose(t *testing.T) {
+	// n0 has an older last-entry term; n1 and n2 hold newer data. n0 must never lead, even
+	// after one of the newer members stops.
+	g := startGroup(t, 3, map[int][2]int64{0: {1, 500}, 1: {2, 10}, 2: {2, 10}})
+	id, _ := g.awaitLeader(electionLimit, "")
+	if id == "n0" {
+		t.Fatal("stale n0 elected")
+	}
+	g.stop(g.index(id))
+	other := "n1"
+	if id == "n1" {
+		other = "n2"
+	}
+	id2, _ := g.awaitLeader(electionLimit, id)
+	if id2 != other {
+		t.Fatalf("after %s stopped, %s leads; want %s (n0 is stale)", id, id2, other)
+	}
+}
+
+func TestGracefulStopHandsOverToAFollower(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	old, term := g.awaitLeader(electionLimit, "")
+	// Let the leader hear every follower's ledger before it picks one.
+	deadline := time.Now().Add(electionLimit)
+	for {
+		ready := 0
+		for _, p := range g.servers[g.index(old)].Status().Peers {
+			if p.Self || (p.Alive && p.LedgerSet) {
+				ready++
+			}
+		}
+		if ready == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("leader never heard its followers")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.stop(g.index(old))
+	// The hand-over happened before Stop returned: the new leader is at exactly term+1.
+	for i, s := range g.servers {
+		if g.stopped[i] {
+			continue
+		}
+		if st := s.Status(); st.Role == protocol.LEADER && st.Term != term+1 {
+			t.Fatalf("new leader %s at term %d, want %d (a hand-over, not an election)", st.SelfID, st.Term, term+1)
+		}
+	}
+	id, term2 := g.awaitLeader(electionLimit, old)
+	if term2 != term+1 {
+		t.Fatalf("leader %s at term %d, want %d", id, term2, term+1)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func send(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestHTTPAdminAPI(t *testing.T) {
+	g := startGroup(t, 3, nil)
+	leader, term := g.awaitLeader(electionLimit, "")
+	lurl := "http://" + g.servers[g.index(leader)].HTTPAddr()
+	fidx := (g.index(leader) + 1) % 3
+	furl := "http://" + g.servers[fidx].HTTPAddr()
+
+	code, body := get(t, furl+"/v1/status")
+	var st StatusJSON
+	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
+		t.Fatalf("status: %d %v %s", code, err, body)
+	}
+	if st.Group != "g" || st.Role != "FOLLOWER" || st.LeaderID != leader || st.Term != term ||
+		st.LedgerEndTerm != -1 || len(st.Peers) != 3 || st.SelfID != fmt.Sprintf("n%d", fidx) {
+		t.Fatalf("status body: %+v", st)
+	}
+	for _, key := range []string{`"group"`, `"selfId"`, `"role"`, `"term"`, `"leaderId"`, `"voteFor"`,
+		`"ledgerEndTerm"`, `"ledgerEndIndex"`, `"peers"`} {
+		if !strings.Contains(body, key) {
+			t.Errorf("status lacks %s", key)
+		}
+	}
+	if code, _ := get(t, lurl+"/v1/leader"); code != 200 {
+		t.Fatalf("/v1/leader on the leader: %d", code)
+	}
+	if code, _ := get(t, furl+"/v1/leader"); code != 503 {
+		t.Fatalf("/v1/leader on a follower: %d", code)
+	}
+	if code, body := get(t, furl+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("healthz: %d %q", code, body)
+	}
+
+	// Ledger: good, then every kind of bad input.
+	if code, body := send(t, "PUT", furl+"/v1/ledger", `{"endTerm":1,"endIndex":42}`); code != 200 {
+		t.Fatalf("ledger: %d %s", code, body)
+	}
+	if s := g.servers[fidx].Status(); s.Ledger.Term != 1 || s.Ledger.Index != 42 {
+		t.Fatalf("ledger not applied: %+v", s.Ledger)
+	}
+	for _, bad := range []string{`{"endTerm":1}`, `{"endTerm":-5,"endIndex":3}`, `{"endTerm":1,"endIndex":-2}`,
+		`not json`, `{"endTerm":1,"endIndex":2,"extra":1}`, `{"endTerm":"1","endIndex":2}`, `{"endTerm":1,"endIndex":2}{}`, ``} {
+		code, body := send(t, "PUT", furl+"/v1/ledger", bad)
+		if code != 400 || !strings.Contains(body, `"error"`) {
+			t.Errorf("PUT /v1/ledger %q: %d %s, want 400 with a message", bad, code, body)
+		}
+	}
+	if code, _ := send(t, "POST", furl+"/v1/ledger", `{"endTerm":1,"endIndex":2}`); code != 405 {
+		t.Errorf("POST /v1/ledger: %d, want 405", code)
+	}
+	// Put the ledger back level with the others so the transfer below is not refused.
+	send(t, "PUT", furl+"/v1/ledger", `{"endTerm":-1,"endIndex":-1}`)
+
+	// Metrics: every name the README lists.
+	code, body = get(t, lurl+"/metrics")
+	if code != 200 {
+		t.Fatalf("metrics: %d", code)
+	}
+	for _, name := range append(metrics.Names, "go_goroutines", "process_open_fds") {
+		if !strings.Contains(body, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	if !strings.Contains(body, `dledger_is_leader{group="g",self_id="`+leader+`"} 1`) {
+		t.Errorf("/metrics does not show %s as leader", leader)
+	}
+
+	// Transfer, asked of a follower (forwarded to the leader), to that follower.
+	if code, body := send(t, "POST", furl+"/v1/transfer", `{"to":"n9"}`); code != 400 || !strings.Contains(body, "UNKNOWN_MEMBER") {
+		t.Fatalf("transfer to n9: %d %s", code, body)
+	}
+	if code, body := send(t, "POST", furl+"/v1/transfer", `{}`); code != 400 {
+		t.Fatalf("transfer without to: %d %s", code, body)
+	}
+	target := fmt.Sprintf("n%d", fidx)
+	deadline := time.Now().Add(electionLimit)
+	for {
+		code, body = send(t, "POST", furl+"/v1/transfer", `{"to":"`+target+`"}`)
+		// Right after a ledger change the leader may not have heard it yet: FALL_BEHIND_TOO_MUCH.
+		if code != 409 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var tr TransferJSON
+	json.Unmarshal([]byte(body), &tr)
+	if code != 200 || tr.Code != "SUCCESS" || tr.Term != term+1 {
+		t.Fatalf("transfer: %d %s", code, body)
+	}
+	if id, term2 := g.awaitLeader(electionLimit, ""); id != target || term2 != term+1 {
+		t.Fatalf("after transfer: %s@%d", id, term2)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3", DataDir: dir}
+	cases := map[string]func(c *Config){
+		"peers":      func(c *Config) { c.Peers = "n0-127.0.0.1" },
+		"self":       func(c *Config) { c.SelfID = "n7" },
+		"group":      func(c *Config) { c.Group = "" },
+		"datadir":    func(c *Config) { c.DataDir = "" },
+		"timings":    func(c *Config) { c.Election = fastTimings(); c.Election.MinVoteInterval = c.Election.MaxVoteInterval },
+		"preferred":  func(c *Config) { c.Election = fastTimings(); c.Election.PreferredLeaderIDs = []string{"n8"} },
+		"unwritable": func(c *Config) { c.DataDir = "/proc/dledger-cannot-write-here" },
+	}
+	for name, mut := range cases {
+		c := good
+		mut(&c)
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: bad config accepted", name)
+		}
+	}
+}
+
+func TestStartFailsCleanlyWhenThePortIsTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ports := freePorts(t, 2)
+	peers := fmt.Sprintf("n0-%s;n1-127.0.0.1:%d;n2-127.0.0.1:%d", ln.Addr(), ports[0], ports[1])
+	s, err := New(Config{Group: "g", SelfID: "n0", Peers: peers, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err == nil {
+		t.Fatal("Start succeeded on a port in use")
+	}
+	s.Stop(context.Background())
+}
