@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dledger-go/dledger/server"
+)
+
+func httpURL(addr, path string) string {
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return strings.TrimSuffix(addr, "/") + path
+	}
+	return "http://" + addr + path
+}
+
+func fetchStatus(client *http.Client, addr string) (server.StatusJSON, error) {
+	var st server.StatusJSON
+	resp, err := client.Get(httpURL(addr, "/v1/status"))
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return st, fmt.Errorf("bad status JSON: %v", err)
+	}
+	return st, nil
+}
+
+// runStatus prints one row per member. Exit status 1 if any member is unreachable.
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	addrs := fs.String("http", "", "admin API address(es) of one or more members, comma-separated (required)")
+	timeout := fs.Duration("timeout", 2*time.Second, "per-member request timeout")
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if *addrs == "" {
+		fmt.Fprintln(stderr, "dledger status: --http is required (e.g. --http 127.0.0.1:21911,127.0.0.1:21912)")
+		return 2
+	}
+	client := &http.Client{Timeout: *timeout}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tROLE\tTERM\tLEADER\tVOTE\tLEDGER(term,index)\tLAST-HB\tHTTP")
+	code := 0
+	for _, addr := range strings.Split(*addrs, ",") {
+		addr = strings.TrimSpace(addr)
+		st, err := fetchStatus(client, addr)
+		if err != nil {
+			fmt.Fprintf(tw, "?\tUNREACHABLE\t-\t-\t-\t-\t-\t%s (%v)\n", addr, err)
+			code = 1
+			continue
+		}
+		hb := "-"
+		if st.LastHeartBeatMsAgo >= 0 {
+			hb = fmt.Sprintf("%dms ago", st.LastHeartBeatMsAgo)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t(%d,%d)\t%s\t%s\n", st.SelfID, st.Role, st.Term, dash(st.LeaderID),
+			dash(st.VoteFor), st.LedgerEndTerm, st.LedgerEndIndex, hb, addr)
+	}
+	tw.Flush()
+	return code
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// runTransfer asks a member (any member: followers forward to the leader) to hand leadership
+// to --to. Exit status 0 only on SUCCESS.
+func runTransfer(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("transfer", flag.ContinueOnError)
+	addr := fs.String("http", "", "admin API address of any member (required)")
+	to := fs.String("to", "", "member id to hand leadership to (required)")
+	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer")
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if *addr == "" || *to == "" {
+		fmt.Fprintln(stderr, "dledger transfer: --http and --to are required")
+		return 2
+	}
+	body, _ := json.Marshal(server.TransferRequestJSON{To: *to})
+	client := &http.Client{Timeout: *timeout}
+	started := time.Now()
+	resp, err := client.Post(httpURL(*addr, "/v1/transfer"), "application/json", bytes.NewReader(body))
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	var res server.TransferJSON
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err := json.Unmarshal(raw, &res); err != nil || res.Code == "" {
+		fmt.Fprintf(stderr, "dledger transfer: HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(raw)))
+		return 1
+	}
+	fmt.Fprintf(stdout, "transfer to %s: %s term=%d leader=%s (%.0f ms)\n", *to, res.Code, res.Term,
+		dash(res.LeaderID), float64(time.Since(started).Microseconds())/1000)
+	if res.Code != "SUCCESS" {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/server"
+)
+
+// runDev runs a whole group on loopback in one process: the quickest way to watch an election.
+func runDev(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	members := fs.Int("members", 3, "group size (1 to 7)")
+	basePort := fs.Int("base-port", 20911, "rpc port of n0; n1 uses the next one, and so on; HTTP is rpc port + 1000")
+	dir := fs.String("data-dir", "", "keep member data here (default: a temp dir, removed on exit)")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (role changes are always printed)")
+	timing := addTimingFlags(fs)
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "dledger dev: "+format+"\n", a...)
+		return 1
+	}
+	if *members < 1 || *members > 7 {
+		return fail("--members must be 1..7")
+	}
+	if *basePort < 1 || *basePort+*members-1+1000 > 65535 {
+		return fail("--base-port %d leaves no room for %d rpc ports and their HTTP ports (+1000)", *basePort, *members)
+	}
+	cfg, err := timing.resolve()
+	if err != nil {
+		return fail("%v", err)
+	}
+	log, err := newLogger(*logLevel, "console")
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer log.Sync()
+	root := *dir
+	if root == "" {
+		if root, err = os.MkdirTemp("", "dledger-dev-"); err != nil {
+			return fail("%v", err)
+		}
+		defer os.RemoveAll(root)
+	}
+	var parts []string
+	for i := 0; i < *members; i++ {
+		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, *basePort+i))
+	}
+	peers := strings.Join(parts, ";")
+
+	var out sync.Mutex
+	printf := func(format string, a ...any) {
+		out.Lock()
+		fmt.Fprintf(stdout, format, a...)
+		out.Unlock()
+	}
+	start := time.Now()
+	var servers []*server.Server
+	stopAll := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.TransferBound()+5*time.Second)
+		defer cancel()
+		for _, s := range servers {
+			s.Stop(ctx)
+		}
+	}
+	printf("dledger dev: group %q with %d members, profile %s, data in %s\n", "dev", *members, timing.profile, root)
+	for i := 0; i < *members; i++ {
+		id := fmt.Sprintf("n%d", i)
+		httpAddr := fmt.Sprintf("127.0.0.1:%d", *basePort+i+1000)
+		s, err := server.New(server.Config{Group: "dev", SelfID: id, Peers: peers,
+			DataDir: fmt.Sprintf("%s/%s", root, id), HTTPAddr: httpAddr, Election: cfg},
+			server.WithLogger(log),
+			server.WithListener(func(ev dledger.RoleEvent) {
+				leader := ev.LeaderID
+				if leader == "" {
+					leader = "-"
+				}
+				printf("%8.3fs  %s  %-9s term=%d leader=%s\n", time.Since(start).Seconds(), id, ev.Role, ev.Term, leader)
+			}))
+		if err == nil {
+			err = s.Start()
+		}
+		if err != nil {
+			stopAll()
+			return fail("%s: %v", id, err)
+		}
+		servers = append(servers, s)
+		printf("  %s  rpc %s  http http://%s/v1/status\n", id, s.RPCAddr(), s.HTTPAddr())
+	}
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.HTTPAddr()
+	}
+	printf("watch:    dledger status --http %s\n", strings.Join(addrs, ","))
+	printf("transfer: dledger transfer --http %s --to n1\n", addrs[0])
+	printf("stop with Ctrl-C; role changes follow:\n")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	printf("stopping...\n")
+	stopAll()
+	return 0
+}

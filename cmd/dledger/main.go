@@ -1,0 +1,57 @@
+// Command dledger runs and inspects DLedger-style replica-group election members.
+//
+//	dledger server    run one member of a replica group
+//	dledger dev       run a whole 3-member group on loopback in one process
+//	dledger status    show the members of a group (via their HTTP admin API)
+//	dledger transfer  hand leadership to a member
+//	dledger sim       run the deterministic simulator over many seeds
+//	dledger bench     measure failover with real processes
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `usage: dledger <command> [flags]
+
+commands:
+  server    run one member of a replica group
+  dev       run a 3-member group on loopback in one process (data in a temp dir)
+  status    show the members of a group: dledger status --http ADDR[,ADDR...]
+  transfer  hand leadership to a member: dledger transfer --http ADDR --to n2
+  sim       run the deterministic simulator: dledger sim --seeds N
+  bench     measure failover with real processes: dledger bench failover ...
+
+Run 'dledger <command> -h' for the command's flags.
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	rest := args[1:]
+	switch args[0] {
+	case "server":
+		return runServer(rest, stdout, stderr)
+	case "dev":
+		return runDev(rest, stdout, stderr)
+	case "status":
+		return runStatus(rest, stdout, stderr)
+	case "transfer":
+		return runTransfer(rest, stdout, stderr)
+	case "sim":
+		return runSim(rest, stdout, stderr)
+	case "bench":
+		return runBench(rest, stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "dledger: unknown command %q\n%s", args[0], usage)
+	return 2
+}

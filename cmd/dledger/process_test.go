@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/server"
+)
+
+// buildBinary compiles this command into dir.
+func buildBinary(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "dledger")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func loopbackPorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var lns []net.Listener
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return ports
+}
+
+type procGroup struct {
+	t     *testing.T
+	bin   string
+	peers string
+	dirs  []string
+	https []string
+	procs []*exec.Cmd
+	logs  []string
+}
+
+func (g *procGroup) start(i int) {
+	g.t.Helper()
+	logf, err := os.OpenFile(g.logs[i], os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	cmd := exec.Command(g.bin, "server", "--group", "proc", "--id", fmt.Sprintf("n%d", i), "--peers", g.peers,
+		"--data-dir", g.dirs[i], "--http", g.https[i], "--heartbeat-interval", "100ms",
+		"--min-vote-interval", "50", "--max-vote-interval", "150", "--vote-round-base", "200ms", "--log-level", "info")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	logf.Close()
+	g.procs[i] = cmd
+}
+
+func (g *procGroup) kill9(i int) {
+	g.procs[i].Process.Kill() // SIGKILL: no hand-over, no clean close
+	g.procs[i].Wait()
+	g.procs[i] = nil
+}
+
+func (g *procGroup) status(i int) (server.StatusJSON, error) {
+	return fetchStatus(&http.Client{Timeout: 500 * time.Millisecond}, g.https[i])
+}
+
+// awaitLeader polls every live member until exactly one leads and a quorum follows it.
+func (g *procGroup) awaitLeader(limit time.Duration) (string, int64) {
+	g.t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		votes := map[string]int{}
+		terms := map[string]int64{}
+		leaders := 0
+		for i, p := range g.procs {
+			if p == nil {
+				continue
+			}
+			st, err := g.status(i)
+			if err != nil {
+				continue
+			}
+			if st.Role == "LEADER" {
+				leaders++
+			}
+			if st.LeaderID != "" {
+				votes[st.LeaderID]++
+				terms[st.LeaderID] = st.Term
+			}
+		}
+		for id, n := range votes {
+			if leaders == 1 && n >= len(g.procs)/2+1 {
+				return id, terms[id]
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	g.t.Fatalf("no leader within %v; logs in %v", limit, g.logs)
+	return "", 0
+}
+
+func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs real processes")
+	}
+	dir := t.TempDir()
+	g := &procGroup{t: t, bin: buildBinary(t, dir), procs: make([]*exec.Cmd, 3)}
+	ports := loopbackPorts(t, 6)
+	var parts []string
+	for i := 0; i < 3; i++ {
+		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, ports[i]))
+		g.dirs = append(g.dirs, filepath.Join(dir, fmt.Sprintf("n%d", i)))
+		g.https = append(g.https, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
+		g.logs = append(g.logs, filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
+	}
+	g.peers = strings.Join(parts, ";")
+	t.Cleanup(func() {
+		for i, p := range g.procs {
+			if p != nil {
+				g.kill9(i)
+			}
+		}
+	})
+	for i := 0; i < 3; i++ {
+		g.start(i)
+	}
+	const limit = 30 * time.Second // generous: CI is a busy 2-core machine
+	old, term := g.awaitLeader(limit)
+	var oldIdx int
+	fmt.Sscanf(old, "n%d", &oldIdx)
+
+	g.kill9(oldIdx)
+	// What the dead leader persisted: the term it led and its own vote in it.
+	fs, err := memberstate.NewFileStore(g.dirs[oldIdx])
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := fs.Load()
+	if err != nil || d.Term != term || d.VoteFor != old {
+		t.Fatalf("persisted state of the killed leader: %+v %v, want term %d vote %s", d, err, term, old)
+	}
+	id, term2 := g.awaitLeader(limit)
+	if id == old || term2 <= term {
+		t.Fatalf("after kill -9 of %s@%d the leader is %s@%d", old, term, id, term2)
+	}
+
+	g.start(oldIdx)
+	deadline := time.Now().Add(limit)
+	for {
+		st, err := g.status(oldIdx)
+		if err == nil && st.Role == "FOLLOWER" && st.LeaderID == id {
+			if st.Term != term2 {
+				t.Fatalf("restarted member at term %d, want %d", st.Term, term2)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted %s did not rejoin as follower of %s: %+v %v", old, id, st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Stable: no leader change for several detection windows after the rejoin.
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for i := range g.procs {
+			if st, err := g.status(i); err == nil && (st.LeaderID != id || st.Term != term2) {
+				t.Fatalf("leader changed after the rejoin: n%d sees %s@%d", i, st.LeaderID, st.Term)
+			}
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/server"
+)
+
+// msDuration is a duration flag that also takes DLedger's plain milliseconds ("2000").
+type msDuration struct {
+	d   *time.Duration
+	set bool
+}
+
+func (m *msDuration) String() string {
+	if m.d == nil {
+		return ""
+	}
+	return m.d.String()
+}
+
+func (m *msDuration) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*m.d = time.Duration(n) * time.Millisecond
+	} else if d, err := time.ParseDuration(s); err == nil {
+		*m.d = d
+	} else {
+		return fmt.Errorf("%q is neither milliseconds (2000) nor a duration (2s, 150ms)", s)
+	}
+	m.set = true
+	return nil
+}
+
+// timingFlags are the election settings, named after DLedger's. They are applied over the
+// chosen profile, so only the flags given change anything.
+type timingFlags struct {
+	profile    string
+	preferred  string
+	leak       int
+	leakSet    bool
+	maxWait    int64
+	maxWaitSet bool
+	durations  map[string]*msDuration
+	cfg        dledger.Config
+}
+
+func addTimingFlags(fs *flag.FlagSet) *timingFlags {
+	t := &timingFlags{durations: map[string]*msDuration{}}
+	fs.StringVar(&t.profile, "profile", dledger.ProfileLAN, "timing profile: lan (our LAN defaults) or dledger (Java DLedger's defaults)")
+	fs.StringVar(&t.preferred, "preferred-leader-ids", "", "preferred leaders, ';'-separated (preferredLeaderIds)")
+	fs.Func("max-heartbeat-leak", "heartbeats a follower may miss before it campaigns (maxHeartBeatLeak)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		t.leak, t.leakSet = n, true
+		return err
+	})
+	fs.Func("max-leadership-transfer-wait-index", "largest lag a transferee may have (maxLeadershipTransferWaitIndex)", func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 64)
+		t.maxWait, t.maxWaitSet = n, true
+		return err
+	})
+	for _, d := range []struct{ name, help string }{
+		{"heartbeat-interval", "leader heartbeat period, ms or duration (heartBeatTimeIntervalMs)"},
+		{"min-vote-interval", "lower bound of the random re-vote delay (minVoteIntervalMs)"},
+		{"max-vote-interval", "upper bound of the random re-vote delay (maxVoteIntervalMs)"},
+		{"vote-round-base", "a vote round waits at most this + rand(max-vote-interval)"},
+		{"min-take-leadership-vote-interval", "re-vote delay lower bound while taking leadership"},
+		{"max-take-leadership-vote-interval", "re-vote delay upper bound while taking leadership"},
+		{"leadership-transfer-wait-timeout", "how long a transferee waits to catch up"},
+	} {
+		m := &msDuration{d: new(time.Duration)}
+		t.durations[d.name] = m
+		fs.Var(m, d.name, d.help)
+	}
+	return t
+}
+
+// resolve builds the config: profile, then the flags that were given, then validation.
+func (t *timingFlags) resolve() (dledger.Config, error) {
+	cfg, err := dledger.Profile(t.profile)
+	if err != nil {
+		return cfg, err
+	}
+	targets := map[string]*time.Duration{
+		"heartbeat-interval": &cfg.HeartBeatInterval, "min-vote-interval": &cfg.MinVoteInterval,
+		"max-vote-interval": &cfg.MaxVoteInterval, "vote-round-base": &cfg.VoteRoundBase,
+		"min-take-leadership-vote-interval": &cfg.MinTakeLeadershipVoteInterval,
+		"max-take-leadership-vote-interval": &cfg.MaxTakeLeadershipVoteInterval,
+		"leadership-transfer-wait-timeout":  &cfg.LeadershipTransferWaitTimeout,
+	}
+	for name, m := range t.durations {
+		if m.set {
+			*targets[name] = *m.d
+		}
+	}
+	if t.leakSet {
+		cfg.MaxHeartBeatLeak = t.leak
+	}
+	if t.maxWaitSet {
+		cfg.MaxLeadershipTransferWaitIndex = t.maxWait
+	}
+	if t.preferred != "" {
+		for _, id := range strings.Split(strings.TrimSuffix(t.preferred, ";"), ";") {
+			if err := memberstate.ValidateID(strings.TrimSpace(id)); err != nil {
+				return cfg, fmt.Errorf("--preferred-leader-ids: %w", err)
+			}
+			cfg.PreferredLeaderIDs = append(cfg.PreferredLeaderIDs, strings.TrimSpace(id))
+		}
+	}
+	return cfg, cfg.Validate()
+}
+
+func newLogger(level, format string) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.Set(level); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	var zc zap.Config
+	switch format {
+	case "json":
+		zc = zap.NewProductionConfig()
+	case "console":
+		zc = zap.NewDevelopmentConfig()
+		zc.DisableStacktrace = true
+	default:
+		return nil, fmt.Errorf("--log-format %q: want json or console", format)
+	}
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	return zc.Build()
+}
+
+// defaultHTTPAddr puts the admin API on loopback at the rpc port + 1000 (20911 -> 21911).
+func defaultHTTPAddr(peers, self string) string {
+	ps, err := memberstate.ParsePeers(peers)
+	if err != nil {
+		return ""
+	}
+	for _, p := range ps {
+		if p.ID == self {
+			_, port, _ := net.SplitHostPort(p.Addr)
+			n, _ := strconv.Atoi(port)
+			if n+1000 <= 65535 {
+				return net.JoinHostPort("127.0.0.1", strconv.Itoa(n+1000))
+			}
+		}
+	}
+	return ""
+}
+
+// parseFlags parses args; on error it prints one line and returns the exit code to use.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.Usage()
+			return 0, false
+		}
+		fmt.Fprintf(stderr, "dledger %s: %v (see 'dledger %s -h')\n", fs.Name(), err, fs.Name())
+		return 2, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "dledger %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, false
+	}
+	return 0, true
+}
+
+func runServer(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	group := fs.String("group", "default", "replica group name")
+	id := fs.String("id", "", "this member's id, one of --peers (required)")
+	peers := fs.String("peers", "", `members as "n0-host:port;n1-host:port;n2-host:port" (required)`)
+	dataDir := fs.String("data-dir", "", "directory for the durable term and vote (required)")
+	httpAddr := fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables)`)
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "json", "json or console")
+	timing := addTimingFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: dledger server --id n0 --peers \"n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913\" --data-dir DIR [flags]")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "dledger server: "+format+"\n", a...)
+		return code
+	}
+	switch {
+	case *id == "":
+		return fail(2, "--id is required")
+	case *peers == "":
+		return fail(2, "--peers is required")
+	case *dataDir == "":
+		return fail(2, "--data-dir is required (it keeps the term and vote across restarts)")
+	}
+	cfg, err := timing.resolve()
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	if *httpAddr == "" {
+		*httpAddr = defaultHTTPAddr(*peers, *id)
+	} else if *httpAddr == "off" {
+		*httpAddr = ""
+	}
+	log, err := newLogger(*logLevel, *logFormat)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer log.Sync()
+	s, err := server.New(server.Config{Group: *group, SelfID: *id, Peers: *peers, DataDir: *dataDir,
+		HTTPAddr: *httpAddr, Election: cfg}, server.WithLogger(log))
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	if err := s.Start(); err != nil {
+		s.Stop(context.Background())
+		return fail(1, "%v", err)
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	got := <-sig
+	log.Info("stopping", zap.String("signal", got.String()))
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.TransferBound()+5*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		return fail(1, "stop: %v", err)
+	}
+	return 0
+}
