@@ -124,7 +124,10 @@ type clusterTransport struct {
 	from *member
 }
 
-func deliver[Req any, Resp any](t *clusterTransport, to string, req Req, handle func(*Elector, Req) Resp,
+// deliver carries req to member `to` after 1 ms and the reply back after 1 ms more. handle
+// answers through reply, possibly later (a transferee answers when its campaign ends). A cut
+// link or a dead member turns into a timeout after rpcTimeout.
+func deliver[Req any, Resp any](t *clusterTransport, to string, req Req, handle func(*Elector, Req, func(Resp)),
 	done func(Resp, error)) {
 	c, from, inc := t.c, t.from, t.from.incarnation
 	var zero Resp
@@ -145,49 +148,11 @@ func deliver[Req any, Resp any](t *clusterTransport, to string, req Req, handle 
 			fail()
 			return
 		}
-		resp := handle(dst.e, req)
-		if c.cut[[2]string{to, from.id}] {
-			fail()
-			return
-		}
-		c.after(time.Millisecond, func() {
-			if from.up && from.incarnation == inc {
-				done(resp, nil)
+		handle(dst.e, req, func(resp Resp) {
+			if c.cut[[2]string{to, from.id}] {
+				fail()
+				return
 			}
-		})
-	})
-}
-
-func (t *clusterTransport) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
-	deliver(t, to, req, (*Elector).HandleVote, done)
-}
-
-func (t *clusterTransport) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
-	deliver(t, to, req, (*Elector).HandleHeartBeat, done)
-}
-
-// SendLeadershipTransfer is asynchronous end to end: the transferee answers when its campaign
-// ends, so the reply travels back whenever the handler calls it.
-func (t *clusterTransport) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
-	c, from, inc := t.c, t.from, t.from.incarnation
-	fail := func() {
-		c.after(rpcTimeout, func() {
-			if from.up && from.incarnation == inc {
-				done(nil, errors.New("timeout"))
-			}
-		})
-	}
-	if c.cut[[2]string{from.id, to}] {
-		fail()
-		return
-	}
-	c.after(time.Millisecond, func() {
-		dst := c.member(to)
-		if !dst.up {
-			fail()
-			return
-		}
-		dst.e.HandleLeadershipTransfer(req, func(resp *protocol.LeadershipTransferResponse) {
 			c.after(time.Millisecond, func() {
 				if from.up && from.incarnation == inc {
 					done(resp, nil)
@@ -195,6 +160,23 @@ func (t *clusterTransport) SendLeadershipTransfer(to string, req *protocol.Leade
 			})
 		})
 	})
+}
+
+// answerAtOnce adapts a handler that answers at once.
+func answerAtOnce[Req any, Resp any](h func(*Elector, Req) Resp) func(*Elector, Req, func(Resp)) {
+	return func(e *Elector, req Req, reply func(Resp)) { reply(h(e, req)) }
+}
+
+func (t *clusterTransport) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
+	deliver(t, to, req, answerAtOnce((*Elector).HandleVote), done)
+}
+
+func (t *clusterTransport) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
+	deliver(t, to, req, answerAtOnce((*Elector).HandleHeartBeat), done)
+}
+
+func (t *clusterTransport) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
+	deliver(t, to, req, (*Elector).HandleLeadershipTransfer, done)
 }
 
 // run advances virtual time by d, jumping from one event or tick to the next, and checks S1
