@@ -191,9 +191,9 @@ func (cl *Client) Stats() Stats { return cl.obs.stats() }
 func (cl *Client) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
 	c := cl.newCall(protocol.RequestVote)
 	c.vote = done
-	if p, id, fb := cl.begin(to, c); p != nil {
-		fb.b = appendVoteRequest(fb.b, req)
-		p.submit(c, id, fb)
+	if p, id := cl.begin(to, c); p != nil {
+		fb, err := encodeFrame(id, c.code, false, req, cl.opts.MaxFrameSize)
+		p.submit(c, id, fb, err)
 	}
 }
 
@@ -201,9 +201,9 @@ func (cl *Client) SendVote(to string, req *protocol.VoteRequest, done func(*prot
 func (cl *Client) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
 	c := cl.newCall(protocol.RequestHeartBeat)
 	c.hb = done
-	if p, id, fb := cl.begin(to, c); p != nil {
-		fb.b = appendHeartBeatRequest(fb.b, req)
-		p.submit(c, id, fb)
+	if p, id := cl.begin(to, c); p != nil {
+		fb, err := encodeFrame(id, c.code, false, req, cl.opts.MaxFrameSize)
+		p.submit(c, id, fb, err)
 	}
 }
 
@@ -212,9 +212,9 @@ func (cl *Client) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done 
 func (cl *Client) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
 	c := cl.newCall(protocol.RequestLeadershipTransfer)
 	c.lt = done
-	if p, id, fb := cl.begin(to, c); p != nil {
-		fb.b = appendLeadershipTransferRequest(fb.b, req)
-		p.submit(c, id, fb)
+	if p, id := cl.begin(to, c); p != nil {
+		fb, err := encodeFrame(id, c.code, false, req, cl.opts.MaxFrameSize)
+		p.submit(c, id, fb, err)
 	}
 }
 
@@ -222,9 +222,9 @@ func (cl *Client) SendLeadershipTransfer(to string, req *protocol.LeadershipTran
 func (cl *Client) SendMetadata(to string, req *protocol.MetadataRequest, done func(*protocol.MetadataResponse, error)) {
 	c := cl.newCall(protocol.RequestMetadata)
 	c.meta = done
-	if p, id, fb := cl.begin(to, c); p != nil {
-		fb.b = appendMetadataRequest(fb.b, req)
-		p.submit(c, id, fb)
+	if p, id := cl.begin(to, c); p != nil {
+		fb, err := encodeFrame(id, c.code, false, req, cl.opts.MaxFrameSize)
+		p.submit(c, id, fb, err)
 	}
 }
 
@@ -234,22 +234,19 @@ func (cl *Client) newCall(code protocol.RequestCode) *call {
 	return c
 }
 
-// begin finds the peer and starts the frame; on failure it completes the call and returns a
-// nil peer. A peer that is down fails here, before any encoding work.
-func (cl *Client) begin(to string, c *call) (*peer, uint64, *frameBuf) {
+// begin finds the peer and picks the request id; on failure it completes the call and
+// returns a nil peer. A peer that is down fails here, before any encoding work.
+func (cl *Client) begin(to string, c *call) (*peer, uint64) {
 	p := cl.peers[to]
 	if p == nil {
 		cl.finish(c, nil, ErrUnknownPeer, to)
-		return nil, 0, nil
+		return nil, 0
 	}
 	if err := p.usable(); err != nil {
 		cl.finish(c, nil, err, to)
-		return nil, 0, nil
+		return nil, 0
 	}
-	id := p.nextID.Add(1)
-	fb := getFrameBuf()
-	fb.b = beginFrame(fb.b, id, c.code, false)
-	return p, id, fb
+	return p, p.nextID.Add(1)
 }
 
 // finish completes a call: it recycles the call first (done may send again), then runs done
@@ -311,15 +308,15 @@ func (p *peer) usable() error {
 	return nil
 }
 
-// submit registers the call and queues its frame for the writer, without blocking.
-func (p *peer) submit(c *call, id uint64, fb *frameBuf) {
+// submit registers the call and queues its frame for the writer, without blocking. encErr
+// is encodeFrame's error: the call then fails at once (and fb is nil).
+func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
 	cl := p.cl
-	var err error
-	if fb.b, err = finishFrame(fb.b, 0, cl.opts.MaxFrameSize); err != nil {
-		putFrameBuf(fb)
+	if encErr != nil {
 		cl.finish(c, nil, ErrTooLarge, p.id)
 		return
 	}
+	var err error
 	var gen uint64
 	p.mu.Lock()
 	switch {
@@ -513,7 +510,7 @@ func (p *peer) read(conn net.Conn) error {
 	r := bufio.NewReaderSize(conn, 4<<10)
 	hdr := make([]byte, frameHeaderLen)
 	var body []byte
-	var cur cursor
+	var fd frameDecoder
 	var resp response
 	for {
 		if _, err := io.ReadFull(r, hdr); err != nil {
@@ -536,7 +533,7 @@ func (p *peer) read(conn net.Conn) error {
 			}
 			return err
 		}
-		if err := cur.decodeResponse(body, &resp); err != nil {
+		if err := fd.decodeResponse(body, &resp); err != nil {
 			return p.badFrame(badFrameReason(err), err)
 		}
 		c := p.take(resp.id)

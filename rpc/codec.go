@@ -1,9 +1,13 @@
 package rpc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -15,7 +19,8 @@ import (
 //
 // The envelope is a fixed array rather than a map so the receiver learns the request code
 // before it reaches the message and can decode straight into the right concrete struct.
-// Messages are maps keyed by the msgpack tags of the protocol structs.
+// Messages are the protocol structs as the msgpack library writes them: maps keyed by their
+// msgpack tags, the embedded Header inline.
 
 const (
 	frameHeaderLen = 4
@@ -27,30 +32,10 @@ const (
 	DefaultMaxFrameSize = 64 << 10
 )
 
-// Map keys: the msgpack tags of protocol.Header and the messages. The tests check them
-// against the struct tags, so a field added to protocol without a key here fails a test.
-const (
-	keyGroup                     = "group"
-	keyRemoteID                  = "remoteId"
-	keyLocalID                   = "localId"
-	keyLeaderID                  = "leaderId"
-	keyTerm                      = "term"
-	keyCode                      = "code"
-	keyLedgerEndTerm             = "ledgerEndTerm"
-	keyLedgerEndIndex            = "ledgerEndIndex"
-	keyVoteResult                = "voteResult"
-	keyTransferID                = "transferId"
-	keyTransfereeID              = "transfereeId"
-	keyTakeLeadershipLedgerIndex = "takeLeadershipLedgerIndex"
-	keyRole                      = "role"
-	keyVoteFor                   = "voteFor"
-	keyPeers                     = "peers"
-	headerFields                 = 6
-)
-
 var (
 	errFrameSize      = errors.New("rpc: frame length is zero or above the maximum frame size")
 	errEnvelope       = errors.New("rpc: frame body is not an [id, code, response, message] array")
+	errMessage        = errors.New("rpc: message is not a map")
 	errUnknownCode    = errors.New("rpc: unknown request code")
 	errUnexpectedKind = errors.New("rpc: request where a response was expected, or the reverse")
 )
@@ -67,89 +52,67 @@ func frameLength(hdr []byte, maxSize int) (int, error) {
 
 // --- encoding ---------------------------------------------------------------------------
 
-// beginFrame appends a length placeholder and the envelope up to the message; the caller
-// appends the message and calls finishFrame with the same start.
-func beginFrame(b []byte, id uint64, code protocol.RequestCode, response bool) []byte {
-	b = append(b, 0, 0, 0, 0)
-	b = appendArrayLen(b, envelopeLen)
-	b = appendUint(b, id)
-	b = appendInt(b, int64(code))
-	return appendBool(b, response)
+// message is the set of types that go on the wire; the constraint keeps anything else (an
+// interface{}, a map) from being encoded as a message by mistake.
+type message interface {
+	*protocol.VoteRequest | *protocol.VoteResponse |
+		*protocol.HeartBeatRequest | *protocol.HeartBeatResponse |
+		*protocol.LeadershipTransferRequest | *protocol.LeadershipTransferResponse |
+		*protocol.MetadataRequest | *protocol.MetadataResponse
 }
 
-// finishFrame writes the length of the frame starting at b[start:]. A frame above maxSize
-// is cut off and reported: the peer would reject it anyway.
-func finishFrame(b []byte, start, maxSize int) ([]byte, error) {
-	n := len(b) - start - frameHeaderLen
-	if n > maxSize {
-		return b[:start], errFrameSize
+// encodeFrame encodes a whole frame (length, envelope, msg) into a pooled buffer; the caller
+// owns the buffer and returns it with putFrameBuf once written. A frame above maxSize is
+// refused with errFrameSize: the peer would reject it anyway. (That is the only error in
+// practice: the writer never fails, and the messages hold only strings and integers.)
+func encodeFrame[M message](id uint64, code protocol.RequestCode, response bool, msg M, maxSize int) (*frameBuf, error) {
+	fb := getFrameBuf()
+	if err := encodeInto(fb, id, code, response, msg, maxSize); err != nil {
+		putFrameBuf(fb)
+		return nil, err
 	}
-	binary.BigEndian.PutUint32(b[start:], uint32(n))
-	return b, nil
+	return fb, nil
 }
 
-func appendStrField(b []byte, key, v string) []byte { return appendStr(appendStr(b, key), v) }
-func appendIntField(b []byte, key string, v int64) []byte {
-	return appendInt(appendStr(b, key), v)
-}
-
-// appendHeader opens the message map (header fields plus extra) and writes the header.
-func appendHeader(b []byte, h *protocol.Header, extra int) []byte {
-	b = appendMapLen(b, headerFields+extra)
-	b = appendStrField(b, keyGroup, h.Group)
-	b = appendStrField(b, keyRemoteID, h.RemoteID)
-	b = appendStrField(b, keyLocalID, h.LocalID)
-	b = appendStrField(b, keyLeaderID, h.LeaderID)
-	b = appendIntField(b, keyTerm, h.Term)
-	return appendIntField(b, keyCode, int64(h.Code))
-}
-
-func appendVoteRequest(b []byte, m *protocol.VoteRequest) []byte {
-	b = appendHeader(b, &m.Header, 2)
-	b = appendIntField(b, keyLedgerEndTerm, m.LedgerEndTerm)
-	return appendIntField(b, keyLedgerEndIndex, m.LedgerEndIndex)
-}
-
-func appendVoteResponse(b []byte, m *protocol.VoteResponse) []byte {
-	b = appendHeader(b, &m.Header, 1)
-	return appendIntField(b, keyVoteResult, int64(m.VoteResult))
-}
-
-func appendHeartBeatRequest(b []byte, m *protocol.HeartBeatRequest) []byte {
-	return appendHeader(b, &m.Header, 0)
-}
-
-func appendHeartBeatResponse(b []byte, m *protocol.HeartBeatResponse) []byte {
-	b = appendHeader(b, &m.Header, 2)
-	b = appendIntField(b, keyLedgerEndTerm, m.LedgerEndTerm)
-	return appendIntField(b, keyLedgerEndIndex, m.LedgerEndIndex)
-}
-
-func appendLeadershipTransferRequest(b []byte, m *protocol.LeadershipTransferRequest) []byte {
-	b = appendHeader(b, &m.Header, 3)
-	b = appendStrField(b, keyTransferID, m.TransferID)
-	b = appendStrField(b, keyTransfereeID, m.TransfereeID)
-	return appendIntField(b, keyTakeLeadershipLedgerIndex, m.TakeLeadershipLedgerIndex)
-}
-
-func appendLeadershipTransferResponse(b []byte, m *protocol.LeadershipTransferResponse) []byte {
-	return appendHeader(b, &m.Header, 0)
-}
-
-func appendMetadataRequest(b []byte, m *protocol.MetadataRequest) []byte {
-	return appendHeader(b, &m.Header, 0)
-}
-
-func appendMetadataResponse(b []byte, m *protocol.MetadataResponse) []byte {
-	b = appendHeader(b, &m.Header, 5)
-	b = appendIntField(b, keyRole, int64(m.Role))
-	b = appendStrField(b, keyVoteFor, m.VoteFor)
-	b = appendIntField(b, keyLedgerEndTerm, m.LedgerEndTerm)
-	b = appendIntField(b, keyLedgerEndIndex, m.LedgerEndIndex)
-	return appendStrField(b, keyPeers, m.Peers)
+// encodeInto replaces fb's contents with the frame, using fb's encoder.
+func encodeInto[M message](fb *frameBuf, id uint64, code protocol.RequestCode, response bool, msg M, maxSize int) error {
+	fb.b = append(fb.b[:0], 0, 0, 0, 0) // the length, written below
+	e := fb.enc
+	err := e.EncodeArrayLen(envelopeLen)
+	if err == nil {
+		err = e.EncodeUint(id)
+	}
+	if err == nil {
+		err = e.EncodeInt(int64(code))
+	}
+	if err == nil {
+		err = e.EncodeBool(response)
+	}
+	if err == nil {
+		err = e.Encode(msg)
+	}
+	if err != nil {
+		return err
+	}
+	n := len(fb.b) - frameHeaderLen
+	if n > maxSize {
+		return errFrameSize
+	}
+	binary.BigEndian.PutUint32(fb.b, uint32(n))
+	return nil
 }
 
 // --- decoding ---------------------------------------------------------------------------
+
+// frameDecoder decodes frame bodies with the msgpack library, but only bodies that passed
+// validate (validate.go). Each server connection and each client reader owns one, so the
+// library's decoder and its reader are reused for every frame; it is not safe for
+// concurrent use. The zero value is ready to use.
+type frameDecoder struct {
+	r       bytes.Reader
+	dec     *msgpack.Decoder
+	lastLen int // body length of the previous frame
+}
 
 // envelope is the part of a frame body before the message.
 type envelope struct {
@@ -159,170 +122,111 @@ type envelope struct {
 	extra    int // envelope elements after the message, from a newer peer; skipped
 }
 
-// openEnvelope validates a whole frame body, then reads the envelope and leaves the cursor
-// on the message. Nothing is decoded from a body that failed validation.
-func (c *cursor) openEnvelope(body []byte) (envelope, error) {
+// open validates a whole frame body, then reads the envelope and leaves the decoder on the
+// message. The library never sees a body that failed validation.
+//
+// Each envelope value's type code is peeked at before the library reads it, so a value of
+// the wrong type is refused with our own error; the library would build a formatted error,
+// and refusing a bad frame should cost nothing.
+func (fd *frameDecoder) open(body []byte) (envelope, error) {
 	if err := validate(body); err != nil {
 		return envelope{}, err
 	}
-	c.reset(body)
-	n, err := c.arrayLen()
+	fd.r.Reset(body)
+	// The library's decoder keeps a scratch buffer as large as the longest string it has
+	// read. After a large frame, start over with a fresh decoder rather than pin up to
+	// MaxFrameSize per connection; heartbeats are far below the threshold.
+	if fd.dec == nil || fd.lastLen > frameBufKeep {
+		fd.dec = msgpack.NewDecoder(&fd.r) // a bytes.Reader is a ByteScanner: no extra buffering
+	}
+	fd.lastLen = len(body)
+	d := fd.dec
+	if c, _ := d.PeekCode(); !isArray(c) {
+		return envelope{}, errEnvelope
+	}
+	n, err := d.DecodeArrayLen()
 	if err != nil || n < envelopeLen {
 		return envelope{}, errEnvelope
 	}
-	var env envelope
-	env.extra = n - envelopeLen
-	if env.id, err = c.uint64(); err != nil {
+	env := envelope{extra: n - envelopeLen}
+	if env.id, err = decodeID(d); err != nil {
+		return envelope{}, err
+	}
+	if c, _ := d.PeekCode(); !isInt(c) {
 		return envelope{}, errEnvelope
 	}
-	code, err := c.int(math.MinInt32, math.MaxInt32)
-	if err != nil {
+	code, err := d.DecodeInt64()
+	if err != nil || code < math.MinInt32 || code > math.MaxInt32 {
 		return envelope{}, errEnvelope
 	}
 	env.code = protocol.RequestCode(code)
-	if env.response, err = c.bool(); err != nil {
+	if c, _ := d.PeekCode(); c != msgpcode.True && c != msgpcode.False && c != msgpcode.Nil {
 		return envelope{}, errEnvelope
+	}
+	if env.response, err = d.DecodeBool(); err != nil {
+		return envelope{}, errEnvelope
+	}
+	if c, _ := d.PeekCode(); !isMap(c) {
+		return envelope{}, errMessage // the library would also take nil or an array here
 	}
 	return env, nil
 }
 
-// closeEnvelope skips envelope elements we do not know and checks nothing is left.
-func (c *cursor) closeEnvelope(env envelope) error {
+// decodeID reads the request id, an unsigned integer. A sender may write a non-negative id in
+// a signed form; a negative one is refused rather than wrapped.
+func decodeID(d *msgpack.Decoder) (uint64, error) {
+	c, _ := d.PeekCode()
+	switch {
+	case !isInt(c):
+		return 0, errEnvelope
+	case c >= msgpcode.NegFixedNumLow, c == msgpcode.Int8, c == msgpcode.Int16, c == msgpcode.Int32, c == msgpcode.Int64:
+		v, err := d.DecodeInt64()
+		if err != nil || v < 0 {
+			return 0, errEnvelope
+		}
+		return uint64(v), nil
+	}
+	v, err := d.DecodeUint64()
+	if err != nil {
+		return 0, errEnvelope
+	}
+	return v, nil
+}
+
+func isArray(c byte) bool {
+	return msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32
+}
+
+func isMap(c byte) bool {
+	return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32
+}
+
+// isInt reports an integer code, or nil, which the library reads as 0.
+func isInt(c byte) bool {
+	return msgpcode.IsFixedNum(c) || c == msgpcode.Nil ||
+		(c >= msgpcode.Uint8 && c <= msgpcode.Int64) // 0xcc-0xd3: uint8-64, int8-64
+}
+
+// decodeMessage resets m, then lets the library decode the message map into it. The reset
+// matters: the library leaves fields absent from the map untouched, and m is reused from
+// frame to frame. Keys m does not have are skipped, so a newer peer can add fields.
+func decodeMessage[M any](d *msgpack.Decoder, m *M) error {
+	var zero M
+	*m = zero
+	return d.Decode(m)
+}
+
+// close skips envelope elements we do not know and checks nothing is left.
+func (fd *frameDecoder) close(env envelope) error {
 	for i := 0; i < env.extra; i++ {
-		if err := c.skip(); err != nil {
+		if err := fd.dec.Skip(); err != nil {
 			return err
 		}
 	}
-	if len(c.b) != 0 {
+	if fd.r.Len() != 0 { // validate already made sure; a cheap second look
 		return errTrailing
 	}
 	return nil
-}
-
-// header decodes one header field, or skips the value of a key nobody here knows: a newer
-// peer may send fields we do not have yet.
-func (c *cursor) header(h *protocol.Header, key []byte) (err error) {
-	var v int64
-	switch string(key) { // the compiler does not allocate to compare string(key)
-	case keyGroup:
-		h.Group, err = c.str()
-	case keyRemoteID:
-		h.RemoteID, err = c.str()
-	case keyLocalID:
-		h.LocalID, err = c.str()
-	case keyLeaderID:
-		h.LeaderID, err = c.str()
-	case keyTerm:
-		h.Term, err = c.int(math.MinInt64, math.MaxInt64)
-	case keyCode:
-		v, err = c.int(math.MinInt32, math.MaxInt32)
-		h.Code = protocol.ResponseCode(v)
-	default:
-		err = c.skip()
-	}
-	return err
-}
-
-// Each message decoder first resets its target: fields absent from the message must read as
-// zero, not as whatever the reused struct held before.
-
-func (c *cursor) headerOnly(h *protocol.Header) error {
-	*h = protocol.Header{}
-	return c.fields(func(k []byte) error { return c.header(h, k) })
-}
-
-func (c *cursor) voteRequest(m *protocol.VoteRequest) error {
-	*m = protocol.VoteRequest{}
-	return c.fields(func(k []byte) (err error) {
-		switch string(k) {
-		case keyLedgerEndTerm:
-			m.LedgerEndTerm, err = c.int(math.MinInt64, math.MaxInt64)
-		case keyLedgerEndIndex:
-			m.LedgerEndIndex, err = c.int(math.MinInt64, math.MaxInt64)
-		default:
-			err = c.header(&m.Header, k)
-		}
-		return err
-	})
-}
-
-func (c *cursor) voteResponse(m *protocol.VoteResponse) error {
-	*m = protocol.VoteResponse{}
-	return c.fields(func(k []byte) (err error) {
-		if string(k) != keyVoteResult {
-			return c.header(&m.Header, k)
-		}
-		v, err := c.int(math.MinInt8, math.MaxInt8)
-		m.VoteResult = protocol.VoteResult(v)
-		return err
-	})
-}
-
-func (c *cursor) heartBeatRequest(m *protocol.HeartBeatRequest) error {
-	return c.headerOnly(&m.Header)
-}
-
-func (c *cursor) heartBeatResponse(m *protocol.HeartBeatResponse) error {
-	*m = protocol.HeartBeatResponse{}
-	return c.fields(func(k []byte) (err error) {
-		switch string(k) {
-		case keyLedgerEndTerm:
-			m.LedgerEndTerm, err = c.int(math.MinInt64, math.MaxInt64)
-		case keyLedgerEndIndex:
-			m.LedgerEndIndex, err = c.int(math.MinInt64, math.MaxInt64)
-		default:
-			err = c.header(&m.Header, k)
-		}
-		return err
-	})
-}
-
-func (c *cursor) leadershipTransferRequest(m *protocol.LeadershipTransferRequest) error {
-	*m = protocol.LeadershipTransferRequest{}
-	return c.fields(func(k []byte) (err error) {
-		switch string(k) {
-		case keyTransferID:
-			m.TransferID, err = c.str()
-		case keyTransfereeID:
-			m.TransfereeID, err = c.str()
-		case keyTakeLeadershipLedgerIndex:
-			m.TakeLeadershipLedgerIndex, err = c.int(math.MinInt64, math.MaxInt64)
-		default:
-			err = c.header(&m.Header, k)
-		}
-		return err
-	})
-}
-
-func (c *cursor) leadershipTransferResponse(m *protocol.LeadershipTransferResponse) error {
-	return c.headerOnly(&m.Header)
-}
-
-func (c *cursor) metadataRequest(m *protocol.MetadataRequest) error {
-	return c.headerOnly(&m.Header)
-}
-
-func (c *cursor) metadataResponse(m *protocol.MetadataResponse) error {
-	*m = protocol.MetadataResponse{}
-	return c.fields(func(k []byte) (err error) {
-		var v int64
-		switch string(k) {
-		case keyRole:
-			v, err = c.int(math.MinInt8, math.MaxInt8)
-			m.Role = protocol.Role(v)
-		case keyVoteFor:
-			m.VoteFor, err = c.str()
-		case keyLedgerEndTerm:
-			m.LedgerEndTerm, err = c.int(math.MinInt64, math.MaxInt64)
-		case keyLedgerEndIndex:
-			m.LedgerEndIndex, err = c.int(math.MinInt64, math.MaxInt64)
-		case keyPeers:
-			m.Peers, err = c.str()
-		default:
-			err = c.header(&m.Header, k)
-		}
-		return err
-	})
 }
 
 // request holds one decoded request. Only the field selected by code is meaningful; the
@@ -337,8 +241,8 @@ type request struct {
 }
 
 // decodeRequest decodes a request frame body (the server side).
-func (c *cursor) decodeRequest(body []byte, r *request) error {
-	env, err := c.openEnvelope(body)
+func (fd *frameDecoder) decodeRequest(body []byte, r *request) error {
+	env, err := fd.open(body)
 	if err != nil {
 		return err
 	}
@@ -348,20 +252,20 @@ func (c *cursor) decodeRequest(body []byte, r *request) error {
 	r.id, r.code = env.id, env.code
 	switch env.code {
 	case protocol.RequestVote:
-		err = c.voteRequest(&r.vote)
+		err = decodeMessage(fd.dec, &r.vote)
 	case protocol.RequestHeartBeat:
-		err = c.heartBeatRequest(&r.hb)
+		err = decodeMessage(fd.dec, &r.hb)
 	case protocol.RequestLeadershipTransfer:
-		err = c.leadershipTransferRequest(&r.lt)
+		err = decodeMessage(fd.dec, &r.lt)
 	case protocol.RequestMetadata:
-		err = c.metadataRequest(&r.meta)
+		err = decodeMessage(fd.dec, &r.meta)
 	default:
 		return errUnknownCode
 	}
 	if err != nil {
 		return err
 	}
-	return c.closeEnvelope(env)
+	return fd.close(env)
 }
 
 // response holds one decoded response, like request does for requests.
@@ -375,8 +279,8 @@ type response struct {
 }
 
 // decodeResponse decodes a response frame body (the client side).
-func (c *cursor) decodeResponse(body []byte, r *response) error {
-	env, err := c.openEnvelope(body)
+func (fd *frameDecoder) decodeResponse(body []byte, r *response) error {
+	env, err := fd.open(body)
 	if err != nil {
 		return err
 	}
@@ -386,18 +290,18 @@ func (c *cursor) decodeResponse(body []byte, r *response) error {
 	r.id, r.code = env.id, env.code
 	switch env.code {
 	case protocol.RequestVote:
-		err = c.voteResponse(&r.vote)
+		err = decodeMessage(fd.dec, &r.vote)
 	case protocol.RequestHeartBeat:
-		err = c.heartBeatResponse(&r.hb)
+		err = decodeMessage(fd.dec, &r.hb)
 	case protocol.RequestLeadershipTransfer:
-		err = c.leadershipTransferResponse(&r.lt)
+		err = decodeMessage(fd.dec, &r.lt)
 	case protocol.RequestMetadata:
-		err = c.metadataResponse(&r.meta)
+		err = decodeMessage(fd.dec, &r.meta)
 	default:
 		return errUnknownCode
 	}
 	if err != nil {
 		return err
 	}
-	return c.closeEnvelope(env)
+	return fd.close(env)
 }

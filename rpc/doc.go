@@ -10,21 +10,31 @@
 //
 // id matches a response to its request; code is DLedger's request code (METADATA 50000,
 // VOTE 51001, HEART_BEAT 51002, LEADERSHIP_TRANSFER 51005) and selects the concrete message
-// type, so nothing is ever decoded into interface{}. The message is a map keyed by the
-// protocol structs' msgpack tags. Unknown map keys and extra trailing envelope elements are
-// skipped, so a newer member can talk to an older one; a missing key reads as zero.
+// type, so nothing is ever decoded into interface{}. The message is the protocol struct as
+// github.com/vmihailenco/msgpack/v5 writes it: a map keyed by the structs' msgpack tags,
+// Header inline, integers in their smallest form. Unknown map keys and extra trailing
+// envelope elements are skipped, so a newer member can talk to an older one; a missing key
+// reads as zero (the target struct is reset before every decode).
 //
-// # Untrusted input
+// # Codec: the library, behind a guard
 //
-// Every frame, request or response, is bounded before it is decoded: a length header of 0
-// or above MaxFrameSize (64 KiB by default) is refused before the body is read, and the body
-// is validated (every msgpack length header must fit in the bytes present, nesting is at most
-// 8 deep, nothing may follow the envelope) before any field is read. Decoding never allocates
-// according to a length the peer claims, which is what makes the msgpack library unsafe here
-// (issue 401: a 5-byte array header can make it allocate gigabytes). A bad frame closes only
-// the connection that sent it, is counted (Hooks.OnBadFrame, Stats) and is logged at a
-// limited rate. A request for another group or member is not a bad frame: the Handler answers
-// it with UNKNOWN_GROUP or UNKNOWN_MEMBER.
+// The msgpack library encodes and decodes every message (codec.go); the envelope is read and
+// written with its low-level calls, the message with its struct codec. The library is not
+// safe on untrusted bytes by itself: v5.4.1 allocates whatever a length header claims (issue
+// 401: a 5-byte array header can make it allocate gigabytes). So every frame, request or
+// response, is bounded before the library sees it: a length header of 0 or above
+// MaxFrameSize (64 KiB by default) is refused before the body is read, and the body is then
+// checked by a validator of our own (validate.go: every msgpack length header must fit in
+// the bytes present, nesting is at most 8 deep, nothing may follow the envelope). After
+// that the library can allocate at most in proportion to the frame. Envelope values are
+// type- and range-checked (a negative id or a code beyond int32 is refused, not wrapped);
+// inside the message the library's rules apply: a value of the wrong type is refused, an
+// integer too large for a narrow field (a ResponseCode, a Role) is truncated as Go
+// conversions do.
+//
+// A bad frame closes only the connection that sent it, is counted (Hooks.OnBadFrame, Stats)
+// and is logged at a limited rate. A request for another group or member is not a bad
+// frame: the Handler answers it with UNKNOWN_GROUP or UNKNOWN_MEMBER.
 //
 // # Server
 //
@@ -42,7 +52,9 @@
 //
 // # Allocations
 //
-// Encoding appends to pooled buffers and decoding interns the few short strings members
-// send (ids, group), so encoding and decoding a heartbeat allocate nothing once warm; a round
-// trip allocates the response handed to the caller and gnet's write request.
+// Each pooled frame buffer carries its own encoder, writing straight into the buffer, so
+// encoding allocates nothing once warm. Each server connection and each client connection
+// reuses one decoder and reader, so decoding allocates only the strings the library copies
+// out of the frame (a heartbeat's ids and group). A round trip also allocates the response
+// handed to the caller and gnet's write request.
 package rpc

@@ -92,7 +92,7 @@ func TestHostileInput(t *testing.T) {
 				if err != nil {
 					t.Fatalf("no answer: %v", err)
 				}
-				var c cursor
+				var c frameDecoder
 				var resp response
 				if err := c.decodeResponse(body, &resp); err != nil || resp.hb.Code != tc.wantCode {
 					t.Fatalf("answer %+v, %v; want code %v", resp.hb, err, tc.wantCode)
@@ -204,7 +204,7 @@ func TestClientRejectsHostileResponses(t *testing.T) {
 				if err != nil {
 					return
 				}
-				var c cursor
+				var c frameDecoder
 				var req request
 				if c.decodeRequest(body, &req) != nil {
 					return

@@ -120,7 +120,7 @@ type task struct {
 type serverConn struct {
 	c      gnet.Conn
 	remote string
-	cur    cursor // used only on the connection's event loop
+	dec    frameDecoder // used only on the connection's event loop
 	// inflight counts this connection's requests that are queued or being handled; parked
 	// says the loop stopped reading because inflight hit the limit and waits for a Wake.
 	inflight atomic.Int32
@@ -330,7 +330,7 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 		}
 		frame, _ := c.Peek(frameHeaderLen + n)
 		t := s.taskPool.Get().(*task)
-		err = sc.cur.decodeRequest(frame[frameHeaderLen:], &t.request)
+		err = sc.dec.decodeRequest(frame[frameHeaderLen:], &t.request)
 		_, _ = c.Discard(frameHeaderLen + n)
 		if err != nil {
 			s.taskPool.Put(t)
@@ -377,25 +377,22 @@ func (s *Server) serve(t *task) {
 	switch t.code {
 	case protocol.RequestVote:
 		if resp := s.handler.HandleVote(&t.vote); resp != nil {
-			fb := s.beginReply(t)
-			fb.b = appendVoteResponse(fb.b, resp)
-			s.sendReply(t, fb)
+			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
+			s.sendReply(t, fb, err)
 		} else {
 			s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
 		}
 	case protocol.RequestHeartBeat:
 		if resp := s.handler.HandleHeartBeat(&t.hb); resp != nil {
-			fb := s.beginReply(t)
-			fb.b = appendHeartBeatResponse(fb.b, resp)
-			s.sendReply(t, fb)
+			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
+			s.sendReply(t, fb, err)
 		} else {
 			s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
 		}
 	case protocol.RequestMetadata:
 		if resp := s.handler.HandleMetadata(&t.meta); resp != nil {
-			fb := s.beginReply(t)
-			fb.b = appendMetadataResponse(fb.b, resp)
-			s.sendReply(t, fb)
+			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
+			s.sendReply(t, fb, err)
 		} else {
 			s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
 		}
@@ -408,9 +405,8 @@ func (s *Server) serve(t *task) {
 				return
 			}
 			if resp != nil {
-				fb := s.beginReply(t)
-				fb.b = appendLeadershipTransferResponse(fb.b, resp)
-				s.sendReply(t, fb)
+				fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
+				s.sendReply(t, fb, err)
 			} else {
 				s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
 			}
@@ -421,18 +417,10 @@ func (s *Server) serve(t *task) {
 	s.release(t)
 }
 
-func (s *Server) beginReply(t *task) *frameBuf {
-	fb := getFrameBuf()
-	fb.b = beginFrame(fb.b, t.id, t.code, true)
-	return fb
-}
-
-// sendReply queues the frame on the connection; gnet writes it from the event loop and then
-// calls fb.written, which recycles the buffer.
-func (s *Server) sendReply(t *task, fb *frameBuf) {
-	var err error
-	if fb.b, err = finishFrame(fb.b, 0, s.opts.MaxFrameSize); err != nil {
-		putFrameBuf(fb)
+// sendReply queues the encoded frame (or counts the encoding failure) on the connection;
+// gnet writes it from the event loop and then calls fb.written, which recycles the buffer.
+func (s *Server) sendReply(t *task, fb *frameBuf, err error) {
+	if err != nil {
 		s.obs.rpcError(t.code, ReasonTooLarge, t.conn.remote)
 		return
 	}
