@@ -208,7 +208,8 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	e.lastLeaderHeartBeat = now
 	// As DLedger's changeRoleToFollower does: forget a lost round's WAIT_TO_VOTE_NEXT, or a
 	// follower cut off later would start the next term on its first candidate pass and, on
-	// rejoining, depose a healthy leader (L2; found by the simulator, seed 208).
+	// rejoining, depose a healthy leader (L2; found by the simulator: dledger sim --scenario
+	// rejoin --seed-start 16 --members 3 --profile lan, see dledger/sim/regress_test.go).
 	e.lastParseResult = protocol.WaitToRevote
 	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)

@@ -28,7 +28,8 @@ type transferState struct {
 	fromTerm        int64
 	targetTerm      int64
 	takeDeadline    time.Time
-	takeReply       func(*protocol.LeadershipTransferResponse)
+	takeFrom        string                                       // the leader that asked
+	takeReplies     []func(*protocol.LeadershipTransferResponse) // one per copy of the request
 
 	nextPreferredCheck time.Time
 }
@@ -176,6 +177,11 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 	case req.Term != ms.CurrTerm():
 		answer(e.transferResponse(protocol.CodeInconsistentTerm))
 		return
+	case (e.xfer.waiting || e.xfer.taking) && req.TransferID == e.xfer.takeFrom && req.Term == e.xfer.fromTerm:
+		// A duplicate of the request being served (a retry, or the network repeating it): it
+		// gets the same answer, so whichever copy's answer arrives first tells the truth.
+		e.xfer.takeReplies = append(e.xfer.takeReplies, answer)
+		return
 	case e.xfer.waiting || e.xfer.taking:
 		answer(e.transferResponse(protocol.CodeLeaderTransferring))
 		return
@@ -184,7 +190,8 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 	e.xfer.takeIndex = req.TakeLeadershipLedgerIndex
 	e.xfer.fromTerm = req.Term
 	e.xfer.takeDeadline = now.Add(e.cfg.LeadershipTransferWaitTimeout)
-	e.xfer.takeReply = answer
+	e.xfer.takeFrom = req.TransferID
+	e.xfer.takeReplies = []func(*protocol.LeadershipTransferResponse){answer}
 	e.log.Info("asked to take leadership", e.fields(zap.String("from", req.TransferID), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
 	e.maintainTakeLeadership(now) // usually caught up already: start at once
 }
@@ -240,10 +247,12 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 	if !x.waiting && !x.taking {
 		return
 	}
-	reply := x.takeReply
-	x.waiting, x.taking, x.takeReply = false, false, nil
+	replies := x.takeReplies
+	x.waiting, x.taking, x.takeReplies = false, false, nil
 	e.log.Info("take leadership finished", e.fields(zap.Stringer("code", code), zap.String("why", why))...)
-	reply(e.transferResponse(code))
+	for _, reply := range replies {
+		reply(e.transferResponse(code))
+	}
 }
 
 // onRoleEventLocked lets a campaign in progress learn its outcome from the next role change.

@@ -173,6 +173,33 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 			t.Fatalf("%+v", st)
 		}
 	})
+	t.Run("duplicate_request_gets_the_same_answer", func(t *testing.T) {
+		u := newUnit(t, 3, nil)
+		follow(u)
+		reply, got := capture()
+		reply2, got2 := capture()
+		u.e.HandleLeadershipTransfer(takeReq("n1", 3, 12), reply)
+		u.e.HandleLeadershipTransfer(takeReq("n1", 3, 12), reply2) // the same request again
+		if got2() != nil {
+			t.Fatalf("duplicate answered at once: %+v", got2())
+		}
+		u.setLedger(3, 12)
+		u.e.Tick()
+		votes := u.tr.takeVotes()
+		votes[0].done(voteResp("n1", protocol.VoteAccept, 4), nil)
+		if r, r2 := got(), got2(); r == nil || r2 == nil || r.Code != protocol.CodeSuccess || r2.Code != protocol.CodeSuccess {
+			t.Fatalf("answers %+v and %+v, want SUCCESS twice", r, r2)
+		}
+		// A different request while one is served is refused.
+		u2 := newUnit(t, 3, nil)
+		follow(u2)
+		u2.e.HandleLeadershipTransfer(takeReq("n1", 3, 50), func(*protocol.LeadershipTransferResponse) {})
+		reply3, got3 := capture()
+		u2.e.HandleLeadershipTransfer(takeReq("n1", 4, 50), reply3)
+		if r := got3(); r == nil || r.Code == protocol.CodeSuccess {
+			t.Fatalf("a different concurrent request: %+v", r)
+		}
+	})
 	t.Run("EXPIRED_TERM_when_a_higher_term_appears", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		follow(u)

@@ -1,0 +1,25 @@
+// Package sim is the deterministic simulator: it runs 3 to 7 members' real elector code
+// (dledger.New over memberstate.MemStore) on virtual time, with a simulated network and
+// faults scheduled from a seed, and checks the invariants of SPEC.md section 9 after every
+// event.
+//
+// One goroutine drives everything. Every member gets a Clock that reads the virtual time, a
+// Rand drawn from a PCG seeded by (run seed, member, incarnation), and a Transport whose Send*
+// only enqueue. The queue is ordered by (virtual time, sequence number), so a seed replays bit
+// for bit: same seed, same trace (Result.TraceHash proves it). Nothing here ranges over a map
+// to make a decision.
+//
+// A run alternates fault phases (delay, jitter, loss, duplication, reordering, symmetric,
+// asymmetric and one-way partitions, a member cut off from the leader only, crashes and
+// restarts, failing vote stores, ledgers that advance on some members and not others) with
+// heal phases, in which the liveness bound L1Bound is checked, and leadership transfers. The
+// rejoin scenario checks L2.
+//
+// Checked after every event: S1 at most one leader per term, ever; S2 one granted candidate
+// per (member, term), across crashes; S3 currTerm never decreases, across restarts; S4 every
+// grant went to a candidate whose ledger was not older than the voter's, and a new leader holds
+// a quorum of such grants; S5 role-event terms (fencing tokens) never decrease per member,
+// across restarts. L1 and L2 are checked by the phases that set them up; L3 checks that every
+// leadership transfer an admin asks for is answered within L3Bound (the "no member left
+// stuck" half is a TODO, see transfer.go).
+package sim

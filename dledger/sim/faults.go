@@ -1,0 +1,189 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// errDisk is what a failing vote store returns.
+var errDisk = errors.New("sim: disk failure")
+
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
+
+// between returns a uniform duration in [lo, hi).
+func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(r.Int64N(int64(hi-lo)))
+}
+
+// beginFault starts a fault phase of 1-4 detection windows: new network conditions, and 1-6
+// fault actions at random times within the phase. A heal phase follows.
+func (s *sim) beginFault() {
+	s.phaseID++
+	dw := s.cfg.DetectionWindow()
+	length := between(s.rngFault, dw, 4*dw)
+	s.net.p = s.randomParams()
+	s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: fmt.Sprintf("fault for %v: %v", length, s.net.p)})
+	for range 1 + s.rngFault.IntN(6) {
+		kind := faultKind(s.rngFault.IntN(int(numFaultKinds)))
+		s.inPhase(between(s.rngFault, 0, length), func() { s.fault(kind) })
+	}
+	s.inPhase(length, func() { s.beginHeal("heal") })
+}
+
+func (s *sim) randomParams() linkParams {
+	r := s.rngFault
+	return linkParams{
+		delayMin: pick(r, 100*time.Microsecond, time.Millisecond, 5*time.Millisecond),
+		jitter:   pick(r, time.Millisecond, 10*time.Millisecond, 100*time.Millisecond, 500*time.Millisecond),
+		loss:     pick(r, 0, 0, 0.02, 0.1, 0.3, 0.6),
+		dup:      pick(r, 0, 0.02, 0.1),
+		spike:    pick(r, 0, 0.01, 0.05),
+		// A stall may outlast the caller's timeout: the handler still runs (a vote may be
+		// granted and persisted) but the caller has already given up.
+		spikeMax: 2 * s.net.timeout,
+	}
+}
+
+type faultKind int
+
+const (
+	fCrash       faultKind = iota // crash a random member, maybe restart it later in the phase
+	fCrashLeader                  // crash the current leader, maybe restart it later
+	fRestart                      // restart a random crashed member
+	fSplit                        // symmetric partition: two sides, no traffic between them
+	fAsymmetric                   // asymmetric partition: one side hears the other, not back
+	fOneWay                       // one directed link fails
+	fIsolate                      // one member cut off from everyone
+	fCutLeader                    // one follower cut off from the leader only
+	fMend                         // all links work again (the phase's other faults go on)
+	fLag                          // some members stop copying the leader's ledger
+	fDisk                         // a member's vote store fails for a while
+	fWeather                      // new delay/loss/duplication/stall conditions
+	fTransfer                     // an admin asks the leader to transfer leadership (L3)
+	numFaultKinds
+)
+
+// fault performs one fault action. Targets are chosen now, from the state now.
+func (s *sim) fault(kind faultKind) {
+	r := s.rngFault
+	n := len(s.members)
+	switch kind {
+	case fCrash, fCrashLeader:
+		m := s.members[r.IntN(n)]
+		if l := s.leader(); kind == fCrashLeader && l != nil {
+			m = l
+		}
+		s.crash(m)
+		if r.IntN(10) < 7 {
+			s.inPhase(between(r, s.cfg.DetectionWindow()/5, 2*s.cfg.DetectionWindow()), func() { s.restart(m) })
+		}
+	case fRestart:
+		s.restart(s.members[r.IntN(n)])
+	case fSplit, fAsymmetric:
+		side := s.randomSide()
+		for _, a := range s.members {
+			for _, b := range s.members {
+				if side[a.idx] && !side[b.idx] {
+					s.cutLink(a, b)
+					if kind == fSplit {
+						s.cutLink(b, a)
+					}
+				}
+			}
+		}
+	case fOneWay:
+		a := s.members[r.IntN(n)]
+		b := s.members[(a.idx+1+r.IntN(n-1))%n]
+		s.cutLink(a, b)
+	case fIsolate:
+		m := s.members[r.IntN(n)]
+		for _, o := range s.members {
+			if o != m {
+				s.cutLink(m, o)
+				s.cutLink(o, m)
+			}
+		}
+	case fCutLeader:
+		l := s.leader()
+		if l == nil {
+			return
+		}
+		f := s.members[(l.idx+1+r.IntN(n-1))%n]
+		s.cutLink(l, f)
+		s.cutLink(f, l)
+	case fMend:
+		s.mend()
+	case fLag:
+		for _, m := range s.members {
+			m.lagging = r.IntN(3) == 0
+		}
+		s.note("lagging replicas chosen")
+	case fDisk:
+		m := s.members[r.IntN(n)]
+		s.setDisk(m, true)
+		s.inPhase(between(r, s.cfg.DetectionWindow()/5, 2*s.cfg.DetectionWindow()), func() { s.setDisk(m, false) })
+	case fTransfer:
+		// Not before the L2 watch: a transfer still in progress (or a delayed request) would
+		// change the leader on purpose during the watch.
+		if s.opt.Scenario == ScenarioChaos {
+			s.transfer()
+		}
+	case fWeather:
+		s.net.p = s.randomParams()
+		s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: "weather: " + s.net.p.String()})
+	}
+}
+
+// randomSide splits the members into two non-empty sides; true marks one of them.
+func (s *sim) randomSide() []bool {
+	n := len(s.members)
+	side := make([]bool, n)
+	k := 1 + s.rngFault.IntN(n-1) // members on the marked side
+	for _, i := range s.rngFault.Perm(n)[:k] {
+		side[i] = true
+	}
+	return side
+}
+
+func (s *sim) cutLink(a, b *member) {
+	if !s.net.cut[a.idx][b.idx] {
+		s.net.cut[a.idx][b.idx] = true
+		s.tr.add(record{at: s.now, kind: rCut, a: int8(a.idx), b: int8(b.idx)})
+	}
+}
+
+func (s *sim) mend() {
+	for _, row := range s.net.cut {
+		clear(row)
+	}
+	s.note("all links mended")
+}
+
+func (s *sim) setDisk(m *member, fail bool) {
+	if m.diskFail == fail {
+		return
+	}
+	m.diskFail = fail
+	if fail {
+		m.store.FailSaves(errDisk)
+		s.tr.add(record{at: s.now, kind: rStore, a: int8(m.idx), b: -1, note: "fails every save"})
+	} else {
+		m.store.FailSaves(nil)
+		s.tr.add(record{at: s.now, kind: rStore, a: int8(m.idx), b: -1, note: "works again"})
+	}
+}
+
+// leader is a member that believes it leads, the highest term first; nil when there is none.
+func (s *sim) leader() *member {
+	var best *member
+	for _, m := range s.members {
+		if m.up && m.ms.Role() == protocol.LEADER && (best == nil || m.ms.CurrTerm() > best.ms.CurrTerm()) {
+			best = m
+		}
+	}
+	return best
+}

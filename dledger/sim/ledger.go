@@ -1,0 +1,45 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// ledgerStep models the storage the elector is embedded in, plausibly: only a member that is
+// leader appends, at its own term (so no ledger term ever exceeds a term some leader has had),
+// and a follower copies its leader's ledger end, but only while both are at the same term and
+// the link works both ways, and not while it is marked lagging. A stale leader may still
+// append locally (a real one writes before it learns it was deposed); a crash keeps the
+// ledger. It runs a few times per heartbeat interval.
+func (s *sim) ledgerStep() {
+	for _, m := range s.members {
+		if !m.up || m.ms.Role() != protocol.LEADER || s.rngLedger.Float64() >= 0.6 {
+			continue
+		}
+		term := m.ms.CurrTerm()
+		if term > s.chk.maxLeaderTerm {
+			s.fail("SIM", "ledger model: %s would append at term %d, above any leader's term %d", m.id, term, s.chk.maxLeaderTerm)
+			return
+		}
+		l := memberstate.LedgerEnd{Term: term, Index: m.ledger.Index + 1 + s.rngLedger.Int64N(3)}
+		s.setLedger(m, l)
+		s.tr.add(record{at: s.now, kind: rAppend, a: int8(m.idx), b: -1, term: l.Term, x: l.Index})
+	}
+	for _, f := range s.members {
+		if !f.up || f.lagging || f.ms.Role() != protocol.FOLLOWER {
+			continue
+		}
+		l := s.member(f.ms.LeaderID())
+		if l == nil || !l.up || l.ms.Role() != protocol.LEADER || l.ms.CurrTerm() != f.ms.CurrTerm() ||
+			s.net.cut[l.idx][f.idx] || s.net.cut[f.idx][l.idx] || l.ledger == f.ledger ||
+			s.rngLedger.Float64() >= 0.7 {
+			continue
+		}
+		s.setLedger(f, l.ledger)
+		s.tr.add(record{at: s.now, kind: rCopy, a: int8(f.idx), b: int8(l.idx), term: l.ledger.Term, x: l.ledger.Index})
+	}
+	hb := int64(s.cfg.HeartBeatInterval)
+	s.at(time.Duration(hb/8+s.rngLedger.Int64N(hb*3/8)), s.ledgerStep)
+}

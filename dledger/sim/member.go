@@ -1,0 +1,152 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// member is one simulated process. Its store and its ledger outlive crashes; its MemberState
+// and Elector do not.
+type member struct {
+	idx   int
+	id    string
+	store *memberstate.MemStore
+	ms    *memberstate.MemberState // nil while down
+	e     *dledger.Elector         // nil while down
+	up    bool
+	// inc is the incarnation, bumped at every crash. Ticks and send callbacks carry the
+	// incarnation they belong to, so nothing reaches an elector instance that has crashed.
+	inc int
+	// ledger is the embedding storage's ledger end: it survives a crash, like a disk.
+	ledger   memberstate.LedgerEnd
+	lagging  bool // replication skips this member for the rest of the phase
+	diskFail bool // its vote store fails every save
+}
+
+// vclock reads the virtual time.
+type vclock struct{ s *sim }
+
+func (c vclock) Now() time.Time { return epoch.Add(c.s.now) }
+
+// pcgRand is a member incarnation's private random source.
+type pcgRand struct{ r *rand.Rand }
+
+func (p pcgRand) Int63n(n int64) int64 { return p.r.Int64N(n) }
+
+// startMember builds a new MemberState and Elector over the member's store (a start or a
+// restart), hands it the ledger end and schedules its StateMaintainer passes.
+func (s *sim) startMember(m *member) error {
+	ms, err := memberstate.New(group, m.id, s.peers, m.store)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", m.id, err)
+	}
+	var broken dledger.BrokenRules
+	switch s.opt.Broken {
+	case BrokenDoubleVote:
+		broken.DoubleVote = true
+	case BrokenSkipLedgerCheck:
+		broken.SkipLedgerCheck = true
+	}
+	// The member's randomness depends on the run seed, the member and the incarnation only.
+	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
+	e, err := dledger.New(s.cfg, ms, dledger.Options{Clock: vclock{s}, Rand: rnd,
+		Transport: &endpoint{s: s, m: m, inc: m.inc}, Broken: broken})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", m.id, err)
+	}
+	if err := e.UpdateLedger(m.ledger.Term, m.ledger.Index); err != nil {
+		return fmt.Errorf("start %s: %w", m.id, err)
+	}
+	m.ms, m.e, m.up = ms, e, true
+	s.touch(m)
+	// A random phase within the first pass, so members do not tick in lockstep.
+	s.seq++
+	s.q.push(event{at: s.now + time.Duration(s.rngFault.Int64N(int64(s.cfg.MaintainInterval))),
+		seq: s.seq, tick: true, m: m, inc: m.inc})
+	return nil
+}
+
+// tick runs one StateMaintainer pass and schedules the next, unless the member has crashed
+// since the tick was queued.
+func (s *sim) tick(m *member, inc int) {
+	if !m.up || m.inc != inc {
+		return
+	}
+	s.touch(m)
+	m.e.Tick()
+	s.seq++
+	s.q.push(event{at: s.now + s.cfg.MaintainInterval, seq: s.seq, tick: true, m: m, inc: inc})
+}
+
+// crash drops the elector (in-flight callbacks to it will be discarded) and tells the store,
+// which keeps what it saved unless the ForgetOnCrash bug is switched on.
+func (s *sim) crash(m *member) {
+	if !m.up {
+		return
+	}
+	s.tr.add(record{at: s.now, kind: rCrash, a: int8(m.idx), b: -1, term: m.ms.CurrTerm()})
+	s.chk.takeEvents(m) // events the elector produced before it died still count
+	m.up, m.e, m.ms = false, nil, nil
+	m.inc++
+	m.store.Crash()
+}
+
+// restart builds a new incarnation from the same store and ledger.
+func (s *sim) restart(m *member) {
+	if m.up {
+		return
+	}
+	if err := s.startMember(m); err != nil {
+		s.fail("SIM", "%v", err)
+		return
+	}
+	s.tr.add(record{at: s.now, kind: rRestart, a: int8(m.idx), b: -1, term: m.ms.CurrTerm(),
+		x: m.ledger.Term, y: m.ledger.Index, note: voteName(m.ms.VoteFor())})
+}
+
+func voteName(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return v
+}
+
+// setLedger changes a member's ledger end and tells its elector, as the embedding storage does.
+func (s *sim) setLedger(m *member, l memberstate.LedgerEnd) {
+	m.ledger = l
+	if m.up {
+		s.touch(m)
+		if err := m.e.UpdateLedger(l.Term, l.Index); err != nil {
+			s.fail("SIM", "UpdateLedger(%d, %d) on %s: %v", l.Term, l.Index, m.id, err)
+		}
+	}
+}
+
+// endpoint is one member incarnation's Transport.
+type endpoint struct {
+	s   *sim
+	m   *member
+	inc int
+}
+
+func (ep *endpoint) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
+	c := ep.s.newCall(mVote, ep, to, req.Term, req.LedgerEndTerm, req.LedgerEndIndex)
+	transmit(ep.s, c, ep.s.net.timeout, req, done, ep.s.handleVote)
+}
+
+func (ep *endpoint) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
+	c := ep.s.newCall(mHeartBeat, ep, to, req.Term, 0, 0)
+	transmit(ep.s, c, ep.s.net.timeout, req, done, ep.s.handleHeartBeat)
+}
+
+func (ep *endpoint) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
+	c := ep.s.newCall(mTransfer, ep, to, req.Term, req.TakeLeadershipLedgerIndex, 0)
+	// The transferee answers after its own election, so this call waits longer (as the rpc
+	// client's documentation asks of a real deployment).
+	transmit(ep.s, c, ep.s.net.timeout+ep.s.cfg.TransferBound(), req, done, ep.s.handleTransfer)
+}

@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+)
+
+// Scenario names what a run does to the group.
+type Scenario string
+
+const (
+	// ScenarioChaos alternates fault phases and heal phases (S1-S5 always, L1 at every heal).
+	ScenarioChaos Scenario = "chaos"
+	// ScenarioRejoin elects a stable leader, cuts one follower off completely, lets it rejoin
+	// and checks that the leader never changes (L2). No other faults.
+	ScenarioRejoin Scenario = "rejoin"
+)
+
+// Scenarios lists the scenario names Run accepts.
+func Scenarios() []Scenario { return []Scenario{ScenarioChaos, ScenarioRejoin} }
+
+// Broken names a deliberate bug, so the checker itself can be shown to fail (DESIGN.md,
+// "Tests, in layers"). Never used outside checker tests and the CLI's --broken flag.
+type Broken string
+
+const (
+	BrokenNone            Broken = ""
+	BrokenDoubleVote      Broken = "double-vote"       // Options.Broken.DoubleVote: expect S2 (then S1)
+	BrokenSkipLedgerCheck Broken = "skip-ledger-check" // Options.Broken.SkipLedgerCheck: expect S4
+	BrokenForgetOnCrash   Broken = "forget-on-crash"   // MemStore.ForgetOnCrash(true): expect S3 or S2
+)
+
+// BrokenModes lists the deliberate bugs the simulator can switch on.
+func BrokenModes() []Broken {
+	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash}
+}
+
+// DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
+// done(nil, err) this long after Send.
+const DefaultRPCTimeout = time.Second
+
+// MinMembers and MaxMembers bound the group size.
+const (
+	MinMembers = 3
+	MaxMembers = 7
+)
+
+// Options describe one run. The zero value of every field but Seed has a default.
+type Options struct {
+	Seed     uint64
+	Members  int      // 3..7; 0 means 3
+	Profile  string   // dledger.Profile name; "" means "lan"
+	Scenario Scenario // "" means chaos
+	// Duration is the virtual time after which no new fault phase starts; the run then ends
+	// with a checked heal phase. 0 means DefaultDuration(profile).
+	Duration   time.Duration
+	RPCTimeout time.Duration // 0 means DefaultRPCTimeout
+	Broken     Broken
+	// Trace, when set, receives every trace line as it happens (the full trace).
+	Trace io.Writer
+}
+
+// DefaultDuration is 100 detection windows (leak x heartbeat interval) of virtual time: 60 s
+// for "lan", 600 s for "dledger". A fault phase lasts 1-4 windows and a heal phase usually
+// ends within 1-3 windows, so a seed goes through about 15 fault/heal cycles, and 1000 mixed
+// seeds still take well under a minute on two cores.
+func DefaultDuration(cfg dledger.Config) time.Duration { return 100 * cfg.DetectionWindow() }
+
+// withDefaults validates o and fills in the defaults.
+func (o Options) withDefaults() (Options, dledger.Config, error) {
+	if o.Members == 0 {
+		o.Members = MinMembers
+	}
+	if o.Members < MinMembers || o.Members > MaxMembers {
+		return o, dledger.Config{}, fmt.Errorf("members must be %d..%d (got %d)", MinMembers, MaxMembers, o.Members)
+	}
+	if o.Profile == "" {
+		o.Profile = dledger.ProfileLAN
+	}
+	cfg, err := dledger.Profile(o.Profile)
+	if err != nil {
+		return o, cfg, err
+	}
+	if o.Scenario == "" {
+		o.Scenario = ScenarioChaos
+	}
+	if o.Scenario != ScenarioChaos && o.Scenario != ScenarioRejoin {
+		return o, cfg, fmt.Errorf("unknown scenario %q (known: chaos, rejoin)", o.Scenario)
+	}
+	switch o.Broken {
+	case BrokenNone, BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash:
+	default:
+		return o, cfg, fmt.Errorf("unknown broken mode %q (known: double-vote, skip-ledger-check, forget-on-crash)", o.Broken)
+	}
+	if o.Duration < 0 || o.RPCTimeout < 0 {
+		return o, cfg, fmt.Errorf("duration and rpc timeout must not be negative")
+	}
+	if o.Duration == 0 {
+		o.Duration = DefaultDuration(cfg)
+	}
+	if o.RPCTimeout == 0 {
+		o.RPCTimeout = DefaultRPCTimeout
+	}
+	return o, cfg, nil
+}
+
+// Result is the outcome of one run.
+type Result struct {
+	Seed     uint64
+	Members  int
+	Profile  string
+	Scenario Scenario
+	// Violation is nil when every invariant held.
+	Violation *Violation
+	Elections int           // leaders elected (one per term that had a leader)
+	MaxTerm   int64         // highest currTerm any member reached
+	SimTime   time.Duration // virtual time simulated
+	Steps     int           // events processed
+	Heals     int           // heal phases that ended with a stable leader
+	// MaxRecovery is the longest time from the start of a heal phase to a stable leader,
+	// against Bound (L1Bound of the run's config).
+	MaxRecovery time.Duration
+	Bound       time.Duration
+	TraceHash   uint64 // FNV-1a over every trace record: equal for equal seeds
+	// ReplayOptions reproduce this run (with Trace unset).
+	ReplayOptions Options
+}
+
+// Violation is a broken invariant: which one, what was seen, and how to see it again.
+type Violation struct {
+	Invariant string        // "S1".."S5", "L1", "L2", or "SIM" for a simulator self-check
+	Detail    string        // what was seen
+	At        time.Duration // virtual time
+	Tail      []string      // the last trace lines before the violation, oldest first
+	Replay    string        // a command that replays the run with the full trace
+}
+
+func (v *Violation) Error() string {
+	return fmt.Sprintf("%s violated at %v: %s", v.Invariant, v.At, v.Detail)
+}
+
+// Report is the multi-line text printed for a violation: the seed, the invariant, the tail of
+// the trace and the replay command.
+func (r Result) Report() string {
+	v := r.Violation
+	if v == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "VIOLATION %s seed=%d members=%d profile=%s scenario=%s at=%v\n  %s\n",
+		v.Invariant, r.Seed, r.Members, r.Profile, r.Scenario, v.At, v.Detail)
+	fmt.Fprintf(&b, "  last %d trace events:\n", len(v.Tail))
+	for _, l := range v.Tail {
+		b.WriteString("    " + l + "\n")
+	}
+	fmt.Fprintf(&b, "  replay: %s\n", v.Replay)
+	return b.String()
+}
+
+// ReplayCommand is the one-line command that replays the run o with the full trace.
+func ReplayCommand(o Options) string {
+	cmd := fmt.Sprintf("go run ./cmd/dledger sim --seeds 1 --seed-start %d --members %d --profile %s",
+		o.Seed, o.Members, o.Profile)
+	if o.Scenario != "" && o.Scenario != ScenarioChaos {
+		cmd += " --scenario " + string(o.Scenario)
+	}
+	if cfg, err := dledger.Profile(o.Profile); err == nil && o.Duration != 0 && o.Duration != DefaultDuration(cfg) {
+		cmd += " --duration " + o.Duration.String()
+	}
+	if o.RPCTimeout != 0 && o.RPCTimeout != DefaultRPCTimeout {
+		cmd += " --rpc-timeout " + o.RPCTimeout.String()
+	}
+	if o.Broken != BrokenNone {
+		cmd += " --broken " + string(o.Broken)
+	}
+	return cmd + " --trace"
+}

@@ -1,0 +1,169 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
+)
+
+// group is the replica group every simulated member belongs to.
+const group = "sim"
+
+// maxSteps stops a run that would never end (a simulator bug, reported as "SIM").
+const maxSteps = 50_000_000
+
+// epoch is virtual time zero. Any fixed instant works; a non-zero one keeps the elector's
+// "zero time means never" fields meaningful.
+var epoch = time.Unix(1_700_000_000, 0)
+
+// sim is one run: the members, the queue, the network, the checker and the scenario state.
+// Only Run's goroutine touches it.
+type sim struct {
+	opt     Options
+	cfg     dledger.Config
+	peers   []memberstate.Peer
+	quorum  int
+	now     time.Duration
+	seq     uint64
+	q       queue
+	members []*member
+	net     network
+	// Separate streams, so that (say) one more message does not reshuffle the fault schedule.
+	rngFault, rngNet, rngLedger *rand.Rand
+	tr                          *tracer
+	chk                         checker
+	live                        liveness
+	violation                   *Violation
+	steps                       int
+	finished                    bool
+	phaseID                     int   // bumped at every phase change; stale phase events do nothing
+	preCycles                   int   // rejoin scenario: chaos cycles left before the L2 watch
+	touched                     uint8 // members whose elector ran in this event (bit = index)
+}
+
+// Run simulates one seed. The error is for invalid options only; a broken invariant is
+// reported in Result.Violation.
+func Run(o Options) (Result, error) {
+	o, cfg, err := o.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	s := newSim(o, cfg)
+	if err := s.run(); err != nil {
+		return Result{}, err
+	}
+	return s.result(), nil
+}
+
+func newSim(o Options, cfg dledger.Config) *sim {
+	s := &sim{opt: o, cfg: cfg, quorum: memberstate.QuorumSize(o.Members)}
+	stream := func(k uint64) *rand.Rand { return rand.New(rand.NewPCG(o.Seed, 0x5eed0000+k)) }
+	s.rngFault, s.rngNet, s.rngLedger = stream(1), stream(2), stream(3)
+	parts := make([]string, o.Members)
+	ids := make([]string, o.Members)
+	for i := range parts {
+		ids[i] = fmt.Sprintf("n%d", i)
+		parts[i] = fmt.Sprintf("%s-10.0.0.%d:20911", ids[i], i+1)
+	}
+	peers, err := memberstate.ParsePeers(strings.Join(parts, ";"))
+	if err != nil {
+		panic(err) // the ids and addresses above are well formed
+	}
+	s.peers = peers
+	s.tr = newTracer(o.Trace, ids)
+	for i, id := range ids {
+		st := memberstate.NewMemStore()
+		st.ForgetOnCrash(o.Broken == BrokenForgetOnCrash)
+		s.members = append(s.members, &member{idx: i, id: id, store: st, ledger: memberstate.EmptyLedger})
+	}
+	s.net = newNetwork(o.Members, o.RPCTimeout)
+	s.chk = newChecker(s)
+	return s
+}
+
+// at queues fn to run d after now.
+func (s *sim) at(d time.Duration, fn func()) {
+	s.seq++
+	s.q.push(event{at: s.now + d, seq: s.seq, fn: fn})
+}
+
+// inPhase queues fn to run d after now, unless the phase has changed by then.
+func (s *sim) inPhase(d time.Duration, fn func()) {
+	id := s.phaseID
+	s.at(d, func() {
+		if s.phaseID == id {
+			fn()
+		}
+	})
+}
+
+func (s *sim) run() error {
+	for _, m := range s.members {
+		if err := s.startMember(m); err != nil {
+			return err
+		}
+	}
+	s.check()
+	s.at(0, s.ledgerStep)
+	switch s.opt.Scenario {
+	case ScenarioRejoin:
+		s.beginRejoin()
+	default:
+		s.beginHeal("start")
+	}
+	for s.q.len() > 0 && s.violation == nil && !s.finished {
+		ev := s.q.pop()
+		s.now = ev.at
+		s.steps++
+		if ev.tick {
+			s.tick(ev.m, ev.inc)
+		} else {
+			ev.fn()
+		}
+		if s.violation == nil {
+			s.check()
+		}
+		if s.steps >= maxSteps && s.violation == nil {
+			s.fail("SIM", "the run did not end within %d steps", maxSteps)
+		}
+	}
+	return nil
+}
+
+// fail stops the run with a violation (the first one wins).
+func (s *sim) fail(inv, format string, args ...any) {
+	if s.violation != nil {
+		return
+	}
+	detail := fmt.Sprintf(format, args...)
+	s.tr.add(record{at: s.now, kind: rNote, a: -1, b: -1, note: "VIOLATION " + inv + ": " + detail})
+	s.violation = &Violation{Invariant: inv, Detail: detail, At: s.now, Tail: s.tr.tail(), Replay: ReplayCommand(s.opt)}
+}
+
+func (s *sim) note(format string, args ...any) {
+	s.tr.add(record{at: s.now, kind: rNote, a: -1, b: -1, note: fmt.Sprintf(format, args...)})
+}
+
+func (s *sim) member(id string) *member {
+	for _, m := range s.members {
+		if m.id == id {
+			return m
+		}
+	}
+	return nil
+}
+
+func (s *sim) result() Result {
+	replay := s.opt
+	replay.Trace = nil
+	return Result{
+		Seed: s.opt.Seed, Members: s.opt.Members, Profile: s.opt.Profile, Scenario: s.opt.Scenario,
+		Violation: s.violation, Elections: s.chk.elections, MaxTerm: s.chk.maxTermSeen(),
+		SimTime: s.now, Steps: s.steps, Heals: s.live.heals, MaxRecovery: s.live.maxRecovery,
+		Bound: L1Bound(s.cfg), TraceHash: s.tr.hash, ReplayOptions: replay,
+	}
+}
