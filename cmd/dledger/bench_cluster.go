@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// member is one `dledger server` process slot. A slot keeps its id, ports and data dir across
+// restarts, like a real member whose machine reboots.
+type member struct {
+	id       string
+	rpcAddr  string
+	httpAddr string
+	dataDir  string
+	logPath  string
+
+	cmd      *exec.Cmd
+	done     chan struct{} // closed once the process has exited and been reaped
+	expected bool          // we killed it: its exit is no news
+	paused   bool
+}
+
+func (m *member) running() bool {
+	if m.cmd == nil {
+		return false
+	}
+	select {
+	case <-m.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// cluster owns the member processes. Every start goes through it, and shutdown kills them
+// all, so nothing outlives the benchmark: the processes also get SIGKILL from the kernel if
+// this process dies first (see procAttr), and they run in their own process group so a
+// terminal's Ctrl-C reaches only the benchmark, which then cleans up in order.
+type cluster struct {
+	opts benchOptions
+	dir  string
+
+	mu      sync.Mutex
+	closed  bool // after shutdown nothing starts again
+	peers   string
+	members []*member
+}
+
+func newCluster(o benchOptions, dir string) *cluster { return &cluster{opts: o, dir: dir} }
+
+// layout assigns ids, free loopback ports and fresh data dirs under dir/sub for a new group.
+// All members must be stopped.
+func (c *cluster) layout(sub string) error {
+	ports, err := freePorts(2 * c.opts.members)
+	if err != nil {
+		return err
+	}
+	base := filepath.Join(c.dir, sub)
+	ms := make([]*member, c.opts.members)
+	var parts []string
+	for i := range ms {
+		id := fmt.Sprintf("n%d", i)
+		ms[i] = &member{id: id,
+			rpcAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
+			httpAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
+			dataDir:  filepath.Join(base, id),
+			logPath:  filepath.Join(base, id+".log"),
+		}
+		parts = append(parts, id+"-"+ms[i].rpcAddr)
+		if err := os.MkdirAll(ms[i].dataDir, 0o755); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.members, c.peers = ms, strings.Join(parts, ";")
+	return nil
+}
+
+// freePorts picks n distinct free TCP ports on 127.0.0.1 below the kernel's ephemeral range:
+// a port from listen(":0") lies inside that range, and between our check and the member's
+// bind an outgoing connection of another member could take it as its source port.
+func freePorts(n int) ([]int, error) {
+	lo, hi := 20000, ephemeralLow()
+	if hi-lo < 10*n {
+		lo, hi = 10000, 20000
+	}
+	seen := map[int]bool{}
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, errors.New("cannot find free loopback ports")
+		}
+		p := lo + rand.IntN(hi-lo)
+		if seen[p] || !portFree(p) {
+			continue
+		}
+		seen[p] = true
+		ports = append(ports, p)
+	}
+	return ports, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux), or 32768.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 20000 {
+				return n
+			}
+		}
+	}
+	return 32768
+}
+
+func portFree(p int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
+func (c *cluster) size() int { return len(c.members) }
+
+// index returns the slot of member id, or -1.
+func (c *cluster) index(id string) int {
+	for i, m := range c.members {
+		if m.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// others lists every slot except skip (-1: all).
+func (c *cluster) others(skip int) []int {
+	var out []int
+	for i := range c.members {
+		if i != skip {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// startAll starts every member, back to back, so cold start is as simultaneous as exec allows.
+func (c *cluster) startAll() error {
+	for i := range c.members {
+		if err := c.start(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start runs member i. Its output is appended to its log file after a marker line, so one
+// file tells the story of every incarnation.
+func (c *cluster) start(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errors.New("benchmark is shutting down")
+	}
+	m := c.members[i]
+	if m.running() {
+		return fmt.Errorf("%s is already running", m.id)
+	}
+	logf, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close() // the child has its own copy of the descriptor
+	fmt.Fprintf(logf, "=== bench: start %s at %s\n", m.id, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(c.opts.binary, "server", "--group", c.opts.group, "--id", m.id,
+		"--peers", c.peers, "--data-dir", m.dataDir, "--http", m.httpAddr,
+		"--profile", c.opts.profile, "--log-level", c.opts.logLevel)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", m.id, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait() // reap it, whoever ends it
+		close(done)
+	}()
+	m.cmd, m.done, m.expected, m.paused = cmd, done, false, false
+	c.note("start %s pid %d", m.id, cmd.Process.Pid)
+	return nil
+}
+
+// note appends one event to dir/bench-events.log as a JSON line shaped like the members' zap
+// lines (ts in Unix seconds, self, msg), so merging it with their logs by ts gives one
+// timeline of a run: fault, candidates, votes, new leader, agreement seen.
+func (c *cluster) note(format string, args ...any) {
+	f, err := os.OpenFile(filepath.Join(c.dir, "bench-events.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return // the timeline is a diagnostic aid; the benchmark goes on without it
+	}
+	defer f.Close()
+	line, _ := json.Marshal(map[string]any{"ts": float64(time.Now().UnixNano()) / 1e9, "self": "bench",
+		"msg": fmt.Sprintf(format, args...)})
+	f.Write(append(line, '\n'))
+}
+
+// kill sends SIGKILL to member i (a crash: no hand-over, no clean close) and reaps it.
+func (c *cluster) kill(i int) error {
+	c.mu.Lock()
+	m := c.members[i]
+	if !m.running() {
+		c.mu.Unlock()
+		return fmt.Errorf("%s is not running", m.id)
+	}
+	m.expected = true
+	err := m.cmd.Process.Kill()
+	c.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("kill %s: %w", m.id, err)
+	}
+	c.note("kill -9 %s", m.id)
+	<-m.done
+	return nil
+}
+
+// pause stops member i with SIGSTOP: a silent failure, its sockets stay open and connected.
+func (c *cluster) pause(i int) error { return c.signalPause(i, true) }
+
+// resume continues member i with SIGCONT.
+func (c *cluster) resume(i int) error { return c.signalPause(i, false) }
+
+func (c *cluster) signalPause(i int, stop bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.members[i]
+	if !m.running() {
+		return fmt.Errorf("%s is not running", m.id)
+	}
+	if err := pauseProcess(m.cmd.Process, stop); err != nil {
+		return fmt.Errorf("%s: %w", m.id, err)
+	}
+	m.paused = stop
+	c.note("%s %s", map[bool]string{true: "SIGSTOP", false: "SIGCONT"}[stop], m.id)
+	return nil
+}
+
+// isPaused reports whether member i is stopped by us (it cannot answer, so it is not polled).
+func (c *cluster) isPaused(i int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.members[i].paused
+}
+
+// stopAll kills every running member and waits until each is reaped.
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	var waits []chan struct{}
+	for _, m := range c.members {
+		if m.running() {
+			m.expected = true
+			m.cmd.Process.Kill() // SIGKILL also ends a SIGSTOPped process
+			waits = append(waits, m.done)
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range waits {
+		<-w
+	}
+}
+
+// shutdown kills every member and refuses later starts. Safe to call repeatedly and from any
+// goroutine (the signal watcher calls it while a trial may be running).
+func (c *cluster) shutdown() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.stopAll()
+}
+
+// unexpectedExit reports a member that ended although nobody killed it: a member crash is a
+// finding, and measuring on without it would be wrong.
+func (c *cluster) unexpectedExit() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	for _, m := range c.members {
+		if m.cmd != nil && !m.expected && !m.running() {
+			return fmt.Errorf("member %s exited on its own (%v); last log lines:\n%s",
+				m.id, m.cmd.ProcessState, tail(m.logPath, 10))
+		}
+	}
+	return nil
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}

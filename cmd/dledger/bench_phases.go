@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+)
+
+// phases splits one measured failover by what the members' own logs say (info level):
+//
+//	detect  fault -> the first member gives up on the leader ("becomes candidate");
+//	        for a cold start: first process start -> the last member is up ("member started")
+//	elect   -> the winner "becomes leader"
+//	spread  -> a quorum reports it to the benchmark (its first heartbeat, plus polling)
+//
+// It is how a number that is longer than the timings allow gets explained: is the time in
+// failure detection, in vote rounds, or in telling the others?
+type phases struct {
+	ok                    bool
+	detect, elect, spread time.Duration
+}
+
+func (p phases) String() string {
+	if !p.ok {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f+%.0f+%.0f", ms(p.detect), ms(p.elect), ms(p.spread))
+}
+
+// logLine is the part of a member's zap JSON line the phases need.
+type logLine struct {
+	TS   float64 `json:"ts"`
+	Msg  string  `json:"msg"`
+	Self string  `json:"self"`
+	Term int64   `json:"term"`
+}
+
+func (l logLine) time() time.Time {
+	sec, frac := math.Modf(l.TS)
+	return time.Unix(int64(sec), int64(frac*1e9))
+}
+
+// logOffsets records the current size of the members' log files, so a trial reads only its
+// own lines.
+func (c *cluster) logOffsets() []int64 {
+	out := make([]int64, len(c.members))
+	for i, m := range c.members {
+		if fi, err := os.Stat(m.logPath); err == nil {
+			out[i] = fi.Size()
+		}
+	}
+	return out
+}
+
+// readPhases reads the log lines the members in idxs wrote since offsets and splits the trial
+// at t0 (wall clock) into phases.
+func (b *bench) readPhases(idxs []int, offsets []int64, t0 time.Time, r trialResult, converged time.Time) phases {
+	var firstCandidate, lastStarted, leader time.Time
+	for _, i := range idxs {
+		readLogLines(b.c.members[i].logPath, offsets[i], func(l logLine) {
+			t := l.time()
+			switch {
+			case t.Before(t0):
+			case l.Msg == "becomes candidate" && (firstCandidate.IsZero() || t.Before(firstCandidate)):
+				firstCandidate = t
+			case l.Msg == "member started" && t.After(lastStarted):
+				lastStarted = t
+			case l.Msg == "becomes leader" && l.Self == r.key.id && l.Term == r.key.term:
+				leader = t
+			}
+		})
+	}
+	mark := firstCandidate
+	if b.opts.scenario == scenarioColdStart {
+		mark = lastStarted
+	}
+	if mark.IsZero() || leader.IsZero() || leader.Before(mark) {
+		return phases{}
+	}
+	return phases{ok: true, detect: mark.Sub(t0), elect: leader.Sub(mark), spread: converged.Sub(leader)}
+}
+
+// readLogLines calls fn for every JSON line of path after offset (other lines are skipped).
+func readLogLines(path string, offset int64, fn func(logLine)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var l logLine
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.TS > 0 {
+			fn(l)
+		}
+	}
+}

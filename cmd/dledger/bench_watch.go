@@ -1,0 +1,422 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dledger-go/dledger/server"
+)
+
+// poller fetches /v1/status. The client keeps one connection per member alive, so a poll is
+// one request on an open socket (tens of microseconds on loopback), not a TCP handshake; the
+// short timeout keeps a slow member from delaying the next poll for long.
+type poller struct {
+	period time.Duration
+	client *http.Client
+}
+
+func newPoller(period time.Duration) *poller {
+	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute, DisableCompression: true}
+	return &poller{period: period, client: &http.Client{Transport: tr, Timeout: 250 * time.Millisecond}}
+}
+
+func (p *poller) get(ctx context.Context, addr, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: HTTP %d", path, resp.StatusCode)
+	}
+	return resp, nil
+}
+
+func (p *poller) status(ctx context.Context, addr string) (server.StatusJSON, error) {
+	var st server.StatusJSON
+	resp, err := p.get(ctx, addr, "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
+	io.Copy(io.Discard, resp.Body) // drain, so the connection is reused
+	return st, err
+}
+
+// observation is one member's answer, stamped when it arrived: the member's state was taken
+// at most one round trip earlier, so a convergence time is late by at most one poll period
+// plus one round trip.
+type observation struct {
+	idx int
+	at  time.Time
+	st  server.StatusJSON
+	err error
+}
+
+var errDeadline = errors.New("deadline passed")
+
+// watch polls members idxs (each from its own goroutine, every period) and hands every answer
+// to fn on the caller's goroutine until fn returns true (nil), the deadline passes
+// (errDeadline), ctx ends, or a member exits on its own.
+func (b *bench) watch(ctx context.Context, idxs []int, period time.Duration, deadline time.Time, fn func(observation) bool) error {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	obs := make(chan observation)
+	for _, i := range idxs {
+		go b.pollMember(ctx, i, period, obs)
+	}
+	check := time.NewTicker(20 * time.Millisecond)
+	defer check.Stop()
+	for {
+		select {
+		case o := <-obs:
+			if fn(o) {
+				return nil
+			}
+		case <-check.C:
+			if err := b.c.unexpectedExit(); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded && !time.Now().Before(deadline) {
+				return errDeadline
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// pollMember polls one member until ctx ends. A paused member is skipped: it cannot answer,
+// and a request to it would only hold a connection until the timeout.
+func (b *bench) pollMember(ctx context.Context, i int, period time.Duration, out chan<- observation) {
+	addr := b.c.members[i].httpAddr
+	for {
+		start := time.Now()
+		if !b.c.isPaused(i) {
+			st, err := b.poller.status(ctx, addr)
+			select {
+			case out <- observation{idx: i, at: time.Now(), st: st, err: err}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		wait := time.NewTimer(period - time.Since(start))
+		select {
+		case <-wait.C:
+		case <-ctx.Done():
+			wait.Stop()
+			return
+		}
+	}
+}
+
+// leaderKey is a leader as the members report it: who, and in which term.
+type leaderKey struct {
+	id   string
+	term int64
+}
+
+func (k leaderKey) String() string {
+	if k.id == "" {
+		return "none"
+	}
+	return fmt.Sprintf("%s@%d", k.id, k.term)
+}
+
+// tracker follows the members' reports during one trial: the latest status of each, every
+// distinct new leader in the order first seen, when a quorum first agreed, and any sign of
+// two leaders in one term (a safety violation, SPEC S1).
+type tracker struct {
+	quorum     int
+	old        leaderKey // the failed leader (zero for a cold start): not a new leader
+	latest     map[int]server.StatusJSON
+	seen       []leaderKey
+	termLeader map[int64]string
+	violation  string
+
+	converged   leaderKey
+	convergedAt time.Time
+}
+
+func newTracker(groupSize int, old leaderKey) *tracker {
+	return &tracker{quorum: groupSize/2 + 1, old: old, latest: map[int]server.StatusJSON{},
+		termLeader: map[int64]string{}}
+}
+
+// observe takes one answer and reports whether a quorum now agrees on a new leader (the
+// first time only).
+func (t *tracker) observe(o observation) bool {
+	if o.err != nil {
+		delete(t.latest, o.idx) // not answering: it counts for nobody
+		return false
+	}
+	t.latest[o.idx] = o.st
+	k := leaderKey{o.st.LeaderID, o.st.Term}
+	if k.id == "" {
+		return false
+	}
+	if prev, ok := t.termLeader[k.term]; ok && prev != k.id && t.violation == "" {
+		t.violation = fmt.Sprintf("two leaders in term %d: %s and %s (member %s reports %s)",
+			k.term, prev, k.id, o.st.SelfID, k.id)
+	}
+	t.termLeader[k.term] = k.id
+	if k == t.old || (t.old.id != "" && k.term < t.old.term) {
+		return false
+	}
+	if !t.hasSeen(k) {
+		t.seen = append(t.seen, k)
+	}
+	if t.convergedAt.IsZero() && t.agree(k) >= t.quorum {
+		t.converged, t.convergedAt = k, o.at
+		return true
+	}
+	return false
+}
+
+func (t *tracker) hasSeen(k leaderKey) bool {
+	for _, s := range t.seen {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// agree counts the members whose latest report names leader k.
+func (t *tracker) agree(k leaderKey) int {
+	n := 0
+	for _, st := range t.latest {
+		if st.LeaderID == k.id && st.Term == k.term {
+			n++
+		}
+	}
+	return n
+}
+
+// describe is the members' last reports, for a failed trial's message.
+func (t *tracker) describe() string { return describeAll(t.latest) }
+
+func describeAll(latest map[int]server.StatusJSON) string {
+	idxs := make([]int, 0, len(latest))
+	for i := range latest {
+		idxs = append(idxs, i)
+	}
+	sort.Ints(idxs)
+	var parts []string
+	for _, i := range idxs {
+		st := latest[i]
+		parts = append(parts, fmt.Sprintf("%s %s term %d leader %q last %s", st.SelfID, st.Role, st.Term, st.LeaderID, st.LastParseResult))
+	}
+	if len(parts) == 0 {
+		return "no member answered"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// measure watches the live members from t0 until a quorum agrees on a leader other than old,
+// then for the settle window, counting leaders that appear after the first; then it reads
+// the members' logs written since logOffsets to split the time into phases. A trial that does
+// not converge within the timeout is returned as failed; the error is for what stops the run
+// (interruption, a member exiting on its own).
+func (b *bench) measure(ctx context.Context, live []int, old leaderKey, t0 time.Time, logOffsets []int64) (trialResult, error) {
+	t := newTracker(b.c.size(), old)
+	r := trialResult{old: old}
+	err := b.watch(ctx, live, b.opts.poll, t0.Add(b.opts.timeout), t.observe)
+	if errors.Is(err, errDeadline) {
+		r.failed = fmt.Sprintf("no quorum agreed on a new leader within %v (%s)", b.opts.timeout, t.describe())
+		b.c.note("trial failed: %s", r.failed)
+		return r, nil
+	}
+	if err != nil {
+		return r, err
+	}
+	r.key, r.elapsed = t.converged, t.convergedAt.Sub(t0)
+	b.c.note("quorum agrees on %s after %.1f ms", r.key, ms(r.elapsed))
+	err = b.watch(ctx, live, b.opts.poll, time.Now().Add(b.opts.settle), func(o observation) bool {
+		t.observe(o)
+		return false
+	})
+	if !errors.Is(err, errDeadline) {
+		return r, err
+	}
+	r.leaders = t.seen
+	r.phases = b.readPhases(live, logOffsets, t0, r, t.convergedAt)
+	if t.violation != "" {
+		r.failed = "SAFETY: " + t.violation
+	}
+	return r, nil
+}
+
+// stablePoll is the polling period while waiting for stability: nothing is being timed.
+const stablePoll = 10 * time.Millisecond
+
+// awaitStable waits until every member answers and agrees (one LEADER, every other member its
+// FOLLOWER in the same term) without a break for one heartbeat interval, so the next fault
+// hits a group in its steady state. It also counts the leaders other than want that appear
+// meanwhile in want's term or later: after a rejoin there should be none (SPEC L2).
+func (b *bench) awaitStable(ctx context.Context, want leaderKey) (leaderKey, int, error) {
+	latest := map[int]server.StatusJSON{}
+	var changes []leaderKey
+	var since time.Time
+	var agreed leaderKey
+	hold := b.opts.cfg.HeartBeatInterval
+	bound := b.opts.generousBound()
+	err := b.watch(ctx, b.c.others(-1), stablePoll, time.Now().Add(bound), func(o observation) bool {
+		if o.err != nil {
+			delete(latest, o.idx)
+			since = time.Time{}
+			return false
+		}
+		latest[o.idx] = o.st
+		if k := (leaderKey{o.st.LeaderID, o.st.Term}); want.id != "" && k.id != "" && k != want &&
+			k.term >= want.term && !containsKey(changes, k) {
+			changes = append(changes, k)
+		}
+		k, ok := unanimous(latest, b.c.size())
+		switch {
+		case !ok:
+			since = time.Time{}
+		case since.IsZero() || k != agreed:
+			since, agreed = o.at, k
+		}
+		return ok && o.at.Sub(since) >= hold
+	})
+	if errors.Is(err, errDeadline) {
+		return leaderKey{}, len(changes), fmt.Errorf("group not stable within %v (%s)", bound, describeAll(latest))
+	}
+	return agreed, len(changes), err
+}
+
+// unanimous reports the leader if all n members answered, exactly one is LEADER and every
+// other one follows it in its term.
+func unanimous(latest map[int]server.StatusJSON, n int) (leaderKey, bool) {
+	if len(latest) != n {
+		return leaderKey{}, false
+	}
+	var k leaderKey
+	for _, st := range latest {
+		if st.Role == "LEADER" {
+			if k.id != "" {
+				return leaderKey{}, false
+			}
+			k = leaderKey{st.SelfID, st.Term}
+		}
+	}
+	if k.id == "" {
+		return k, false
+	}
+	for _, st := range latest {
+		if st.LeaderID != k.id || st.Term != k.term || (st.SelfID != k.id && st.Role != "FOLLOWER") {
+			return leaderKey{}, false
+		}
+	}
+	return k, true
+}
+
+func containsKey(ks []leaderKey, k leaderKey) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// roundCounts sums the members' election counters: vote rounds by ParseResult
+// (dledger_elections_total) and the answers candidates received by VoteResult
+// (dledger_vote_responses_total). ok is false if a member could not be scraped.
+type roundCounts struct {
+	ok      bool
+	results map[string]float64
+	answers map[string]float64
+}
+
+const (
+	metricRounds  = "dledger_elections_total"
+	metricAnswers = "dledger_vote_responses_total"
+)
+
+// scrapeRounds reads /metrics of members idxs.
+func (b *bench) scrapeRounds(idxs []int) roundCounts {
+	rc := roundCounts{ok: true, results: map[string]float64{}, answers: map[string]float64{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, i := range idxs {
+		if err := b.scrapeMember(ctx, b.c.members[i].httpAddr, rc); err != nil {
+			rc.ok = false
+		}
+	}
+	return rc
+}
+
+func (b *bench) scrapeMember(ctx context.Context, addr string, rc roundCounts) error {
+	resp, err := b.poller.get(ctx, addr, "/metrics")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, metricRounds+"{"):
+			addSample(line, rc.results)
+		case strings.HasPrefix(line, metricAnswers+"{"):
+			addSample(line, rc.answers)
+		}
+	}
+	return sc.Err()
+}
+
+// addSample adds a Prometheus text line `name{...,result="X",...} value` to into["X"].
+func addSample(line string, into map[string]float64) {
+	const label = `result="`
+	i := strings.Index(line, label)
+	sp := strings.LastIndexByte(line, ' ')
+	if i < 0 || sp < 0 {
+		return
+	}
+	rest := line[i+len(label):]
+	j := strings.IndexByte(rest, '"')
+	v, err := strconv.ParseFloat(line[sp+1:], 64)
+	if j < 0 || err != nil {
+		return
+	}
+	into[rest[:j]] += v
+}
+
+// minus is the change since before.
+func (rc roundCounts) minus(before roundCounts) roundCounts {
+	out := roundCounts{ok: rc.ok && before.ok, results: map[string]float64{}, answers: map[string]float64{}}
+	for k, v := range rc.results {
+		out.results[k] = v - before.results[k]
+	}
+	for k, v := range rc.answers {
+		out.answers[k] = v - before.answers[k]
+	}
+	return out
+}
+
+// total is the number of vote rounds.
+func (rc roundCounts) total() float64 {
+	var n float64
+	for _, v := range rc.results {
+		n += v
+	}
+	return n
+}
