@@ -488,6 +488,29 @@ func TestFollowerTimeout(t *testing.T) {
 	}
 }
 
+// A higher-term vote request sets "increase term immediately"; the current leader's heartbeat
+// then makes the member its follower again before the next pass adopts the term. Much later
+// the member is cut off: its first candidate pass must be the same-term probe, not a new term,
+// or on rejoining it would depose the healthy leader (L2). DLedger keeps the stale flag.
+func TestFollowerForgetsPendingTermIncrease(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(4, "")
+	u.e.HandleHeartBeat(hbReq("n1", 4))
+	if r := u.e.HandleVote(voteReq("n2", 5, -1, -1)); r.VoteResult != protocol.VoteRejectTermNotReady {
+		t.Fatalf("vote at a higher term: %v", r.VoteResult)
+	}
+	if r := u.e.HandleHeartBeat(hbReq("n1", 4)); r.Code != protocol.CodeSuccess || u.ms.Role() != protocol.FOLLOWER {
+		t.Fatalf("heartbeat of the term-4 leader: %v, role %v", r.Code, u.ms.Role())
+	}
+	u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
+	u.e.Tick() // the follower times out: candidate at the same term
+	u.e.Tick() // first candidate pass
+	votes := u.tr.takeVotes()
+	if st := u.e.Status(); st.Term != 4 || len(votes) == 0 || votes[0].req.Term != 4 {
+		t.Fatalf("first pass after the timeout: term %d, %d vote requests; want a term-4 probe", st.Term, len(votes))
+	}
+}
+
 // ---- SPEC 7 role events ----
 
 func TestRoleEventsAreOrderedWithAdoptedTerms(t *testing.T) {
@@ -542,4 +565,49 @@ func TestConfigValidation(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
+}
+
+// A failed write of the next term must not retry on every 10 ms pass (each retry logs an
+// error): it waits for the next re-vote time, and then moves the term up once the disk heals.
+func TestFailedTermWriteRetriesAtTheReVoteTime(t *testing.T) {
+	store := &countingStore{Store: memberstate.NewMemStore()}
+	ms, err := memberstate.New("g", "n0", peersOf(3), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), cfg: testConfig()}
+	if u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand{}, Transport: u.tr}); err != nil {
+		t.Fatal(err)
+	}
+	u.setTerm(4, "")
+	u.e.HandleVote(voteReq("n1", 5, -1, -1)) // row 8: increase immediately
+	store.fail, store.attempts = errors.New("EIO"), 0
+	for i := 0; i < 6; i++ {
+		u.e.Tick()
+		u.clock.Advance(u.cfg.MaintainInterval)
+	}
+	if store.attempts != 1 {
+		t.Fatalf("%d attempts to save the next term within 60 ms; want 1 (then wait for the re-vote time)", store.attempts)
+	}
+	store.fail = nil
+	u.clock.Advance(u.cfg.MaxVoteInterval)
+	u.e.Tick()
+	if st := u.e.Status(); st.Term != 5 {
+		t.Fatalf("after the disk healed: term %d, want 5", st.Term)
+	}
+}
+
+// countingStore counts Save attempts and fails them on demand.
+type countingStore struct {
+	memberstate.Store
+	fail     error
+	attempts int
+}
+
+func (c *countingStore) Save(d memberstate.Durable) error {
+	c.attempts++
+	if c.fail != nil {
+		return c.fail
+	}
+	return c.Store.Save(d)
 }

@@ -211,6 +211,12 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	// rejoining, depose a healthy leader (L2; found by the simulator: dledger sim --scenario
 	// rejoin --seed-start 16 --members 3 --profile lan, see dledger/sim/regress_test.go).
 	e.lastParseResult = protocol.WaitToRevote
+	// Likewise forget a pending "increase term immediately": a vote request or heartbeat at a
+	// higher term set it, then the current leader's heartbeat made this member its follower
+	// before the next pass adopted the term. Kept, it would make this member's first candidate
+	// pass, perhaps much later, start a new term instead of the same-term probe, and a member
+	// that was only cut off would depose a healthy leader on rejoining (L2). DLedger keeps it.
+	e.needIncreaseTerm = false
 	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)
 }

@@ -61,7 +61,12 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 	if e.lastParseResult == protocol.WaitToVoteNext || e.needIncreaseTerm {
 		t, err := e.ms.NextTerm()
 		if err != nil {
+			// Retry at the next re-vote time, not every pass: "increase immediately" bypasses
+			// the schedule, so it becomes a lost round, which also moves the term up (and
+			// votes) when the write succeeds.
 			e.log.Error("cannot persist the next term; not campaigning", e.fields(zap.Error(err))...)
+			e.needIncreaseTerm = false
+			e.lastParseResult = protocol.WaitToVoteNext
 			e.nextTimeToRequestVote = now.Add(e.voteDelay())
 			return
 		}
@@ -195,8 +200,9 @@ func (e *Elector) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
 
 // handleVoteLocked is the decision table of SPEC 6.1; the first matching row wins. The vote is
 // persisted under the lock: the decision and its durability must be one step, or two
-// concurrent candidates could both be granted (S2). It is the only disk write under the lock
-// and happens at most a few times per election.
+// concurrent candidates could both be granted (S2). The disk writes under the lock are this
+// one and NextTerm's (a new term must be durable before it is used); both happen only a few
+// times per election, so a slow disk delays elections, never the steady state.
 func (e *Elector) handleVoteLocked(req *protocol.VoteRequest, fromSelf bool, now time.Time) *protocol.VoteResponse {
 	ms := e.ms
 	resp := &protocol.VoteResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,

@@ -110,7 +110,7 @@ func simCampaign(fs *flag.FlagSet, seeds int, seedStart uint64, members, profile
 	}
 	if members != sim.Mixed {
 		k, err := strconv.Atoi(members)
-		if err != nil || (k != 0 && (k < sim.MinMembers || k > sim.MaxMembers)) {
+		if err != nil || k < sim.MinMembers || k > sim.MaxMembers {
 			return c, fmt.Errorf("--members must be %d..%d or mixed (got %q)", sim.MinMembers, sim.MaxMembers, members)
 		}
 		c.Members = k

@@ -163,11 +163,14 @@ func (r Result) Report() string {
 
 // ReplayCommand is the one-line command that replays the run o with the full trace.
 func ReplayCommand(o Options) string {
-	cmd := fmt.Sprintf("go run ./cmd/dledger sim --seeds 1 --seed-start %d --members %d --profile %s",
-		o.Seed, o.Members, o.Profile)
-	if o.Scenario != "" && o.Scenario != ScenarioChaos {
-		cmd += " --scenario " + string(o.Scenario)
+	// Every choice the CLI would otherwise make per seed (members, profile, scenario: "mixed" by
+	// default) is spelled out, so the line replays this run and no other.
+	scenario := o.Scenario
+	if scenario == "" {
+		scenario = ScenarioChaos
 	}
+	cmd := fmt.Sprintf("go run ./cmd/dledger sim --seeds 1 --seed-start %d --members %d --profile %s --scenario %s",
+		o.Seed, o.Members, o.Profile, scenario)
 	if cfg, err := dledger.Profile(o.Profile); err == nil && o.Duration != 0 && o.Duration != DefaultDuration(cfg) {
 		cmd += " --duration " + o.Duration.String()
 	}
