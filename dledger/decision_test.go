@@ -61,6 +61,16 @@ func TestHandleVote(t *testing.T) {
 				u.setTerm(5, "n2")
 				u.e.HandleHeartBeat(hbReq("n2", 5))
 			}, voteReq("n1", 5, -1, -1), wantResult(protocol.VoteRejectAlreadyHasLeader, 5)},
+		{"row6_REJECT_ALREADY_HAS_LEADER_following_without_a_vote", // our widening of row 6
+			func(u *unit) {
+				u.setTerm(5, "")
+				u.e.HandleHeartBeat(hbReq("n2", 5))
+			}, voteReq("n1", 5, -1, -1), wantResult(protocol.VoteRejectAlreadyHasLeader, 5)},
+		{"row6_restarted_leader_probing_its_own_term_is_not_refused_as_a_leader",
+			func(u *unit) {
+				u.setTerm(5, "n1")
+				u.e.HandleHeartBeat(hbReq("n1", 5))
+			}, voteReq("n1", 5, -1, -1), wantResult(protocol.VoteAccept, 5)},
 		{"row7_REJECT_ALREADY_VOTED", func(u *unit) { u.setTerm(5, "n2") }, voteReq("n1", 5, -1, -1),
 			wantResult(protocol.VoteRejectAlreadyVoted, 5)},
 		{"row8_REJECT_TERM_NOT_READY_with_old_term", func(u *unit) { u.setTerm(5, "n2") }, voteReq("n1", 6, -1, -1),

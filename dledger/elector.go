@@ -31,10 +31,24 @@ type Options struct {
 	Broken BrokenRules
 }
 
-// BrokenRules are deliberate bugs for checker tests.
+// BrokenRules are deliberate bugs for checker tests: each one breaks the invariant named, so a
+// test can show the simulator reports it (dledger/sim/broken_test.go).
 type BrokenRules struct {
 	DoubleVote      bool // grant a second candidate in the same term (breaks S2, then S1)
 	SkipLedgerCheck bool // ignore the ledger comparison of handleVote rows 3-4 (breaks S4)
+	// AcceptHasLeader: the tally counts REJECT_ALREADY_HAS_LEADER as ACCEPT (breaks S1 only:
+	// that answer means the term already has a leader, so the false one is always the second).
+	AcceptHasLeader bool
+	// EventSeenTerm: a role event to candidate carries the term seen rather than the term
+	// adopted, the reference's bug that D2 fixes (breaks S5: the next event can be lower).
+	EventSeenTerm bool
+	NoRevote      bool // a candidate never votes again after a lost round (breaks L1)
+	// KeepLostRound: becomeFollower keeps the lost round's ParseResult, the bug the simulator
+	// once found (breaks L2 in the rejoin scenario).
+	KeepLostRound bool
+	// EndlessTake: a transferee answers but never leaves the take (it keeps the fast vote
+	// interval and REJECT_TAKING_LEADERSHIP): a transferee stuck taking leadership (breaks L3).
+	EndlessTake bool
 }
 
 // RoleEvent is one role change (SPEC 7): the term as adopted (the fencing token), the new
@@ -196,6 +210,10 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	default: // already a candidate: a repeated higher-term request is routine
 		e.log.Debug("candidate notes a term", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	}
+	if e.broken.EventSeenTerm {
+		e.emitTerm(now, term)
+		return
+	}
 	e.emit(now)
 }
 
@@ -210,7 +228,9 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	// follower cut off later would start the next term on its first candidate pass and, on
 	// rejoining, depose a healthy leader (L2; found by the simulator: dledger sim --scenario
 	// rejoin --seed-start 16 --members 3 --profile lan, see dledger/sim/regress_test.go).
-	e.lastParseResult = protocol.WaitToRevote
+	if !e.broken.KeepLostRound {
+		e.lastParseResult = protocol.WaitToRevote
+	}
 	// Likewise forget a pending "increase term immediately": a vote request or heartbeat at a
 	// higher term set it, then the current leader's heartbeat made this member its follower
 	// before the next pass adopted the term. Kept, it would make this member's first candidate
@@ -238,8 +258,12 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 }
 
 // emit queues a role event if (term, role, leader) changed since the last one.
-func (e *Elector) emit(now time.Time) {
-	ev := RoleEvent{Term: e.ms.CurrTerm(), Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
+func (e *Elector) emit(now time.Time) { e.emitTerm(now, e.ms.CurrTerm()) }
+
+// emitTerm is emit with the term to report; only BrokenRules.EventSeenTerm passes another
+// term than currTerm.
+func (e *Elector) emitTerm(now time.Time, term int64) {
+	ev := RoleEvent{Term: term, Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
 	if ev.Term == e.last.Term && ev.Role == e.last.Role && ev.LeaderID == e.last.LeaderID {
 		return
 	}

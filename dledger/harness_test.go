@@ -134,6 +134,11 @@ func testConfig() Config {
 
 func newUnit(t *testing.T, n int, store *memberstate.MemStore) *unit {
 	t.Helper()
+	return newUnitWithConfig(t, n, store, testConfig())
+}
+
+func newUnitWithConfig(t *testing.T, n int, store *memberstate.MemStore, cfg Config) *unit {
+	t.Helper()
 	if store == nil {
 		store = memberstate.NewMemStore()
 	}
@@ -141,7 +146,7 @@ func newUnit(t *testing.T, n int, store *memberstate.MemStore) *unit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: cfg}
 	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand{}, Transport: u.tr})
 	if err != nil {
 		t.Fatal(err)

@@ -32,10 +32,27 @@ type transferState struct {
 	takeReplies     []func(*protocol.LeadershipTransferResponse) // one per copy of the request
 
 	nextPreferredCheck time.Time
+	preferredFailures  int // failed hand-overs to a preferred leader in a row
 }
 
 // preferredCheckInterval: the leader looks for a better preferred leader once a second.
 const preferredCheckInterval = time.Second
+
+// maxPreferredBackoff caps the wait after failed hand-overs to a preferred leader.
+const maxPreferredBackoff = time.Minute
+
+// preferredBackoff is the wait before the next preferred-leader check after `failures` failed
+// hand-overs in a row: 2 s, 4 s, 8 s ... up to a minute. SPEC 6.6 checks once a second, but a
+// preferred member that cannot catch up (its ledger does not advance within
+// leadershipTransferWaitTimeout) would then keep a transfer in flight almost all the time,
+// and every admin transfer and the hand-over of a stopping leader would get
+// LEADER_TRANSFERRING.
+func preferredBackoff(failures int) time.Duration {
+	if failures >= 6 {
+		return maxPreferredBackoff
+	}
+	return min(preferredCheckInterval<<failures, maxPreferredBackoff)
+}
 
 // takeBudget bounds the transferee's campaign: two of the longest vote rounds.
 func (c Config) takeBudget() time.Duration { return 2 * c.MaxVoteRound() }
@@ -248,7 +265,8 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 		return
 	}
 	replies := x.takeReplies
-	x.waiting, x.taking, x.takeReplies = false, false, nil
+	// BrokenRules.EndlessTake answers but forgets to leave the take (checker tests only).
+	x.waiting, x.taking, x.takeReplies = false, x.taking && e.broken.EndlessTake, nil
 	e.log.Info("take leadership finished", e.fields(zap.Stringer("code", code), zap.String("why", why))...)
 	for _, reply := range replies {
 		reply(e.transferResponse(code))
@@ -296,7 +314,17 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 		return
 	}
 	e.log.Info("hands over to a preferred leader", e.fields(zap.String("to", best))...)
-	e.startTransfer(best, -1, now, func(*protocol.LeadershipTransferResponse) {})
+	e.startTransfer(best, -1, now, func(r *protocol.LeadershipTransferResponse) { // under the lock
+		if r.Code == protocol.CodeSuccess {
+			e.xfer.preferredFailures = 0
+			return
+		}
+		e.xfer.preferredFailures++
+		wait := preferredBackoff(e.xfer.preferredFailures)
+		e.xfer.nextPreferredCheck = e.clock.Now().Add(wait)
+		e.log.Info("hand-over to a preferred leader failed; backing off", e.fields(zap.String("to", best),
+			zap.Stringer("code", r.Code), zap.Duration("wait", wait))...)
+	})
 }
 
 // bestTarget is the live member (other than self) accepted by ok whose reported ledger is

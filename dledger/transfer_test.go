@@ -358,3 +358,120 @@ func TestHandOverTargetIsTheMostUpToDateLiveFollower(t *testing.T) {
 		t.Fatalf("hand-over target %q, want n2", got)
 	}
 }
+
+// After a hand-over, a bystander may follow the new leader without having voted in its term:
+// it adopted the term from the transferee's first request, and the transferee won with the old
+// leader's vote before the bystander's came (here: its link from the transferee is cut until
+// the transfer is answered). The old leader, restarted, probes at that term with an older
+// ledger than the new leader's. The bystander must answer REJECT_ALREADY_HAS_LEADER: a granted
+// vote turns the probe into WAIT_TO_VOTE_NEXT, a new term, and a healthy leader with a newer
+// ledger deposed (SPEC 6.1 row 6 needs "voted for someone else"; we widened it).
+func TestScenarioOldLeaderRestartedAfterHandOverDoesNotDeposeTheNewLeader(t *testing.T) {
+	cfg := DefaultConfig()
+	// Whether the probe's lost round becomes a new term depends on its random re-vote delay
+	// ending before the new leader's next heartbeat arrives: try several seeds and restart
+	// phases within the heartbeat cycle.
+	for seed := uint64(1); seed <= 8; seed++ {
+		for phase := 0; phase < 5; phase++ {
+			c, old, to, term := handOverWithABystanderThatDidNotVote(t, cfg, seed)
+			c.crash(old)
+			c.run(cfg.DetectionWindow() + time.Duration(phase)*cfg.HeartBeatInterval/5)
+			c.restart(old)
+			c.run(5 * cfg.DetectionWindow())
+			if id, term2 := c.leader(); id != to || term2 != term+1 {
+				t.Fatalf("seed %d phase %d: the restarted old leader %s deposed %s@%d: now %s@%d\n%s",
+					seed, phase, old, to, term+1, id, term2, c.describe())
+			}
+		}
+	}
+}
+
+// handOverWithABystanderThatDidNotVote hands leadership from the elected leader `old` to `to`
+// while the third member's link from `to` is cut from the moment it has seen the new term
+// until the transfer is answered, so it adopts term+1, never votes in it, and then follows
+// `to`. Then `to` appends an entry nobody else has: its ledger is the newest.
+func handOverWithABystanderThatDidNotVote(t *testing.T, cfg Config, seed uint64) (c *cluster, old, to string, term int64) {
+	t.Helper()
+	c = newCluster(t, 3, cfg, seed)
+	old, term = c.awaitLeader(electionBound(cfg))
+	c.run(2 * cfg.HeartBeatInterval)
+	var bystander string
+	for _, m := range c.members {
+		switch {
+		case m.id == old:
+		case to == "":
+			to = m.id
+		default:
+			bystander = m.id
+		}
+	}
+	var got *protocol.LeadershipTransferResponse
+	c.member(old).e.TransferLeadership(to, -1, func(r *protocol.LeadershipTransferResponse) { got = r })
+	for i := 0; c.member(bystander).e.Status().KnownMaxTermInGroup != term+1; i++ {
+		if i > 1000 {
+			t.Fatalf("the bystander never saw term %d: %s", term+1, c.describe())
+		}
+		c.run(time.Millisecond)
+	}
+	c.cut[[2]string{to, bystander}] = true
+	for waited := time.Duration(0); got == nil; waited += time.Millisecond {
+		if waited > cfg.TransferBound() {
+			t.Fatalf("no answer to the transfer: %s", c.describe())
+		}
+		c.run(time.Millisecond)
+	}
+	c.cut[[2]string{to, bystander}] = false
+	c.run(2 * cfg.HeartBeatInterval)
+	if st := c.member(bystander).e.Status(); got.Code != protocol.CodeSuccess || st.Role != protocol.FOLLOWER ||
+		st.LeaderID != to || st.Term != term+1 || st.VoteFor != "" {
+		t.Fatalf("precondition: transfer %v, bystander %v of %q at %d with vote %q; want a follower of %s at %d without a vote",
+			got.Code, st.Role, st.LeaderID, st.Term, st.VoteFor, to, term+1)
+	}
+	leader := c.member(to)
+	leader.ledger = memberstate.LedgerEnd{Term: term + 1, Index: 2}
+	if err := leader.e.UpdateLedger(term+1, 2); err != nil {
+		t.Fatal(err)
+	}
+	return c, old, to, term
+}
+
+// A preferred leader that cannot take over (here it never answers) must not keep a transfer in
+// flight almost all the time: after each failure the leader waits longer (2 s, 4 s, ...), so
+// an admin transfer or a stopping leader's hand-over is not refused LEADER_TRANSFERRING.
+func TestPreferredLeaderBacksOffAfterFailedHandOvers(t *testing.T) {
+	cfg := testConfig()
+	cfg.PreferredLeaderIDs = []string{"n1"}
+	u := newUnitWithConfig(t, 3, nil, cfg)
+	caughtUp := map[string]memberstate.LedgerEnd{"n1": {Term: -1, Index: -1}, "n2": {Term: -1, Index: -1}}
+	leaderWithFollowers(t, u, caughtUp)
+	var starts []time.Time
+	begin := u.clock.Now()
+	for u.clock.Now().Sub(begin) < 20*time.Second {
+		u.clock.Advance(cfg.MaintainInterval)
+		u.e.Tick()
+		for _, h := range u.tr.takeHeartBeats() { // followers stay alive and caught up
+			r := hbResp(h.to, protocol.CodeSuccess, h.req.Term)
+			r.LedgerEndTerm, r.LedgerEndIndex = -1, -1
+			h.done(r, nil)
+		}
+		for _, x := range u.tr.takeTransfers() { // the preferred member never answers
+			if x.to != "n1" {
+				t.Fatalf("hand-over to %s, not the preferred n1", x.to)
+			}
+			starts = append(starts, u.clock.Now())
+		}
+		if u.e.Status().Role != protocol.LEADER {
+			t.Fatal("the leader lost leadership")
+		}
+	}
+	// Each attempt lasts TransferBound; the gaps between attempts must double from 2 s.
+	if len(starts) < 3 {
+		t.Fatalf("%d hand-over attempts in 20 s; want at least 3", len(starts))
+	}
+	for i := 1; i < len(starts); i++ {
+		gap := starts[i].Sub(starts[i-1]) - cfg.TransferBound()
+		if want := preferredBackoff(i); gap < want {
+			t.Fatalf("attempt %d came %v after the previous one failed; want at least %v", i+1, gap, want)
+		}
+	}
+}

@@ -105,7 +105,7 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 		}
 		if p.ID == e.ms.SelfID() {
 			resp := e.handleVoteLocked(req, true, now)
-			r.tally(i, voteResultOf(resp, nil), resp.Term)
+			r.tally(i, e.brokenResult(voteResultOf(resp, nil)), resp.Term)
 			continue
 		}
 		idx, id := i, r.id
@@ -140,16 +140,27 @@ func (e *Elector) onVoteResponse(roundID uint64, idx int, resp *protocol.VoteRes
 	if resp != nil {
 		term = resp.Term
 	}
-	r.tally(idx, res, term)
+	r.tally(idx, e.brokenResult(res), term)
 	if e.canDecideEarly(r) {
 		e.decideVote(e.clock.Now())
 	}
+}
+
+// brokenResult is res as the tally sees it: unchanged unless BrokenRules.AcceptHasLeader.
+func (e *Elector) brokenResult(res protocol.VoteResult) protocol.VoteResult {
+	if e.broken.AcceptHasLeader && res == protocol.VoteRejectAlreadyHasLeader {
+		return protocol.VoteAccept
+	}
+	return res
 }
 
 func (e *Elector) canDecideEarly(r *voteRound) bool {
 	return r.alreadyHasLeader || e.ms.Quorum(r.accepted) || e.ms.Quorum(r.accepted+r.notReady) ||
 		r.answered == len(r.got)
 }
+
+// neverRevote is BrokenRules.NoRevote's next vote time: far beyond any run.
+var neverRevote = time.Unix(1<<40, 0)
 
 // decideVote is the ParseResult arbitration of SPEC 6.2; the first matching rule wins.
 func (e *Elector) decideVote(now time.Time) {
@@ -179,6 +190,9 @@ func (e *Elector) decideVote(now time.Time) {
 	default:
 		res = protocol.WaitToVoteNext
 		e.nextTimeToRequestVote = now.Add(delay)
+	}
+	if e.broken.NoRevote && res != protocol.Passed {
+		e.nextTimeToRequestVote = neverRevote
 	}
 	e.lastParseResult = res
 	e.obs.VoteRoundDecided(res)
@@ -230,11 +244,17 @@ func (e *Elector) handleVoteLocked(req *protocol.VoteRequest, fromSelf bool, now
 		return reject(protocol.VoteRejectSmallLedgerEndIndex)
 	case req.Term < ms.CurrTerm(): // row 5
 		return reject(protocol.VoteRejectExpiredVoteTerm)
-	case req.Term == ms.CurrTerm() && ms.VoteFor() != "" && ms.VoteFor() != cand && !e.broken.DoubleVote:
-		if ms.LeaderID() != "" { // row 6
-			return reject(protocol.VoteRejectAlreadyHasLeader)
-		}
-		return reject(protocol.VoteRejectAlreadyVoted) // row 7
+	case req.Term == ms.CurrTerm() && ms.LeaderID() != "" && !e.broken.DoubleVote &&
+		(ms.LeaderID() != cand || (ms.VoteFor() != "" && ms.VoteFor() != cand)): // row 6, widened
+		// SPEC's row 6 needs "voted for someone else". We also refuse when this member follows
+		// another leader in this term without having voted in it (it adopted the term from a
+		// vote request and then heard the winner's heartbeat, as a bystander of a transfer
+		// does). Granting that vote cannot elect anyone, a quorum having voted for the leader,
+		// but it turns the candidate's probe into WAIT_TO_VOTE_NEXT: a restarted member would
+		// start a new term and depose a healthy leader whose ledger is newer than its own.
+		return reject(protocol.VoteRejectAlreadyHasLeader)
+	case req.Term == ms.CurrTerm() && ms.VoteFor() != "" && ms.VoteFor() != cand && !e.broken.DoubleVote: // row 7
+		return reject(protocol.VoteRejectAlreadyVoted)
 	case req.Term > ms.CurrTerm(): // row 8: answer with the old term, then step up
 		reject(protocol.VoteRejectTermNotReady)
 		e.becomeCandidate(req.Term, now, "vote request from "+cand+" at a higher term")

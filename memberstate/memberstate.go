@@ -44,7 +44,9 @@ type MemberState struct {
 }
 
 // New builds a member's state, loading term and vote from store. The member starts as
-// CANDIDATE with an empty ledger.
+// CANDIDATE with an empty ledger. peers get the checks ParsePeers makes (validatePeers), since
+// a caller may build the list itself: a duplicate id would count one member twice towards a
+// quorum.
 func New(group, selfID string, peers []Peer, store Store) (*MemberState, error) {
 	if err := ValidateGroup(group); err != nil {
 		return nil, err
@@ -52,8 +54,8 @@ func New(group, selfID string, peers []Peer, store Store) (*MemberState, error) 
 	if err := ValidateID(selfID); err != nil {
 		return nil, err
 	}
-	if len(peers) == 0 {
-		return nil, fmt.Errorf("no peers")
+	if err := validatePeers(peers); err != nil {
+		return nil, err
 	}
 	found := false
 	for _, p := range peers {
@@ -116,8 +118,9 @@ func (m *MemberState) SetLedgerEnd(l LedgerEnd) error {
 }
 
 // NextTerm (only as CANDIDATE) moves to the next term: the highest known term if that is ahead,
-// else currTerm+1; it clears the vote and persists. On a failed write nothing changes, so no
-// request can ever carry a term this member could forget.
+// else currTerm+1; it clears the vote and persists. On a failed write this member stays where
+// it was, so no request can ever carry a term it could forget (the store may still hold the
+// new term after a crash: see Store; a higher term with no vote is safe).
 func (m *MemberState) NextTerm() (int64, error) {
 	if m.role != protocol.CANDIDATE {
 		return m.term, fmt.Errorf("nextTerm as %s: only a candidate may start a term", m.role)
@@ -137,6 +140,9 @@ func (m *MemberState) NextTerm() (int64, error) {
 }
 
 // Vote persists a vote for candidate in the current term; only a durable vote may be granted.
+// On a failed write this member has not voted, though the store may hold the vote after a
+// crash: safe, as long as the caller only asks when it has granted no one else in this term
+// (handleVote's rows 6-7).
 func (m *MemberState) Vote(candidate string) error {
 	if m.voteFor == candidate {
 		return nil // already durable

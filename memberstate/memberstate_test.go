@@ -76,6 +76,37 @@ func TestNewRejectsBadIdentity(t *testing.T) {
 	}
 }
 
+// TestNewValidatesPeers: a caller-built peer list gets the checks ParsePeers makes.
+func TestNewValidatesPeers(t *testing.T) {
+	p := func(id, addr string) Peer { return Peer{ID: id, Addr: addr} }
+	ok0, ok1 := p("n0", "127.0.0.1:1"), p("n1", "127.0.0.1:2")
+	for _, c := range []struct {
+		name  string
+		peers []Peer
+		want  string // in the error
+	}{
+		{"nil", nil, "no members"},
+		{"empty", []Peer{}, "no members"},
+		{"empty id", []Peer{ok0, p("", "127.0.0.1:2")}, "id is empty"},
+		{"dash in id", []Peer{ok0, p("n-1", "127.0.0.1:2")}, `contains '-'`},
+		{"semicolon in id", []Peer{ok0, p("n;1", "127.0.0.1:2")}, `contains ';'`},
+		{"hash in id", []Peer{ok0, p("n#1", "127.0.0.1:2")}, `contains '#'`},
+		{"space in id", []Peer{ok0, p("n 1", "127.0.0.1:2")}, `contains ' '`},
+		{"bad address", []Peer{ok0, p("n1", "127.0.0.1")}, "not host:port"},
+		{"duplicate id", []Peer{ok0, ok1, p("n1", "127.0.0.1:3")}, `duplicate member id "n1"`},
+		{"duplicate address", []Peer{ok0, p("n1", "127.0.0.1:1")}, `members "n0" and "n1" share the address 127.0.0.1:1`},
+		{"self missing", []Peer{ok1, p("n2", "127.0.0.1:3")}, `self id "n0" is not in the peers`},
+	} {
+		_, err := New("g", "n0", c.peers, NewMemStore())
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: New error = %v, want it to mention %q", c.name, err, c.want)
+		}
+	}
+	if _, err := New("g", "n0", []Peer{ok0, ok1}, NewMemStore()); err != nil {
+		t.Fatalf("valid peers refused: %v", err)
+	}
+}
+
 func TestQuorum(t *testing.T) {
 	for n, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 7: 4} {
 		if QuorumSize(n) != want {
@@ -251,5 +282,52 @@ func TestMemStoreCrashSemantics(t *testing.T) {
 	st.Crash()
 	if d, _ := st.Load(); d.Term != 0 {
 		t.Fatalf("ForgetOnCrash must lose the state: %+v", d)
+	}
+}
+
+// TestMemStoreTornSave: a torn Save fails but is read back at once; a crash keeps it or goes
+// back to the last successful Save, as TearNextSave chose; a later successful Save supersedes
+// it; FailSaves writes nothing.
+func TestMemStoreTornSave(t *testing.T) {
+	eio := errors.New("fsync: EIO")
+	load := func(st *MemStore) Durable { d, _ := st.Load(); return d }
+	st := NewMemStore()
+	if err := st.Save(Durable{Term: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, survives := range []bool{false, true} {
+		st.TearNextSave(eio, survives)
+		torn := Durable{Term: 1, VoteFor: "n1"}
+		if err := st.Save(torn); err != eio {
+			t.Fatalf("torn Save returned %v, want %v", err, eio)
+		}
+		if load(st) != torn {
+			t.Fatalf("a torn write is read back before a crash: got %+v", load(st))
+		}
+		st.Crash()
+		want := Durable{Term: 1}
+		if survives {
+			want = torn
+		}
+		if load(st) != want {
+			t.Fatalf("survives=%v: after the crash %+v, want %+v", survives, load(st), want)
+		}
+		if err := st.Save(Durable{Term: 1}); err != nil { // only the next Save tears
+			t.Fatal(err)
+		}
+	}
+	st.TearNextSave(eio, true)
+	st.Save(Durable{Term: 2})
+	st.Save(Durable{Term: 2, VoteFor: "n2"})
+	st.Crash()
+	if load(st) != (Durable{Term: 2, VoteFor: "n2"}) {
+		t.Fatalf("a successful Save must supersede a torn one: %+v", load(st))
+	}
+	st.FailSaves(eio)
+	if err := st.Save(Durable{Term: 3}); err != eio || load(st) != (Durable{Term: 2, VoteFor: "n2"}) {
+		t.Fatalf("FailSaves: err %v, state %+v", err, load(st))
+	}
+	if st.Saves() != 4 {
+		t.Fatalf("Saves() = %d, want 4 (torn and failed Saves do not count)", st.Saves())
 	}
 }

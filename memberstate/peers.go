@@ -23,8 +23,6 @@ func ParsePeers(s string) ([]Peer, error) {
 	}
 	items := strings.Split(strings.TrimSuffix(s, ";"), ";")
 	peers := make([]Peer, 0, len(items))
-	ids := map[string]bool{}
-	addrs := map[string]string{}
 	for i, raw := range items {
 		item := strings.TrimSpace(raw)
 		if item == "" {
@@ -34,23 +32,41 @@ func ParsePeers(s string) ([]Peer, error) {
 		if !ok {
 			return nil, fmt.Errorf("peers: item %q has no '-' between id and address (want id-host:port)", item)
 		}
-		if err := ValidateID(id); err != nil {
-			return nil, fmt.Errorf("peers: item %q: %w", item, err)
-		}
-		if err := validateAddr(addr); err != nil {
-			return nil, fmt.Errorf("peers: item %q: %w", item, err)
-		}
-		if ids[id] {
-			return nil, fmt.Errorf("peers: duplicate member id %q", id)
-		}
-		if other, dup := addrs[addr]; dup {
-			return nil, fmt.Errorf("peers: members %q and %q share the address %s", other, id, addr)
-		}
-		ids[id] = true
-		addrs[addr] = id
 		peers = append(peers, Peer{ID: id, Addr: addr})
 	}
+	if err := validatePeers(peers); err != nil {
+		return nil, err
+	}
 	return peers, nil
+}
+
+// validatePeers checks a member list, however it was built: at least one member, every id
+// valid (ValidateID) and every address host:port, and no two members sharing an id or an
+// address. Errors name the offending member as it would appear in a peers string.
+func validatePeers(peers []Peer) error {
+	if len(peers) == 0 {
+		return fmt.Errorf("peers: no members")
+	}
+	ids := map[string]bool{}
+	addrs := map[string]string{}
+	for _, p := range peers {
+		item := p.ID + "-" + p.Addr
+		if err := ValidateID(p.ID); err != nil {
+			return fmt.Errorf("peers: item %q: %w", item, err)
+		}
+		if err := validateAddr(p.Addr); err != nil {
+			return fmt.Errorf("peers: item %q: %w", item, err)
+		}
+		if ids[p.ID] {
+			return fmt.Errorf("peers: duplicate member id %q", p.ID)
+		}
+		if other, dup := addrs[p.Addr]; dup {
+			return fmt.Errorf("peers: members %q and %q share the address %s", other, p.ID, p.Addr)
+		}
+		ids[p.ID] = true
+		addrs[p.Addr] = p.ID
+	}
+	return nil
 }
 
 // FormatPeers is the inverse of ParsePeers.

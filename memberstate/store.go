@@ -19,8 +19,12 @@ type Durable struct {
 	VoteFor string
 }
 
-// Store keeps the Durable state. Save returns only once the state is durable; a failed Save
-// must leave the previous state intact.
+// Store keeps the Durable state. Save returns nil only once the new state is durable. A failed
+// Save may or may not have replaced the state: Load, now or after a crash, returns either the
+// previous state or the new one, never a mix of the two (FileStore's directory fsync can fail
+// after its rename, and a failed fsync says nothing about what reached the disk). So a caller
+// must treat a failed Save as "nothing granted" (no vote given, no term used), never as
+// "nothing changed".
 type Store interface {
 	Load() (Durable, error)
 	Save(Durable) error
@@ -116,7 +120,9 @@ func (f *FileStore) Load() (Durable, error) {
 	return d, nil
 }
 
-// Save replaces the state durably.
+// Save replaces the state durably. An error before the rename leaves the previous file in
+// place; an error after it (the directory fsync) leaves the new file visible, and a crash may
+// then keep either. The file is never torn: the rename is atomic and the checksum would tell.
 func (f *FileStore) Save(d Durable) error {
 	tmp, err := os.CreateTemp(f.dir, ".vote.state-*")
 	if err != nil {
@@ -149,12 +155,21 @@ func (f *FileStore) Save(d Durable) error {
 	return nil
 }
 
-// MemStore is an in-memory Store for tests and the simulator. Save is durable at once (it
-// models a completed fsync); Crash models a restart. FailSaves makes Saves fail, and
-// ForgetOnCrash models a disk that lies about fsync, which only the simulator's checker tests use.
+// MemStore is an in-memory Store for tests and the simulator. A successful Save is durable at
+// once (it models a completed fsync); Crash models a restart. Two disk faults: FailSaves makes
+// Saves fail before writing anything; TearNextSave makes one Save fail after writing (a failed
+// fsync, or FileStore's failed directory fsync), so that its state may or may not survive the
+// next Crash. ForgetOnCrash models a disk that lies about fsync, which only the simulator's
+// checker tests use.
 type MemStore struct {
-	mu            sync.Mutex
-	d             Durable
+	mu     sync.Mutex
+	d      Durable // what Load returns: the last state written, torn or not
+	synced Durable // what a crash keeps for sure: the last successful Save
+	// A torn write is pending: d differs from synced until a Save succeeds or a Crash decides.
+	torn, tornSurvives bool
+	// The next Save's fault, if tearErr is set (TearNextSave).
+	tearErr       error
+	tearSurvives  bool
 	failErr       error
 	forgetOnCrash bool
 	saves         int
@@ -176,14 +191,31 @@ func (m *MemStore) Save(d Durable) error {
 		return m.failErr
 	}
 	m.d = d
+	if err := m.tearErr; err != nil {
+		m.torn, m.tornSurvives, m.tearErr = true, m.tearSurvives, nil
+		return err
+	}
+	// A successful Save syncs: any earlier torn write is superseded.
+	m.synced, m.torn = d, false
 	m.saves++
 	return nil
 }
 
-// FailSaves makes every later Save return err (nil heals).
+// FailSaves makes every later Save return err without writing anything (nil heals). It wins
+// over TearNextSave.
 func (m *MemStore) FailSaves(err error) {
 	m.mu.Lock()
 	m.failErr = err
+	m.mu.Unlock()
+}
+
+// TearNextSave makes the next Save write its state and then return err, as a failed fsync
+// does. Load reads that state back at once; the next Crash keeps it if survives, else goes back
+// to the last successful Save (unless a successful Save came first). The caller makes the
+// choice, so a simulation stays deterministic.
+func (m *MemStore) TearNextSave(err error, survives bool) {
+	m.mu.Lock()
+	m.tearErr, m.tearSurvives = err, survives
 	m.mu.Unlock()
 }
 
@@ -194,13 +226,18 @@ func (m *MemStore) ForgetOnCrash(on bool) {
 	m.mu.Unlock()
 }
 
-// Crash models a process crash: what was saved survives, unless ForgetOnCrash is set.
+// Crash models a process crash: what was saved survives, a torn write survives if
+// TearNextSave said so, and nothing survives if ForgetOnCrash is set.
 func (m *MemStore) Crash() {
 	m.mu.Lock()
-	if m.forgetOnCrash {
-		m.d = Durable{}
+	defer m.mu.Unlock()
+	switch {
+	case m.forgetOnCrash:
+		m.synced = Durable{}
+	case m.torn && m.tornSurvives:
+		m.synced = m.d
 	}
-	m.mu.Unlock()
+	m.d, m.torn = m.synced, false
 }
 
 // Saves counts successful Saves (tests use it to see that a vote was persisted).

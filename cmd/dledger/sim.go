@@ -25,8 +25,16 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
   mixed profile   lan when seed/2 is even, dledger when it is odd
   mixed scenario  rejoin (L2) when seed/4 is a multiple of 4, chaos otherwise
   --duration 0    100 detection windows of the profile (lan 60s, dledger 10m) of virtual time
-  --broken MODE   switch on a deliberate bug to see the checker catch it:
-                  double-vote, skip-ledger-check or forget-on-crash
+  --broken MODE   switch on a deliberate bug to see the checker catch it; each mode breaks
+                  the invariant named (dledger/sim/broken_test.go shows it is caught):
+                    double-vote        a member grants two candidates in a term     S2 (S1)
+                    skip-ledger-check  votes ignore the ledger comparison           S4
+                    forget-on-crash    the vote store loses everything in a crash   S3 or S2
+                    accept-has-leader  REJECT_ALREADY_HAS_LEADER counted as ACCEPT  S1
+                    event-seen-term    role events carry a term not yet adopted     S5
+                    no-revote          a candidate never votes again after a loss   L1
+                    keep-lost-round    a follower keeps its lost round's result     L2 (rejoin scenario)
+                    endless-take       a transferee never leaves the take           L3
 
 flags:
 `
@@ -39,12 +47,12 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seedStart := fs.Uint64("seed-start", 1, "first seed")
 	members := fs.String("members", sim.Mixed, "members per group: 3..7, or mixed (3 and 5)")
 	profile := fs.String("profile", sim.Mixed, "timing profile: lan, dledger, or mixed")
-	scenario := fs.String("scenario", sim.Mixed, "chaos (faults and heals, S1-S5 and L1), rejoin (L2), or mixed")
+	scenario := fs.String("scenario", sim.Mixed, "chaos (faults and heals: S1-S5, L1, L3), rejoin (L2), or mixed")
 	duration := fs.Duration("duration", 0, "virtual time per seed before the final heal (0: 100 detection windows)")
 	rpcTimeout := fs.Duration("rpc-timeout", sim.DefaultRPCTimeout, "simulated rpc call timeout")
 	workers := fs.Int("workers", 0, "seeds run in parallel (0: GOMAXPROCS; --trace forces 1)")
 	trace := fs.Bool("trace", false, "print the full trace of every seed (meant for --seeds 1)")
-	broken := fs.String("broken", "", "deliberate bug for checker self-tests: double-vote, skip-ledger-check, forget-on-crash")
+	broken := fs.String("broken", "", "deliberate bug for checker self-tests (see above): "+brokenNames())
 	reports := fs.Int("reports", 3, "full violation reports to print; later violations get one line")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -139,14 +147,21 @@ func simCampaign(fs *flag.FlagSet, seeds int, seedStart uint64, members, profile
 	}
 	if broken != "" {
 		ok := false
-		var names []string
 		for _, b := range sim.BrokenModes() {
 			ok = ok || string(b) == broken
-			names = append(names, string(b))
 		}
 		if !ok {
-			return c, fmt.Errorf("--broken must be one of %s (got %q)", strings.Join(names, ", "), broken)
+			return c, fmt.Errorf("--broken must be one of %s (got %q)", brokenNames(), broken)
 		}
 	}
 	return c, nil
+}
+
+// brokenNames lists the --broken modes, comma separated.
+func brokenNames() string {
+	var names []string
+	for _, b := range sim.BrokenModes() {
+		names = append(names, string(b))
+	}
+	return strings.Join(names, ", ")
 }

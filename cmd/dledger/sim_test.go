@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,4 +52,31 @@ func firstLines(s string, n int) string {
 		lines = lines[:n]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// With --trace and several seeds, the trace and the progress lines share one writer: every
+// seed's trace must be there, in order, and (under -race) nothing may write concurrently.
+func TestSimTraceOfSeveralSeeds(t *testing.T) {
+	var out, errb bytes.Buffer
+	// 120 seeds: a progress line is printed after the 100th, while traces are being written.
+	code := run([]string{"sim", "--seeds", "120", "--seed-start", "5", "--members", "3", "--profile", "lan",
+		"--scenario", "chaos", "--duration", "1s", "--trace"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, errb.String())
+	}
+	s := out.String()
+	last := strings.LastIndex(s, "\n"+"sim: seeds=120 ")
+	if last < 0 {
+		t.Fatalf("no summary line for 120 seeds:\n%s", firstLines(s, 5))
+	}
+	if !strings.Contains(s, "sim: progress seeds=100/120") {
+		t.Fatal("no progress line after 100 seeds")
+	}
+	for seed := 5; seed < 125; seed++ {
+		head := fmt.Sprintf("=== seed %d members=3 profile=lan scenario=chaos\n", seed)
+		i := strings.Index(s, head)
+		if i < 0 || !strings.HasPrefix(s[i+len(head):], "   0.000000s ROLE     n0 term=0 CANDIDATE") {
+			t.Fatalf("no trace for seed %d:\n%s", seed, firstLines(s, 5))
+		}
+	}
 }

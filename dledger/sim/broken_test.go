@@ -9,17 +9,23 @@ import (
 // rule, the simulator must report the matching invariant within a few seeds.
 func TestCheckerCatchesBrokenRules(t *testing.T) {
 	for _, c := range []struct {
-		broken Broken
-		want   []string // any of these invariants
+		broken   Broken
+		scenario Scenario // "" is chaos
+		want     []string // any of these invariants
 	}{
-		{BrokenDoubleVote, []string{"S2", "S1"}},
-		{BrokenSkipLedgerCheck, []string{"S4"}},
-		{BrokenForgetOnCrash, []string{"S2", "S3"}},
+		{BrokenDoubleVote, "", []string{"S2", "S1"}},
+		{BrokenSkipLedgerCheck, "", []string{"S4"}},
+		{BrokenForgetOnCrash, "", []string{"S2", "S3"}},
+		{BrokenAcceptHasLeader, "", []string{"S1"}},
+		{BrokenEventSeenTerm, "", []string{"S5"}},
+		{BrokenNoRevote, "", []string{"L1"}},
+		{BrokenKeepLostRound, ScenarioRejoin, []string{"L2"}},
+		{BrokenEndlessTake, "", []string{"L3"}},
 	} {
 		t.Run(string(c.broken), func(t *testing.T) {
 			const maxSeeds = 50
 			for seed := uint64(1); seed <= maxSeeds; seed++ {
-				r := mustRun(t, Options{Seed: seed, Members: []int{3, 5}[seed%2], Broken: c.broken})
+				r := mustRun(t, Options{Seed: seed, Members: []int{3, 5}[seed%2], Scenario: c.scenario, Broken: c.broken})
 				v := r.Violation
 				if v == nil {
 					continue

@@ -28,7 +28,8 @@ type CampaignOptions struct {
 	// Workers run seeds in parallel (0: GOMAXPROCS). Each seed is still one deterministic
 	// goroutine; results are reported in seed order whatever the worker count.
 	Workers int
-	// Trace receives the full trace of every seed; it forces one worker.
+	// Trace receives the full trace of every seed; the seeds then run one by one on the
+	// caller's goroutine (OnResult may write to the same writer).
 	Trace io.Writer
 	// OnResult, if set, sees every result, in seed order, on the caller's goroutine.
 	OnResult func(Result)
@@ -98,12 +99,12 @@ func Campaign(c CampaignOptions) (Summary, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
+	start := time.Now()
 	if c.Trace != nil {
-		workers = 1
+		return c.runTraced(start)
 	}
 	workers = min(workers, c.Seeds)
 
-	start := time.Now()
 	results := make([]*Result, c.Seeds)
 	ready := make(chan int, workers)
 	var mu sync.Mutex
@@ -160,6 +161,24 @@ func Campaign(c CampaignOptions) (Summary, error) {
 	}
 	if firstErr != nil {
 		return sum, firstErr
+	}
+	sum.Wall = time.Since(start)
+	return sum, nil
+}
+
+// runTraced runs the seeds one by one on the caller's goroutine: the trace is written while a
+// seed runs and OnResult after it, so both may write to the same (unsynchronised) writer.
+func (c CampaignOptions) runTraced(start time.Time) (Summary, error) {
+	var sum Summary
+	for i := 0; i < c.Seeds; i++ {
+		r, err := Run(c.OptionsFor(c.SeedStart + uint64(i)))
+		if err != nil {
+			return sum, err
+		}
+		sum.add(r)
+		if c.OnResult != nil {
+			c.OnResult(r)
+		}
 	}
 	sum.Wall = time.Since(start)
 	return sum, nil

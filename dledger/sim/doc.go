@@ -11,15 +11,15 @@
 //
 // A run alternates fault phases (delay, jitter, loss, duplication, reordering, symmetric,
 // asymmetric and one-way partitions, a member cut off from the leader only, crashes and
-// restarts, failing vote stores, ledgers that advance on some members and not others) with
-// heal phases, in which the liveness bound L1Bound is checked, and leadership transfers. The
-// rejoin scenario checks L2.
+// restarts, failing vote stores, torn writes that a crash may or may not keep, ledgers that
+// advance on some members and not others) with heal phases, in which the liveness bound
+// L1Bound is checked, and leadership transfers. The rejoin scenario checks L2.
 //
 // Checked after every event: S1 at most one leader per term, ever; S2 one granted candidate
 // per (member, term), across crashes; S3 currTerm never decreases, across restarts; S4 every
 // grant went to a candidate whose ledger was not older than the voter's, and a new leader holds
 // a quorum of such grants; S5 role-event terms (fencing tokens) never decrease per member,
 // across restarts. L1 and L2 are checked by the phases that set them up; L3 checks that every
-// leadership transfer an admin asks for is answered within L3Bound (the "no member left
-// stuck" half is a TODO, see transfer.go).
+// leadership transfer an admin asks for is answered within L3Bound, and that no transferee is
+// still taking leadership L3Bound after the request reached it (transfer.go).
 package sim

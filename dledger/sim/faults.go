@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -26,7 +27,9 @@ func (s *sim) beginFault() {
 	dw := s.cfg.DetectionWindow()
 	length := between(s.rngFault, dw, 4*dw)
 	s.net.p = s.randomParams()
-	s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: fmt.Sprintf("fault for %v: %v", length, s.net.p)})
+	// Drawn from the disk stream, so that the rest of the fault schedule does not depend on it.
+	s.tear = pick(s.rngDisk, 0, 0, 0.05, 0.2)
+	s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: fmt.Sprintf("fault for %v: %v tear=%.2f", length, s.net.p, s.tear)})
 	for range 1 + s.rngFault.IntN(6) {
 		kind := faultKind(s.rngFault.IntN(int(numFaultKinds)))
 		s.inPhase(between(s.rngFault, 0, length), func() { s.fault(kind) })
@@ -61,7 +64,7 @@ const (
 	fCutLeader                    // one follower cut off from the leader only
 	fMend                         // all links work again (the phase's other faults go on)
 	fLag                          // some members stop copying the leader's ledger
-	fDisk                         // a member's vote store fails for a while
+	fDisk                         // a member's vote store fails for a while (see also maybeTear)
 	fWeather                      // new delay/loss/duplication/stall conditions
 	fTransfer                     // an admin asks the leader to transfer leadership (L3)
 	numFaultKinds
@@ -174,6 +177,32 @@ func (s *sim) setDisk(m *member, fail bool) {
 	} else {
 		m.store.FailSaves(nil)
 		s.tr.add(record{at: s.now, kind: rStore, a: int8(m.idx), b: -1, note: "works again"})
+	}
+}
+
+// maybeTear is the torn-write fault, called before each Save of m's vote store: during a fault
+// phase, with probability s.tear, the Save writes d and then fails, as a failed fsync does.
+// The elector must grant nothing on it (S2) and must stay safe if the write lands after all:
+// rngDisk decides whether m's next crash keeps it, and half the time that crash comes soon, as
+// a process that saw fsync fail often exits (without it, few torn writes would meet a crash).
+// Members whose store fails cleanly (diskFail) are left alone.
+func (s *sim) maybeTear(m *member, d memberstate.Durable) {
+	if s.tear == 0 || m.diskFail || s.rngDisk.Float64() >= s.tear {
+		return
+	}
+	survives, crash := s.rngDisk.IntN(2) == 0, s.rngDisk.IntN(2) == 0
+	m.store.TearNextSave(errDisk, survives)
+	s.tr.add(record{at: s.now, kind: rStore, a: int8(m.idx), b: -1, term: d.Term,
+		note: fmt.Sprintf("save of term=%d voteFor=%s fails after writing; a crash keeps it: %v", d.Term, voteName(d.VoteFor), survives)})
+	if crash {
+		dw := s.cfg.DetectionWindow()
+		inc := m.inc
+		s.inPhase(between(s.rngDisk, 0, dw/5), func() {
+			if m.inc == inc {
+				s.crash(m)
+				s.inPhase(between(s.rngDisk, dw/5, dw), func() { s.restart(m) })
+			}
+		})
 	}
 }
 

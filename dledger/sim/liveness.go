@@ -57,6 +57,7 @@ func (s *sim) beginHeal(why string) {
 	r := s.rngFault
 	s.mend()
 	s.net.p = calm
+	s.tear = 0
 	for _, m := range s.members {
 		m.lagging = false
 		s.setDisk(m, false)

@@ -26,6 +26,21 @@ type member struct {
 	ledger   memberstate.LedgerEnd
 	lagging  bool // replication skips this member for the rest of the phase
 	diskFail bool // its vote store fails every save
+	// takeReqs counts the leadership-transfer requests delivered to it (L3, transfer.go).
+	takeReqs uint64
+}
+
+// memberStore is the Store a member's MemberState writes to: its MemStore (which outlives
+// crashes), through the simulator's torn-write fault (faults.go).
+type memberStore struct {
+	*memberstate.MemStore
+	s *sim
+	m *member
+}
+
+func (st memberStore) Save(d memberstate.Durable) error {
+	st.s.maybeTear(st.m, d)
+	return st.MemStore.Save(d)
 }
 
 // vclock reads the virtual time.
@@ -41,21 +56,14 @@ func (p pcgRand) Int63n(n int64) int64 { return p.r.Int64N(n) }
 // startMember builds a new MemberState and Elector over the member's store (a start or a
 // restart), hands it the ledger end and schedules its StateMaintainer passes.
 func (s *sim) startMember(m *member) error {
-	ms, err := memberstate.New(group, m.id, s.peers, m.store)
+	ms, err := memberstate.New(group, m.id, s.peers, memberStore{m.store, s, m})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
-	}
-	var broken dledger.BrokenRules
-	switch s.opt.Broken {
-	case BrokenDoubleVote:
-		broken.DoubleVote = true
-	case BrokenSkipLedgerCheck:
-		broken.SkipLedgerCheck = true
 	}
 	// The member's randomness depends on the run seed, the member and the incarnation only.
 	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
 	e, err := dledger.New(s.cfg, ms, dledger.Options{Clock: vclock{s}, Rand: rnd,
-		Transport: &endpoint{s: s, m: m, inc: m.inc}, Broken: broken})
+		Transport: &endpoint{s: s, m: m, inc: m.inc}, Broken: s.opt.Broken.rules()})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}
@@ -91,9 +99,18 @@ func (s *sim) crash(m *member) {
 	}
 	s.tr.add(record{at: s.now, kind: rCrash, a: int8(m.idx), b: -1, term: m.ms.CurrTerm()})
 	s.chk.takeEvents(m) // events the elector produced before it died still count
+	// The MemberState holds what the last successful Save wrote; the store may hold a torn
+	// write beyond it (maybeTear), which the crash keeps or not.
+	held := memberstate.Durable{Term: m.ms.CurrTerm(), VoteFor: m.ms.VoteFor()}
+	written, _ := m.store.Load()
 	m.up, m.e, m.ms = false, nil, nil
 	m.inc++
 	m.store.Crash()
+	if written != held {
+		after, _ := m.store.Load()
+		s.tr.add(record{at: s.now, kind: rStore, a: int8(m.idx), b: -1, term: written.Term,
+			note: fmt.Sprintf("the crash found a torn write (term=%d voteFor=%s) and kept it: %v", written.Term, voteName(written.VoteFor), after == written)})
+	}
 }
 
 // restart builds a new incarnation from the same store and ledger.

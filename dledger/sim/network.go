@@ -192,6 +192,7 @@ func (s *sim) handleHeartBeat(dst *member, c *call, req *protocol.HeartBeatReque
 // of its passes, through reply.
 func (s *sim) handleTransfer(dst *member, c *call, req *protocol.LeadershipTransferRequest, reply func(*protocol.LeadershipTransferResponse)) {
 	s.touch(dst)
+	s.transferDelivered(dst)
 	dst.e.HandleLeadershipTransfer(req, func(resp *protocol.LeadershipTransferResponse) {
 		s.tr.add(record{at: s.now, kind: rDeliver, msg: mTransfer, a: int8(c.from.idx), b: int8(dst.idx), term: req.Term,
 			x: int64(resp.Code), y: resp.Term, call: c.id})

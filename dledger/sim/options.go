@@ -13,7 +13,8 @@ import (
 type Scenario string
 
 const (
-	// ScenarioChaos alternates fault phases and heal phases (S1-S5 always, L1 at every heal).
+	// ScenarioChaos alternates fault phases and heal phases (S1-S5 always, L1 at every heal,
+	// L3 at every leadership transfer).
 	ScenarioChaos Scenario = "chaos"
 	// ScenarioRejoin elects a stable leader, cuts one follower off completely, lets it rejoin
 	// and checks that the leader never changes (L2). No other faults.
@@ -24,19 +25,39 @@ const (
 func Scenarios() []Scenario { return []Scenario{ScenarioChaos, ScenarioRejoin} }
 
 // Broken names a deliberate bug, so the checker itself can be shown to fail (DESIGN.md,
-// "Tests, in layers"). Never used outside checker tests and the CLI's --broken flag.
+// "Tests, in layers"). Never used outside checker tests and the CLI's --broken flag. Each
+// comment names the invariant the bug must break (broken_test.go shows it is caught).
 type Broken string
 
 const (
 	BrokenNone            Broken = ""
-	BrokenDoubleVote      Broken = "double-vote"       // Options.Broken.DoubleVote: expect S2 (then S1)
-	BrokenSkipLedgerCheck Broken = "skip-ledger-check" // Options.Broken.SkipLedgerCheck: expect S4
-	BrokenForgetOnCrash   Broken = "forget-on-crash"   // MemStore.ForgetOnCrash(true): expect S3 or S2
+	BrokenDoubleVote      Broken = "double-vote"       // BrokenRules.DoubleVote: S2 (then S1)
+	BrokenSkipLedgerCheck Broken = "skip-ledger-check" // BrokenRules.SkipLedgerCheck: S4
+	BrokenForgetOnCrash   Broken = "forget-on-crash"   // MemStore.ForgetOnCrash(true): S3 or S2
+	BrokenAcceptHasLeader Broken = "accept-has-leader" // BrokenRules.AcceptHasLeader: S1
+	BrokenEventSeenTerm   Broken = "event-seen-term"   // BrokenRules.EventSeenTerm: S5
+	BrokenNoRevote        Broken = "no-revote"         // BrokenRules.NoRevote: L1
+	BrokenKeepLostRound   Broken = "keep-lost-round"   // BrokenRules.KeepLostRound: L2 (rejoin scenario)
+	BrokenEndlessTake     Broken = "endless-take"      // BrokenRules.EndlessTake: L3
 )
 
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
-	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash}
+	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
+		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake}
+}
+
+// rules is the elector's switch for b (zero for BrokenNone and store-only bugs).
+func (b Broken) rules() dledger.BrokenRules {
+	return dledger.BrokenRules{
+		DoubleVote:      b == BrokenDoubleVote,
+		SkipLedgerCheck: b == BrokenSkipLedgerCheck,
+		AcceptHasLeader: b == BrokenAcceptHasLeader,
+		EventSeenTerm:   b == BrokenEventSeenTerm,
+		NoRevote:        b == BrokenNoRevote,
+		KeepLostRound:   b == BrokenKeepLostRound,
+		EndlessTake:     b == BrokenEndlessTake,
+	}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
@@ -91,10 +112,16 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 	if o.Scenario != ScenarioChaos && o.Scenario != ScenarioRejoin {
 		return o, cfg, fmt.Errorf("unknown scenario %q (known: chaos, rejoin)", o.Scenario)
 	}
-	switch o.Broken {
-	case BrokenNone, BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash:
-	default:
-		return o, cfg, fmt.Errorf("unknown broken mode %q (known: double-vote, skip-ledger-check, forget-on-crash)", o.Broken)
+	if o.Broken != BrokenNone {
+		var names []string
+		known := false
+		for _, b := range BrokenModes() {
+			known = known || b == o.Broken
+			names = append(names, string(b))
+		}
+		if !known {
+			return o, cfg, fmt.Errorf("unknown broken mode %q (known: %s)", o.Broken, strings.Join(names, ", "))
+		}
 	}
 	if o.Duration < 0 || o.RPCTimeout < 0 {
 		return o, cfg, fmt.Errorf("duration and rpc timeout must not be negative")
@@ -132,7 +159,7 @@ type Result struct {
 
 // Violation is a broken invariant: which one, what was seen, and how to see it again.
 type Violation struct {
-	Invariant string        // "S1".."S5", "L1", "L2", or "SIM" for a simulator self-check
+	Invariant string        // "S1".."S5", "L1".."L3", or "SIM" for a simulator self-check
 	Detail    string        // what was seen
 	At        time.Duration // virtual time
 	Tail      []string      // the last trace lines before the violation, oldest first

@@ -33,16 +33,18 @@ type sim struct {
 	members []*member
 	net     network
 	// Separate streams, so that (say) one more message does not reshuffle the fault schedule.
-	rngFault, rngNet, rngLedger *rand.Rand
-	tr                          *tracer
-	chk                         checker
-	live                        liveness
-	violation                   *Violation
-	steps                       int
-	finished                    bool
-	phaseID                     int   // bumped at every phase change; stale phase events do nothing
-	preCycles                   int   // rejoin scenario: chaos cycles left before the L2 watch
-	touched                     uint8 // members whose elector ran in this event (bit = index)
+	// rngDisk drives the torn-write fault (maybeTear).
+	rngFault, rngNet, rngLedger, rngDisk *rand.Rand
+	tear                                 float64 // this phase's probability that a Save tears
+	tr                                   *tracer
+	chk                                  checker
+	live                                 liveness
+	violation                            *Violation
+	steps                                int
+	finished                             bool
+	phaseID                              int   // bumped at every phase change; stale phase events do nothing
+	preCycles                            int   // rejoin scenario: chaos cycles left before the L2 watch
+	touched                              uint8 // members whose elector ran in this event (bit = index)
 }
 
 // Run simulates one seed. The error is for invalid options only; a broken invariant is
@@ -62,7 +64,7 @@ func Run(o Options) (Result, error) {
 func newSim(o Options, cfg dledger.Config) *sim {
 	s := &sim{opt: o, cfg: cfg, quorum: memberstate.QuorumSize(o.Members)}
 	stream := func(k uint64) *rand.Rand { return rand.New(rand.NewPCG(o.Seed, 0x5eed0000+k)) }
-	s.rngFault, s.rngNet, s.rngLedger = stream(1), stream(2), stream(3)
+	s.rngFault, s.rngNet, s.rngLedger, s.rngDisk = stream(1), stream(2), stream(3), stream(4)
 	parts := make([]string, o.Members)
 	ids := make([]string, o.Members)
 	for i := range parts {
@@ -75,6 +77,9 @@ func newSim(o Options, cfg dledger.Config) *sim {
 	}
 	s.peers = peers
 	s.tr = newTracer(o.Trace, ids)
+	if o.Trace != nil { // a header per seed, so a multi-seed trace can be split and searched
+		fmt.Fprintf(o.Trace, "=== seed %d members=%d profile=%s scenario=%s\n", o.Seed, o.Members, o.Profile, o.Scenario)
+	}
 	for i, id := range ids {
 		st := memberstate.NewMemStore()
 		st.ForgetOnCrash(o.Broken == BrokenForgetOnCrash)

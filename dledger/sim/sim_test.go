@@ -19,6 +19,9 @@ func TestSameSeedSameRun(t *testing.T) {
 		{Seed: 14, Members: 7, Profile: dledger.ProfileLAN},
 		{Seed: 15, Members: 5, Profile: dledger.ProfileLAN, Scenario: ScenarioRejoin},
 	} {
+		if raceEnabled {
+			o.Duration = testDuration(o.Profile) // shorter runs replay just as exactly
+		}
 		a, b := mustRun(t, o), mustRun(t, o)
 		if a.TraceHash != b.TraceHash || a.Steps != b.Steps || a.SimTime != b.SimTime || a.Elections != b.Elections {
 			t.Fatalf("seed %d ran differently twice: %+v vs %+v", o.Seed, a, b)
@@ -36,8 +39,9 @@ func TestSameSeedSameRun(t *testing.T) {
 // TestSameSeedSameTraceText compares the full printed trace, not only its hash.
 func TestSameSeedSameTraceText(t *testing.T) {
 	var x, y bytes.Buffer
-	mustRun(t, Options{Seed: 21, Members: 5, Trace: &x})
-	mustRun(t, Options{Seed: 21, Members: 5, Trace: &y})
+	d := testDuration(dledger.ProfileLAN)
+	mustRun(t, Options{Seed: 21, Members: 5, Duration: d, Trace: &x})
+	mustRun(t, Options{Seed: 21, Members: 5, Duration: d, Trace: &y})
 	if x.Len() == 0 || !bytes.Equal(x.Bytes(), y.Bytes()) {
 		t.Fatalf("full traces differ (%d and %d bytes)", x.Len(), y.Len())
 	}
@@ -49,10 +53,13 @@ func TestSameSeedSameTraceText(t *testing.T) {
 }
 
 // TestCampaignOrderIsIndependentOfWorkers: parallel workers change nothing but the wall time.
+// It is the one test where the race detector matters (Campaign's workers are the only
+// concurrency), and there shorter runs exercise the workers just as well.
 func TestCampaignOrderIsIndependentOfWorkers(t *testing.T) {
 	hashes := func(workers int) []uint64 {
 		var hs []uint64
 		_, err := Campaign(CampaignOptions{Seeds: 12, SeedStart: 40, Profile: dledger.ProfileLAN, Workers: workers,
+			Duration: testDuration(dledger.ProfileLAN),
 			OnResult: func(r Result) { hs = append(hs, r.Seed, r.TraceHash) }})
 		if err != nil {
 			t.Fatal(err)

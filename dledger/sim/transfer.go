@@ -19,10 +19,7 @@ func L3Bound(cfg dledger.Config) time.Duration {
 // transfer asks the current leader, as an admin would, to hand leadership to a random member
 // (possibly itself, a crashed one or a lagging one: every request must be answered). The
 // answer must come within L3Bound unless the leader crashes first (its caller is gone then).
-//
-// TODO(L3): the second half of L3, "never leaves a member stuck as a candidate with an
-// inflated term", is covered only indirectly, by L1 at every heal: the group must still elect
-// a stable leader within L1Bound.
+// The other half of L3, that no transferee is left taking leadership, is takeEnded.
 func (s *sim) transfer() {
 	l := s.leader()
 	if l == nil {
@@ -51,4 +48,39 @@ func (s *sim) transfer() {
 			s.fail("L3", "the transfer %s->%s asked at %v got no answer within %v", l.id, to.id, began, bound)
 		}
 	})
+}
+
+// transferDelivered is called when a leadership-transfer request reaches its transferee m, and
+// schedules the second half of L3: L3Bound later, m must no longer be taking leadership.
+func (s *sim) transferDelivered(m *member) {
+	m.takeReqs++
+	n, inc := m.takeReqs, m.inc
+	s.at(L3Bound(s.cfg), func() { s.takeEnded(m, n, inc) })
+}
+
+// takeEnded checks that the transfer request number n, delivered to m in incarnation inc, left
+// no take running. A take begins only when a request arrives, and the transferee ends it within
+// its catch-up wait plus its campaign budget (each noticed by a pass), which L3Bound exceeds by
+// a vote round; so if no later request reached m (a later one gets its own check, from its own
+// arrival: a delayed or repeated request may start a new take legitimately), a take still
+// running now is stuck. A restart ends a take (the incarnation check), so does a role change
+// (elected, following another leader, a higher term).
+//
+// Not checked: that a transferee whose take failed has not "inflated" the group's term. A
+// failed take leaves it an ordinary candidate one term above the leader, by design (it had to
+// adopt the new term to campaign). It then deposes that leader (its heartbeat answer is
+// EXPIRED_TERM, SPEC 6.3 row 1) and the group elects again at the higher term, which L1 bounds
+// at every heal. Nor can a heal check that no candidate sits above the stable leader's term:
+// when a quorum first follows a leader, a member outside that quorum may legitimately be a
+// candidate at a higher term (it lost a split round and moved on, or stepped up on a
+// higher-term request), and it is about to cause an election, not stuck; such a check would
+// report healthy runs.
+func (s *sim) takeEnded(m *member, n uint64, inc int) {
+	if !m.up || m.inc != inc || m.takeReqs != n {
+		return
+	}
+	if st := m.e.Status(); st.TakingLeadership {
+		s.fail("L3", "%s is still taking leadership (%v at term %d) %v after a transfer request reached it",
+			m.id, st.Role, st.Term, L3Bound(s.cfg))
+	}
 }
