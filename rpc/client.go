@@ -39,7 +39,9 @@ type ClientOptions struct {
 	// DialTimeout bounds one connection attempt (default 500 ms).
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the delay between connection attempts to a peer
-	// that is down; it doubles after each failure (defaults 50 ms and 1 s), with jitter.
+	// that is down (defaults 50 ms and 1 s), with jitter. It doubles after each failure: a
+	// failed dial, or a connection that ended before it carried an answer or lasted
+	// ReconnectMax; it starts over from ReconnectMin after any other connection.
 	ReconnectMin, ReconnectMax time.Duration
 	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize).
 	MaxFrameSize int
@@ -82,9 +84,11 @@ func (o *ClientOptions) setDefaults() {
 // Client sends requests to peers; it implements dledger.Transport. Every Send method returns
 // without waiting for the network and calls done exactly once: synchronously when the call
 // can not start (unknown peer, peer down, queue full, client closed), otherwise later from
-// the client's goroutine for that peer, so done must be quick and must not block (it may
-// call Send again, but not Close, which waits for that goroutine). The request is encoded
-// before Send returns and is not kept; the response passed to done is the caller's.
+// one of the client's two goroutines for that peer's connection (the reader, with the
+// answer; the writer, on a timeout, a failed connection or Close). So done must be quick and
+// must not block (it may call Send again, but not Close, which waits for those goroutines).
+// The request is encoded before Send returns and is not kept; the response passed to done
+// is the caller's.
 type Client struct {
 	opts       ClientOptions
 	obs        *observer
@@ -361,19 +365,24 @@ func (p *peer) take(id uint64) *call {
 	return c
 }
 
-// run keeps a connection to the peer until Close, redialling with backoff.
+// run keeps a connection to the peer until Close, redialling with backoff. The backoff
+// starts over only after a healthy connection (see serve): a peer that accepts connections
+// and drops them at once is redialled as slowly as one that refuses them.
 func (p *peer) run() {
 	defer p.cl.wg.Done()
 	opts := &p.cl.opts
 	backoff := opts.ReconnectMin
 	for {
+		healthy := false
 		d := net.Dialer{Timeout: opts.DialTimeout}
 		conn, err := d.DialContext(p.cl.ctx, "tcp", p.addr)
 		if err == nil {
-			backoff = opts.ReconnectMin
-			p.serve(conn)
+			healthy = p.serve(conn)
 		} else if p.cl.ctx.Err() == nil {
 			p.cl.obs.log.Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
+		}
+		if healthy {
+			backoff = opts.ReconnectMin
 		}
 		// Jitter keeps members that lost the same peer from redialling in lockstep.
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -384,7 +393,7 @@ func (p *peer) run() {
 			return
 		case <-t.C:
 		}
-		if err != nil {
+		if !healthy {
 			backoff = min(2*backoff, opts.ReconnectMax)
 		}
 	}
@@ -392,8 +401,10 @@ func (p *peer) run() {
 
 // serve runs one connection: this goroutine writes queued frames and expires overdue calls,
 // a second one reads responses. When either side fails, or the client closes, the connection
-// is closed and every pending call fails.
-func (p *peer) serve(conn net.Conn) {
+// is closed and every pending call fails. It reports whether the connection was healthy: a
+// response arrived on it, or it stayed up for at least ReconnectMax.
+func (p *peer) serve(conn net.Conn) (healthy bool) {
+	start := time.Now()
 	p.mu.Lock()
 	p.gen++
 	gen := p.gen
@@ -401,9 +412,10 @@ func (p *peer) serve(conn net.Conn) {
 	p.mu.Unlock()
 	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
 
+	var answered atomic.Bool
 	readDone := make(chan error, 1)
-	go func() { readDone <- p.read(conn) }()
-	w := bufio.NewWriterSize(conn, 16<<10)
+	go func() { readDone <- p.read(conn, &answered) }()
+	w := newConnWriter(conn, p.cl.opts.CallTimeout)
 	tick := time.NewTicker(p.cl.sweepEvery)
 	defer tick.Stop()
 
@@ -412,7 +424,7 @@ func (p *peer) serve(conn net.Conn) {
 	for err == nil {
 		select {
 		case f := <-p.sendq:
-			err = p.write(conn, w, gen, f)
+			err = p.write(w, gen, f)
 		case now := <-tick.C:
 			p.expire(now)
 		case err = <-readDone:
@@ -432,16 +444,34 @@ func (p *peer) serve(conn net.Conn) {
 	if !errors.Is(err, ErrClosed) {
 		p.cl.obs.log.Debug("rpc: connection lost", zap.String("peer", p.id), zap.Error(err))
 	}
+	return answered.Load() || time.Since(start) >= p.cl.opts.ReconnectMax
 }
 
-// write sends f and whatever else is queued in one flush. The deadline keeps a peer that
-// stopped reading from holding the writer (and so the timeout sweep) forever.
-func (p *peer) write(conn net.Conn, w *bufio.Writer, gen uint64, f outFrame) error {
-	if err := conn.SetWriteDeadline(time.Now().Add(p.cl.opts.CallTimeout)); err != nil {
-		putFrameBuf(f.fb)
-		return err
+// newConnWriter buffers writes to conn and gives each write to the socket its own deadline
+// of timeout. The deadline keeps a peer that stopped reading from holding the writer (and so
+// the timeout sweep) forever; renewing it per write means a healthy connection under a
+// steady stream is never cut off because a whole batch took longer than one deadline.
+func newConnWriter(conn net.Conn, timeout time.Duration) *bufio.Writer {
+	return bufio.NewWriterSize(&deadlineWriter{conn: conn, timeout: timeout}, 16<<10)
+}
+
+type deadlineWriter struct {
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(b []byte) (int, error) {
+	if err := d.conn.SetWriteDeadline(time.Now().Add(d.timeout)); err != nil {
+		return 0, err
 	}
-	for {
+	return d.conn.Write(b)
+}
+
+// write sends f and what else was queued when it began, then flushes. The batch is capped
+// at what was queued so that under a steady stream serve still gets back to expiring
+// overdue calls and to noticing a failed reader.
+func (p *peer) write(w *bufio.Writer, gen uint64, f outFrame) error {
+	for more := len(p.sendq); ; more-- {
 		var err error
 		if f.gen == gen { // a frame queued for an earlier connection: its call already failed
 			_, err = w.Write(f.fb.b)
@@ -450,12 +480,14 @@ func (p *peer) write(conn net.Conn, w *bufio.Writer, gen uint64, f outFrame) err
 		if err != nil {
 			return err
 		}
+		if more <= 0 {
+			return w.Flush()
+		}
 		select {
 		case f = <-p.sendq:
-			continue
 		default:
+			return w.Flush()
 		}
-		return w.Flush()
 	}
 }
 
@@ -504,9 +536,10 @@ func (p *peer) disconnect() {
 	}
 }
 
-// read decodes responses until the connection fails. Responses are as untrusted as requests:
-// the same size limit and validation apply, and a bad frame closes the connection.
-func (p *peer) read(conn net.Conn) error {
+// read decodes responses until the connection fails; answered is set once one arrived.
+// Responses are as untrusted as requests: the same size limit and validation apply, and a
+// bad frame closes the connection.
+func (p *peer) read(conn net.Conn, answered *atomic.Bool) error {
 	r := bufio.NewReaderSize(conn, 4<<10)
 	hdr := make([]byte, frameHeaderLen)
 	var body []byte
@@ -536,9 +569,15 @@ func (p *peer) read(conn net.Conn) error {
 		if err := fd.decodeResponse(body, &resp); err != nil {
 			return p.badFrame(badFrameReason(err), err)
 		}
+		answered.Store(true)
 		c := p.take(resp.id)
 		if c == nil {
-			continue // the answer to a call that already timed out
+			// A late answer to a call that timed out is normal. An answer to an id we never
+			// sent (ids count up from 1) means a broken peer: its answers can not be matched.
+			if resp.id == 0 || resp.id > p.nextID.Load() {
+				return p.badFrame(ReasonUnknownID, errUnknownID)
+			}
+			continue
 		}
 		if c.code != resp.code {
 			p.cl.finish(c, nil, ErrBadResponse, p.id)
@@ -547,6 +586,8 @@ func (p *peer) read(conn net.Conn) error {
 		p.cl.finish(c, &resp, nil, p.id)
 	}
 }
+
+var errUnknownID = errors.New("rpc: response to a request id never sent")
 
 func (p *peer) badFrame(reason string, err error) error {
 	p.cl.obs.badFrame(reason, p.addr, err)

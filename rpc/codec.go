@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"reflect"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -214,6 +215,44 @@ func decodeMessage[M any](d *msgpack.Decoder, m *M) error {
 	var zero M
 	*m = zero
 	return d.Decode(m)
+}
+
+// Enumerations are range-checked as the library decodes them. Left to itself it converts a
+// wire integer to the field's narrow type as Go conversions do, so voteResult 257 would read
+// as 1, ACCEPT, and code 2^32+200 as SUCCESS. A value outside the set this version knows
+// reads as UNKNOWN instead (VoteUnknown, CodeUnknown, Role UNKNOWN), the value the protocol
+// already gives an answer that carries no information (SPEC 4.1: a timeout is UNKNOWN), which
+// the elector never counts for anything. We map rather than refuse the frame: refusing would
+// close the connection and fail every other call in flight on it, and would cut off a newer
+// member that added a value, for an answer the elector ignores either way.
+//
+// Register is process-wide; these are our own types, and the rpc codec is their only user.
+func init() {
+	msgpack.Register(protocol.VoteResult(0), nil, decodeEnum(protocol.VoteResult.Known, protocol.VoteUnknown))
+	msgpack.Register(protocol.Role(0), nil, decodeEnum(protocol.Role.Known, protocol.UNKNOWN))
+	// 0 is not a response code, but it is what every request carries: requests leave the
+	// code unset.
+	msgpack.Register(protocol.ResponseCode(0), nil, decodeEnum(func(c protocol.ResponseCode) bool {
+		return c == 0 || c.Known()
+	}, protocol.CodeUnknown))
+}
+
+// decodeEnum returns a library decoder for the enumeration E: the wire integer is compared
+// with the known set before it is narrowed. Anything that is not an integer is refused as
+// the library refuses it.
+func decodeEnum[E ~int8 | ~int32](known func(E) bool, unknown E) func(*msgpack.Decoder, reflect.Value) error {
+	return func(d *msgpack.Decoder, v reflect.Value) error {
+		n, err := d.DecodeInt64()
+		if err != nil {
+			return err
+		}
+		e := E(n)
+		if int64(e) != n || !known(e) {
+			e = unknown
+		}
+		v.SetInt(int64(e))
+		return nil
+	}
 }
 
 // close skips envelope elements we do not know and checks nothing is left.

@@ -28,9 +28,10 @@
 // the bytes present, nesting is at most 8 deep, nothing may follow the envelope). After
 // that the library can allocate at most in proportion to the frame. Envelope values are
 // type- and range-checked (a negative id or a code beyond int32 is refused, not wrapped);
-// inside the message the library's rules apply: a value of the wrong type is refused, an
-// integer too large for a narrow field (a ResponseCode, a Role) is truncated as Go
-// conversions do.
+// inside the message the library's rules apply (a value of the wrong type is refused),
+// except that an enumeration (VoteResult, Role, ResponseCode) outside the set this version
+// knows reads as its UNKNOWN value rather than being narrowed: voteResult 257 would
+// otherwise read as 1, ACCEPT (codec.go says why UNKNOWN and not a refused frame).
 //
 // A bad frame closes only the connection that sent it, is counted (Hooks.OnBadFrame, Stats)
 // and is logged at a limited rate. A request for another group or member is not a bad
@@ -41,14 +42,20 @@
 // gnet event loops only frame and decode; a fixed pool of workers runs the Handler (vote
 // handling fsyncs, and a blocked loop would stall every connection on it) and replies with
 // AsyncWrite. Each connection may have MaxInflightPerConn requests queued or running; at the
-// limit the server stops reading that connection until one finishes, and disconnects a peer
-// that keeps sending meanwhile.
+// limit the server stops decoding that connection's frames until one finishes (gnet keeps
+// buffering what arrives), and disconnects a peer whose backlog grows past a bound
+// meanwhile. A connection may sit idle between frames for as long as it likes, but a frame
+// must be complete within 5 s of its first bytes; a connection stuck mid-frame is closed
+// (ReasonStalled), so half-sent frames can not hold MaxConns slots.
 //
 // # Client
 //
-// One connection per peer, dialled and redialled with backoff by a goroutine of its own.
-// Calls fail at once while the peer is down, time out after CallTimeout otherwise, and
-// always complete exactly once.
+// One connection per peer, dialled and redialled with backoff by a goroutine of its own; the
+// backoff starts over only after a healthy connection (one that carried an answer or stayed
+// up ReconnectMax), so a peer that accepts and drops connections is not redialled in a
+// tight loop. Calls fail at once while the peer is down, time out after CallTimeout
+// otherwise, and always complete exactly once. A response with an id that was never sent is
+// a bad frame; a late answer to a call that timed out is dropped quietly.
 //
 // # Allocations
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,10 +21,13 @@ import (
 // ants goroutine pool for the life of the process (created by its package init, never
 // released); those goroutines are the only ones ignored.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
-	)
+	goleak.VerifyTestMain(m, gnetPool...)
+}
+
+// gnetPool ignores gnet's process-wide goroutine pool in leak checks.
+var gnetPool = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+	goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
 }
 
 // waitTimeout bounds every wait in these tests. It is generous on purpose: the tests assert
@@ -259,4 +263,27 @@ func readFrame(conn net.Conn) ([]byte, error) {
 	body := make([]byte, binary.BigEndian.Uint32(hdr[:]))
 	_, err := io.ReadFull(conn, body)
 	return body, err
+}
+
+// hostileCaseAllocLimit bounds what the whole process may allocate while the live server
+// refuses one hostile frame (TestHostileInput). A case costs some tens of KiB (a connection,
+// a heartbeat round trip, log lines); the msgpack library would allocate 1 MiB or more for
+// a single lying string header, which this must catch.
+const hostileCaseAllocLimit = 256 << 10
+
+// checkAllocated measures the bytes the process allocates from now until the returned
+// function runs, and fails the test if they exceed limit. Use it as
+// defer checkAllocated(t, limit)().
+func checkAllocated(t testing.TB, limit uint64) func() {
+	t.Helper()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	return func() {
+		t.Helper()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > limit {
+			t.Errorf("allocated %d KiB, limit %d KiB", grew>>10, limit>>10)
+		}
+	}
 }

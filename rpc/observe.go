@@ -30,7 +30,9 @@ const (
 	ReasonUnknownCode    = "unknown_code"    // a request code we do not serve
 	ReasonUnexpectedKind = "unexpected_kind" // a request sent to a client, a response to a server, or a mismatched code
 	ReasonTruncated      = "truncated"       // the peer closed in the middle of a frame
+	ReasonStalled        = "stalled"         // a frame stayed unfinished too long (server; the connection is closed)
 	ReasonFlood          = "flood"           // the peer kept sending while it was throttled
+	ReasonUnknownID      = "unknown_id"      // a response to a request id never sent (client)
 )
 
 // Reasons passed to Hooks.OnRPCError: why a call failed (client) or a request went
@@ -51,7 +53,7 @@ const (
 // series up front.
 func BadFrameReasons() []string {
 	return []string{ReasonOversize, ReasonMalformed, ReasonTooDeep, ReasonUnknownCode,
-		ReasonUnexpectedKind, ReasonTruncated, ReasonFlood}
+		ReasonUnexpectedKind, ReasonTruncated, ReasonStalled, ReasonFlood, ReasonUnknownID}
 }
 
 // RPCErrorReasons lists every reason Hooks.OnRPCError reports.

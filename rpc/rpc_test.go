@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -168,6 +170,9 @@ func TestCallTimeout(t *testing.T) {
 	}
 	if !cl.Connected("srv") {
 		t.Error("a late answer must not cost the connection")
+	}
+	if n := cl.Stats().BadFrames; n != 0 {
+		t.Errorf("a late answer was counted as %d bad frames", n)
 	}
 }
 
@@ -447,6 +452,36 @@ func TestServerStopWithBusyHandlerHonoursDeadline(t *testing.T) {
 	case <-workersDone:
 	case <-time.After(waitTimeout):
 		t.Fatal("workers did not exit after the handler returned")
+	}
+}
+
+// TestStopWithExpiredContextLeavesNothingBehind: server.Server spends Stop's ctx on a
+// leadership hand-over first, so rpc's Stop may get a ctx that has already ended. It
+// returns at once, but the shutdown still completes in the background: once gnet has
+// stopped, no goroutine of the server is left, without a second Stop. A later Stop waits
+// for that shutdown and returns nil.
+func TestStopWithExpiredContextLeavesNothingBehind(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	s, err := NewServer(&fakeHandler{}, ServerOptions{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop with an ended ctx: %v", err)
+	}
+	select {
+	case <-s.runDone:
+	case <-time.After(waitTimeout):
+		t.Fatal("gnet did not stop")
+	}
+	goleak.VerifyNone(t, append(gnetPool, before)...)
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
 	}
 }
 

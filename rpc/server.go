@@ -9,6 +9,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
@@ -41,9 +42,10 @@ type ServerOptions struct {
 	// length header closes the connection before the body is read.
 	MaxFrameSize int
 	// MaxInflightPerConn bounds requests of one connection that are queued or in a Handler
-	// (default 64). At the limit the server stops reading frames from that connection until
-	// one finishes; a peer that meanwhile sends more than 4 x (MaxFrameSize+4) bytes is
-	// disconnected (ReasonFlood).
+	// (default 64). At the limit the server stops decoding that connection's frames until one
+	// finishes; gnet still reads the socket into the connection's buffer, so a peer whose
+	// unread backlog meanwhile passes 4 x (MaxFrameSize+4) bytes is disconnected
+	// (ReasonFlood).
 	MaxInflightPerConn int
 	// MaxConns bounds open connections (default 256); extra connections are closed at once.
 	// A member needs one per peer plus the occasional tool.
@@ -58,12 +60,32 @@ type ServerOptions struct {
 	Logger *zap.Logger
 	// Hooks count bad frames and unanswered requests.
 	Hooks
+
+	// frameTimeout replaces defaultFrameTimeout; only tests set it.
+	frameTimeout time.Duration
 }
 
 const (
 	defaultMaxInflightPerConn = 64
 	defaultMaxConns           = 256
 	defaultWorkers            = 8
+
+	// defaultFrameTimeout bounds how long a frame may take to arrive once its first bytes
+	// have. A frame is at most MaxFrameSize (64 KiB by default) and a member writes it in one
+	// go, so a healthy peer completes it within milliseconds, and our client gives up on a
+	// connection whose write took longer than its CallTimeout (1 s by default). A connection
+	// still mid-frame after 5 s belongs to a hung or hostile peer; left alone it would hold
+	// one of MaxConns for good (ReasonStalled). Idle connections between frames are normal
+	// and are not affected.
+	defaultFrameTimeout = 5 * time.Second
+
+	// tcpKeepAlive lets the kernel find peers that vanished without closing (power loss, a
+	// partition): their idle connections would otherwise hold a MaxConns slot forever. 15 s
+	// is Go's own default for net.Dialer and net.Listener; a dead peer is found after about
+	// twice that. It is set per connection in OnOpen: gnet's WithTCPKeepAlive (v2.10.0)
+	// overwrites the listen error with its own setsockopt error on the failed socket, so
+	// Start would no longer report EADDRINUSE.
+	tcpKeepAlive = 15 * time.Second
 )
 
 func (o *ServerOptions) setDefaults() {
@@ -81,6 +103,9 @@ func (o *ServerOptions) setDefaults() {
 	}
 	if o.EventLoops <= 0 {
 		o.EventLoops = 1
+	}
+	if o.frameTimeout <= 0 {
+		o.frameTimeout = defaultFrameTimeout
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -102,10 +127,16 @@ type Server struct {
 	started  atomic.Bool
 	stopped  atomic.Bool
 	stopping atomic.Bool // set first thing in Stop: queued requests are dropped, not handled
+	// loopMu guards handing work to an event loop from outside it (AsyncWrite, Wake, Close):
+	// they hold it for reading and do nothing once stopping is set; Stop sets stopping under
+	// the write lock. gnet closes a loop's eventfd when the engine stops, and a late
+	// hand-over would write to that descriptor number, which the process may have reused.
+	loopMu   sync.RWMutex
 	booted   chan struct{}
 	runDone  chan struct{} // closed when gnet.Run returns; runErr is set before
 	runErr   error
-	engine   gnet.Engine // set in OnBoot, read after booted is closed
+	stopDone chan struct{} // closed once gnet has stopped and every worker has left
+	engine   gnet.Engine   // set in OnBoot, read after booted is closed
 	addr     string
 	conns    atomic.Int64
 }
@@ -126,6 +157,13 @@ type serverConn struct {
 	inflight atomic.Int32
 	parked   atomic.Bool
 	rejected bool // event loop only: we closed it for a bad frame (already counted)
+	// partialSince is when the unfinished frame at the head of the buffer was first seen
+	// (monoNow), 0 while there is none. stallTimer (event loop only: created, reset and
+	// stopped there) then fires frameTimeout later, and stall closes the connection if that
+	// frame is still unfinished; stalled tells OnClose why it closed.
+	partialSince atomic.Int64
+	stallTimer   *time.Timer
+	stalled      atomic.Bool
 }
 
 // NewServer checks the options and returns a server that is not yet listening.
@@ -144,9 +182,10 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		maxBuffered: 4 * (frameHeaderLen + opts.MaxFrameSize),
 		// Sized so that every connection can have all its requests queued at once: a full
 		// queue then means a burst of reconnecting peers, and the request is dropped.
-		tasks:   make(chan *task, opts.MaxConns*opts.MaxInflightPerConn),
-		booted:  make(chan struct{}),
-		runDone: make(chan struct{}),
+		tasks:    make(chan *task, opts.MaxConns*opts.MaxInflightPerConn),
+		booted:   make(chan struct{}),
+		runDone:  make(chan struct{}),
+		stopDone: make(chan struct{}),
 	}
 	s.taskPool.New = func() any { return new(task) }
 	return s, nil
@@ -180,6 +219,7 @@ func (s *Server) Start() error {
 		s.stopped.Store(true)
 		close(s.tasks)
 		s.workers.Wait()
+		close(s.stopDone)
 		if s.runErr == nil {
 			s.runErr = errors.New("engine exited during start")
 		}
@@ -214,43 +254,48 @@ func (s *Server) Addr() string { return s.addr }
 func (s *Server) Stats() Stats { return s.obs.stats() }
 
 // Stop closes the listener and every connection, drops queued requests, and waits for the
-// workers to leave the Handler, or for ctx to end (then it returns ctx's error and the
-// stragglers finish in the background). Do not call it from a Handler.
+// workers to leave the Handler, or for ctx to end: then it returns ctx's error, and the
+// shutdown carries on in the background until gnet and the handlers have returned, so
+// nothing is left behind. Calling Stop again waits for that shutdown (nil once it is
+// complete). Do not call it from a Handler.
 func (s *Server) Stop(ctx context.Context) error {
-	if !s.started.Load() || !s.stopped.CompareAndSwap(false, true) {
+	if !s.started.Load() {
 		return nil
 	}
-	s.stopping.Store(true)
-
-	// Engine.Stop checks for completion only every 500 ms; gnet.Run returning is the precise
-	// signal, so wait for that and then cancel Engine.Stop's wait.
-	stopCtx, cancel := context.WithCancel(ctx)
-	stopErr := make(chan error, 1)
-	go func() { stopErr <- s.engine.Stop(stopCtx) }()
-	var err error
+	if s.stopped.CompareAndSwap(false, true) {
+		s.loopMu.Lock()
+		s.stopping.Store(true)
+		s.loopMu.Unlock()
+		go s.shutdown()
+	}
+	select {
+	case <-s.stopDone:
+		return nil
+	case <-ctx.Done():
+	}
 	select {
 	case <-s.runDone:
-	case <-ctx.Done():
-		err = ctx.Err()
+		return fmt.Errorf("rpc: stop: handlers still running: %w", ctx.Err())
+	default:
+		return fmt.Errorf("rpc: stop engine: %w", ctx.Err())
 	}
+}
+
+// shutdown stops gnet, then the workers, and closes stopDone. It does not depend on any
+// caller's ctx: a Stop that gives up early must not leave the workers waiting forever on a
+// queue nobody closes.
+func (s *Server) shutdown() {
+	defer close(s.stopDone)
+	// Engine.Stop checks for completion only every 500 ms; gnet.Run returning is the precise
+	// signal, so wait for that and then cancel Engine.Stop's wait.
+	stopCtx, cancel := context.WithCancel(context.Background())
+	stopErr := make(chan error, 1)
+	go func() { stopErr <- s.engine.Stop(stopCtx) }()
+	<-s.runDone
 	cancel()
 	<-stopErr
-	if err != nil {
-		return fmt.Errorf("rpc: stop engine: %w", err)
-	}
-
 	close(s.tasks) // the event loops, the only senders, have exited
-	workersDone := make(chan struct{})
-	go func() {
-		s.workers.Wait()
-		close(workersDone)
-	}()
-	select {
-	case <-workersDone:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("rpc: stop: handlers still running: %w", ctx.Err())
-	}
+	s.workers.Wait()
 }
 
 // events receives gnet's callbacks. It is separate from Server so that the callbacks are not
@@ -273,6 +318,7 @@ func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.obs.log.Warn("rpc: too many connections, closing", zap.String("remote", remote))
 		return nil, gnet.Close
 	}
+	_ = c.SetKeepAlivePeriod(tcpKeepAlive) // best effort: without it a dead peer is found later
 	c.SetContext(&serverConn{c: c, remote: remote})
 	return nil, gnet.None
 }
@@ -281,7 +327,17 @@ func (e *events) OnClose(c gnet.Conn, _ error) gnet.Action {
 	s := e.s
 	s.conns.Add(-1)
 	sc, _ := c.Context().(*serverConn)
-	if sc == nil || sc.rejected || s.stopping.Load() {
+	if sc == nil {
+		return gnet.None
+	}
+	if sc.stallTimer != nil {
+		sc.stallTimer.Stop()
+	}
+	if sc.rejected || s.stopping.Load() {
+		return gnet.None
+	}
+	if sc.stalled.Load() {
+		s.obs.badFrame(ReasonStalled, sc.remote, errStalled)
 		return gnet.None
 	}
 	// Bytes left over from a connection that was not throttled are the start of a frame the
@@ -303,7 +359,8 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	limit := int32(s.opts.MaxInflightPerConn)
-	for {
+	// decoded: a frame was decoded in this call (every pass that does not return decodes one).
+	for decoded := false; ; decoded = true {
 		if sc.inflight.Load() >= limit {
 			if c.InboundBuffered() > s.maxBuffered {
 				return s.reject(sc, errFlood)
@@ -312,13 +369,18 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 			// reading parked. One of the two sees the other, so no wake-up is lost.
 			sc.parked.Store(true)
 			if sc.inflight.Load() >= limit {
+				s.noPartialFrame(sc) // what waits is ours to read, not the peer's to finish
 				return gnet.None
 			}
 			sc.parked.Store(false)
 		}
 		buffered := c.InboundBuffered()
-		if buffered < frameHeaderLen {
+		if buffered == 0 {
+			s.noPartialFrame(sc)
 			return gnet.None
+		}
+		if buffered < frameHeaderLen {
+			return s.partialFrame(sc, decoded)
 		}
 		hdr, _ := c.Peek(frameHeaderLen)
 		n, err := frameLength(hdr, s.opts.MaxFrameSize)
@@ -326,7 +388,7 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 			return s.reject(sc, err)
 		}
 		if buffered < frameHeaderLen+n {
-			return gnet.None // a partial frame; wait for more bytes
+			return s.partialFrame(sc, decoded) // wait for more bytes
 		}
 		frame, _ := c.Peek(frameHeaderLen + n)
 		t := s.taskPool.Get().(*task)
@@ -347,7 +409,59 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 }
 
-var errFlood = errors.New("rpc: peer kept sending while throttled")
+var (
+	errFlood   = errors.New("rpc: peer kept sending while throttled")
+	errStalled = errors.New("rpc: peer left a frame unfinished for too long")
+)
+
+// partialFrame notes that the buffer ends in an unfinished frame and starts that frame's
+// clock: fresh says frames were decoded in this OnTraffic, so the leftover bytes are a new
+// frame. More bytes of the same frame do not restart the clock, so a peer that trickles a
+// frame is closed too.
+func (s *Server) partialFrame(sc *serverConn, fresh bool) gnet.Action {
+	if fresh || sc.partialSince.Load() == 0 {
+		sc.partialSince.Store(monoNow())
+		if sc.stallTimer == nil {
+			sc.stallTimer = time.AfterFunc(s.opts.frameTimeout, func() { s.stall(sc) })
+		} else {
+			sc.stallTimer.Reset(s.opts.frameTimeout)
+		}
+	}
+	return gnet.None
+}
+
+// noPartialFrame stops the clock: the buffer is empty, or holds whole frames we have not
+// read yet.
+func (s *Server) noPartialFrame(sc *serverConn) {
+	if sc.partialSince.Load() != 0 {
+		sc.partialSince.Store(0)
+		sc.stallTimer.Stop()
+	}
+}
+
+// stall runs on the stall timer's goroutine, never on an event loop, which it must not
+// block. It closes the connection if its frame is still unfinished after frameTimeout; the
+// timer may have been overtaken by the frame completing or a newer one starting. Conn.Close is safe here: in
+// gnet v2.10.0 it only queues the close on the connection's loop, which ignores a
+// connection that has closed meanwhile. OnClose counts the frame.
+func (s *Server) stall(sc *serverConn) {
+	since := sc.partialSince.Load()
+	if since == 0 || time.Duration(monoNow()-since) < s.opts.frameTimeout {
+		return
+	}
+	sc.stalled.Store(true)
+	s.loopMu.RLock()
+	defer s.loopMu.RUnlock()
+	if !s.stopping.Load() {
+		_ = sc.c.Close()
+	}
+}
+
+// monoEpoch makes monoNow monotonic (a wall-clock step can not stall or spare a
+// connection) and never 0, which partialSince reserves for "no partial frame".
+var monoEpoch = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 
 // reject counts and logs a bad frame; the caller returns gnet.Close.
 func (s *Server) reject(sc *serverConn, err error) gnet.Action {
@@ -419,13 +533,23 @@ func (s *Server) serve(t *task) {
 
 // sendReply queues the encoded frame (or counts the encoding failure) on the connection;
 // gnet writes it from the event loop and then calls fb.written, which recycles the buffer.
+// Once Stop has begun the reply is dropped, as queued requests are: the connection is
+// closing, and the engine's loops may be gone (see loopMu).
 func (s *Server) sendReply(t *task, fb *frameBuf, err error) {
 	if err != nil {
 		s.obs.rpcError(t.code, ReasonTooLarge, t.conn.remote)
 		return
 	}
-	if err := t.conn.c.AsyncWrite(fb.b, fb.written); err != nil {
-		putFrameBuf(fb) // the engine is stopping; the connection goes with it
+	s.loopMu.RLock()
+	stopping := s.stopping.Load()
+	if !stopping {
+		err = t.conn.c.AsyncWrite(fb.b, fb.written)
+	}
+	s.loopMu.RUnlock()
+	if stopping || err != nil {
+		putFrameBuf(fb)
+	}
+	if err != nil {
 		s.obs.rpcError(t.code, ReasonWrite, t.conn.remote)
 	}
 }
@@ -435,7 +559,11 @@ func (s *Server) sendReply(t *task, fb *frameBuf, err error) {
 func (s *Server) release(t *task) {
 	sc := t.conn
 	if sc.inflight.Add(-1) < int32(s.opts.MaxInflightPerConn) && sc.parked.CompareAndSwap(true, false) {
-		_ = sc.c.Wake(nil) // runs OnTraffic on the loop, which reads the frames left waiting
+		s.loopMu.RLock()
+		if !s.stopping.Load() {
+			_ = sc.c.Wake(nil) // runs OnTraffic on the loop, which reads the frames left waiting
+		}
+		s.loopMu.RUnlock()
 	}
 	if t.code != protocol.RequestLeadershipTransfer {
 		t.conn = nil

@@ -24,6 +24,9 @@ func (r Role) String() string {
 	return "Role(" + strconv.Itoa(int(r)) + ")"
 }
 
+// Known reports whether r is one of the roles above.
+func (r Role) Known() bool { return r >= 0 && int(r) < len(roleNames) }
+
 // ParseRole is the inverse of String.
 func ParseRole(s string) (Role, bool) {
 	for i, n := range roleNames {
@@ -65,6 +68,9 @@ func (v VoteResult) String() string {
 	}
 	return "VoteResult(" + strconv.Itoa(int(v)) + ")"
 }
+
+// Known reports whether v is one of the results above.
+func (v VoteResult) Known() bool { return v >= 0 && int(v) < len(voteResultNames) }
 
 // AllVoteResults lists every VoteResult in declaration order (for metrics and tests).
 func AllVoteResults() []VoteResult {
@@ -145,6 +151,12 @@ func (c ResponseCode) String() string {
 		return n
 	}
 	return "ResponseCode(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Known reports whether c is one of the codes above.
+func (c ResponseCode) Known() bool {
+	_, ok := codeNames[c]
+	return ok
 }
 
 // AllResponseCodes lists every known code in ascending numeric order.
