@@ -31,6 +31,9 @@ type Metrics struct {
 	badFrames          *prometheus.CounterVec
 	transfers          *prometheus.CounterVec
 
+	reg        prometheus.Registerer
+	registered []prometheus.Collector
+
 	mu             sync.Mutex
 	leader         string // the last leader seen, and its term
 	leaderTerm     int64
@@ -49,7 +52,9 @@ var Names = []string{
 }
 
 // New creates the collectors with const labels group and self_id and registers them on reg.
-// now is the clock for leaderless time (nil: time.Now).
+// now is the clock for leaderless time (nil: time.Now). If a registration fails, the collectors
+// already registered are unregistered again, so a failed New leaves reg as it was and the
+// caller can retry with the same registry.
 func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) (*Metrics, error) {
 	if now == nil {
 		now = time.Now
@@ -109,14 +114,31 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		m.transfers.WithLabelValues(cs.String())
 	}
 	m.leaderlessFrom = now()
+	m.reg = reg
 	for _, col := range []prometheus.Collector{m.term, m.role, m.isLeader, m.leaderChanges, m.elections,
 		m.voteResponses, m.votesGranted, m.heartBeatResponses, m.electionDuration, m.ledgerEndIndex,
 		m.ledgerEndTerm, m.rpcErrors, m.badFrames, m.transfers, leaderless} {
 		if err := reg.Register(col); err != nil {
+			m.Unregister()
 			return nil, err
 		}
+		m.registered = append(m.registered, col)
 	}
 	return m, nil
+}
+
+// Unregister removes every collector New registered, so a member with the same group and id
+// can be created again on the same registry (a broker restarting a member, or retrying after
+// a failed start). The collectors keep counting; only the registry forgets them. Calling it
+// more than once is harmless.
+func (m *Metrics) Unregister() {
+	m.mu.Lock()
+	cols := m.registered
+	m.registered = nil
+	m.mu.Unlock()
+	for _, col := range cols {
+		m.reg.Unregister(col)
+	}
 }
 
 func (m *Metrics) leaderlessSeconds() float64 {

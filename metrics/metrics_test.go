@@ -84,3 +84,31 @@ func TestRoleEventsDriveGaugesAndElectionDuration(t *testing.T) {
 		t.Fatalf("second registration on one registry: %v", err)
 	}
 }
+
+// A failed New must leave the registry as it found it, and Unregister must free every name,
+// or a broker could never recreate a member on its own registry.
+func TestFailedNewAndUnregisterLeaveTheRegistryClean(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	// Something else already owns a name New registers half-way through its list. (Same help
+	// text: a registry remembers a name's label set and help for its whole life.)
+	blocker := prometheus.NewCounter(prometheus.CounterOpts{Name: "dledger_votes_granted_total",
+		Help:        "Votes this member granted to other candidates.",
+		ConstLabels: prometheus.Labels{"group": "g", "self_id": "n0"}})
+	reg.MustRegister(blocker)
+	if _, err := New(reg, "g", "n0", nil); err == nil {
+		t.Fatal("New succeeded over a registered name")
+	}
+	reg.Unregister(blocker)
+	m, err := New(reg, "g", "n0", nil)
+	if err != nil {
+		t.Fatalf("New after a failed New: %v (the failed one left collectors behind)", err)
+	}
+	m.Unregister()
+	m.Unregister() // harmless twice
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 0 {
+		t.Fatalf("after Unregister the registry still has %d families (%v)", len(mfs), err)
+	}
+	if _, err := New(reg, "g", "n0", nil); err != nil {
+		t.Fatalf("New after Unregister: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -35,16 +36,18 @@ type StatusJSON struct {
 }
 
 // PeerJSON is one member as this member sees it. Alive, ledger and lastAck are known only on
-// the leader (from heartbeat answers).
+// the leader (from heartbeat answers), so they are pointers, left out of the JSON on any other
+// member: there the elector reports false and zeros, which would read as "every peer is dead
+// with ledger (0,0)".
 type PeerJSON struct {
 	ID             string `json:"id"`
 	Addr           string `json:"addr"`
 	Self           bool   `json:"self"`
-	Alive          bool   `json:"alive"`
-	LedgerKnown    bool   `json:"ledgerKnown"`
-	LedgerEndTerm  int64  `json:"ledgerEndTerm"`
-	LedgerEndIndex int64  `json:"ledgerEndIndex"`
-	LastAckMsAgo   int64  `json:"lastAckMsAgo"` // -1: never
+	Alive          *bool  `json:"alive,omitempty"`
+	LedgerKnown    *bool  `json:"ledgerKnown,omitempty"`
+	LedgerEndTerm  *int64 `json:"ledgerEndTerm,omitempty"`
+	LedgerEndIndex *int64 `json:"ledgerEndIndex,omitempty"`
+	LastAckMsAgo   *int64 `json:"lastAckMsAgo,omitempty"` // -1: never
 }
 
 func msAgo(t time.Time, now time.Time) int64 {
@@ -62,20 +65,24 @@ func ToJSON(st dledger.Status, now time.Time) StatusJSON {
 		LastHeartBeatMsAgo: msAgo(st.LastHeartBeat, now), TakingLeadership: st.TakingLeadership,
 		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []PeerJSON{}}
 	for _, p := range st.Peers {
-		out.Peers = append(out.Peers, PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self, Alive: p.Alive,
-			LedgerKnown: p.LedgerSet, LedgerEndTerm: p.Ledger.Term, LedgerEndIndex: p.Ledger.Index,
-			LastAckMsAgo: msAgo(p.LastAck, now)})
+		pj := PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self}
+		if st.Role == protocol.LEADER {
+			alive, known := p.Alive, p.LedgerSet
+			term, index, ack := p.Ledger.Term, p.Ledger.Index, msAgo(p.LastAck, now)
+			pj.Alive, pj.LedgerKnown, pj.LedgerEndTerm, pj.LedgerEndIndex, pj.LastAckMsAgo = &alive, &known, &term, &index, &ack
+		}
+		out.Peers = append(out.Peers, pj)
 	}
 	return out
 }
 
-// LedgerJSON is the body of PUT /v1/ledger.
+// LedgerJSON is the body of PUT /v1/ledger. The keys must be spelt exactly so (see decodeBody).
 type LedgerJSON struct {
 	EndTerm  *int64 `json:"endTerm"`
 	EndIndex *int64 `json:"endIndex"`
 }
 
-// TransferRequestJSON is the body of POST /v1/transfer.
+// TransferRequestJSON is the body of POST /v1/transfer. The key must be spelt exactly so.
 type TransferRequestJSON struct {
 	To string `json:"to"`
 }
@@ -106,15 +113,35 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 	writeJSON(w, http.StatusBadRequest, errorJSON{Error: fmt.Sprintf(format, args...)})
 }
 
-// decodeBody reads one JSON object, refusing unknown fields, trailing data and large bodies.
-func decodeBody(r *http.Request, v any) error {
+// decodeBody reads one JSON object into fields (exact key -> pointer to its value), refusing
+// any other key, trailing data and large bodies. encoding/json matches struct fields to keys
+// case-insensitively even with DisallowUnknownFields, so {"endterm":1} would be taken for
+// endTerm; a client with a misspelt key must hear about it, hence the exact-key map.
+func decodeBody(r *http.Request, fields map[string]any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	var raw map[string]json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		return err
+	}
+	if raw == nil {
+		return errors.New("want a JSON object")
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the JSON object")
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same error for the same body
+	for _, k := range keys {
+		target, ok := fields[k]
+		if !ok {
+			return fmt.Errorf("unknown field %q", k)
+		}
+		if err := json.Unmarshal(raw[k], target); err != nil {
+			return fmt.Errorf("field %q: %w", k, err)
+		}
 	}
 	return nil
 }
@@ -147,7 +174,7 @@ func (s *Server) AdminHandler() http.Handler {
 	})
 	mux.HandleFunc("PUT /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
 		var body LedgerJSON
-		if err := decodeBody(r, &body); err != nil {
+		if err := decodeBody(r, map[string]any{"endTerm": &body.EndTerm, "endIndex": &body.EndIndex}); err != nil {
 			badRequest(w, "bad JSON: %v (want {\"endTerm\":T,\"endIndex\":I})", err)
 			return
 		}
@@ -163,7 +190,7 @@ func (s *Server) AdminHandler() http.Handler {
 	})
 	mux.HandleFunc("POST /v1/transfer", func(w http.ResponseWriter, r *http.Request) {
 		var body TransferRequestJSON
-		if err := decodeBody(r, &body); err != nil || body.To == "" {
+		if err := decodeBody(r, map[string]any{"to": &body.To}); err != nil || body.To == "" {
 			if err == nil {
 				err = errors.New("\"to\" is required")
 			}

@@ -2,6 +2,14 @@
 // the elector, the rpc layer, metrics and the HTTP admin API from one Config. It is also the Go
 // API a storage broker embeds: New, Start, Stop, Status, UpdateLedger, Subscribe and
 // TransferLeadership, with role events whose term is the fencing token.
+//
+// Role events and the end of a member: when a started member stops, its listeners receive one
+// last event after every election event, {Role: UNKNOWN, LeaderID: "", Term: the last term}.
+// UNKNOWN is never assigned by the elector (SPEC 2), so it marks "stopped: this member leads
+// nothing"; without it a leader stopped with no hand-over (a one-member group, or a hand-over
+// that failed) would leave its listeners' last event at LEADER and a fencing broker writing.
+// The term is not lower than any term delivered before (SPEC S5). Status reports the same
+// role, leader and term after Stop.
 package server
 
 import (
@@ -10,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -39,6 +48,59 @@ type Config struct {
 	Election dledger.Config
 }
 
+// normalized fills in the defaults New applies: a zero Election means dledger.DefaultConfig()
+// (keeping PreferredLeaderIDs if only they were set).
+func (c Config) normalized() Config {
+	if c.Election.HeartBeatInterval == 0 && c.Election.MaintainInterval == 0 {
+		pref := c.Election.PreferredLeaderIDs
+		c.Election = dledger.DefaultConfig()
+		c.Election.PreferredLeaderIDs = pref
+	}
+	return c
+}
+
+// Validate checks everything in c that can be checked without touching the disk or the
+// network: timings, group, ids, the peers string, self and preferred leaders among the peers,
+// and the HTTP address's form. New calls it first, so a bad config creates no data dir and
+// registers no metrics; a command line can call it to tell a usage error from a runtime one.
+// DataDir is checked by New (it is optional with WithStore).
+func (c Config) Validate() error {
+	c = c.normalized()
+	if err := c.Election.Validate(); err != nil {
+		return err
+	}
+	if err := memberstate.ValidateGroup(c.Group); err != nil {
+		return err
+	}
+	if err := memberstate.ValidateID(c.SelfID); err != nil {
+		return err
+	}
+	peers, err := memberstate.ParsePeers(c.Peers)
+	if err != nil {
+		return err
+	}
+	ids := map[string]bool{}
+	for _, p := range peers {
+		ids[p.ID] = true
+	}
+	if !ids[c.SelfID] {
+		return fmt.Errorf("self id %q is not in the peers list %s", c.SelfID, memberstate.FormatPeers(peers))
+	}
+	for _, id := range c.Election.PreferredLeaderIDs {
+		if !ids[id] {
+			return fmt.Errorf("preferred leader %q is not a member (peers: %s)", id, memberstate.FormatPeers(peers))
+		}
+	}
+	if c.HTTPAddr != "" {
+		if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			return fmt.Errorf("http address %q: %w", c.HTTPAddr, err)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("http address %q: bad port %q", c.HTTPAddr, port)
+		}
+	}
+	return nil
+}
+
 // Option customises a Server.
 type Option func(*options)
 
@@ -55,7 +117,9 @@ type options struct {
 func WithLogger(l *zap.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithRegisterer registers the member's metrics on r instead of a registry of its own. If r is
-// also a prometheus.Gatherer (a *prometheus.Registry is), /metrics serves it.
+// also a prometheus.Gatherer (a *prometheus.Registry is), /metrics serves it. r outlives the
+// member: a failed New and Stop unregister the member's metrics from it again, so a member
+// with the same group and id can be created on r later.
 func WithRegisterer(r prometheus.Registerer) Option {
 	return func(o *options) {
 		o.registerer = r
@@ -87,15 +151,25 @@ type Server struct {
 	httpLn   net.Listener
 	peers    []memberstate.Peer
 
-	mu      sync.Mutex
-	state   int // 0 new, 1 started, 2 stopped
-	cancel  context.CancelFunc
-	runDone chan struct{}
-	unsubs  []func()
+	// ownMetrics: the metrics live on a registry of the member's own, which dies with it, so
+	// Stop leaves them there (a stopped member's counters can still be read); metrics on a
+	// caller's registerer are unregistered.
+	ownMetrics bool
+
+	mu       sync.Mutex
+	state    int // 0 new, 1 started, 2 stopped
+	cancel   context.CancelFunc
+	runDone  chan struct{}
+	unsubs   []func()
+	stopDone chan struct{}      // closed when the first Stop has finished; stopErr is its result
+	stopErr  error              // written before stopDone is closed
+	final    *dledger.RoleEvent // the UNKNOWN event published when a started member stopped
 }
 
 // New validates cfg and builds the member without opening any socket: every configuration
-// error (peers string, ids, timings, data dir, corrupt vote file) is reported here.
+// error (peers string, ids, timings, data dir, corrupt vote file) is reported here. It
+// validates first (Config.Validate), then creates the data dir, then registers the metrics;
+// on any error nothing is left behind but a data dir it may have created.
 func New(cfg Config, opts ...Option) (*Server, error) {
 	var o options
 	for _, f := range opts {
@@ -104,12 +178,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
-	if cfg.Election.HeartBeatInterval == 0 && cfg.Election.MaintainInterval == 0 {
-		pref := cfg.Election.PreferredLeaderIDs
-		cfg.Election = dledger.DefaultConfig()
-		cfg.Election.PreferredLeaderIDs = pref
-	}
-	if err := cfg.Election.Validate(); err != nil {
+	cfg = cfg.normalized()
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	peers, err := memberstate.ParsePeers(cfg.Peers)
@@ -139,11 +209,18 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		reg, s.gatherer = own, own
+		reg, s.gatherer, s.ownMetrics = own, own, true
 	}
 	if s.metrics, err = metrics.New(reg, cfg.Group, cfg.SelfID, nil); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	// From here on every error path must give the caller's registry back.
+	ok := false
+	defer func() {
+		if !ok {
+			s.metrics.Unregister()
+		}
+	}()
 
 	var selfAddr string
 	others := map[string]string{}
@@ -187,6 +264,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		s.http = &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 5 * time.Second,
 			ErrorLog: zap.NewStdLog(s.log.Named("http"))}
 	}
+	ok = true
 	return s, nil
 }
 
@@ -195,8 +273,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state != 0 {
+	switch s.state {
+	case 1:
 		return errors.New("server: Start called twice")
+	case 2:
+		return errors.New("server: Start after Stop (create a new Server)")
 	}
 	if s.http != nil {
 		ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
@@ -229,47 +310,154 @@ func (s *Server) Start() error {
 
 // Stop stops the member. A leader first hands leadership to its most up-to-date live follower
 // (bounded by ctx and the transfer bound), so a rolling restart has no leaderless gap beyond
-// one vote round. Stop is safe to call more than once.
+// one vote round. Then the elector stops and, if the member was started, listeners receive a
+// last event {Role: UNKNOWN, LeaderID: "", Term: the last term} (see the package doc) before
+// Stop returns; Status reports it from then on. Metrics registered on a WithRegisterer
+// registry are unregistered. Stop also releases a member that was never started (or whose
+// Start failed). A later or concurrent Stop waits for the first one and returns its result,
+// or ctx's error if ctx ends first.
 func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if s.state != 1 {
-		s.state = 2
+	if s.stopDone != nil {
+		done := s.stopDone
 		s.mu.Unlock()
-		s.client.Close()
-		return nil
+		select { // an already finished Stop wins over an ended ctx
+		case <-done:
+			return s.stopErr
+		default:
+		}
+		select {
+		case <-done:
+			return s.stopErr // written before done was closed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	s.stopDone = make(chan struct{})
+	started := s.state == 1
 	s.state = 2
 	s.mu.Unlock()
 
-	if to := s.elector.HandOverTarget(); to != "" {
-		hctx, cancel := context.WithTimeout(ctx, s.cfg.Election.TransferBound())
-		res, err := s.TransferLeadership(hctx, to)
-		cancel()
-		s.log.Info("hand-over before stopping", zap.String("to", to), zap.Stringer("code", res.Code),
-			zap.Int64("term", res.Term), zap.Error(err))
-	}
-	s.cancel()
-	<-s.runDone
+	s.stopErr = s.stop(ctx, started)
+	close(s.stopDone)
+	return s.stopErr
+}
+
+func (s *Server) stop(ctx context.Context, started bool) error {
 	var errs []error
-	if s.http != nil {
-		if err := s.http.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http: %w", err))
+	if started {
+		s.handOver(ctx)
+		s.cancel()
+		<-s.runDone
+		s.publishStopped()
+		if s.http != nil {
+			if err := s.http.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http: %w", err))
+			}
 		}
-	}
-	if err := s.rpcSrv.Stop(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("rpc server: %w", err))
+		if err := s.rpcSrv.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("rpc server: %w", err))
+		}
 	}
 	s.client.Close()
 	for _, u := range s.unsubs {
 		u()
 	}
 	s.dispatch.Close()
-	s.log.Info("member stopped")
+	if !s.ownMetrics {
+		s.metrics.Unregister()
+	}
+	if started {
+		s.log.Info("member stopped")
+	}
 	return errors.Join(errs...)
 }
 
-// Status is a snapshot of the member.
-func (s *Server) Status() dledger.Status { return s.elector.Status() }
+// handOver gives leadership to the most up-to-date live follower before this leader stops. A
+// transfer already in flight (a preferred-leader hand-over) makes the request fail with
+// LEADER_TRANSFERRING: then wait for that one to end (it may itself make this member a
+// follower) and try again. Bounded by two transfers, so a stop never hangs on it.
+func (s *Server) handOver(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.Election.TransferBound())
+	defer cancel()
+	for {
+		to := s.elector.HandOverTarget()
+		if to == "" {
+			return
+		}
+		res, err := s.TransferLeadership(ctx, to)
+		s.log.Info("hand-over before stopping", zap.String("to", to), zap.Stringer("code", res.Code),
+			zap.Int64("term", res.Term), zap.Error(err))
+		if err != nil || res.Code != protocol.CodeLeaderTransferring {
+			return
+		}
+		for s.elector.Status().TransferringTo != "" {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s.cfg.Election.MaintainInterval):
+			}
+		}
+	}
+}
+
+// publishStopped announces that the member leads nothing any more. It runs after the elector
+// has stopped (Run published its last events), so no election event can follow it.
+func (s *Server) publishStopped() {
+	st := s.elector.Status()
+	ev := dledger.RoleEvent{Term: st.Term, Role: protocol.UNKNOWN, At: time.Now()}
+	if last, ok := lastPublished(s.dispatch); ok {
+		ev.Seq = last.Seq + 1
+		if last.Term > ev.Term { // cannot happen (events carry the adopted term); S5 either way
+			ev.Term = last.Term
+		}
+	}
+	s.mu.Lock()
+	s.final = &ev
+	s.mu.Unlock()
+	s.dispatch.Publish([]dledger.RoleEvent{ev})
+}
+
+// lastPublished returns the dispatcher's latest event. The Dispatcher does not export it, but
+// a new subscription is handed it first, synchronously queued by Subscribe; cancel waits until
+// the subscription has delivered its queue.
+func lastPublished(d *dledger.Dispatcher) (dledger.RoleEvent, bool) {
+	ch := make(chan dledger.RoleEvent, 1)
+	cancel := d.Subscribe(func(ev dledger.RoleEvent) {
+		select {
+		case ch <- ev:
+		default:
+		}
+	})
+	cancel()
+	select {
+	case ev := <-ch:
+		return ev, true
+	default:
+		return dledger.RoleEvent{}, false
+	}
+}
+
+// Status is a snapshot of the member. After a started member stopped it reports the final
+// event's role (UNKNOWN), no leader and its term, and none of the leader-only peer data: the
+// elector's own state is frozen at whatever it was, which may be LEADER.
+func (s *Server) Status() dledger.Status {
+	st := s.elector.Status()
+	s.mu.Lock()
+	final := s.final
+	s.mu.Unlock()
+	if final == nil {
+		return st
+	}
+	st.Role, st.LeaderID, st.Term = final.Role, final.LeaderID, final.Term
+	st.LastHeartBeat, st.TakingLeadership, st.TransferringTo = time.Time{}, false, ""
+	for i, p := range st.Peers {
+		if !p.Self {
+			st.Peers[i] = dledger.PeerStatus{ID: p.ID, Addr: p.Addr}
+		}
+	}
+	return st
+}
 
 // UpdateLedger reports the storage's ledger end: the term of its last entry (not the current
 // term) and its index; (-1, -1) is an empty ledger. Call it whenever the ledger grows, and
@@ -284,7 +472,8 @@ func (s *Server) UpdateLedger(endTerm, endIndex int64) error {
 
 // Subscribe calls fn with every role change, in order, on a goroutine of its own; it first
 // receives the latest event. ev.Term is the fencing token: a broker must reject writes carrying
-// a lower term. The returned function cancels the subscription.
+// a lower term. The last event of a started member is {Role: UNKNOWN, LeaderID: ""}, published
+// by Stop: treat it as "not leader". The returned function cancels the subscription.
 func (s *Server) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
 	return s.dispatch.Subscribe(fn)
 }

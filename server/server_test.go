@@ -3,13 +3,18 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/metrics"
@@ -198,20 +203,53 @@ func TestGracefulStopHandsOverToAFollower(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	leader := g.servers[g.index(old)]
+	before := counterValue(t, leader.gatherer, "dledger_leadership_transfers_total", "result", "SUCCESS")
 	g.stop(g.index(old))
-	// The hand-over happened before Stop returned: the new leader is at exactly term+1.
+	// The hand-over happened before Stop returned: a remaining member already leads at exactly
+	// term+1. Checked at once, with no waiting: without a hand-over nobody leads yet (the
+	// followers need a detection window and a vote round), and an ordinary election would
+	// land at term+1 too, so waiting for "a leader at term+1" proves nothing.
+	var leaders []string
 	for i, s := range g.servers {
-		if g.stopped[i] {
+		if st := s.Status(); !g.stopped[i] && st.Role == protocol.LEADER {
+			if st.Term != term+1 {
+				t.Fatalf("new leader %s at term %d, want %d (a hand-over, not an election)", st.SelfID, st.Term, term+1)
+			}
+			leaders = append(leaders, st.SelfID)
+		}
+	}
+	if len(leaders) != 1 {
+		t.Fatalf("when Stop of leader %s@%d returned, the leaders were %v; want one at term %d (handed over)", old, term, leaders, term+1)
+	}
+	if after := counterValue(t, leader.gatherer, "dledger_leadership_transfers_total", "result", "SUCCESS"); after != before+1 {
+		t.Fatalf("stopped leader's transfers{result=SUCCESS} went %v -> %v, want +1", before, after)
+	}
+	if id, term2 := g.awaitLeader(electionLimit, old); id != leaders[0] || term2 != term+1 {
+		t.Fatalf("leader %s at term %d, want %s at %d", id, term2, leaders[0], term+1)
+	}
+}
+
+// counterValue reads one labelled series of a counter from g (0 if absent).
+func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
 			continue
 		}
-		if st := s.Status(); st.Role == protocol.LEADER && st.Term != term+1 {
-			t.Fatalf("new leader %s at term %d, want %d (a hand-over, not an election)", st.SelfID, st.Term, term+1)
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
 		}
 	}
-	id, term2 := g.awaitLeader(electionLimit, old)
-	if term2 != term+1 {
-		t.Fatalf("leader %s at term %d, want %d", id, term2, term+1)
-	}
+	return 0
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -331,7 +369,7 @@ func TestHTTPAdminAPI(t *testing.T) {
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "data") // not there yet: a config error must not create it
 	good := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3", DataDir: dir}
 	cases := map[string]func(c *Config){
 		"peers":      func(c *Config) { c.Peers = "n0-127.0.0.1" },
@@ -340,6 +378,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"datadir":    func(c *Config) { c.DataDir = "" },
 		"timings":    func(c *Config) { c.Election = fastTimings(); c.Election.MinVoteInterval = c.Election.MaxVoteInterval },
 		"preferred":  func(c *Config) { c.Election = fastTimings(); c.Election.PreferredLeaderIDs = []string{"n8"} },
+		"http":       func(c *Config) { c.HTTPAddr = "localhost" },
 		"unwritable": func(c *Config) { c.DataDir = "/proc/dledger-cannot-write-here" },
 	}
 	for name, mut := range cases {
@@ -348,6 +387,15 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: bad config accepted", name)
 		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: the rejected config created the data dir (%v)", name, err)
+		}
+		if name != "datadir" && name != "unwritable" && c.Validate() == nil {
+			t.Errorf("%s: Config.Validate accepts it", name)
+		}
+	}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("Validate of a good config: %v", err)
 	}
 }
 
@@ -367,4 +415,72 @@ func TestStartFailsCleanlyWhenThePortIsTaken(t *testing.T) {
 		t.Fatal("Start succeeded on a port in use")
 	}
 	s.Stop(context.Background())
+}
+
+// A stopping leader whose preferred-leader hand-over is in flight must not give up on its own
+// hand-over (the first request is refused LEADER_TRANSFERRING): it waits for the preferred
+// attempt to end and tries again. Here n2 never runs, so n0 (the newest ledger) is the only
+// electable leader; preferred n1 lags, so the preferred attempt fails its catch-up wait. n1
+// then catches up, and the stop's second attempt must make it leader before Stop returns.
+func TestStopHandsOverAfterAPreferredTransferInFlight(t *testing.T) {
+	peers := peersString(freePorts(t, 3))
+	cfg := fastTimings()
+	cfg.PreferredLeaderIDs = []string{"n1"}
+	start := func(id string, index int64) *Server {
+		s, err := New(Config{Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Election: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateLedger(1, index); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			s.Stop(ctx)
+		})
+		return s
+	}
+	n0, n1 := start("n0", 500), start("n1", 400)
+	poll := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(electionLimit); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited %v for %s; n0 %+v", electionLimit, what, n0.Status())
+			}
+		}
+	}
+	poll("n0 to lead with a preferred hand-over to n1 in flight", func() bool {
+		st := n0.Status()
+		return st.Role == protocol.LEADER && st.TransferringTo == "n1"
+	})
+	term := n0.Status().Term
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- n0.Stop(ctx)
+	}()
+	// Once the preferred attempt has failed, n1 catches up, so the stop's retry can succeed.
+	poll("the preferred attempt to fail", func() bool {
+		select {
+		case err := <-stopped:
+			stopped <- err
+			return true
+		default:
+		}
+		return counterValue(t, n0.gatherer, "dledger_leadership_transfers_total", "result", "TAKE_LEADERSHIP_FAILED") >= 1
+	})
+	if err := n1.UpdateLedger(1, 500); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if st := n1.Status(); st.Role != protocol.LEADER || st.Term != term+1 {
+		t.Fatalf("when Stop returned n1 was %v at term %d; want the hand-over to have made it leader at %d", st.Role, st.Term, term+1)
+	}
 }

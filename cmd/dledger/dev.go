@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -20,32 +21,61 @@ import (
 func runDev(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	members := fs.Int("members", 3, "group size (1 to 7)")
-	basePort := fs.Int("base-port", 20911, "rpc port of n0; n1 uses the next one, and so on; HTTP is rpc port + 1000")
+	basePort := fs.Int("base-port", 20911, "rpc port of n0; n1 uses the next one, and so on")
+	httpBase := fs.Int("http-base-port", 0, "HTTP admin port of n0, the others follow (default: --base-port + 1000)")
 	dir := fs.String("data-dir", "", "keep member data here (default: a temp dir, removed on exit)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (role changes are always printed)")
 	timing := addTimingFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
+	// As for server: exit status 2 for a bad command line (found before anything is created),
+	// 1 for a failure while running.
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "dledger dev: "+format+"\n", a...)
+		return 2
+	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "dledger dev: "+format+"\n", a...)
 		return 1
 	}
 	if *members < 1 || *members > 7 {
-		return fail("--members must be 1..7")
+		return usage("--members must be 1..7")
 	}
-	if *basePort < 1 || *basePort+*members-1+1000 > 65535 {
-		return fail("--base-port %d leaves no room for %d rpc ports and their HTTP ports (+1000)", *basePort, *members)
+	if *httpBase == 0 {
+		*httpBase = *basePort + 1000
+		if *basePort >= 1 && *httpBase+*members-1 > 65535 {
+			return usage("--base-port %d leaves no room for %d HTTP ports at +1000: set --http-base-port", *basePort, *members)
+		}
+	}
+	if *basePort < 1 || *basePort+*members-1 > 65535 {
+		return usage("--base-port %d leaves no room for %d rpc ports", *basePort, *members)
+	}
+	if *httpBase < 1 || *httpBase+*members-1 > 65535 {
+		return usage("--http-base-port %d leaves no room for %d HTTP ports", *httpBase, *members)
+	}
+	if *httpBase < *basePort+*members && *basePort < *httpBase+*members {
+		return usage("--base-port %d and --http-base-port %d overlap for %d members", *basePort, *httpBase, *members)
 	}
 	cfg, err := timing.resolve()
 	if err != nil {
-		return fail("%v", err)
+		return usage("%v", err)
 	}
-	log, err := newLogger(*logLevel, "console")
+	log, err := newLoggerTo(*logLevel, "console", stderr)
 	if err != nil {
-		return fail("%v", err)
+		return usage("%v", err)
 	}
 	defer log.Sync()
+	var parts []string
+	for i := 0; i < *members; i++ {
+		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, *basePort+i))
+	}
+	peers := strings.Join(parts, ";")
+	// Every member shares the timings and peers, so checking one config checks them all (a
+	// preferred leader outside the group, say).
+	if err := (server.Config{Group: "dev", SelfID: "n0", Peers: peers, Election: cfg}).Validate(); err != nil {
+		return usage("%v", err)
+	}
 	root := *dir
 	if root == "" {
 		if root, err = os.MkdirTemp("", "dledger-dev-"); err != nil {
@@ -53,11 +83,6 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		}
 		defer os.RemoveAll(root)
 	}
-	var parts []string
-	for i := 0; i < *members; i++ {
-		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, *basePort+i))
-	}
-	peers := strings.Join(parts, ";")
 
 	var out sync.Mutex
 	printf := func(format string, a ...any) {
@@ -77,16 +102,19 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	printf("dledger dev: group %q with %d members, profile %s, data in %s\n", "dev", *members, timing.profile, root)
 	for i := 0; i < *members; i++ {
 		id := fmt.Sprintf("n%d", i)
-		httpAddr := fmt.Sprintf("127.0.0.1:%d", *basePort+i+1000)
+		httpAddr := fmt.Sprintf("127.0.0.1:%d", *httpBase+i)
 		s, err := server.New(server.Config{Group: "dev", SelfID: id, Peers: peers,
 			DataDir: fmt.Sprintf("%s/%s", root, id), HTTPAddr: httpAddr, Election: cfg},
 			server.WithLogger(log),
 			server.WithListener(func(ev dledger.RoleEvent) {
-				leader := ev.LeaderID
+				leader, note := ev.LeaderID, ""
 				if leader == "" {
 					leader = "-"
 				}
-				printf("%8.3fs  %s  %-9s term=%d leader=%s\n", time.Since(start).Seconds(), id, ev.Role, ev.Term, leader)
+				if ev.Role == protocol.UNKNOWN {
+					note = " (stopped)" // the server's last event: this member leads nothing now
+				}
+				printf("%8.3fs  %s  %-9s term=%d leader=%s%s\n", time.Since(start).Seconds(), id, ev.Role, ev.Term, leader, note)
 			}))
 		if err == nil {
 			err = s.Start()
@@ -105,10 +133,12 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	printf("watch:    dledger status --http %s\n", strings.Join(addrs, ","))
 	printf("transfer: dledger transfer --http %s --to n1\n", addrs[0])
 	printf("stop with Ctrl-C; role changes follow:\n")
-	sig := make(chan os.Signal, 1)
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
-	printf("stopping...\n")
-	stopAll()
-	return 0
+	defer signal.Stop(sig)
+	return stopOnSignal(sig, log, stderr, "dev", func() error {
+		printf("stopping (Ctrl-C again to exit at once)...\n")
+		stopAll()
+		return nil
+	})
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -112,8 +113,54 @@ func (g *procGroup) awaitLeader(limit time.Duration) (string, int64) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval
 	}
-	g.t.Fatalf("no leader within %v; logs in %v", limit, g.logs)
+	g.t.Fatalf("no leader within %v", limit) // the logs' tails are printed by the cleanup
 	return "", 0
+}
+
+// keepLogsOnFailure prints the tail of every member's log if the test fails: the logs live in
+// a TempDir, which is gone once the test ends. Register it after that TempDir, so it runs first.
+func (g *procGroup) keepLogsOnFailure() {
+	g.t.Cleanup(func() {
+		if !g.t.Failed() {
+			return
+		}
+		for _, path := range g.logs {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				g.t.Logf("%s: %v", path, err)
+				continue
+			}
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			g.t.Logf("last %d lines of %s:\n%s", len(lines), filepath.Base(path), strings.Join(lines, "\n"))
+		}
+	})
+}
+
+// startedLine is the restarted member's "member started" log line: the term and vote it
+// loaded, taken before its first StateMaintainer pass could change them.
+type startedLine struct {
+	Msg     string `json:"msg"`
+	Term    int64  `json:"term"`
+	VoteFor string `json:"voteFor"`
+}
+
+func lastStartedLine(t *testing.T, path string) (startedLine, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last startedLine
+	found := false
+	for _, line := range strings.Split(string(b), "\n") {
+		var l startedLine
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "member started" {
+			last, found = l, true
+		}
+	}
+	return last, found
 }
 
 func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
@@ -131,6 +178,7 @@ func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
 		g.logs = append(g.logs, filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
 	}
 	g.peers = strings.Join(parts, ";")
+	g.keepLogsOnFailure()
 	t.Cleanup(func() {
 		for i, p := range g.procs {
 			if p != nil {
@@ -162,7 +210,28 @@ func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
 	}
 
 	g.start(oldIdx)
+	// The restarted member must come back with what it persisted, not at term 0 with no vote
+	// (which could let it vote twice in a term, S2/S3). Its first /v1/status answers come before
+	// it can hear of the new term (a follower of nobody adopts a term only on its next pass), so
+	// poll fast; later answers must never be lower either.
 	deadline := time.Now().Add(limit)
+	answers := 0
+	for answers < 5 {
+		st, err := g.status(oldIdx)
+		if err == nil {
+			answers++
+			if st.Term < d.Term || (st.Term == d.Term && st.VoteFor != d.VoteFor) {
+				t.Fatalf("restarted %s reports term %d vote %q; it persisted term %d vote %q", old, st.Term, st.VoteFor, d.Term, d.VoteFor)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("restarted %s never answered /v1/status: %v", old, err)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval
+	}
+	if l, ok := lastStartedLine(t, g.logs[oldIdx]); !ok || l.Term != d.Term || l.VoteFor != d.VoteFor {
+		t.Fatalf("restarted %s started with term %d vote %q (logged: %v); it persisted term %d vote %q",
+			old, l.Term, l.VoteFor, ok, d.Term, d.VoteFor)
+	}
 	for {
 		st, err := g.status(oldIdx)
 		if err == nil && st.Role == "FOLLOWER" && st.LeaderID == id {

@@ -28,8 +28,10 @@ type msDuration struct {
 	set bool
 }
 
+// String is "" until the flag is set: the real default comes from --profile, and flag's help
+// would otherwise print "(default 0s)". The help text names the profiles' values instead.
 func (m *msDuration) String() string {
-	if m.d == nil {
+	if m.d == nil || !m.set {
 		return ""
 	}
 	return m.d.String()
@@ -62,30 +64,44 @@ type timingFlags struct {
 
 func addTimingFlags(fs *flag.FlagSet) *timingFlags {
 	t := &timingFlags{durations: map[string]*msDuration{}}
+	lan, _ := dledger.Profile(dledger.ProfileLAN)
+	dl, _ := dledger.Profile(dledger.ProfileDLedger)
+	// These flags only override the profile, so their help shows each profile's value.
+	fromProfile := func(a, b any) string {
+		return fmt.Sprintf(" (default: from --profile; %s %v, %s %v)", dledger.ProfileLAN, a, dledger.ProfileDLedger, b)
+	}
 	fs.StringVar(&t.profile, "profile", dledger.ProfileLAN, "timing profile: lan (our LAN defaults) or dledger (Java DLedger's defaults)")
 	fs.StringVar(&t.preferred, "preferred-leader-ids", "", "preferred leaders, ';'-separated (preferredLeaderIds)")
-	fs.Func("max-heartbeat-leak", "heartbeats a follower may miss before it campaigns (maxHeartBeatLeak)", func(s string) error {
+	fs.Func("max-heartbeat-leak", "heartbeats a follower may miss before it campaigns (maxHeartBeatLeak)"+
+		fromProfile(lan.MaxHeartBeatLeak, dl.MaxHeartBeatLeak), func(s string) error {
 		n, err := strconv.Atoi(s)
 		t.leak, t.leakSet = n, true
 		return err
 	})
-	fs.Func("max-leadership-transfer-wait-index", "largest lag a transferee may have (maxLeadershipTransferWaitIndex)", func(s string) error {
+	fs.Func("max-leadership-transfer-wait-index", "largest lag a transferee may have (maxLeadershipTransferWaitIndex)"+
+		fromProfile(lan.MaxLeadershipTransferWaitIndex, dl.MaxLeadershipTransferWaitIndex), func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
 		t.maxWait, t.maxWaitSet = n, true
 		return err
 	})
-	for _, d := range []struct{ name, help string }{
-		{"heartbeat-interval", "leader heartbeat period, ms or duration (heartBeatTimeIntervalMs)"},
-		{"min-vote-interval", "lower bound of the random re-vote delay (minVoteIntervalMs)"},
-		{"max-vote-interval", "upper bound of the random re-vote delay (maxVoteIntervalMs)"},
-		{"vote-round-base", "a vote round waits at most this + rand(max-vote-interval)"},
-		{"min-take-leadership-vote-interval", "re-vote delay lower bound while taking leadership"},
-		{"max-take-leadership-vote-interval", "re-vote delay upper bound while taking leadership"},
-		{"leadership-transfer-wait-timeout", "how long a transferee waits to catch up"},
+	for _, d := range []struct {
+		name, help string
+		lan, dl    time.Duration
+	}{
+		{"heartbeat-interval", "leader heartbeat period, ms or duration (heartBeatTimeIntervalMs)", lan.HeartBeatInterval, dl.HeartBeatInterval},
+		{"min-vote-interval", "lower bound of the random re-vote delay (minVoteIntervalMs)", lan.MinVoteInterval, dl.MinVoteInterval},
+		{"max-vote-interval", "upper bound of the random re-vote delay (maxVoteIntervalMs)", lan.MaxVoteInterval, dl.MaxVoteInterval},
+		{"vote-round-base", "a vote round waits at most this + rand(max-vote-interval)", lan.VoteRoundBase, dl.VoteRoundBase},
+		{"min-take-leadership-vote-interval", "re-vote delay lower bound while taking leadership",
+			lan.MinTakeLeadershipVoteInterval, dl.MinTakeLeadershipVoteInterval},
+		{"max-take-leadership-vote-interval", "re-vote delay upper bound while taking leadership",
+			lan.MaxTakeLeadershipVoteInterval, dl.MaxTakeLeadershipVoteInterval},
+		{"leadership-transfer-wait-timeout", "how long a transferee waits to catch up",
+			lan.LeadershipTransferWaitTimeout, dl.LeadershipTransferWaitTimeout},
 	} {
 		m := &msDuration{d: new(time.Duration)}
 		t.durations[d.name] = m
-		fs.Var(m, d.name, d.help)
+		fs.Var(m, d.name, d.help+fromProfile(d.lan, d.dl))
 	}
 	return t
 }
@@ -125,7 +141,14 @@ func (t *timingFlags) resolve() (dledger.Config, error) {
 	return cfg, cfg.Validate()
 }
 
+// newLogger builds a logger writing to os.Stderr (bench validates its flags with it).
 func newLogger(level, format string) (*zap.Logger, error) {
+	return newLoggerTo(level, format, os.Stderr)
+}
+
+// newLoggerTo builds the logger, writing to w (the command's stderr, so tests see every line a
+// failing command prints).
+func newLoggerTo(level, format string, w io.Writer) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	if err := lvl.Set(level); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -140,26 +163,67 @@ func newLogger(level, format string) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: want json or console", format)
 	}
-	zc.Level = zap.NewAtomicLevelAt(lvl)
-	return zc.Build()
+	var enc zapcore.Encoder = zapcore.NewJSONEncoder(zc.EncoderConfig)
+	if format == "console" {
+		enc = zapcore.NewConsoleEncoder(zc.EncoderConfig)
+	}
+	ws := zapcore.Lock(zapcore.AddSync(w))
+	core := zapcore.NewCore(enc, ws, lvl)
+	if zc.Sampling != nil { // as zap's production config: at most 100 equal lines a second, then 1 in 100
+		core = zapcore.NewSamplerWithOptions(core, time.Second, zc.Sampling.Initial, zc.Sampling.Thereafter)
+	}
+	opts := []zap.Option{zap.AddCaller(), zap.ErrorOutput(ws)}
+	if zc.Development {
+		opts = append(opts, zap.Development())
+	}
+	if !zc.DisableStacktrace {
+		opts = append(opts, zap.AddStacktrace(zapcore.ErrorLevel))
+	}
+	return zap.New(core, opts...), nil
 }
 
-// defaultHTTPAddr puts the admin API on loopback at the rpc port + 1000 (20911 -> 21911).
-func defaultHTTPAddr(peers, self string) string {
+// defaultHTTPAddr puts the admin API on loopback at the rpc port + 1000 (20911 -> 21911). It
+// fails when that is past 65535; peers and self must already be valid.
+func defaultHTTPAddr(peers, self string) (string, error) {
 	ps, err := memberstate.ParsePeers(peers)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	for _, p := range ps {
 		if p.ID == self {
 			_, port, _ := net.SplitHostPort(p.Addr)
-			n, _ := strconv.Atoi(port)
-			if n+1000 <= 65535 {
-				return net.JoinHostPort("127.0.0.1", strconv.Itoa(n+1000))
+			n, err := strconv.Atoi(port)
+			if err != nil {
+				return "", fmt.Errorf("rpc port %q of %s is not a number, so the admin API has no default address: set --http ADDR (or --http off)", port, self)
 			}
+			if n+1000 > 65535 {
+				return "", fmt.Errorf("rpc port %d + 1000 is past 65535, so the admin API has no default address: set --http ADDR (or --http off)", n)
+			}
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(n+1000)), nil
 		}
 	}
-	return ""
+	return "", fmt.Errorf("self id %q is not in the peers list", self)
+}
+
+// stopOnSignal waits for SIGTERM/SIGINT on sig, then runs stop. A stop can take seconds (a
+// leader hands over first), so a second signal meanwhile abandons it: the command returns 130
+// at once, with a line saying so, and main exits without waiting for the hand-over.
+func stopOnSignal(sig <-chan os.Signal, log *zap.Logger, stderr io.Writer, cmd string, stop func() error) int {
+	got := <-sig
+	log.Info("stopping (a second signal exits at once)", zap.String("signal", got.String()))
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			fmt.Fprintf(stderr, "dledger %s: stop: %v\n", cmd, err)
+			return 1
+		}
+		return 0
+	case again := <-sig:
+		fmt.Fprintf(stderr, "dledger %s: second signal (%v): hand-over abandoned, exiting now\n", cmd, again)
+		return 130
+	}
 }
 
 // parseFlags parses args; on error it prints one line and returns the exit code to use.
@@ -198,6 +262,9 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
+	// Exit status 2: the command line is wrong (every check below up to server.New, none of
+	// which touches the disk or the network). 1: it is right but running failed (data dir,
+	// corrupt vote.state, port in use, stop error).
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "dledger server: "+format+"\n", a...)
 		return code
@@ -214,18 +281,29 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	if *httpAddr == "" {
-		*httpAddr = defaultHTTPAddr(*peers, *id)
-	} else if *httpAddr == "off" {
-		*httpAddr = ""
-	}
-	log, err := newLogger(*logLevel, *logFormat)
+	log, err := newLoggerTo(*logLevel, *logFormat, stderr)
 	if err != nil {
 		return fail(2, "%v", err)
 	}
 	defer log.Sync()
-	s, err := server.New(server.Config{Group: *group, SelfID: *id, Peers: *peers, DataDir: *dataDir,
-		HTTPAddr: *httpAddr, Election: cfg}, server.WithLogger(log))
+	scfg := server.Config{Group: *group, SelfID: *id, Peers: *peers, DataDir: *dataDir, Election: cfg}
+	if err := scfg.Validate(); err != nil {
+		return fail(2, "%v", err)
+	}
+	switch *httpAddr {
+	case "off":
+	case "":
+		if scfg.HTTPAddr, err = defaultHTTPAddr(*peers, *id); err != nil {
+			return fail(2, "%v", err)
+		}
+	default:
+		scfg.HTTPAddr = *httpAddr
+		if err := scfg.Validate(); err != nil {
+			return fail(2, "--http: %v", err)
+		}
+	}
+	// Only now is anything created (the data dir): a bad command line leaves no trace.
+	s, err := server.New(scfg, server.WithLogger(log))
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -233,14 +311,12 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		s.Stop(context.Background())
 		return fail(1, "%v", err)
 	}
-	sig := make(chan os.Signal, 1)
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	got := <-sig
-	log.Info("stopping", zap.String("signal", got.String()))
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.TransferBound()+5*time.Second)
-	defer cancel()
-	if err := s.Stop(ctx); err != nil {
-		return fail(1, "stop: %v", err)
-	}
-	return 0
+	defer signal.Stop(sig)
+	return stopOnSignal(sig, log, stderr, "server", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.TransferBound()+5*time.Second)
+		defer cancel()
+		return s.Stop(ctx)
+	})
 }

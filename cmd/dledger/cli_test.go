@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/memberstate"
+)
+
+// The README's promise: exit status 2 for a usage error, 1 for a runtime error, and one line on
+// stderr saying what is wrong. A usage error also leaves no data dir behind.
+func TestServerExitCodesAndOneLineErrors(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	free := loopbackPorts(t, 2)
+	peer := func(id string, port int) string { return fmt.Sprintf("%s-127.0.0.1:%d", id, port) }
+	ok1 := peer("n0", free[0]) + ";" + peer("n1", free[1])
+	corrupt := t.TempDir()
+	if err := os.WriteFile(filepath.Join(corrupt, memberstate.StateFileName), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notADir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cases := []struct {
+		name string
+		code int
+		args []string // after: server --data-dir DIR (DIR fresh unless given again)
+		want string   // in the stderr line
+	}{
+		{"unknown flag", 2, []string{"--id", "n0", "--peers", ok1, "--bogus"}, "bogus"},
+		{"no id", 2, []string{"--peers", ok1}, "--id"},
+		{"no peers", 2, []string{"--id", "n0"}, "--peers"},
+		{"stray argument", 2, []string{"--id", "n0", "--peers", ok1, "extra"}, "extra"},
+		{"bad peers", 2, []string{"--id", "n0", "--peers", "n0-127.0.0.1"}, "host:port"},
+		{"duplicate id", 2, []string{"--id", "n0", "--peers", peer("n0", free[0]) + ";" + peer("n0", free[1])}, "n0"},
+		{"self not a peer", 2, []string{"--id", "n7", "--peers", ok1}, "n7"},
+		{"bad self id", 2, []string{"--id", "n;7", "--peers", ok1}, "n;7"},
+		{"bad group", 2, []string{"--id", "n0", "--peers", ok1, "--group", "a b"}, "group"},
+		{"bad preferred id", 2, []string{"--id", "n0", "--peers", ok1, "--preferred-leader-ids", "a-b"}, "preferred"},
+		{"preferred not a peer", 2, []string{"--id", "n0", "--peers", ok1, "--preferred-leader-ids", "n8"}, "n8"},
+		{"bad timings", 2, []string{"--id", "n0", "--peers", ok1, "--min-vote-interval", "500", "--max-vote-interval", "400"}, "minVoteInterval"},
+		{"bad duration", 2, []string{"--id", "n0", "--peers", ok1, "--heartbeat-interval", "soon"}, "heartbeat-interval"},
+		{"bad leak", 2, []string{"--id", "n0", "--peers", ok1, "--max-heartbeat-leak", "x"}, "max-heartbeat-leak"},
+		{"unknown profile", 2, []string{"--id", "n0", "--peers", ok1, "--profile", "wan"}, "wan"},
+		{"bad log level", 2, []string{"--id", "n0", "--peers", ok1, "--log-level", "loud"}, "log-level"},
+		{"bad log format", 2, []string{"--id", "n0", "--peers", ok1, "--log-format", "xml"}, "log-format"},
+		{"rpc port leaves no default http", 2, []string{"--id", "n0", "--peers", "n0-127.0.0.1:64600;n1-127.0.0.1:64601"}, "--http"},
+		{"bad http", 2, []string{"--id", "n0", "--peers", ok1, "--http", "localhost"}, "--http"},
+		{"rpc port in use", 1, []string{"--id", "n0", "--peers", "n0-" + busy.Addr().String() + ";" + peer("n1", free[1]), "--http", "off"}, "address already in use"},
+		{"http port in use", 1, []string{"--id", "n0", "--peers", ok1, "--http", busy.Addr().String()}, "address already in use"},
+		{"data dir not a dir", 1, []string{"--id", "n0", "--peers", ok1, "--http", "off", "--data-dir", filepath.Join(notADir, "d")}, "data dir"},
+		{"corrupt vote.state", 1, []string{"--id", "n0", "--peers", ok1, "--http", "off", "--data-dir", corrupt}, "corrupt"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"server", "--data-dir", dir}, c.args...), &stdout, &stderr)
+			line := stderr.String()
+			if code != c.code || strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") || !strings.Contains(line, c.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and one line mentioning %q", code, line, c.code, c.want)
+			}
+			if c.code == 2 {
+				if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+					t.Fatalf("a usage error created the data dir (%v)", err)
+				}
+			}
+		})
+	}
+}
+
+func TestDevUsageErrorsExit2(t *testing.T) {
+	for _, args := range [][]string{{"--members", "9"}, {"--base-port", "65000"}, {"--preferred-leader-ids", "n5"},
+		{"--profile", "wan"}, {"--log-level", "loud"}, {"--bogus"}, {"--http-base-port", "32101"}, {"--http-base-port", "65534"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"dev", "--base-port", "32100"}, args...), &stdout, &stderr); code != 2 ||
+			strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("dev %v: exit %d, stderr %q; want 2 and one line", args, code, stderr.String())
+		}
+	}
+}
+
+// The timing flags' real defaults come from --profile; flag's "(default 0s)" was a lie.
+func TestServerHelpShowsTheProfileDefaults(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"server", "-h"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("server -h: exit %d", code)
+	}
+	help := stderr.String()
+	if strings.Contains(help, "(default 0s)") || strings.Contains(help, "(default 0)") {
+		t.Fatalf("help shows a zero default:\n%s", help)
+	}
+	for _, want := range []string{"lan 200ms, dledger 2s", "lan 3, dledger 3", "lan 100ms, dledger 300ms", "lan 1000, dledger 1000"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// A second signal during a slow stop (a hand-over can take seconds) exits at once.
+func TestSecondSignalAbandonsTheStop(t *testing.T) {
+	sig := make(chan os.Signal, 2)
+	release := make(chan struct{})
+	defer close(release)
+	var stderr bytes.Buffer
+	result := make(chan int, 1)
+	go func() {
+		result <- stopOnSignal(sig, zap.NewNop(), &stderr, "server", func() error {
+			<-release // a hand-over that does not finish
+			return nil
+		})
+	}()
+	sig <- syscall.SIGTERM
+	select {
+	case code := <-result:
+		t.Fatalf("returned %d before the stop finished or a second signal came", code)
+	case <-time.After(100 * time.Millisecond):
+	}
+	sig <- syscall.SIGINT
+	select {
+	case code := <-result:
+		if code != 130 || !strings.Contains(stderr.String(), "abandoned") || strings.Count(stderr.String(), "\n") != 1 {
+			t.Fatalf("exit %d, stderr %q; want 130 and a line saying the hand-over was abandoned", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second signal did not end the stop")
+	}
+	// One signal and a stop that finishes: exit 0, or 1 with the stop's error.
+	for _, c := range []struct {
+		err  error
+		code int
+	}{{nil, 0}, {errors.New("rpc server: boom"), 1}} {
+		sig <- syscall.SIGTERM
+		stderr.Reset()
+		if code := stopOnSignal(sig, zap.NewNop(), &stderr, "server", func() error { return c.err }); code != c.code {
+			t.Fatalf("stop error %v: exit %d, want %d (%q)", c.err, code, c.code, stderr.String())
+		}
+	}
+}
