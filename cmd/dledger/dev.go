@@ -91,6 +91,10 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		out.Unlock()
 	}
 	start := time.Now()
+	// Role changes wait until the member list is printed, so the first screen reads in order.
+	// Each listener has its own goroutine: waiting here holds up only the printing.
+	listed := make(chan struct{})
+	showRoleChanges := sync.OnceFunc(func() { close(listed) })
 	var servers []*server.Server
 	stopAll := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.TransferBound()+5*time.Second)
@@ -114,12 +118,14 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 				if ev.Role == protocol.UNKNOWN {
 					note = " (stopped)" // the server's last event: this member leads nothing now
 				}
-				printf("%8.3fs  %s  %-9s term=%d leader=%s%s\n", time.Since(start).Seconds(), id, ev.Role, ev.Term, leader, note)
+				<-listed
+				printf("%8.3fs  %s  %-9s term=%d leader=%s%s\n", ev.At.Sub(start).Seconds(), id, ev.Role, ev.Term, leader, note)
 			}))
 		if err == nil {
 			err = s.Start()
 		}
 		if err != nil {
+			showRoleChanges() // before stopping: a stop waits for the listeners to drain
 			stopAll()
 			return fail("%s: %v", id, err)
 		}
@@ -133,6 +139,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	printf("watch:    dledger status --http %s\n", strings.Join(addrs, ","))
 	printf("transfer: dledger transfer --http %s --to n1\n", addrs[0])
 	printf("stop with Ctrl-C; role changes follow:\n")
+	showRoleChanges()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
