@@ -38,8 +38,8 @@ type transferState struct {
 // preferredCheckInterval: the leader looks for a better preferred leader once a second.
 const preferredCheckInterval = time.Second
 
-// maxPreferredBackoff caps the wait after failed hand-overs to a preferred leader.
-const maxPreferredBackoff = time.Minute
+// MaxPreferredBackoff caps the wait after failed hand-overs to a preferred leader.
+const MaxPreferredBackoff = time.Minute
 
 // preferredBackoff is the wait before the next preferred-leader check after `failures` failed
 // hand-overs in a row: 2 s, 4 s, 8 s ... up to a minute. SPEC 6.6 checks once a second, but a
@@ -49,9 +49,9 @@ const maxPreferredBackoff = time.Minute
 // LEADER_TRANSFERRING.
 func preferredBackoff(failures int) time.Duration {
 	if failures >= 6 {
-		return maxPreferredBackoff
+		return MaxPreferredBackoff
 	}
-	return min(preferredCheckInterval<<failures, maxPreferredBackoff)
+	return min(preferredCheckInterval<<failures, MaxPreferredBackoff)
 }
 
 // takeBudget bounds the transferee's campaign: two of the longest vote rounds.

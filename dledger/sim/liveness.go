@@ -93,6 +93,9 @@ func (s *sim) beginHeal(why string) {
 			switch {
 			case s.opt.Scenario == ScenarioRejoin:
 				s.preCycles--
+			case s.now >= s.opt.Duration && s.preferred != "":
+				s.awaitPreferred(s.now + PreferredBound(s.cfg))
+				return
 			case s.now >= s.opt.Duration:
 				s.finished = true
 				return
@@ -220,4 +223,27 @@ func (s *sim) allFollow(l *member, term int64) bool {
 		}
 	}
 	return true
+}
+
+// PreferredBound is how long a healed group may take to hand leadership to its preferred
+// member: the longest back-off after failed hand-overs, two transfers and a check interval.
+func PreferredBound(cfg dledger.Config) time.Duration {
+	return dledger.MaxPreferredBackoff + 2*cfg.TransferBound() + time.Second
+}
+
+// awaitPreferred ends a run with a preferred leader: no more faults, and the run goes on until
+// the preferred member leads or the deadline passes (Result.FinalLeader tells which). A
+// preferred member that is down at the end cannot lead; the run ends at once.
+func (s *sim) awaitPreferred(deadline time.Duration) {
+	var p *member
+	for _, m := range s.members {
+		if m.id == s.preferred {
+			p = m
+		}
+	}
+	if !p.up || s.leader() == p || s.now >= deadline {
+		s.finished = true
+		return
+	}
+	s.inPhase(s.cfg.HeartBeatInterval, func() { s.awaitPreferred(deadline) })
 }

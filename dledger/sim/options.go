@@ -153,6 +153,9 @@ type Result struct {
 	MaxRecovery time.Duration
 	Bound       time.Duration
 	TraceHash   uint64 // FNV-1a over every trace record: equal for equal seeds
+	Preferred   string // the preferred leader of this run ("" for none)
+	FinalLeader string // the leader when the run ended ("" for none)
+	PreferredUp bool   // the preferred member was running when the run ended
 	// ReplayOptions reproduce this run (with Trace unset).
 	ReplayOptions Options
 }

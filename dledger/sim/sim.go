@@ -23,15 +23,16 @@ var epoch = time.Unix(1_700_000_000, 0)
 // sim is one run: the members, the queue, the network, the checker and the scenario state.
 // Only Run's goroutine touches it.
 type sim struct {
-	opt     Options
-	cfg     dledger.Config
-	peers   []memberstate.Peer
-	quorum  int
-	now     time.Duration
-	seq     uint64
-	q       queue
-	members []*member
-	net     network
+	opt       Options
+	cfg       dledger.Config
+	preferred string // the preferred leader, in half the chaos runs
+	peers     []memberstate.Peer
+	quorum    int
+	now       time.Duration
+	seq       uint64
+	q         queue
+	members   []*member
+	net       network
 	// Separate streams, so that (say) one more message does not reshuffle the fault schedule.
 	// rngDisk drives the torn-write fault (maybeTear).
 	rngFault, rngNet, rngLedger, rngDisk *rand.Rand
@@ -79,6 +80,14 @@ func newSim(o Options, cfg dledger.Config) *sim {
 	s.tr = newTracer(o.Trace, ids)
 	if o.Trace != nil { // a header per seed, so a multi-seed trace can be split and searched
 		fmt.Fprintf(o.Trace, "=== seed %d members=%d profile=%s scenario=%s\n", o.Seed, o.Members, o.Profile, o.Scenario)
+	}
+	// Half the chaos runs pin a preferred leader (SPEC 6.6), so its hand-overs meet every fault.
+	// A stream of its own leaves the rest of the seed's schedule as it was. Not in the rejoin
+	// scenario, whose L2 check counts every leader change.
+	if r := stream(5); o.Scenario == ScenarioChaos && r.IntN(2) == 0 {
+		s.preferred = ids[r.IntN(o.Members)]
+		s.cfg.PreferredLeaderIDs = []string{s.preferred}
+		s.tr.add(record{at: 0, kind: rPhase, a: -1, b: -1, note: "preferred leader " + s.preferred})
 	}
 	for i, id := range ids {
 		st := memberstate.NewMemStore()
@@ -162,6 +171,23 @@ func (s *sim) member(id string) *member {
 	return nil
 }
 
+func (s *sim) preferredUp() bool {
+	for _, m := range s.members {
+		if m.id == s.preferred {
+			return m.up
+		}
+	}
+	return false
+}
+
+// finalLeader is the leader when the run ended ("" if none).
+func (s *sim) finalLeader() string {
+	if l := s.leader(); l != nil {
+		return l.id
+	}
+	return ""
+}
+
 func (s *sim) result() Result {
 	replay := s.opt
 	replay.Trace = nil
@@ -170,5 +196,6 @@ func (s *sim) result() Result {
 		Violation: s.violation, Elections: s.chk.elections, MaxTerm: s.chk.maxTermSeen(),
 		SimTime: s.now, Steps: s.steps, Heals: s.live.heals, MaxRecovery: s.live.maxRecovery,
 		Bound: L1Bound(s.cfg), TraceHash: s.tr.hash, ReplayOptions: replay,
+		Preferred: s.preferred, FinalLeader: s.finalLeader(), PreferredUp: s.preferredUp(),
 	}
 }
