@@ -199,7 +199,7 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 		// gets the same answer, so whichever copy's answer arrives first tells the truth.
 		e.xfer.takeReplies = append(e.xfer.takeReplies, answer)
 		return
-	case e.xfer.waiting || e.xfer.taking:
+	case e.xfer.waiting || e.xfer.taking: // defensive: the rows above leave no request for it
 		answer(e.transferResponse(protocol.CodeLeaderTransferring))
 		return
 	}

@@ -190,14 +190,24 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 		if r, r2 := got(), got2(); r == nil || r2 == nil || r.Code != protocol.CodeSuccess || r2.Code != protocol.CodeSuccess {
 			t.Fatalf("answers %+v and %+v, want SUCCESS twice", r, r2)
 		}
-		// A different request while one is served is refused.
-		u2 := newUnit(t, 3, nil)
-		follow(u2)
-		u2.e.HandleLeadershipTransfer(takeReq("n1", 3, 50), func(*protocol.LeadershipTransferResponse) {})
-		reply3, got3 := capture()
-		u2.e.HandleLeadershipTransfer(takeReq("n1", 4, 50), reply3)
-		if r := got3(); r == nil || r.Code == protocol.CodeSuccess {
-			t.Fatalf("a different concurrent request: %+v", r)
+	})
+	// A request at another term than the transferee's is refused, also while one is served.
+	// (LEADER_TRANSFERRING cannot be reached on this side: a second request from the same
+	// leader in the same term is a duplicate, and any other fails INCONSISTENT_LEADER or
+	// INCONSISTENT_TERM first; the leader side answers LEADER_TRANSFERRING, see above.)
+	t.Run("INCONSISTENT_TERM", func(t *testing.T) {
+		u := newUnit(t, 3, nil)
+		follow(u)
+		reply, got := capture()
+		u.e.HandleLeadershipTransfer(takeReq("n1", 4, 10), reply)
+		if r := got(); r == nil || r.Code != protocol.CodeInconsistentTerm {
+			t.Fatalf("a request at term 4 to a follower at 3: %+v", r)
+		}
+		u.e.HandleLeadershipTransfer(takeReq("n1", 3, 50), func(*protocol.LeadershipTransferResponse) {})
+		reply2, got2 := capture()
+		u.e.HandleLeadershipTransfer(takeReq("n1", 2, 50), reply2)
+		if r := got2(); r == nil || r.Code != protocol.CodeInconsistentTerm {
+			t.Fatalf("a request at term 2 while one at 3 is served: %+v", r)
 		}
 	})
 	t.Run("EXPIRED_TERM_when_a_higher_term_appears", func(t *testing.T) {
@@ -472,6 +482,42 @@ func TestPreferredLeaderBacksOffAfterFailedHandOvers(t *testing.T) {
 		gap := starts[i].Sub(starts[i-1]) - cfg.TransferBound()
 		if want := preferredBackoff(i); gap < want {
 			t.Fatalf("attempt %d came %v after the previous one failed; want at least %v", i+1, gap, want)
+		}
+	}
+}
+
+// A transfer to a member that lags (within maxLeadershipTransferWaitIndex, so the transfer
+// starts, but its ledger never catches up) fails with TAKE_LEADERSHIP_FAILED; the old leader
+// keeps leading at its term and nobody is left taking leadership or campaigning.
+func TestScenarioTransferToLaggingMemberFailsAndLeaderKeepsLeading(t *testing.T) {
+	cfg := DefaultConfig()
+	c := newCluster(t, 3, cfg, 9)
+	old, term := c.awaitLeader(electionBound(cfg))
+	for _, m := range c.members {
+		index := int64(40) // behind the leader by 60 entries, and it never catches up
+		if m.id == old {
+			index = 100
+		}
+		m.ledger = memberstate.LedgerEnd{Term: term, Index: index}
+		if err := m.e.UpdateLedger(term, index); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.run(2 * cfg.HeartBeatInterval) // the leader hears the new ledgers
+	to := c.members[0].id
+	if to == old {
+		to = c.members[1].id
+	}
+	if r := transferIn(c, old, to); r.Code != protocol.CodeTakeLeadershipFailed {
+		t.Fatalf("transfer to a lagging member answered %v, want TAKE_LEADERSHIP_FAILED", r.Code)
+	}
+	c.run(3 * cfg.DetectionWindow())
+	if id, term2 := c.leader(); id != old || term2 != term {
+		t.Fatalf("after the failed transfer the leader is %s@%d, want %s@%d", id, term2, old, term)
+	}
+	for _, m := range c.members {
+		if st := m.e.Status(); st.TakingLeadership || st.Role == protocol.CANDIDATE || st.Term != term {
+			t.Fatalf("%s after the failed transfer: %v at %d, taking=%v", m.id, st.Role, st.Term, st.TakingLeadership)
 		}
 	}
 }

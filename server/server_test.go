@@ -165,21 +165,30 @@ func TestInProcessGroupsElectOneLeaderAndFailOver(t *testing.T) {
 }
 
 func TestUpdateLedgerMakesAStaleMemberLose(t *testing.T) {
-	// n0 has an older last-entry term; n1 and n2 hold newer data. n0 must never lead, even
-	// after one of the newer members stops.
-	g := startGroup(t, 3, map[int][2]int64{0: {1, 500}, 1: {2, 10}, 2: {2, 10}})
+	// n2 has an older last-entry term; n0 and n1 hold newer data. n2 starts last, so its first
+	// vote requests reach running members, which must refuse them for the ledger (SPEC 6.1 row 3
+	// comes before any term or leader rule): that shows UpdateLedger reached the vote rules on
+	// both sides. n2 must never lead, even after one of the newer members stops.
+	g := startGroup(t, 3, map[int][2]int64{0: {2, 10}, 1: {2, 10}, 2: {1, 500}})
 	id, _ := g.awaitLeader(electionLimit, "")
-	if id == "n0" {
-		t.Fatal("stale n0 elected")
+	if id == "n2" {
+		t.Fatal("stale n2 elected")
+	}
+	stale := g.servers[2]
+	for deadline := time.Now().Add(electionLimit); counterValue(t, stale.gatherer,
+		"dledger_vote_responses_total", "result", "REJECT_EXPIRED_LEDGER_TERM") == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("stale n2 never had a vote refused for its ledger (REJECT_EXPIRED_LEDGER_TERM)")
+		}
 	}
 	g.stop(g.index(id))
-	other := "n1"
-	if id == "n1" {
-		other = "n2"
+	other := "n0"
+	if id == "n0" {
+		other = "n1"
 	}
 	id2, _ := g.awaitLeader(electionLimit, id)
 	if id2 != other {
-		t.Fatalf("after %s stopped, %s leads; want %s (n0 is stale)", id, id2, other)
+		t.Fatalf("after %s stopped, %s leads; want %s (n2 is stale)", id, id2, other)
 	}
 }
 
