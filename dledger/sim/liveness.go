@@ -189,11 +189,17 @@ func (s *sim) rejoinWatch() {
 			}
 			f := s.members[(l.idx+1+r.IntN(len(s.members)-1))%len(s.members)]
 			s.live.watching, s.live.watchLeader, s.live.watchTerm = true, l, term
-			s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: "cut off " + f.id + " from every member"})
-			for _, o := range s.members {
-				if o != f {
-					s.cutLink(f, o)
-					s.cutLink(o, f)
+			if s.leaderOnly {
+				s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: "cut off " + f.id + " from the leader " + l.id + " only"})
+				s.cutLink(f, l)
+				s.cutLink(l, f)
+			} else {
+				s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: "cut off " + f.id + " from every member"})
+				for _, o := range s.members {
+					if o != f {
+						s.cutLink(f, o)
+						s.cutLink(o, f)
+					}
 				}
 			}
 			s.inPhase(between(r, dw, 5*dw), func() {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/dledger-go/dledger/dledger"
@@ -39,5 +40,26 @@ func TestRegressionFollowerForgetsLostRound(t *testing.T) {
 		if r := mustRun(t, o); r.Violation != nil {
 			t.Errorf("seed %d:\n%s", o.Seed, r.Report())
 		}
+	}
+}
+
+// Both L2 variants run: the follower cut off from every member, and the one cut off from the
+// leader only (it still reaches the others, who must tell it a leader exists).
+func TestRejoinScenarioCutsBothWays(t *testing.T) {
+	seen := map[string]int{}
+	for seed := uint64(1); seed <= 16; seed++ {
+		var trace strings.Builder
+		r := mustRun(t, Options{Seed: seed, Members: 3, Profile: dledger.ProfileLAN, Scenario: ScenarioRejoin, Trace: &trace})
+		if r.Violation != nil {
+			t.Fatal(r.Report())
+		}
+		for _, v := range []string{"from every member", "only"} {
+			if strings.Contains(trace.String(), "PHASE    cut off ") && strings.Contains(trace.String(), v+"\n") {
+				seen[v]++
+			}
+		}
+	}
+	if seen["from every member"] == 0 || seen["only"] == 0 {
+		t.Fatalf("rejoin variants in 16 seeds: %v; want both", seen)
 	}
 }

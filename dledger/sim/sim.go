@@ -26,13 +26,16 @@ type sim struct {
 	opt       Options
 	cfg       dledger.Config
 	preferred string // the preferred leader, in half the chaos runs
-	peers     []memberstate.Peer
-	quorum    int
-	now       time.Duration
-	seq       uint64
-	q         queue
-	members   []*member
-	net       network
+	// leaderOnly: in half the rejoin runs the follower is cut off from the leader only (it
+	// still reaches the others), the asymmetric case; else from every member.
+	leaderOnly bool
+	peers      []memberstate.Peer
+	quorum     int
+	now        time.Duration
+	seq        uint64
+	q          queue
+	members    []*member
+	net        network
 	// Separate streams, so that (say) one more message does not reshuffle the fault schedule.
 	// rngDisk drives the torn-write fault (maybeTear).
 	rngFault, rngNet, rngLedger, rngDisk *rand.Rand
@@ -81,6 +84,7 @@ func newSim(o Options, cfg dledger.Config) *sim {
 	if o.Trace != nil { // a header per seed, so a multi-seed trace can be split and searched
 		fmt.Fprintf(o.Trace, "=== seed %d members=%d profile=%s scenario=%s\n", o.Seed, o.Members, o.Profile, o.Scenario)
 	}
+	s.leaderOnly = o.Scenario == ScenarioRejoin && stream(6).IntN(2) == 0
 	// Half the chaos runs pin a preferred leader (SPEC 6.6), so its hand-overs meet every fault.
 	// A stream of its own leaves the rest of the seed's schedule as it was. Not in the rejoin
 	// scenario, whose L2 check counts every leader change.
