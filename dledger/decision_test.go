@@ -621,3 +621,58 @@ func (c *countingStore) Save(d memberstate.Durable) error {
 	}
 	return c.Store.Save(d)
 }
+
+// Our early-decision rule (canDecideEarly): the same-term probe after a follower timeout is
+// decided once every member but the lost leader has answered; a frozen leader's open socket
+// would otherwise hold the round until its deadline. Other rounds still wait for everyone.
+func TestCandidateProbeDoesNotWaitForTheLostLeader(t *testing.T) {
+	probe := func(t *testing.T, lose bool) *unit {
+		u := newUnit(t, 3, nil)
+		u.setTerm(4, "n1")
+		if lose {
+			u.e.HandleHeartBeat(hbReq("n1", 4)) // follows n1, then loses it
+			u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
+			u.e.Tick()
+		}
+		u.e.Tick()
+		votes := u.tr.takeVotes()
+		if len(votes) != 2 || votes[0].req.Term != 4 {
+			t.Fatalf("probe: %d requests", len(votes))
+		}
+		for _, v := range votes {
+			if v.to == "n2" {
+				v.done(voteResp("n2", protocol.VoteRejectAlreadyVoted, 4), nil)
+			}
+		}
+		return u
+	}
+	t.Run("after_losing_n1_the_probe_is_decided_without_it", func(t *testing.T) {
+		u := probe(t, true)
+		if u.e.vote != nil || u.e.lastParseResult != protocol.WaitToVoteNext {
+			t.Fatalf("round still open (%v) or decided %v; want WAIT_TO_VOTE_NEXT at once", u.e.vote != nil, u.e.lastParseResult)
+		}
+	})
+	t.Run("without_a_lost_leader_the_round_waits_for_every_answer", func(t *testing.T) {
+		u := probe(t, false)
+		if u.e.vote == nil {
+			t.Fatal("a round decided with an answer missing and no lost leader")
+		}
+	})
+	t.Run("a_later_term_waits_for_the_lost_leader_too", func(t *testing.T) {
+		u := probe(t, true)
+		u.clock.Advance(u.cfg.MaxVoteInterval)
+		u.e.Tick() // next term: 5
+		votes := u.tr.takeVotes()
+		if len(votes) != 2 || votes[0].req.Term != 5 {
+			t.Fatalf("second round: %d requests at %d", len(votes), votes[0].req.Term)
+		}
+		for _, v := range votes {
+			if v.to == "n2" {
+				v.done(voteResp("n2", protocol.VoteRejectAlreadyVoted, 5), nil)
+			}
+		}
+		if u.e.vote == nil {
+			t.Fatal("a round at a later term decided without the lost leader's answer")
+		}
+	})
+}

@@ -77,6 +77,11 @@ type Elector struct {
 	lastParseResult       protocol.ParseResult
 	nextTimeToRequestVote time.Time
 	needIncreaseTerm      bool // "increase term immediately"
+	// lostLeader led lostTerm when this member, its follower, timed out on it; kept until this
+	// member follows or leads again. Rounds at lostTerm need not wait for its answer (see
+	// canDecideEarly).
+	lostLeader string
+	lostTerm   int64
 	vote                  *voteRound
 	roundSeq              uint64
 
@@ -237,6 +242,7 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	// pass, perhaps much later, start a new term instead of the same-term probe, and a member
 	// that was only cut off would depose a healthy leader on rejoining (L2). DLedger keeps it.
 	e.needIncreaseTerm = false
+	e.lostLeader = ""
 	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)
 }
@@ -247,6 +253,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 		return
 	}
 	e.vote, e.hb = nil, nil
+	e.lostLeader = ""
 	e.lastQuorumAck = now // D3: the quorum-ack clock starts at election
 	e.lastSendHeartBeat = time.Time{}
 	e.sendHeartBeatNow = true
@@ -294,7 +301,9 @@ func (e *Elector) EventsReady() <-chan struct{} { return e.notify }
 // maintainAsFollower: no valid heartbeat for more than leak x interval → candidate, same term.
 func (e *Elector) maintainAsFollower(now time.Time) {
 	if now.Sub(e.lastLeaderHeartBeat) > e.cfg.DetectionWindow() {
-		e.becomeCandidate(e.ms.CurrTerm(), now, "no heartbeat from leader "+e.ms.LeaderID())
+		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
+		e.becomeCandidate(term, now, "no heartbeat from leader "+lost)
+		e.lostLeader, e.lostTerm = lost, term
 	}
 }
 

@@ -15,6 +15,7 @@ type voteRound struct {
 	deadline time.Time
 	got      []bool // per member, in peer order
 	answered int
+	lost     int // the peer index of the leader this candidate lost at this term, or -1
 
 	valid, accepted, notReady, biggerLedger int
 	alreadyHasLeader                        bool
@@ -94,6 +95,12 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 		deadline: now.Add(e.cfg.VoteRoundBase + time.Duration(e.rnd.Int63n(int64(e.cfg.MaxVoteInterval)))),
 		got:      make([]bool, len(peers)),
 		knownMax: -1,
+		lost:     -1,
+	}
+	for i, p := range peers {
+		if p.ID == e.lostLeader && term == e.lostTerm && p.ID != e.ms.SelfID() {
+			r.lost = i
+		}
 	}
 	e.vote = r
 	e.log.Debug("requests votes", e.fields(zap.Int64("ledgerEndTerm", ledger.Term), zap.Int64("ledgerEndIndex", ledger.Index))...)
@@ -154,9 +161,18 @@ func (e *Elector) brokenResult(res protocol.VoteResult) protocol.VoteResult {
 	return res
 }
 
+// canDecideEarly holds the early-decision rules of SPEC 6.2, plus one of ours: a round at the
+// term of the leader this candidate lost (the same-term probe after a follower timeout) may
+// also be decided once every member but that leader has answered. The leader went silent for a
+// whole detection window; if it has merely frozen (a stopped process, a long pause, a
+// black-holed link) its socket stays open and its answer comes only at the round deadline,
+// which made a silent failure cost a whole vote round more than a crash (BENCHMARKS.md,
+// "pause"). In its own term it voted for itself, so its answer can only be a refusal: never
+// ACCEPT or TERM_NOT_READY, nothing that makes the round pass. And if it still leads anyone,
+// their REJECT_ALREADY_HAS_LEADER decides the round first. Deciding without it grants nothing.
 func (e *Elector) canDecideEarly(r *voteRound) bool {
 	return r.alreadyHasLeader || e.ms.Quorum(r.accepted) || e.ms.Quorum(r.accepted+r.notReady) ||
-		r.answered == len(r.got)
+		r.answered == len(r.got) || (r.lost >= 0 && !r.got[r.lost] && r.answered == len(r.got)-1)
 }
 
 // neverRevote is BrokenRules.NoRevote's next vote time: far beyond any run.
