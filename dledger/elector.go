@@ -82,8 +82,9 @@ type Elector struct {
 	// canDecideEarly).
 	lostLeader string
 	lostTerm   int64
-	vote       *voteRound
-	roundSeq   uint64
+
+	vote     *voteRound
+	roundSeq uint64
 
 	// Follower.
 	lastLeaderHeartBeat time.Time
