@@ -658,6 +658,17 @@ func TestCandidateProbeDoesNotWaitForTheLostLeader(t *testing.T) {
 			t.Fatal("a round decided with an answer missing and no lost leader")
 		}
 	})
+	t.Run("a_two_member_group_waits_for_its_only_peer", func(t *testing.T) {
+		u := newUnit(t, 2, nil)
+		u.setTerm(4, "n1")
+		u.e.HandleHeartBeat(hbReq("n1", 4))
+		u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
+		u.e.Tick()
+		u.e.Tick()
+		if len(u.tr.takeVotes()) != 1 || u.e.vote == nil {
+			t.Fatal("the probe was decided on the self vote alone")
+		}
+	})
 	t.Run("a_later_term_waits_for_the_lost_leader_too", func(t *testing.T) {
 		u := probe(t, true)
 		u.clock.Advance(u.cfg.MaxVoteInterval)

@@ -255,6 +255,9 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	}
 	e.vote, e.hb = nil, nil
 	e.lostLeader = ""
+	// A new leadership starts the preferred-leader checks afresh: a back-off earned in an
+	// earlier one (perhaps a minute) would otherwise delay the first hand-over of this one.
+	e.xfer.preferredFailures, e.xfer.nextPreferredCheck = 0, time.Time{}
 	e.lastQuorumAck = now // D3: the quorum-ack clock starts at election
 	e.lastSendHeartBeat = time.Time{}
 	e.sendHeartBeatNow = true

@@ -71,6 +71,16 @@ type Dispatcher struct {
 	last   *RoleEvent
 }
 
+// Last returns the latest event published, if any.
+func (d *Dispatcher) Last() (RoleEvent, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last == nil {
+		return RoleEvent{}, false
+	}
+	return *d.last, true
+}
+
 type subscription struct {
 	fn    func(RoleEvent)
 	mu    sync.Mutex

@@ -48,10 +48,7 @@ const MaxPreferredBackoff = time.Minute
 // and every admin transfer and the hand-over of a stopping leader would get
 // LEADER_TRANSFERRING.
 func preferredBackoff(failures int) time.Duration {
-	if failures >= 6 {
-		return MaxPreferredBackoff
-	}
-	return min(preferredCheckInterval<<failures, MaxPreferredBackoff)
+	return min(preferredCheckInterval<<min(failures, 6), MaxPreferredBackoff) // 2^6 s > 1 min
 }
 
 // takeBudget bounds the transferee's campaign: two of the longest vote rounds.

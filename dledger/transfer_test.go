@@ -521,3 +521,24 @@ func TestScenarioTransferToLaggingMemberFailsAndLeaderKeepsLeading(t *testing.T)
 		}
 	}
 }
+
+// A back-off earned in one leadership (up to a minute) must not delay the first preferred
+// hand-over of the next one.
+func TestPreferredBackoffStartsAfreshWithEachLeadership(t *testing.T) {
+	cfg := testConfig()
+	cfg.PreferredLeaderIDs = []string{"n1"}
+	u := newUnitWithConfig(t, 3, nil, cfg)
+	u.makeLeader()
+	u.e.mu.Lock()
+	u.e.xfer.preferredFailures, u.e.xfer.nextPreferredCheck = 5, u.clock.Now().Add(time.Minute)
+	u.e.mu.Unlock()
+	u.e.HandleHeartBeat(hbReq("n2", u.ms.CurrTerm()+1)) // steps down
+	u.e.Tick()                                          // adopts the higher term, no vote yet
+	u.makeLeader()
+	u.e.mu.Lock()
+	failures, next := u.e.xfer.preferredFailures, u.e.xfer.nextPreferredCheck
+	u.e.mu.Unlock()
+	if failures != 0 || !next.IsZero() {
+		t.Fatalf("new leadership kept the back-off: %d failures, next check %v", failures, next)
+	}
+}

@@ -163,16 +163,21 @@ func (e *Elector) brokenResult(res protocol.VoteResult) protocol.VoteResult {
 
 // canDecideEarly holds the early-decision rules of SPEC 6.2, plus one of ours: a round at the
 // term of the leader this candidate lost (the same-term probe after a follower timeout) may
-// also be decided once every member but that leader has answered. The leader went silent for a
-// whole detection window; if it has merely frozen (a stopped process, a long pause, a
-// black-holed link) its socket stays open and its answer comes only at the round deadline,
-// which made a silent failure cost a whole vote round more than a crash (BENCHMARKS.md,
-// "pause"). In its own term it voted for itself, so its answer can only be a refusal: never
-// ACCEPT or TERM_NOT_READY, nothing that makes the round pass. And if it still leads anyone,
-// their REJECT_ALREADY_HAS_LEADER decides the round first. Deciding without it grants nothing.
+// also be decided once every member but that leader has answered, in groups of 3 or more. The
+// leader went silent for a whole detection window; if it has merely frozen (a stopped
+// process, a long pause, a black-holed link) its socket stays open and its answer comes only
+// at the round deadline, which made a silent failure cost a whole vote round more than a crash
+// (BENCHMARKS.md, "pause"). Deciding without one answer is always safe: PASSED needs ACCEPTs
+// counted, so an early decision can never elect anyone that waiting would not have (S1, S2,
+// S4 are the voters' business). The worst it can do is settle for WAIT_TO_VOTE_NEXT where the
+// lost leader's vote would have completed a quorum (it can have voted for this candidate in
+// its own term, or failed to persist its self-vote): one needless term step, not a wrong
+// leader. If the lost leader still leads anyone, their REJECT_ALREADY_HAS_LEADER decides the
+// round first. In a 2-member group the rule would fire on the self vote alone, so it is off.
 func (e *Elector) canDecideEarly(r *voteRound) bool {
 	return r.alreadyHasLeader || e.ms.Quorum(r.accepted) || e.ms.Quorum(r.accepted+r.notReady) ||
-		r.answered == len(r.got) || (r.lost >= 0 && !r.got[r.lost] && r.answered == len(r.got)-1)
+		r.answered == len(r.got) ||
+		(len(r.got) >= 3 && r.lost >= 0 && !r.got[r.lost] && r.answered == len(r.got)-1)
 }
 
 // neverRevote is BrokenRules.NoRevote's next vote time: far beyond any run.

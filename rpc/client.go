@@ -569,7 +569,6 @@ func (p *peer) read(conn net.Conn, answered *atomic.Bool) error {
 		if err := fd.decodeResponse(body, &resp); err != nil {
 			return p.badFrame(badFrameReason(err), err)
 		}
-		answered.Store(true)
 		c := p.take(resp.id)
 		if c == nil {
 			// A late answer to a call that timed out is normal. An answer to an id we never
@@ -577,12 +576,16 @@ func (p *peer) read(conn net.Conn, answered *atomic.Bool) error {
 			if resp.id == 0 || resp.id > p.nextID.Load() {
 				return p.badFrame(ReasonUnknownID, errUnknownID)
 			}
+			answered.Store(true)
 			continue
 		}
 		if c.code != resp.code {
 			p.cl.finish(c, nil, ErrBadResponse, p.id)
 			return p.badFrame(ReasonUnexpectedKind, errUnexpectedKind)
 		}
+		// Only a well-formed answer to one of our calls shows the connection healthy (it
+		// resets the reconnect back-off); a peer that sends only broken answers does not.
+		answered.Store(true)
 		p.cl.finish(c, &resp, nil, p.id)
 	}
 }

@@ -373,6 +373,11 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	return errors.Join(errs...)
 }
 
+// StopTimeout is a deadline Stop can keep with election config c: its hand-over takes at most
+// two transfer bounds (one waited out, one of its own), and closing the listeners a few
+// seconds more. A shorter deadline may cut the hand-over or the clean close short.
+func StopTimeout(c dledger.Config) time.Duration { return 2*c.TransferBound() + 5*time.Second }
+
 // handOver gives leadership to the most up-to-date live follower before this leader stops. A
 // transfer already in flight (a preferred-leader hand-over) makes the request fail with
 // LEADER_TRANSFERRING: then wait for that one to end (it may itself make this member a
@@ -385,7 +390,7 @@ func (s *Server) handOver(ctx context.Context) {
 		if to == "" {
 			return
 		}
-		res, err := s.TransferLeadership(ctx, to)
+		res, err := s.transfer(ctx, to, false)
 		s.log.Info("hand-over before stopping", zap.String("to", to), zap.Stringer("code", res.Code),
 			zap.Int64("term", res.Term), zap.Error(err))
 		if err != nil || res.Code != protocol.CodeLeaderTransferring {
@@ -406,7 +411,7 @@ func (s *Server) handOver(ctx context.Context) {
 func (s *Server) publishStopped() {
 	st := s.elector.Status()
 	ev := dledger.RoleEvent{Term: st.Term, Role: protocol.UNKNOWN, At: time.Now()}
-	if last, ok := lastPublished(s.dispatch); ok {
+	if last, ok := s.dispatch.Last(); ok {
 		ev.Seq = last.Seq + 1
 		if last.Term > ev.Term { // cannot happen (events carry the adopted term); S5 either way
 			ev.Term = last.Term
@@ -416,26 +421,6 @@ func (s *Server) publishStopped() {
 	s.final = &ev
 	s.mu.Unlock()
 	s.dispatch.Publish([]dledger.RoleEvent{ev})
-}
-
-// lastPublished returns the dispatcher's latest event. The Dispatcher does not export it, but
-// a new subscription is handed it first, synchronously queued by Subscribe; cancel waits until
-// the subscription has delivered its queue.
-func lastPublished(d *dledger.Dispatcher) (dledger.RoleEvent, bool) {
-	ch := make(chan dledger.RoleEvent, 1)
-	cancel := d.Subscribe(func(ev dledger.RoleEvent) {
-		select {
-		case ch <- ev:
-		default:
-		}
-	})
-	cancel()
-	select {
-	case ev := <-ch:
-		return ev, true
-	default:
-		return dledger.RoleEvent{}, false
-	}
 }
 
 // Status is a snapshot of the member. After a started member stopped it reports the final
@@ -489,11 +474,18 @@ type TransferResult struct {
 // the leader. It returns when the transfer has an answer, or ctx ends (the transfer itself is
 // bounded by Config.Election.TransferBound()).
 func (s *Server) TransferLeadership(ctx context.Context, to string) (TransferResult, error) {
+	return s.transfer(ctx, to, true)
+}
+
+// transfer is TransferLeadership; forward says whether a follower asks its leader. A stopping
+// member's hand-over does not forward: if it stepped down meanwhile, NOT_LEADER is the right
+// answer, not a new leader moving leadership on the stopping member's behalf.
+func (s *Server) transfer(ctx context.Context, to string, forward bool) (TransferResult, error) {
 	ch := make(chan *protocol.LeadershipTransferResponse, 1)
 	reply := func(r *protocol.LeadershipTransferResponse) { ch <- r }
 	st := s.elector.Status()
 	switch {
-	case st.Role == protocol.LEADER || st.LeaderID == "":
+	case !forward || st.Role == protocol.LEADER || st.LeaderID == "":
 		s.elector.TransferLeadership(to, -1, reply)
 	default:
 		req := &protocol.LeadershipTransferRequest{

@@ -97,10 +97,10 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	showRoleChanges := sync.OnceFunc(func() { close(listed) })
 	var servers []*server.Server
 	stopAll := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.TransferBound()+5*time.Second)
-		defer cancel()
-		for _, s := range servers {
+		for _, s := range servers { // one after another, each with a full deadline
+			ctx, cancel := context.WithTimeout(context.Background(), server.StopTimeout(cfg))
 			s.Stop(ctx)
+			cancel()
 		}
 	}
 	printf("dledger dev: group %q with %d members, profile %s, data in %s\n", "dev", *members, timing.profile, root)

@@ -315,7 +315,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	return stopOnSignal(sig, log, stderr, "server", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.TransferBound()+5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), server.StopTimeout(cfg))
 		defer cancel()
 		return s.Stop(ctx)
 	})
