@@ -1,6 +1,6 @@
 module github.com/dledger-go/dledger
 
-go 1.26.8
+go 1.26
 
 require (
 	github.com/panjf2000/gnet/v2 v2.10.0
