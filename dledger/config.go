@@ -24,7 +24,8 @@ type Config struct {
 	// Min/MaxTakeLeadershipVoteInterval: the re-vote delay while taking leadership (transfer).
 	MinTakeLeadershipVoteInterval time.Duration
 	MaxTakeLeadershipVoteInterval time.Duration
-	// MaxLeadershipTransferWaitIndex is the largest lag a transferee may have.
+	// MaxLeadershipTransferWaitIndex bounds a transferee's lag (the leader's ledger end index
+	// minus the transferee's): the lag must be below it, as in SPEC 6.6 and Java DLedger.
 	MaxLeadershipTransferWaitIndex int64
 	// LeadershipTransferWaitTimeout bounds the transferee's catch-up wait.
 	LeadershipTransferWaitTimeout time.Duration
@@ -95,6 +96,18 @@ func (c Config) DetectionWindow() time.Duration {
 	return time.Duration(c.MaxHeartBeatLeak) * c.HeartBeatInterval
 }
 
+// StallThreshold is the gap between two StateMaintainer passes above which a member counts
+// as having stalled (a stopped process, a long pause), and refuses to take leadership for a
+// heartbeat interval, since the request may be stale: max(3 x MaintainInterval,
+// HeartBeatInterval/2), 100 ms for "lan", 1 s for "dledger". Three passes, because a busy
+// machine's ticker skips a pass or two without anything being stale. Half a heartbeat
+// interval, because up to that a member has missed no heartbeat it should have had, so the
+// leader and term a take-leadership request is checked against are still current; beyond it
+// they may be out of date.
+func (c Config) StallThreshold() time.Duration {
+	return max(3*c.MaintainInterval, c.HeartBeatInterval/2)
+}
+
 // MaxVoteRound is the longest a vote round may wait.
 func (c Config) MaxVoteRound() time.Duration { return c.VoteRoundBase + c.MaxVoteInterval }
 
@@ -116,15 +129,17 @@ func (c Config) Validate() error {
 	if c.MaxHeartBeatLeak < 1 {
 		errs = append(errs, fmt.Sprintf("maxHeartBeatLeak must be >= 1 (got %d)", c.MaxHeartBeatLeak))
 	}
-	if c.MinVoteInterval < 0 || c.MinVoteInterval >= c.MaxVoteInterval {
-		errs = append(errs, fmt.Sprintf("need 0 <= minVoteInterval < maxVoteInterval (got %v, %v)", c.MinVoteInterval, c.MaxVoteInterval))
+	// The minimums must be positive too: WithDefaults reads a zero field as "not set", and a
+	// zero re-vote delay would let candidates collide again at once anyway.
+	if c.MinVoteInterval <= 0 || c.MinVoteInterval >= c.MaxVoteInterval {
+		errs = append(errs, fmt.Sprintf("need 0 < minVoteInterval < maxVoteInterval (got %v, %v)", c.MinVoteInterval, c.MaxVoteInterval))
 	}
-	if c.MinTakeLeadershipVoteInterval < 0 || c.MinTakeLeadershipVoteInterval >= c.MaxTakeLeadershipVoteInterval {
-		errs = append(errs, fmt.Sprintf("need 0 <= minTakeLeadershipVoteInterval < maxTakeLeadershipVoteInterval (got %v, %v)",
+	if c.MinTakeLeadershipVoteInterval <= 0 || c.MinTakeLeadershipVoteInterval >= c.MaxTakeLeadershipVoteInterval {
+		errs = append(errs, fmt.Sprintf("need 0 < minTakeLeadershipVoteInterval < maxTakeLeadershipVoteInterval (got %v, %v)",
 			c.MinTakeLeadershipVoteInterval, c.MaxTakeLeadershipVoteInterval))
 	}
-	if c.MaxLeadershipTransferWaitIndex < 0 {
-		errs = append(errs, fmt.Sprintf("maxLeadershipTransferWaitIndex must be >= 0 (got %d)", c.MaxLeadershipTransferWaitIndex))
+	if c.MaxLeadershipTransferWaitIndex < 1 { // a transferee's lag must be below it: 0 would refuse every transfer
+		errs = append(errs, fmt.Sprintf("maxLeadershipTransferWaitIndex must be >= 1 (got %d)", c.MaxLeadershipTransferWaitIndex))
 	}
 	if c.MaintainInterval > 0 && c.HeartBeatInterval > 0 && c.MaintainInterval > c.HeartBeatInterval {
 		errs = append(errs, fmt.Sprintf("maintainInterval %v must not exceed heartBeatTimeInterval %v", c.MaintainInterval, c.HeartBeatInterval))
@@ -134,4 +149,34 @@ func (c Config) Validate() error {
 	}
 	sort.Strings(errs)
 	return errors.New("invalid config: " + strings.Join(errs, "; "))
+}
+
+// WithDefaults returns c with every zero field taken from base (usually a profile), so a
+// caller sets only what it wants to change: Config{LeadershipTransferWaitTimeout: 7 * time.Second}
+// over the lan profile keeps the profile's other timings. A zero value never means "zero"
+// (Validate requires every field to be positive), and a nil PreferredLeaderIDs keeps base's.
+func (c Config) WithDefaults(base Config) Config {
+	fill := func(v *time.Duration, b time.Duration) {
+		if *v == 0 {
+			*v = b
+		}
+	}
+	fill(&c.HeartBeatInterval, base.HeartBeatInterval)
+	fill(&c.MinVoteInterval, base.MinVoteInterval)
+	fill(&c.MaxVoteInterval, base.MaxVoteInterval)
+	fill(&c.VoteRoundBase, base.VoteRoundBase)
+	fill(&c.MinTakeLeadershipVoteInterval, base.MinTakeLeadershipVoteInterval)
+	fill(&c.MaxTakeLeadershipVoteInterval, base.MaxTakeLeadershipVoteInterval)
+	fill(&c.LeadershipTransferWaitTimeout, base.LeadershipTransferWaitTimeout)
+	fill(&c.MaintainInterval, base.MaintainInterval)
+	if c.MaxHeartBeatLeak == 0 {
+		c.MaxHeartBeatLeak = base.MaxHeartBeatLeak
+	}
+	if c.MaxLeadershipTransferWaitIndex == 0 {
+		c.MaxLeadershipTransferWaitIndex = base.MaxLeadershipTransferWaitIndex
+	}
+	if c.PreferredLeaderIDs == nil {
+		c.PreferredLeaderIDs = append([]string(nil), base.PreferredLeaderIDs...)
+	}
+	return c
 }

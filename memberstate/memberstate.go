@@ -68,6 +68,9 @@ func New(group, selfID string, peers []Peer, store Store) (*MemberState, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDurable(d); err != nil { // a Store of our own checks this; another may not
+		return nil, fmt.Errorf("stored state: %w", err)
+	}
 	return &MemberState{
 		group: group, selfID: selfID, peers: append([]Peer(nil), peers...), store: store,
 		role: protocol.CANDIDATE, term: d.Term, voteFor: d.VoteFor,
@@ -105,8 +108,12 @@ func (m *MemberState) Quorum(count int) bool { return count >= QuorumSize(len(m.
 func QuorumSize(n int) int { return n/2 + 1 }
 
 // SetLedgerEnd records the embedding storage's ledger end. It may move backwards (a truncated
-// log after recovery); the vote rules simply use the current value.
+// log after recovery); the vote rules simply use the current value. Term and index are at most
+// protocol.MaxLedgerValue, so no comparison or difference of two ledger ends can wrap.
 func (m *MemberState) SetLedgerEnd(l LedgerEnd) error {
+	if l.Term > protocol.MaxLedgerValue || l.Index > protocol.MaxLedgerValue {
+		return fmt.Errorf("ledger end (%d, %d): term and index must be <= %d", l.Term, l.Index, protocol.MaxLedgerValue)
+	}
 	if l.Term < -1 || l.Index < -1 {
 		return fmt.Errorf("ledger end (%d, %d): term and index must be >= -1", l.Term, l.Index)
 	}
@@ -120,14 +127,19 @@ func (m *MemberState) SetLedgerEnd(l LedgerEnd) error {
 // NextTerm (only as CANDIDATE) moves to the next term: the highest known term if that is ahead,
 // else currTerm+1; it clears the vote and persists. On a failed write this member stays where
 // it was, so no request can ever carry a term it could forget (the store may still hold the
-// new term after a crash: see Store; a higher term with no vote is safe).
+// new term after a crash: see Store; a higher term with no vote is safe). At protocol.MaxTerm
+// there is no next term: NextTerm fails and changes nothing, rather than wrap.
 func (m *MemberState) NextTerm() (int64, error) {
 	if m.role != protocol.CANDIDATE {
 		return m.term, fmt.Errorf("nextTerm as %s: only a candidate may start a term", m.role)
 	}
-	next := m.term + 1
-	if m.knownMaxTerm > m.term {
-		next = m.knownMaxTerm
+	next := m.knownMaxTerm // never above protocol.MaxTerm: ChangeToCandidate refuses that
+	if next <= m.term {
+		if m.term >= protocol.MaxTerm {
+			return m.term, fmt.Errorf("nextTerm: term %d is the largest a member may hold (%d); no new term can start",
+				m.term, protocol.MaxTerm)
+		}
+		next = m.term + 1
 	}
 	if err := m.store.Save(Durable{Term: next}); err != nil {
 		return m.term, err
@@ -155,8 +167,11 @@ func (m *MemberState) Vote(candidate string) error {
 }
 
 // ChangeToCandidate makes this member a candidate and remembers that term exists. It does not
-// change currTerm: the next NextTerm adopts the term.
+// change currTerm: the next NextTerm adopts the term. A term above protocol.MaxTerm is refused.
 func (m *MemberState) ChangeToCandidate(term int64) error {
+	if term > protocol.MaxTerm {
+		return fmt.Errorf("changeToCandidate(%d) above the largest term %d", term, protocol.MaxTerm)
+	}
 	if term < m.term {
 		return fmt.Errorf("changeToCandidate(%d) below currTerm %d", term, m.term)
 	}

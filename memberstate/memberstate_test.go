@@ -200,7 +200,7 @@ func TestLedgerEndValidation(t *testing.T) {
 
 func TestFileStoreRoundTripAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	fs, err := NewFileStore(dir)
+	fs, err := OpenFileStore(dir, owner0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,14 @@ func TestFileStoreRoundTripAndRestart(t *testing.T) {
 	ms.NextTerm()
 	ms.Vote("n2")
 	// A restart: a new MemberState over a new FileStore on the same directory.
-	fs2, _ := NewFileStore(dir)
+	if err := fs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fs2, err := OpenFileStore(dir, owner0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs2.Close()
 	ms2, err := New("g", "n0", threePeers(), fs2)
 	if err != nil {
 		t.Fatal(err)
@@ -220,9 +227,8 @@ func TestFileStoreRoundTripAndRestart(t *testing.T) {
 	if ms2.CurrTerm() != 2 || ms2.VoteFor() != "n2" {
 		t.Fatalf("after restart term %d voteFor %q, want 2 n2", ms2.CurrTerm(), ms2.VoteFor())
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("temp files left behind: %v", entries)
+	if names := dirNames(t, dir); strings.Join(names, " ") != "LOCK vote.state" {
+		t.Fatalf("data dir holds %v, want LOCK and vote.state only (no temp files)", names)
 	}
 }
 
@@ -237,18 +243,26 @@ func TestFileStoreCorruptionIsAStartupError(t *testing.T) {
 	for name, mangle := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			fs, _ := NewFileStore(dir)
+			fs, err := OpenFileStore(dir, owner0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fs.Close()
 			if err := fs.Save(Durable{Term: 9, VoteFor: "n1"}); err != nil {
 				t.Fatal(err)
 			}
 			b, _ := os.ReadFile(fs.Path())
 			os.WriteFile(fs.Path(), mangle(b), 0o644)
-			_, err := fs.Load()
+			_, err = fs.Load()
 			if err == nil || !strings.Contains(err.Error(), "corrupt") {
 				t.Fatalf("load of a %s file: %v, want a corruption error", name, err)
 			}
 			if _, err := New("g", "n0", threePeers(), fs); err == nil {
 				t.Fatal("MemberState started over a corrupt file")
+			}
+			fs.Close()
+			if _, err := OpenFileStore(dir, owner0); err == nil || !strings.Contains(err.Error(), "corrupt") {
+				t.Fatalf("open over a %s file: %v, want a corruption error", name, err)
 			}
 		})
 	}
@@ -259,14 +273,14 @@ func TestFileStoreUnwritableDir(t *testing.T) {
 		// root ignores directory permissions; use a path under a regular file instead.
 		f := filepath.Join(t.TempDir(), "file")
 		os.WriteFile(f, nil, 0o644)
-		if _, err := NewFileStore(filepath.Join(f, "sub")); err == nil {
+		if _, err := OpenFileStore(filepath.Join(f, "sub"), owner0); err == nil {
 			t.Fatal("data dir under a regular file accepted")
 		}
 		return
 	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o500)
-	if _, err := NewFileStore(dir); err == nil {
+	if _, err := OpenFileStore(dir, owner0); err == nil {
 		t.Fatal("read-only data dir accepted")
 	}
 }

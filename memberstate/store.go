@@ -1,14 +1,10 @@
 package memberstate
 
 import (
-	"errors"
 	"fmt"
-	"hash/crc32"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
 // Durable is the part of a member's state that must survive a crash (SPEC 8, D1): the current
@@ -30,137 +26,27 @@ type Store interface {
 	Save(Durable) error
 }
 
-// StateFileName is the file FileStore keeps in its directory.
-const StateFileName = "vote.state"
-
-// FileStore keeps the Durable state in one small text file, replaced atomically by write-temp,
-// fsync, rename, fsync of the directory. A CRC32C line guards against torn or edited files.
-//
-// File format (one line): `dledger-vote v1 term=<n> voteFor=<id> crc=<8 hex digits>`, where the
-// checksum covers everything before " crc=".
-type FileStore struct {
-	dir string
-}
-
-// NewFileStore prepares dir (created if missing) and checks that it is writable, so a bad data
-// directory is reported at start-up rather than at the first vote.
-func NewFileStore(dir string) (*FileStore, error) {
-	if dir == "" {
-		return nil, errors.New("data dir is empty")
+// checkDurable is the bound every Store enforces on Save (and MemberState on what a Store
+// loads): a term in [0, protocol.MaxTerm], so that no term+1 can wrap, and a vote that is empty
+// or a valid member id, so that the file format stays one line of space-separated fields.
+func checkDurable(d Durable) error {
+	if d.Term < 0 || d.Term > protocol.MaxTerm {
+		return fmt.Errorf("term %d is outside [0, %d]", d.Term, protocol.MaxTerm)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("data dir %s: %w", dir, err)
-	}
-	probe, err := os.CreateTemp(dir, ".probe-*")
-	if err != nil {
-		return nil, fmt.Errorf("data dir %s is not writable: %w", dir, err)
-	}
-	probe.Close()
-	os.Remove(probe.Name())
-	return &FileStore{dir: dir}, nil
-}
-
-// Path is the state file's path.
-func (f *FileStore) Path() string { return filepath.Join(f.dir, StateFileName) }
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
-func encodeDurable(d Durable) []byte {
-	body := "dledger-vote v1 term=" + strconv.FormatInt(d.Term, 10) + " voteFor=" + d.VoteFor
-	return []byte(fmt.Sprintf("%s crc=%08x\n", body, crc32.Checksum([]byte(body), crcTable)))
-}
-
-func decodeDurable(b []byte) (Durable, error) {
-	line := strings.TrimSuffix(string(b), "\n")
-	body, crcHex, ok := strings.Cut(line, " crc=")
-	if !ok {
-		return Durable{}, errors.New("no checksum (torn or foreign file)")
-	}
-	want, err := strconv.ParseUint(crcHex, 16, 32)
-	if err != nil || len(crcHex) != 8 {
-		return Durable{}, fmt.Errorf("bad checksum field %q", crcHex)
-	}
-	if got := crc32.Checksum([]byte(body), crcTable); uint64(got) != want {
-		return Durable{}, fmt.Errorf("checksum mismatch: file says %08x, content hashes to %08x", want, got)
-	}
-	f := strings.Fields(body)
-	if len(f) < 3 || len(f) > 4 || f[0] != "dledger-vote" || f[1] != "v1" || !strings.HasPrefix(f[2], "term=") {
-		return Durable{}, fmt.Errorf("unrecognised content %q", body)
-	}
-	term, err := strconv.ParseInt(strings.TrimPrefix(f[2], "term="), 10, 64)
-	if err != nil || term < 0 {
-		return Durable{}, fmt.Errorf("bad term in %q", body)
-	}
-	d := Durable{Term: term}
-	if len(f) == 4 {
-		if !strings.HasPrefix(f[3], "voteFor=") {
-			return Durable{}, fmt.Errorf("unrecognised content %q", body)
+	if d.VoteFor != "" {
+		if err := ValidateID(d.VoteFor); err != nil {
+			return fmt.Errorf("voteFor: %w", err)
 		}
-		d.VoteFor = strings.TrimPrefix(f[3], "voteFor=")
-	}
-	return d, nil
-}
-
-// Load reads the state. A missing file is a new member (term 0, no vote); a file that exists
-// but does not verify is an error, never a silent term 0.
-func (f *FileStore) Load() (Durable, error) {
-	b, err := os.ReadFile(f.Path())
-	if errors.Is(err, os.ErrNotExist) {
-		return Durable{}, nil
-	}
-	if err != nil {
-		return Durable{}, fmt.Errorf("read %s: %w", f.Path(), err)
-	}
-	d, err := decodeDurable(b)
-	if err != nil {
-		return Durable{}, fmt.Errorf("%s is corrupt (%v); refusing to start at term 0, which could "+
-			"let this member vote twice in a term. Restore the file or, if this member's vote may "+
-			"be lost safely, move it away", f.Path(), err)
-	}
-	return d, nil
-}
-
-// Save replaces the state durably. An error before the rename leaves the previous file in
-// place; an error after it (the directory fsync) leaves the new file visible, and a crash may
-// then keep either. The file is never torn: the rename is atomic and the checksum would tell.
-func (f *FileStore) Save(d Durable) error {
-	tmp, err := os.CreateTemp(f.dir, ".vote.state-*")
-	if err != nil {
-		return fmt.Errorf("save vote state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(encodeDurable(d)); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save vote state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save vote state: fsync: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save vote state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), f.Path()); err != nil {
-		return fmt.Errorf("save vote state: %w", err)
-	}
-	// The rename is durable only once the directory entry is.
-	dir, err := os.Open(f.dir)
-	if err != nil {
-		return fmt.Errorf("save vote state: open dir: %w", err)
-	}
-	defer dir.Close()
-	if err := dir.Sync(); err != nil {
-		return fmt.Errorf("save vote state: fsync dir: %w", err)
 	}
 	return nil
 }
 
-// MemStore is an in-memory Store for tests and the simulator. A successful Save is durable at
-// once (it models a completed fsync); Crash models a restart. Two disk faults: FailSaves makes
-// Saves fail before writing anything; TearNextSave makes one Save fail after writing (a failed
-// fsync, or FileStore's failed directory fsync), so that its state may or may not survive the
-// next Crash. ForgetOnCrash models a disk that lies about fsync, which only the simulator's
-// checker tests use.
+// MemStore is an in-memory Store for tests and the simulator, with FileStore's bounds on what
+// it saves. A successful Save is durable at once (it models a completed fsync); Crash models a
+// restart. Two disk faults: FailSaves makes Saves fail before writing anything; TearNextSave
+// makes one Save fail after writing (a failed fsync, or FileStore's failed directory fsync), so
+// that its state may or may not survive the next Crash. ForgetOnCrash models a disk that lies
+// about fsync, which only the simulator's checker tests use.
 type MemStore struct {
 	mu     sync.Mutex
 	d      Durable // what Load returns: the last state written, torn or not
@@ -189,6 +75,9 @@ func (m *MemStore) Save(d Durable) error {
 	defer m.mu.Unlock()
 	if m.failErr != nil {
 		return m.failErr
+	}
+	if err := checkDurable(d); err != nil {
+		return fmt.Errorf("save vote state: %w", err)
 	}
 	m.d = d
 	if err := m.tearErr; err != nil {

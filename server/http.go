@@ -2,15 +2,18 @@ package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -31,6 +34,7 @@ type StatusJSON struct {
 	LastHeartBeatMsAgo  int64      `json:"lastHeartBeatMsAgo"` // -1: none (candidate)
 	TakingLeadership    bool       `json:"takingLeadership"`
 	TransferringTo      string     `json:"transferringTo"`
+	LedgerMode          string     `json:"ledgerMode"` // none, sidecar or storage (server.LedgerMode)
 	PeersString         string     `json:"peersString"`
 	Peers               []PeerJSON `json:"peers"`
 }
@@ -146,18 +150,14 @@ func decodeBody(r *http.Request, fields map[string]any) error {
 	return nil
 }
 
-// AdminHandler is the HTTP admin API (also usable on a broker's own HTTP server):
-//
-//	GET  /v1/status   member status as JSON
-//	GET  /v1/leader   200 on the leader, 503 elsewhere (for load-balancer health checks)
-//	GET  /healthz     200 while the process serves
-//	PUT  /v1/ledger   {"endTerm":T,"endIndex":I}: the co-located application's ledger end
-//	POST /v1/transfer {"to":"n2"}: hand leadership to n2 (forwarded to the leader)
-//	GET  /metrics     Prometheus
-func (s *Server) AdminHandler() http.Handler {
-	mux := http.NewServeMux()
+// readOnlyRoutes are the routes both listeners serve: status, health and metrics. GET routes
+// answer HEAD too (net/http's mux does that); OPTIONS gets 204 with the allowed methods, as
+// load-balancer checks send it.
+func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, ToJSON(s.Status(), time.Now()))
+		j := ToJSON(s.Status(), time.Now())
+		j.LedgerMode = s.cfg.Ledger.String()
+		writeJSON(w, http.StatusOK, j)
 	})
 	mux.HandleFunc("GET /v1/leader", func(w http.ResponseWriter, r *http.Request) {
 		st := s.Status()
@@ -172,7 +172,53 @@ func (s *Server) AdminHandler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "ok\n")
 	})
+	if s.gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	}
+}
+
+// ReadOnlyHandler serves only what reads: GET /v1/status, /v1/leader, /healthz and /metrics.
+// It is what Config.MetricsAddr listens with.
+func (s *Server) ReadOnlyHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.readOnlyRoutes(mux)
+	return mux
+}
+
+// authorized lets a mutating request through when no token is configured (a loopback admin
+// address) or when it carries "Authorization: Bearer <token>"; otherwise it answers 401.
+func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if s.cfg.AdminToken == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AdminToken)) == 1 {
+		return true
+	}
+	s.adminRefused(r)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="dledger admin"`)
+	writeJSON(w, http.StatusUnauthorized, errorJSON{Error: "this request changes the election: it needs " +
+		"\"Authorization: Bearer <admin token>\" (dledger transfer --token-file)"})
+	return false
+}
+
+// AdminHandler is the HTTP admin API (also usable on a broker's own HTTP server):
+//
+//	GET  /v1/status   member status as JSON
+//	GET  /v1/leader   200 on the leader, 503 elsewhere (for load-balancer health checks)
+//	GET  /healthz     200 while the process serves
+//	PUT  /v1/ledger   {"endTerm":T,"endIndex":I}: the co-located application's ledger end
+//	POST /v1/transfer {"to":"n2"}: hand leadership to n2 (forwarded to the leader)
+//	GET  /metrics     Prometheus
+//
+// With Config.AdminToken set, PUT and POST need it as a bearer token.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	s.readOnlyRoutes(mux)
 	mux.HandleFunc("PUT /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(w, r) {
+			return
+		}
 		var body LedgerJSON
 		if err := decodeBody(r, map[string]any{"endTerm": &body.EndTerm, "endIndex": &body.EndIndex}); err != nil {
 			badRequest(w, "bad JSON: %v (want {\"endTerm\":T,\"endIndex\":I})", err)
@@ -182,13 +228,19 @@ func (s *Server) AdminHandler() http.Handler {
 			badRequest(w, "endTerm and endIndex are both required")
 			return
 		}
-		if err := s.UpdateLedger(*body.EndTerm, *body.EndIndex); err != nil {
+		if err := s.UpdateLedger(*body.EndTerm, *body.EndIndex); errors.Is(err, ErrNoStorage) {
+			writeJSON(w, http.StatusConflict, errorJSON{Error: err.Error() + " (start it with --ledger sidecar)"})
+			return
+		} else if err != nil {
 			badRequest(w, "%v", err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]int64{"endTerm": *body.EndTerm, "endIndex": *body.EndIndex})
 	})
 	mux.HandleFunc("POST /v1/transfer", func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(w, r) {
+			return
+		}
 		var body TransferRequestJSON
 		if err := decodeBody(r, map[string]any{"to": &body.To}); err != nil || body.To == "" {
 			if err == nil {
@@ -206,9 +258,6 @@ func (s *Server) AdminHandler() http.Handler {
 		}
 		writeJSON(w, transferHTTPStatus(res.Code), out)
 	})
-	if s.gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
-	}
 	return mux
 }
 
@@ -228,4 +277,10 @@ func transferHTTPStatus(c protocol.ResponseCode) int {
 		return http.StatusGatewayTimeout
 	}
 	return http.StatusBadGateway
+}
+
+// adminRefused records a mutating admin request refused for its token.
+func (s *Server) adminRefused(r *http.Request) {
+	s.log.Warn("admin request refused: missing or wrong bearer token",
+		zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
 }

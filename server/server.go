@@ -16,10 +16,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,74 +30,6 @@ import (
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
-
-// Config describes one member.
-type Config struct {
-	Group  string // replica group name
-	SelfID string // this member's id, one of Peers
-	// Peers is DLedger's peers string: "n0-host:port;n1-host:port;n2-host:port". This member
-	// listens for rpc on its own entry's address.
-	Peers string
-	// DataDir holds the durable term and vote (vote.state). Required unless WithStore is used.
-	DataDir string
-	// HTTPAddr is the admin API's listen address ("" disables it).
-	HTTPAddr string
-	// Election holds the timings; the zero value means dledger.DefaultConfig().
-	Election dledger.Config
-}
-
-// normalized fills in the defaults New applies: a zero Election means dledger.DefaultConfig()
-// (keeping PreferredLeaderIDs if only they were set).
-func (c Config) normalized() Config {
-	if c.Election.HeartBeatInterval == 0 && c.Election.MaintainInterval == 0 {
-		pref := c.Election.PreferredLeaderIDs
-		c.Election = dledger.DefaultConfig()
-		c.Election.PreferredLeaderIDs = pref
-	}
-	return c
-}
-
-// Validate checks everything in c that can be checked without touching the disk or the
-// network: timings, group, ids, the peers string, self and preferred leaders among the peers,
-// and the HTTP address's form. New calls it first, so a bad config creates no data dir and
-// registers no metrics; a command line can call it to tell a usage error from a runtime one.
-// DataDir is checked by New (it is optional with WithStore).
-func (c Config) Validate() error {
-	c = c.normalized()
-	if err := c.Election.Validate(); err != nil {
-		return err
-	}
-	if err := memberstate.ValidateGroup(c.Group); err != nil {
-		return err
-	}
-	if err := memberstate.ValidateID(c.SelfID); err != nil {
-		return err
-	}
-	peers, err := memberstate.ParsePeers(c.Peers)
-	if err != nil {
-		return err
-	}
-	ids := map[string]bool{}
-	for _, p := range peers {
-		ids[p.ID] = true
-	}
-	if !ids[c.SelfID] {
-		return fmt.Errorf("self id %q is not in the peers list %s", c.SelfID, memberstate.FormatPeers(peers))
-	}
-	for _, id := range c.Election.PreferredLeaderIDs {
-		if !ids[id] {
-			return fmt.Errorf("preferred leader %q is not a member (peers: %s)", id, memberstate.FormatPeers(peers))
-		}
-	}
-	if c.HTTPAddr != "" {
-		if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-			return fmt.Errorf("http address %q: %w", c.HTTPAddr, err)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			return fmt.Errorf("http address %q: bad port %q", c.HTTPAddr, port)
-		}
-	}
-	return nil
-}
 
 // Option customises a Server.
 type Option func(*options)
@@ -147,14 +77,20 @@ type Server struct {
 	gatherer prometheus.Gatherer
 	rpcSrv   *rpc.Server
 	client   *rpc.Client
-	http     *http.Server
-	httpLn   net.Listener
+	admin    *httpEndpoint // nil: no admin API
+	metricsL *httpEndpoint // nil: no separate metrics listener
 	peers    []memberstate.Peer
+	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
+	// the data dir's lock.
+	fileStore *memberstate.FileStore
 
 	// ownMetrics: the metrics live on a registry of the member's own, which dies with it, so
 	// Stop leaves them there (a stopped member's counters can still be read); metrics on a
 	// caller's registerer are unregistered.
 	ownMetrics bool
+
+	// ledgerReported: UpdateLedger succeeded at least once (LedgerStorage's Start needs it).
+	ledgerReported atomic.Bool
 
 	mu       sync.Mutex
 	state    int // 0 new, 1 started, 2 stopped
@@ -178,30 +114,36 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
-	cfg = cfg.normalized()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	peers, err := memberstate.ParsePeers(cfg.Peers)
+	r, err := cfg.resolve()
 	if err != nil {
 		return nil, err
 	}
+	cfg, peers := r.Config, r.peers
+	// From the data dir's lock on, every error path must release what was taken.
+	ok := false
 	store := o.store
+	var fileStore *memberstate.FileStore
 	if store == nil {
 		if cfg.DataDir == "" {
 			return nil, errors.New("data dir is required (it keeps the term and vote across restarts)")
 		}
-		fs, err := memberstate.NewFileStore(cfg.DataDir)
+		// Locks the data dir for the member's life, and refuses another member's vote.state.
+		fileStore, err = memberstate.OpenFileStore(cfg.DataDir, memberstate.Owner{Group: cfg.Group, SelfID: cfg.SelfID})
 		if err != nil {
 			return nil, err
 		}
-		store = fs
+		defer func() {
+			if !ok {
+				fileStore.Close()
+			}
+		}()
+		store = fileStore
 	}
 	ms, err := memberstate.New(cfg.Group, cfg.SelfID, peers, store)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, ms: ms, peers: peers, dispatch: dledger.NewDispatcher(),
+	s := &Server{cfg: cfg, ms: ms, peers: peers, dispatch: dledger.NewDispatcher(), fileStore: fileStore,
 		log: o.logger.With(zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
 
 	reg := o.registerer
@@ -215,19 +157,16 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	// From here on every error path must give the caller's registry back.
-	ok := false
 	defer func() {
 		if !ok {
 			s.metrics.Unregister()
 		}
 	}()
 
-	var selfAddr string
+	selfAddr := r.selfAddr
 	others := map[string]string{}
 	for _, p := range peers {
-		if p.ID == cfg.SelfID {
-			selfAddr = p.Addr
-		} else {
+		if p.ID != cfg.SelfID {
 			others[p.ID] = p.Addr
 		}
 	}
@@ -260,9 +199,13 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	for _, fn := range o.listeners {
 		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
 	}
+	// A transfer's handler waits up to the transfer bound for its answer.
+	writeTimeout := cfg.Election.TransferBound() + 10*time.Second
 	if cfg.HTTPAddr != "" {
-		s.http = &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 5 * time.Second,
-			ErrorLog: zap.NewStdLog(s.log.Named("http"))}
+		s.admin = newHTTPEndpoint("admin", cfg.HTTPAddr, s.AdminHandler(), writeTimeout, s.log)
+	}
+	if cfg.MetricsAddr != "" {
+		s.metricsL = newHTTPEndpoint("metrics", cfg.MetricsAddr, s.ReadOnlyHandler(), httpReadTimeout, s.log)
 	}
 	ok = true
 	return s, nil
@@ -279,21 +222,32 @@ func (s *Server) Start() error {
 	case 2:
 		return errors.New("server: Start after Stop (create a new Server)")
 	}
-	if s.http != nil {
-		ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("http listen %s: %w", s.cfg.HTTPAddr, err)
+	if s.cfg.Ledger == LedgerStorage && !s.ledgerReported.Load() {
+		return errNoLedger
+	}
+	var eps []*httpEndpoint
+	for _, ep := range []*httpEndpoint{s.admin, s.metricsL} {
+		if ep != nil {
+			eps = append(eps, ep)
 		}
-		s.httpLn = ln
+	}
+	closeAll := func() {
+		for _, ep := range eps {
+			ep.close()
+		}
+	}
+	for _, ep := range eps {
+		if err := ep.listen(); err != nil {
+			closeAll()
+			return err
+		}
 	}
 	if err := s.rpcSrv.Start(); err != nil {
-		if s.httpLn != nil {
-			s.httpLn.Close()
-		}
+		closeAll()
 		return fmt.Errorf("rpc listen: %w", err)
 	}
-	if s.http != nil {
-		go s.http.Serve(s.httpLn)
+	for _, ep := range eps {
+		ep.serve()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.runDone = cancel, make(chan struct{})
@@ -350,9 +304,9 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 		s.cancel()
 		<-s.runDone
 		s.publishStopped()
-		if s.http != nil {
-			if err := s.http.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("http: %w", err))
+		for _, ep := range []*httpEndpoint{s.admin, s.metricsL} {
+			if err := ep.shutdown(ctx); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		if err := s.rpcSrv.Stop(ctx); err != nil {
@@ -366,6 +320,11 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	s.dispatch.Close()
 	if !s.ownMetrics {
 		s.metrics.Unregister()
+	}
+	if s.fileStore != nil {
+		if err := s.fileStore.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("data dir: %w", err))
+		}
 	}
 	if started {
 		s.log.Info("member stopped")
@@ -444,13 +403,22 @@ func (s *Server) Status() dledger.Status {
 	return st
 }
 
+// ErrNoStorage is UpdateLedger's answer on a member configured with LedgerNone.
+var ErrNoStorage = errors.New("this member has no storage (ledger mode none), so it has no ledger to report; " +
+	"a member whose ledger comes from storage needs ledger mode storage (embedded) or sidecar")
+
 // UpdateLedger reports the storage's ledger end: the term of its last entry (not the current
-// term) and its index; (-1, -1) is an empty ledger. Call it whenever the ledger grows, and
-// before Start if the ledger is not empty, so votes compare against the truth.
+// term) and its index; (-1, -1) is an empty ledger. Call it before Start (LedgerStorage refuses
+// to start without it) and whenever the ledger grows, so votes compare against the truth. A
+// sidecar member abstains until its first call after each start.
 func (s *Server) UpdateLedger(endTerm, endIndex int64) error {
+	if s.cfg.Ledger == LedgerNone {
+		return ErrNoStorage
+	}
 	if err := s.elector.UpdateLedger(endTerm, endIndex); err != nil {
 		return err
 	}
+	s.ledgerReported.Store(true)
 	s.metrics.SetLedger(endTerm, endIndex)
 	return nil
 }
@@ -494,7 +462,13 @@ func (s *Server) transfer(ctx context.Context, to string, forward bool) (Transfe
 		}
 		s.client.SendLeadershipTransfer(st.LeaderID, req, func(r *protocol.LeadershipTransferResponse, err error) {
 			if err != nil {
-				r = &protocol.LeadershipTransferResponse{Header: protocol.Header{Code: protocol.CodeNetworkError,
+				// A request that timed out reached the leader, or may have: its outcome is unknown
+				// (504), not failed. Any other error means it was never sent.
+				code := protocol.CodeNetworkError
+				if errors.Is(err, rpc.ErrTimeout) {
+					code = protocol.CodeTimeout
+				}
+				r = &protocol.LeadershipTransferResponse{Header: protocol.Header{Code: code,
 					Term: st.Term, LeaderID: st.LeaderID}}
 			}
 			reply(r)
@@ -512,9 +486,7 @@ func (s *Server) transfer(ctx context.Context, to string, forward bool) (Transfe
 func (s *Server) RPCAddr() string { return s.rpcSrv.Addr() }
 
 // HTTPAddr is the admin API's address (after Start), or "".
-func (s *Server) HTTPAddr() string {
-	if s.httpLn == nil {
-		return ""
-	}
-	return s.httpLn.Addr().String()
-}
+func (s *Server) HTTPAddr() string { return s.admin.boundAddr() }
+
+// MetricsAddr is the read-only metrics listener's address (after Start), or "".
+func (s *Server) MetricsAddr() string { return s.metricsL.boundAddr() }

@@ -40,7 +40,7 @@ func (r *recorder) events() []dledger.RoleEvent {
 
 func soloConfig(t *testing.T) Config {
 	return Config{Group: "g", SelfID: "n0", Peers: peersString(freePorts(t, 1)), DataDir: t.TempDir(),
-		Election: fastTimings()}
+		Election: fastTimings(), Ledger: LedgerNone}
 }
 
 func awaitRole(t *testing.T, s *Server, role protocol.Role) dledger.Status {
@@ -197,7 +197,9 @@ func TestConcurrentStopWaitsForTheFirst(t *testing.T) {
 // encoding/json matches keys case-insensitively; the API promises 400 for unknown fields, and
 // a misspelt key is one.
 func TestAdminAPIRejectsMisspeltKeys(t *testing.T) {
-	s, err := New(soloConfig(t))
+	c := soloConfig(t)
+	c.Ledger = LedgerSidecar
+	s, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}

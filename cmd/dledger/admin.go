@@ -86,6 +86,7 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("http", "", "admin API address of any member (required)")
 	to := fs.String("to", "", "member id to hand leadership to (required)")
 	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer")
+	tokenFile := fs.String("token-file", "", "file holding the member's admin bearer token (its --admin-token-file)")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -93,10 +94,27 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dledger transfer: --http and --to are required")
 		return 2
 	}
+	var token string
+	if *tokenFile != "" {
+		var err error
+		if token, err = readTokenFile(*tokenFile); err != nil {
+			fmt.Fprintf(stderr, "dledger transfer: --token-file: %v\n", err)
+			return 2
+		}
+	}
 	body, _ := json.Marshal(server.TransferRequestJSON{To: *to})
 	client := &http.Client{Timeout: *timeout}
+	req, err := http.NewRequest("POST", httpURL(*addr, "/v1/transfer"), bytes.NewReader(body))
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
+		return 2
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	started := time.Now()
-	resp, err := client.Post(httpURL(*addr, "/v1/transfer"), "application/json", bytes.NewReader(body))
+	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
 		return 1

@@ -73,7 +73,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	peers := strings.Join(parts, ";")
 	// Every member shares the timings and peers, so checking one config checks them all (a
 	// preferred leader outside the group, say).
-	if err := (server.Config{Group: "dev", SelfID: "n0", Peers: peers, Election: cfg}).Validate(); err != nil {
+	if err := (server.Config{Group: "dev", SelfID: "n0", Peers: peers, Ledger: server.LedgerNone, Election: cfg}).Validate(); err != nil {
 		return usage("%v", err)
 	}
 	root := *dir
@@ -108,7 +108,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		id := fmt.Sprintf("n%d", i)
 		httpAddr := fmt.Sprintf("127.0.0.1:%d", *httpBase+i)
 		s, err := server.New(server.Config{Group: "dev", SelfID: id, Peers: peers,
-			DataDir: fmt.Sprintf("%s/%s", root, id), HTTPAddr: httpAddr, Election: cfg},
+			DataDir: fmt.Sprintf("%s/%s", root, id), HTTPAddr: httpAddr, Ledger: server.LedgerNone, Election: cfg},
 			server.WithLogger(log),
 			server.WithListener(func(ev dledger.RoleEvent) {
 				leader, note := ev.LeaderID, ""

@@ -53,6 +53,7 @@ type procGroup struct {
 	https []string
 	procs []*exec.Cmd
 	logs  []string
+	extra []string // more server flags for every member
 }
 
 func (g *procGroup) start(i int) {
@@ -64,6 +65,7 @@ func (g *procGroup) start(i int) {
 	cmd := exec.Command(g.bin, "server", "--group", "proc", "--id", fmt.Sprintf("n%d", i), "--peers", g.peers,
 		"--data-dir", g.dirs[i], "--http", g.https[i], "--heartbeat-interval", "100ms",
 		"--min-vote-interval", "50", "--max-vote-interval", "150", "--vote-round-base", "200ms", "--log-level", "info")
+	cmd.Args = append(cmd.Args, g.extra...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		g.t.Fatal(err)
@@ -196,7 +198,7 @@ func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
 
 	g.kill9(oldIdx)
 	// What the dead leader persisted: the term it led and its own vote in it.
-	fs, err := memberstate.NewFileStore(g.dirs[oldIdx])
+	fs, err := memberstate.OpenFileStoreReadOnly(g.dirs[oldIdx])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,7 +251,12 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	id := fs.String("id", "", "this member's id, one of --peers (required)")
 	peers := fs.String("peers", "", `members as "n0-host:port;n1-host:port;n2-host:port" (required)`)
 	dataDir := fs.String("data-dir", "", "directory for the durable term and vote (required)")
-	httpAddr := fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables)`)
+	httpAddr := fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
+		`an address other hosts can reach needs --admin-token-file`)
+	tokenFile := fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
+	metricsAddr := fs.String("metrics", "", "read-only listener for /metrics, /healthz, /v1/leader and /v1/status (default: none)")
+	ledger := fs.String("ledger", "none", "where the ledger end comes from: none (no storage; always empty) or sidecar "+
+		"(an application reports it with PUT /v1/ledger; until then, after every start, the member abstains)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or console")
 	timing := addTimingFlags(fs)
@@ -286,7 +291,17 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		return fail(2, "%v", err)
 	}
 	defer log.Sync()
-	scfg := server.Config{Group: *group, SelfID: *id, Peers: *peers, DataDir: *dataDir, Election: cfg}
+	mode, err := server.ParseLedgerMode(*ledger)
+	if err != nil || mode == server.LedgerStorage { // storage mode needs a broker in the process
+		return fail(2, "--ledger %q: want none or sidecar", *ledger)
+	}
+	scfg := server.Config{Group: *group, SelfID: *id, Peers: *peers, DataDir: *dataDir, Ledger: mode,
+		Profile: timing.profile, Election: cfg, MetricsAddr: *metricsAddr}
+	if *tokenFile != "" {
+		if scfg.AdminToken, err = readTokenFile(*tokenFile); err != nil {
+			return fail(2, "--admin-token-file: %v", err)
+		}
+	}
 	if err := scfg.Validate(); err != nil {
 		return fail(2, "%v", err)
 	}

@@ -1,0 +1,600 @@
+package memberstate
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+var owner0 = Owner{Group: "g", SelfID: "n0"}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func mustOpen(t *testing.T, dir string, o Owner) *FileStore {
+	t.Helper()
+	fs, err := OpenFileStore(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fs.Close() })
+	return fs
+}
+
+// reload closes fs and reads dir as a restarted member would.
+func reload(t *testing.T, fs *FileStore) Durable {
+	t.Helper()
+	if err := fs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fs2 := mustOpen(t, fs.dir, fs.owner)
+	d, err := fs2.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs2.Close()
+	return d
+}
+
+// withCRC completes a vote.state body with its checksum, to write files the code would not.
+func withCRC(body string) []byte {
+	return []byte(fmt.Sprintf("%s crc=%08x\n", body, crc32.Checksum([]byte(body), crcTable)))
+}
+
+// TestDataDirLockInProcess: a second open of a data dir fails at once, by any path to it, until
+// the first is closed; Close is idempotent and a closed store saves nothing.
+func TestDataDirLockInProcess(t *testing.T) {
+	dir := t.TempDir()
+	a := mustOpen(t, dir, owner0)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{dir, link, dir + "/."} {
+		_, err := OpenFileStore(path, owner0)
+		want := fmt.Sprintf("data dir %s is in use by another member in this process (pid %d); "+
+			"each member needs its own --data-dir", path, os.Getpid())
+		if err == nil || err.Error() != want {
+			t.Fatalf("second open via %s: %v\nwant: %s", path, err, want)
+		}
+	}
+	if _, err := OpenFileStore(dir, Owner{Group: "g", SelfID: "n1"}); err == nil {
+		t.Fatal("another member opened a locked data dir")
+	}
+	if err := a.Save(Durable{Term: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := a.Save(Durable{Term: 2}); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("Save after Close: %v", err)
+	}
+	b := mustOpen(t, dir, owner0)
+	if d, err := b.Load(); err != nil || d != (Durable{Term: 1}) {
+		t.Fatalf("after reopen: %+v %v", d, err)
+	}
+}
+
+const lockChildEnv = "MEMBERSTATE_TEST_LOCK_HOLDER_DIR"
+
+// TestLockHolderChild is a helper, not a test: TestDataDirLockAcrossProcesses runs the test
+// binary with it as a child process that opens a data dir and holds it until killed.
+func TestLockHolderChild(t *testing.T) {
+	dir := os.Getenv(lockChildEnv)
+	if dir == "" {
+		t.Skip("helper process for TestDataDirLockAcrossProcesses")
+	}
+	fs, err := OpenFileStore(dir, owner0)
+	if err != nil {
+		fmt.Println("open failed:", err)
+		os.Exit(3)
+	}
+	fmt.Println("locked")
+	io.Copy(io.Discard, os.Stdin) // the parent kills us; EOF if it dies first
+	fs.Close()
+	os.Exit(0)
+}
+
+// TestDataDirLockAcrossProcesses: a data dir held by another process is refused with that
+// process's pid; once the holder is killed (kill -9, so it leaves its LOCK file behind) the dir
+// opens again.
+func TestDataDirLockAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHolderChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir)
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	var seen []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "locked" {
+		seen = append(seen, sc.Text())
+	}
+	if sc.Text() != "locked" {
+		t.Fatalf("child did not lock the dir; it said %q", seen)
+	}
+	pid := cmd.Process.Pid
+
+	_, err = OpenFileStore(dir, owner0)
+	want := fmt.Sprintf("data dir %s is in use by another dledger process (pid %d); each member needs its own --data-dir", dir, pid)
+	if err == nil || err.Error() != want {
+		t.Fatalf("open of a dir another process holds: %v\nwant: %s", err, want)
+	}
+
+	cmd.Process.Kill()
+	cmd.Wait() // the kernel has released the dead process's lock by the time it is reaped
+	waited = true
+	b, err := os.ReadFile(filepath.Join(dir, LockFileName))
+	if err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(pid) {
+		t.Fatalf("LOCK after kill -9 = %q %v, want the dead holder's pid %d left behind", b, err, pid)
+	}
+	fs := mustOpen(t, dir, owner0) // a stale LOCK file does not block a restart
+	b, _ = os.ReadFile(filepath.Join(dir, LockFileName))
+	if strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("LOCK = %q after reopen, want our pid", b)
+	}
+	fs.Close()
+}
+
+// TestVoteStateRecordsOwner: vote.state names its group and member, and another member (or the
+// same id in another group) is refused at open time.
+func TestVoteStateRecordsOwner(t *testing.T) {
+	dir := t.TempDir()
+	fs := mustOpen(t, dir, Owner{Group: "demo", SelfID: "n1"})
+	if err := fs.Save(Durable{Term: 3, VoteFor: "n2"}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(fs.Path())
+	if want := withCRC("dledger-vote v2 group=demo id=n1 term=3 voteFor=n2"); !bytes.Equal(b, want) {
+		t.Fatalf("vote.state = %q, want %q", b, want)
+	}
+	fs.Close()
+	for _, o := range []Owner{{"demo", "n0"}, {"other", "n1"}} {
+		_, err := OpenFileStore(dir, o)
+		want := fmt.Sprintf("data dir %s belongs to member n1 of group demo, not %s of group %s: wrong --data-dir?",
+			dir, o.SelfID, o.Group)
+		if err == nil || err.Error() != want {
+			t.Fatalf("open as %+v: %v\nwant: %s", o, err, want)
+		}
+	}
+	if d := reload(t, mustOpen(t, dir, Owner{Group: "demo", SelfID: "n1"})); d != (Durable{Term: 3, VoteFor: "n2"}) {
+		t.Fatalf("owner reopening: %+v", d)
+	}
+	// Load checks too (a file swapped under a running member).
+	fs = mustOpen(t, dir, Owner{Group: "demo", SelfID: "n1"})
+	os.WriteFile(fs.Path(), withCRC("dledger-vote v2 group=demo id=n0 term=3 voteFor="), 0o644)
+	if _, err := fs.Load(); err == nil || !strings.Contains(err.Error(), "belongs to member n0 of group demo") {
+		t.Fatalf("Load of another member's file: %v", err)
+	}
+	ro, err := OpenFileStoreReadOnly(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := ro.Load(); err != nil || d.Term != 3 {
+		t.Fatalf("read-only Load: %+v %v", d, err)
+	}
+	if err := ro.Save(Durable{Term: 4}); err == nil {
+		t.Fatal("read-only store saved")
+	}
+}
+
+// TestVoteStateV1IsReadAndRewritten: a file from before owners were recorded is read as the
+// opener's and the next Save rewrites it as version 2.
+func TestVoteStateV1IsReadAndRewritten(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, StateFileName)
+	for _, c := range []struct {
+		body string
+		want Durable
+	}{
+		{"dledger-vote v1 term=7 voteFor=n2", Durable{Term: 7, VoteFor: "n2"}},
+		{"dledger-vote v1 term=7 voteFor=", Durable{Term: 7}},
+		{"dledger-vote v1 term=7", Durable{Term: 7}},
+	} {
+		os.WriteFile(path, withCRC(c.body), 0o644)
+		fs := mustOpen(t, dir, owner0)
+		if d, err := fs.Load(); err != nil || d != c.want {
+			t.Fatalf("%q: %+v %v, want %+v", c.body, d, err, c.want)
+		}
+		if err := fs.Save(Durable{Term: 8}); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(path); !bytes.Equal(b, withCRC("dledger-vote v2 group=g id=n0 term=8 voteFor=")) {
+			t.Fatalf("rewritten as %q", b)
+		}
+		fs.Close()
+	}
+}
+
+// TestVoteStateOddButValidNames: the format survives every character a group or id may hold.
+func TestVoteStateOddButValidNames(t *testing.T) {
+	for _, o := range []Owner{{"a=b", "x=y"}, {"grp\u00a0nbsp", "id\u2003em"}, {"crc=00000000", "voteFor=n1"}} {
+		dir := t.TempDir()
+		fs := mustOpen(t, dir, o)
+		want := Durable{Term: 5, VoteFor: o.SelfID}
+		if err := fs.Save(want); err != nil {
+			t.Fatal(err)
+		}
+		if d := reload(t, fs); d != want {
+			t.Fatalf("owner %+v: reloaded %+v, want %+v", o, d, want)
+		}
+	}
+	fs := mustOpen(t, t.TempDir(), owner0)
+	if err := fs.Save(Durable{Term: 1, VoteFor: "n 1"}); err == nil {
+		t.Fatal("a vote for an id with a space was saved")
+	}
+	if _, err := OpenFileStore(t.TempDir(), Owner{Group: "g g", SelfID: "n0"}); err == nil {
+		t.Fatal("group with a space accepted")
+	}
+}
+
+var errInjected = errors.New("injected fault")
+
+// recOps records Save's file operations in order and fails the one named failAt. With torn, a
+// failing write first writes half its bytes, as a full disk may.
+type recOps struct {
+	real   fsOps
+	steps  []string
+	failAt string
+	torn   bool
+}
+
+func (r *recOps) step(name string) error {
+	r.steps = append(r.steps, name)
+	if name == r.failAt {
+		return errInjected
+	}
+	return nil
+}
+
+func (r *recOps) createTemp(dir, pattern string) (tempFile, error) {
+	if err := r.step("create"); err != nil {
+		return nil, err
+	}
+	f, err := r.real.createTemp(dir, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &recFile{f, r}, nil
+}
+
+func (r *recOps) rename(oldpath, newpath string) error {
+	if err := r.step("rename"); err != nil {
+		return err
+	}
+	return r.real.rename(oldpath, newpath)
+}
+
+func (r *recOps) syncDir(dir string) error {
+	if err := r.step("fsync dir"); err != nil {
+		return err
+	}
+	return r.real.syncDir(dir)
+}
+
+func (r *recOps) remove(name string) error {
+	r.step("remove")
+	return r.real.remove(name)
+}
+
+type recFile struct {
+	tempFile
+	r *recOps
+}
+
+func (f *recFile) Write(b []byte) (int, error) {
+	if err := f.r.step("write"); err != nil {
+		if f.r.torn {
+			n, _ := f.tempFile.Write(b[:len(b)/2])
+			return n, err
+		}
+		return 0, err
+	}
+	return f.tempFile.Write(b)
+}
+
+func (f *recFile) Sync() error {
+	if err := f.r.step("fsync"); err != nil {
+		return err
+	}
+	return f.tempFile.Sync()
+}
+
+func (f *recFile) Close() error {
+	err := f.r.step("close")
+	if cerr := f.tempFile.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// TestFileStoreSaveOrder: write the temp file, fsync it, close it, rename it over vote.state,
+// fsync the directory; nothing more.
+func TestFileStoreSaveOrder(t *testing.T) {
+	fs := mustOpen(t, t.TempDir(), owner0)
+	rec := &recOps{real: fs.ops}
+	fs.ops = rec
+	if err := fs.Save(Durable{Term: 1, VoteFor: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"create", "write", "fsync", "close", "rename", "fsync dir"}
+	if !slices.Equal(rec.steps, want) {
+		t.Fatalf("Save did %v, want %v", rec.steps, want)
+	}
+	if d := reload(t, fs); d != (Durable{Term: 1, VoteFor: "n1"}) {
+		t.Fatalf("reloaded %+v", d)
+	}
+}
+
+// TestFileStoreFailureAtEachStep: a fault at any step fails Save, cleans up its temp file, and
+// leaves on disk the old state (any step up to the rename, byte for byte) or the new one (the
+// directory fsync, after the rename), never a mix; through MemberState the failed Save grants
+// nothing: no vote, no new term.
+func TestFileStoreFailureAtEachStep(t *testing.T) {
+	old := Durable{Term: 4, VoteFor: "n2"}
+	for _, c := range []struct {
+		failAt  string
+		torn    bool
+		steps   []string // what Save does, cleanup included
+		keepsIt bool     // the new state is on disk (the rename happened)
+	}{
+		{"create", false, []string{"create"}, false},
+		{"write", false, []string{"create", "write", "close", "remove"}, false},
+		{"write", true, []string{"create", "write", "close", "remove"}, false},
+		{"fsync", false, []string{"create", "write", "fsync", "close", "remove"}, false},
+		{"close", false, []string{"create", "write", "fsync", "close", "remove"}, false},
+		{"rename", false, []string{"create", "write", "fsync", "close", "rename", "remove"}, false},
+		{"fsync dir", false, []string{"create", "write", "fsync", "close", "rename", "fsync dir"}, true},
+	} {
+		name := c.failAt
+		if c.torn {
+			name += " torn"
+		}
+		t.Run(name, func(t *testing.T) {
+			for _, op := range []string{"vote", "nextTerm"} {
+				dir := t.TempDir()
+				fs := mustOpen(t, dir, owner0)
+				if err := fs.Save(old); err != nil {
+					t.Fatal(err)
+				}
+				before, _ := os.ReadFile(fs.Path())
+				ms, err := New("g", "n0", threePeers(), fs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if op == "vote" { // a fresh term to vote in, saved before the fault is armed
+					if _, err := ms.NextTerm(); err != nil {
+						t.Fatal(err)
+					}
+					before, _ = os.ReadFile(fs.Path())
+				}
+				rec := &recOps{real: fs.ops, failAt: c.failAt, torn: c.torn}
+				fs.ops = rec
+				var next Durable
+				switch op {
+				case "vote":
+					next = Durable{Term: ms.CurrTerm(), VoteFor: "n1"}
+					if err := ms.Vote("n1"); !errors.Is(err, errInjected) {
+						t.Fatalf("Vote with a fault at %s: %v", name, err)
+					}
+					if ms.VoteFor() != "" {
+						t.Fatalf("a failed Save granted a vote for %q", ms.VoteFor())
+					}
+				case "nextTerm":
+					next = Durable{Term: old.Term + 1}
+					if _, err := ms.NextTerm(); !errors.Is(err, errInjected) {
+						t.Fatalf("NextTerm with a fault at %s: %v", name, err)
+					}
+					if ms.CurrTerm() != old.Term || ms.VoteFor() != old.VoteFor {
+						t.Fatalf("a failed Save moved the member to term %d vote %q", ms.CurrTerm(), ms.VoteFor())
+					}
+				}
+				if !slices.Equal(rec.steps, c.steps) {
+					t.Fatalf("%s: Save did %v, want %v", op, rec.steps, c.steps)
+				}
+				if names := dirNames(t, dir); !slices.Equal(names, []string{"LOCK", "vote.state"}) {
+					t.Fatalf("%s: data dir holds %v after the fault (temp file left?)", op, names)
+				}
+				after, _ := os.ReadFile(fs.Path())
+				if !c.keepsIt && !bytes.Equal(after, before) {
+					t.Fatalf("%s: vote.state changed by a Save that failed before its rename:\n%q\n%q", op, before, after)
+				}
+				prev, _ := decodeDurable(before)
+				got := reload(t, fs)
+				switch {
+				case c.keepsIt && got != next, !c.keepsIt && got != prev.d:
+					t.Fatalf("%s: reopened at %+v (old %+v, new %+v, new kept: %v)", op, got, prev.d, next, c.keepsIt)
+				}
+			}
+		})
+	}
+}
+
+// TestCrashLeftoverTempFile: a crash between writing the temp file and renaming it leaves the
+// old state, and the next open clears the leftover.
+func TestCrashLeftoverTempFile(t *testing.T) {
+	dir := t.TempDir()
+	fs := mustOpen(t, dir, owner0)
+	if err := fs.Save(Durable{Term: 2, VoteFor: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	fs.Close()
+	full := encodeDurable(owner0, Durable{Term: 3})
+	os.WriteFile(filepath.Join(dir, ".vote.state-123"), full[:len(full)/2], 0o600)
+	fs = mustOpen(t, dir, owner0)
+	if d, err := fs.Load(); err != nil || d != (Durable{Term: 2, VoteFor: "n1"}) {
+		t.Fatalf("after a crash mid-Save: %+v %v", d, err)
+	}
+	if names := dirNames(t, dir); !slices.Equal(names, []string{"LOCK", "vote.state"}) {
+		t.Fatalf("leftover not cleared: %v", names)
+	}
+}
+
+// TestNextTermOnDisk: what a restarted member finds after NextTerm (the new term, no vote) and
+// after Vote (the term and the vote).
+func TestNextTermOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	fs := mustOpen(t, dir, owner0)
+	ms, err := New("g", "n0", threePeers(), fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms.NextTerm()
+	if err := ms.Vote("n2"); err != nil {
+		t.Fatal(err)
+	}
+	if d := reload(t, fs); d != (Durable{Term: 1, VoteFor: "n2"}) {
+		t.Fatalf("after Vote the disk holds %+v, want term 1 vote n2", d)
+	}
+	fs = mustOpen(t, dir, owner0)
+	ms, _ = New("g", "n0", threePeers(), fs)
+	ms.ChangeToCandidate(6)
+	if term, err := ms.NextTerm(); err != nil || term != 6 {
+		t.Fatalf("NextTerm = %d, %v", term, err)
+	}
+	if d := reload(t, fs); d != (Durable{Term: 6}) {
+		t.Fatalf("after NextTerm the disk holds %+v, want term 6 and no vote", d)
+	}
+}
+
+// TestTermBounds: protocol.MaxTerm is the last term a member reaches; nothing wraps.
+func TestTermBounds(t *testing.T) {
+	at := func(term int64) (*MemberState, *MemStore) {
+		st := NewMemStore()
+		if err := st.Save(Durable{Term: term}); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := New("g", "n0", threePeers(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms, st
+	}
+	ms, _ := at(protocol.MaxTerm - 1)
+	if term, err := ms.NextTerm(); err != nil || term != protocol.MaxTerm {
+		t.Fatalf("NextTerm from MaxTerm-1 = %d, %v", term, err)
+	}
+	ms, st := at(protocol.MaxTerm)
+	ms.Vote("n1")
+	saves := st.Saves()
+	term, err := ms.NextTerm()
+	if err == nil || term != protocol.MaxTerm || ms.CurrTerm() != protocol.MaxTerm || ms.VoteFor() != "n1" ||
+		st.Saves() != saves || !strings.Contains(err.Error(), "largest a member may hold") {
+		t.Fatalf("NextTerm from MaxTerm = %d, %v; term %d vote %q, %d saves (was %d)",
+			term, err, ms.CurrTerm(), ms.VoteFor(), st.Saves(), saves)
+	}
+
+	ms, _ = at(5)
+	if err := ms.ChangeToCandidate(protocol.MaxTerm + 1); err == nil || ms.KnownMaxTermInGroup() != 5 {
+		t.Fatalf("ChangeToCandidate(MaxTerm+1): %v, knownMax %d", err, ms.KnownMaxTermInGroup())
+	}
+	if err := ms.ChangeToCandidate(protocol.MaxTerm); err != nil {
+		t.Fatal(err)
+	}
+	if term, err := ms.NextTerm(); err != nil || term != protocol.MaxTerm {
+		t.Fatalf("NextTerm to a known MaxTerm = %d, %v", term, err)
+	}
+
+	ms, _ = at(0)
+	const maxV = protocol.MaxLedgerValue
+	if err := ms.SetLedgerEnd(LedgerEnd{maxV, maxV}); err != nil {
+		t.Fatalf("SetLedgerEnd(Max, Max): %v", err)
+	}
+	for _, l := range []LedgerEnd{{maxV + 1, 0}, {0, maxV + 1}, {1<<63 - 1, 1<<63 - 1}} {
+		if err := ms.SetLedgerEnd(l); err == nil || ms.Ledger() != (LedgerEnd{maxV, maxV}) {
+			t.Errorf("SetLedgerEnd(%v): %v, ledger now %v", l, err, ms.Ledger())
+		}
+	}
+
+	fs := mustOpen(t, t.TempDir(), owner0)
+	for _, s := range []Store{fs, NewMemStore()} {
+		if err := s.Save(Durable{Term: protocol.MaxTerm}); err != nil {
+			t.Fatalf("%T: Save(MaxTerm): %v", s, err)
+		}
+		for _, term := range []int64{protocol.MaxTerm + 1, -1, -1 << 63} {
+			if err := s.Save(Durable{Term: term}); err == nil || !strings.Contains(err.Error(), "outside [0, 4611686018427387904]") {
+				t.Fatalf("%T: Save(%d): %v", s, term, err)
+			}
+		}
+		if d, _ := s.Load(); d.Term != protocol.MaxTerm {
+			t.Fatalf("%T: a refused Save changed the state to %+v", s, d)
+		}
+	}
+	// A store of someone else's that hands back an out-of-range term.
+	if _, err := New("g", "n0", threePeers(), badStore{Durable{Term: -5}}); err == nil {
+		t.Fatal("New accepted a negative stored term")
+	}
+}
+
+type badStore struct{ d Durable }
+
+func (b badStore) Load() (Durable, error) { return b.d, nil }
+func (b badStore) Save(Durable) error     { return nil }
+
+// TestVoteStateTermOutOfRangeIsCorrupt: a file whose term is above MaxTerm, beyond int64 or
+// negative does not load, even with a valid checksum.
+func TestVoteStateTermOutOfRangeIsCorrupt(t *testing.T) {
+	for term, want := range map[string]string{
+		strconv.FormatInt(protocol.MaxTerm, 10):   "",
+		strconv.FormatInt(protocol.MaxTerm+1, 10): "term 4611686018427387905 is above the largest term a member may hold (4611686018427387904)",
+		"9223372036854775807":                     "term 9223372036854775807 is above the largest term",
+		"99999999999999999999":                    `bad term "99999999999999999999"`,
+		"-9223372036854775808":                    `bad term "-9223372036854775808"`,
+		"-1":                                      `bad term "-1"`,
+	} {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, StateFileName), withCRC("dledger-vote v2 group=g id=n0 term="+term+" voteFor="), 0o644)
+		fs, err := OpenFileStore(dir, owner0)
+		if want == "" {
+			if err != nil {
+				t.Fatalf("term %s refused: %v", term, err)
+			}
+			fs.Close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "is corrupt") || !strings.Contains(err.Error(), want) {
+			t.Fatalf("term %s: %v\nwant a corruption error with %q", term, err, want)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
+)
+
+// Config describes one member.
+type Config struct {
+	Group  string // replica group name
+	SelfID string // this member's id, one of Peers
+	// Peers is DLedger's peers string: "n0-host:port;n1-host:port;n2-host:port". This member
+	// listens for rpc on its own entry's address.
+	Peers string
+	// DataDir holds the durable term and vote (vote.state). Required unless WithStore is used.
+	DataDir string
+	// HTTPAddr is the admin API's listen address ("" disables it). An address other hosts can
+	// reach needs an AdminToken.
+	HTTPAddr string
+	// AdminToken, if set, must be presented as "Authorization: Bearer <token>" by the admin
+	// API's mutating requests (PUT /v1/ledger, POST /v1/transfer); reads stay open.
+	AdminToken string
+	// MetricsAddr is a read-only listener for /metrics, /healthz, /v1/leader and /v1/status
+	// ("" disables it), so Prometheus and load balancers never need the admin address.
+	MetricsAddr string
+	// Ledger says where this member's ledger end comes from (see LedgerMode). The zero value,
+	// LedgerStorage, is for a broker that embeds the member: Start refuses to run before its
+	// first UpdateLedger.
+	Ledger LedgerMode
+	// Profile names the timing profile the election settings start from: dledger.ProfileLAN
+	// (also "") or dledger.ProfileDLedger.
+	Profile string
+	// Election holds the timings. Every zero field takes the profile's value, so only the
+	// settings given change anything (see dledger.Config.WithDefaults).
+	Election dledger.Config
+}
+
+// LedgerMode says where a member's ledger end comes from. A member must never vote or campaign
+// on a ledger it does not know: after a restart the storage's ledger is unknown until it is
+// reported again, and voting as if it were empty would let a stale replica win.
+type LedgerMode int
+
+const (
+	// LedgerStorage: a broker embeds the member and reports its ledger with UpdateLedger. Start
+	// is refused until the first UpdateLedger, so the member never runs on an unknown ledger.
+	LedgerStorage LedgerMode = iota
+	// LedgerSidecar: an application beside the member reports the ledger (PUT /v1/ledger). The
+	// member starts, but abstains after every start until the first report: it grants no vote,
+	// does not campaign and is never a hand-over target.
+	LedgerSidecar
+	// LedgerNone: the member has no storage (a lock service, the walk-through). Its ledger is
+	// always empty, (-1, -1), and UpdateLedger is refused.
+	LedgerNone
+)
+
+var ledgerModeNames = [...]string{"storage", "sidecar", "none"}
+
+func (m LedgerMode) String() string {
+	if m >= 0 && int(m) < len(ledgerModeNames) {
+		return ledgerModeNames[m]
+	}
+	return "LedgerMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseLedgerMode is the inverse of String.
+func ParseLedgerMode(s string) (LedgerMode, error) {
+	for i, n := range ledgerModeNames {
+		if n == s {
+			return LedgerMode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("ledger mode %q: want %s", s, strings.Join(ledgerModeNames[:], ", "))
+}
+
+// resolved is a Config checked and parsed once: what New builds the member from.
+type resolved struct {
+	Config
+	peers    []memberstate.Peer
+	selfAddr string
+}
+
+// resolve is the one place every rule of a Config is checked: the profile and timings (with
+// the profile's values in the zero fields), group, ids, the peers string, self and preferred
+// leaders among the peers, the ledger mode and the HTTP address's form. It touches neither
+// disk nor network.
+func (c Config) resolve() (resolved, error) {
+	base, err := dledger.Profile(c.Profile)
+	if err != nil {
+		return resolved{}, err
+	}
+	c.Election = c.Election.WithDefaults(base)
+	if err := c.Election.Validate(); err != nil {
+		return resolved{}, err
+	}
+	if err := memberstate.ValidateGroup(c.Group); err != nil {
+		return resolved{}, err
+	}
+	if err := memberstate.ValidateID(c.SelfID); err != nil {
+		return resolved{}, err
+	}
+	peers, err := memberstate.ParsePeers(c.Peers)
+	if err != nil {
+		return resolved{}, err
+	}
+	r := resolved{Config: c, peers: peers}
+	ids := map[string]bool{}
+	for _, p := range peers {
+		ids[p.ID] = true
+		if p.ID == c.SelfID {
+			r.selfAddr = p.Addr
+		}
+	}
+	if !ids[c.SelfID] {
+		return resolved{}, fmt.Errorf("self id %q is not in the peers list %s", c.SelfID, memberstate.FormatPeers(peers))
+	}
+	for _, id := range c.Election.PreferredLeaderIDs {
+		if !ids[id] {
+			return resolved{}, fmt.Errorf("preferred leader %q is not a member (peers: %s)", id, memberstate.FormatPeers(peers))
+		}
+	}
+	if c.Ledger < LedgerStorage || c.Ledger > LedgerNone {
+		return resolved{}, fmt.Errorf("unknown ledger mode %d", c.Ledger)
+	}
+	for _, a := range []struct{ name, addr string }{{"http", c.HTTPAddr}, {"metrics", c.MetricsAddr}} {
+		if a.addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a.addr); err != nil {
+			return resolved{}, fmt.Errorf("%s address %q: %w", a.name, a.addr, err)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return resolved{}, fmt.Errorf("%s address %q: bad port %q", a.name, a.addr, port)
+		}
+	}
+	if c.HTTPAddr != "" && c.AdminToken == "" && !isLoopback(c.HTTPAddr) {
+		return resolved{}, fmt.Errorf("admin address %q can be reached from other hosts, and its PUT /v1/ledger and "+
+			"POST /v1/transfer change the election: give it a token (--admin-token-file) or listen on loopback",
+			c.HTTPAddr)
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < minAdminTokenLen {
+		return resolved{}, fmt.Errorf("admin token is %d bytes: use at least %d (e.g. head -c 32 /dev/urandom | base64)",
+			len(c.AdminToken), minAdminTokenLen)
+	}
+	return r, nil
+}
+
+// minAdminTokenLen: a shorter token could be guessed.
+const minAdminTokenLen = 16
+
+// Validate checks everything in c that can be checked without touching the disk or the
+// network (see resolve). New calls it first, so a bad config creates no data dir and registers
+// no metrics; a command line can call it to tell a usage error from a runtime one. DataDir is
+// checked by New (it is optional with WithStore).
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+// ElectionConfig is the election timing New will use: the profile's values with c.Election's
+// non-zero fields in their place.
+func (c Config) ElectionConfig() (dledger.Config, error) {
+	r, err := c.resolve()
+	return r.Election, err
+}
+
+// errNoLedger is Start's answer in LedgerStorage mode before the first UpdateLedger.
+var errNoLedger = errors.New("server: Start before the first UpdateLedger: this member's ledger comes from its " +
+	"storage (Config.Ledger is LedgerStorage), and voting on an unknown ledger could elect a stale replica; " +
+	"report the ledger end first, or set Config.Ledger to LedgerNone for a member without storage")

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+)
+
+// An embedder that sets two settings keeps them, and gets the profile's values for the rest
+// (before, any zero heartbeat interval replaced the whole Election with the defaults).
+func TestElectionConfigFillsZeroFieldsFromTheProfile(t *testing.T) {
+	c := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Election: dledger.Config{
+		LeadershipTransferWaitTimeout: 7 * time.Second, MaxLeadershipTransferWaitIndex: 5}}
+	for _, profile := range []string{"", dledger.ProfileLAN, dledger.ProfileDLedger} {
+		c.Profile = profile
+		got, err := c.ElectionConfig()
+		if err != nil {
+			t.Fatalf("profile %q: %v", profile, err)
+		}
+		want, _ := dledger.Profile(profile)
+		want.LeadershipTransferWaitTimeout, want.MaxLeadershipTransferWaitIndex = 7*time.Second, 5
+		if got.HeartBeatInterval != want.HeartBeatInterval || got.MaxVoteInterval != want.MaxVoteInterval ||
+			got.LeadershipTransferWaitTimeout != 7*time.Second || got.MaxLeadershipTransferWaitIndex != 5 ||
+			got.MaxHeartBeatLeak != want.MaxHeartBeatLeak || got.MaintainInterval != want.MaintainInterval {
+			t.Errorf("profile %q: got %+v, want %+v", profile, got, want)
+		}
+	}
+	// New builds the elector from the same resolution.
+	c.Profile, c.DataDir, c.Ledger = dledger.ProfileDLedger, t.TempDir(), LedgerNone
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	if got := s.elector.Config(); got.LeadershipTransferWaitTimeout != 7*time.Second ||
+		got.MaxLeadershipTransferWaitIndex != 5 || got.HeartBeatInterval != 2*time.Second {
+		t.Fatalf("the elector runs with %+v", got)
+	}
+}
+
+// A broker's member (LedgerStorage, the zero value) must not run before it knows its ledger:
+// voting as if the ledger were empty could elect a stale replica.
+func TestStorageModeRefusesToStartBeforeTheLedgerIsReported(t *testing.T) {
+	c := soloConfig(t)
+	c.Ledger = LedgerStorage
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	if err := s.Start(); !errors.Is(err, errNoLedger) {
+		t.Fatalf("Start without a ledger: %v, want errNoLedger", err)
+	}
+	if err := s.UpdateLedger(3, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatalf("Start after UpdateLedger: %v", err)
+	}
+}
+
+// A member without storage has no ledger to report: UpdateLedger and PUT /v1/ledger say so.
+func TestNoStorageModeRefusesLedgerReports(t *testing.T) {
+	c := soloConfig(t) // LedgerNone
+	s, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	if err := s.UpdateLedger(1, 1); !errors.Is(err, ErrNoStorage) {
+		t.Fatalf("UpdateLedger in ledger mode none: %v", err)
+	}
+	rec := httptest.NewRecorder()
+	s.AdminHandler().ServeHTTP(rec, httptest.NewRequest("PUT", "/v1/ledger", strings.NewReader(`{"endTerm":1,"endIndex":1}`)))
+	if rec.Code != 409 || !strings.Contains(rec.Body.String(), "--ledger sidecar") {
+		t.Fatalf("PUT /v1/ledger in ledger mode none: %d %s", rec.Code, rec.Body)
+	}
+	if st := s.Status(); st.Ledger.Term != -1 || st.Ledger.Index != -1 {
+		t.Fatalf("ledger changed: %+v", st.Ledger)
+	}
+}
+
+func TestParseLedgerMode(t *testing.T) {
+	for _, m := range []LedgerMode{LedgerStorage, LedgerSidecar, LedgerNone} {
+		if got, err := ParseLedgerMode(m.String()); err != nil || got != m {
+			t.Errorf("%v: %v %v", m, got, err)
+		}
+	}
+	if _, err := ParseLedgerMode("disk"); err == nil || !strings.Contains(err.Error(), "none") {
+		t.Errorf("bad mode: %v", err)
+	}
+}
