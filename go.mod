@@ -3,11 +3,13 @@ module github.com/dledger-go/dledger
 go 1.26
 
 require (
+	github.com/flynn/noise v1.1.0
 	github.com/panjf2000/gnet/v2 v2.10.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
+	golang.org/x/crypto v0.41.0
 )
 
 require (

@@ -1,0 +1,136 @@
+package secure
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// A key file is text: one base64 (standard, padded) key per line, the first the primary, the
+// others accepted. '#' starts a comment, on a line of its own or after a key; blank lines are
+// ignored. The file must not be accessible to group or others.
+
+// maxKeyFileSize bounds what LoadKeyFile reads: MaxKeys lines of key and a lot of comments.
+const maxKeyFileSize = 64 << 10
+
+// GenerateKey returns a new random group key.
+func GenerateKey() ([KeySize]byte, error) {
+	var k [KeySize]byte
+	if _, err := rand.Read(k[:]); err != nil {
+		return k, fmt.Errorf("secure: generate key: %w", err)
+	}
+	return k, nil
+}
+
+// WriteKeyFile creates path with mode 0600 holding keys, the first the primary. It refuses to
+// overwrite an existing file (the error wraps fs.ErrExist), and removes what it created if
+// writing fails. Each key is followed by a comment naming its KeyID.
+func WriteKeyFile(path string, keys ...[KeySize]byte) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("secure: write key file %s: no key", path)
+	}
+	if _, err := NewKeySet(keys[0], keys[1:]...); err != nil {
+		return fmt.Errorf("secure: write key file %s: %w", path, err)
+	}
+	var b bytes.Buffer
+	b.WriteString("# dledger group key. Every member of the group needs it; keep it secret (mode 0600).\n")
+	b.WriteString("# The first key is the primary (used to dial); others are accepted during a rotation.\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s  # key id %s\n", base64.StdEncoding.EncodeToString(k[:]), KeyID(k))
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("secure: key file %s already exists; not overwriting it: %w", path, fs.ErrExist)
+		}
+		return fmt.Errorf("secure: write key file: %w", err)
+	}
+	_, err = f.Write(b.Bytes())
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("secure: write key file %s: %w", path, err)
+	}
+	return nil
+}
+
+// LoadKeyFile reads a key file. It refuses a file that group or others may access (with the
+// chmod that fixes it), one that is not a regular file or is larger than 64 KiB, a line that
+// is not a base64 32-byte key (by line number; the line itself is not repeated, it may be
+// secret), duplicate or all-zero keys, no key, and more than MaxKeys.
+func LoadKeyFile(path string) (KeySet, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return KeySet{}, fmt.Errorf("secure: key file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat() // of the file we opened, so it can not be swapped after the check
+	if err != nil {
+		return KeySet{}, fmt.Errorf("secure: key file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return KeySet{}, fmt.Errorf("secure: key file %s is not a regular file", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return KeySet{}, fmt.Errorf("secure: key file %s is accessible by group or others (mode %#o); run: chmod 600 %s", path, perm, path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
+	if err != nil {
+		return KeySet{}, fmt.Errorf("secure: key file %s: %w", path, err)
+	}
+	if len(data) > maxKeyFileSize {
+		return KeySet{}, fmt.Errorf("secure: key file %s is larger than %d bytes", path, maxKeyFileSize)
+	}
+	return parseKeys(path, data)
+}
+
+// parseKeys parses a key file's contents; name is used in errors only.
+func parseKeys(name string, data []byte) (KeySet, error) {
+	var (
+		keys  [][KeySize]byte
+		lines []int // line number of each key
+	)
+	for i, line := range strings.Split(string(data), "\n") {
+		if c := strings.IndexByte(line, '#'); c >= 0 {
+			line = line[:c]
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		var k [KeySize]byte
+		raw, err := base64.StdEncoding.Strict().DecodeString(line)
+		if err != nil || len(raw) != KeySize {
+			return KeySet{}, fmt.Errorf("secure: key file %s line %d: not a base64-encoded %d-byte key", name, i+1, KeySize)
+		}
+		copy(k[:], raw)
+		if k == ([KeySize]byte{}) {
+			return KeySet{}, fmt.Errorf("secure: key file %s line %d: the key is all zeros", name, i+1)
+		}
+		for j, prev := range keys {
+			if prev == k {
+				return KeySet{}, fmt.Errorf("secure: key file %s lines %d and %d: the same key twice", name, lines[j], i+1)
+			}
+		}
+		if len(keys) == MaxKeys {
+			return KeySet{}, fmt.Errorf("secure: key file %s line %d: more than %d keys", name, i+1, MaxKeys)
+		}
+		keys = append(keys, k)
+		lines = append(lines, i+1)
+	}
+	if len(keys) == 0 {
+		return KeySet{}, fmt.Errorf("secure: key file %s holds no key", name)
+	}
+	return NewKeySet(keys[0], keys[1:]...)
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package secure
+
+const raceEnabled = true
