@@ -13,8 +13,9 @@ import (
 )
 
 // cluster is a small deterministic group for scenario tests: virtual time in 1 ms steps, a
-// network that delivers after 1 ms each way (or times out when a link is cut or a member is
-// down), every member ticked every MaintainInterval. No goroutines, no sleeps.
+// network that delivers after oneWay (1 ms unless a test sets it) each way (or times out when a
+// link is cut or a member is down), every member ticked every MaintainInterval. No goroutines,
+// no sleeps.
 type cluster struct {
 	t       *testing.T
 	cfg     Config
@@ -26,6 +27,9 @@ type cluster struct {
 	cut     map[[2]string]bool // directed links that drop messages
 	leaders map[int64]string   // S1: every leader ever seen, by term
 	seed    uint64
+	oneWay  time.Duration // every message's delay
+	// fromStorage starts (and restarts) members with Options.LedgerFromStorage.
+	fromStorage bool
 }
 
 type member struct {
@@ -35,6 +39,13 @@ type member struct {
 	up          bool
 	incarnation int
 	ledger      memberstate.LedgerEnd
+	// stopped models SIGSTOP: no passes, and whatever reaches the member waits in held (as in
+	// its socket buffers) until resume.
+	stopped bool
+	held    []func()
+	// unreported: the next start does not report the ledger (a restarted sidecar whose
+	// application has not called PUT /v1/ledger yet).
+	unreported bool
 }
 
 type eventQueue []event
@@ -50,7 +61,7 @@ const rpcTimeout = 500 * time.Millisecond
 func newCluster(t *testing.T, n int, cfg Config, seed uint64) *cluster {
 	start := time.Unix(2_000_000, 0)
 	c := &cluster{t: t, cfg: cfg, now: start, tick: start, cut: map[[2]string]bool{},
-		leaders: map[int64]string{}, seed: seed}
+		leaders: map[int64]string{}, seed: seed, oneWay: time.Millisecond}
 	for i := 0; i < n; i++ {
 		m := &member{id: fmt.Sprintf("n%d", i), store: memberstate.NewMemStore(), ledger: memberstate.EmptyLedger}
 		c.members = append(c.members, m)
@@ -70,13 +81,15 @@ func (c *cluster) start(m *member) {
 	}
 	m.incarnation++
 	r := rand.New(rand.NewPCG(c.seed, uint64(m.incarnation*100+len(m.id)+int(m.id[1]))))
-	m.e, err = New(c.cfg, ms, Options{Clock: c, Rand: randAdapter{r}, Transport: &clusterTransport{c: c, from: m}})
+	m.e, err = New(c.cfg, ms, Options{Clock: c, Rand: randAdapter{r}, Transport: &clusterTransport{c: c, from: m},
+		LedgerFromStorage: c.fromStorage})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if err := m.e.UpdateLedger(m.ledger.Term, m.ledger.Index); err != nil {
-		c.t.Fatal(err)
+	if !m.unreported {
+		c.report(m)
 	}
+	m.unreported = false
 	m.up = true
 }
 
@@ -102,6 +115,40 @@ func (c *cluster) crash(id string) {
 
 func (c *cluster) restart(id string) { c.start(c.member(id)) }
 
+// report tells a member's elector its ledger, as its storage does.
+func (c *cluster) report(m *member) {
+	if err := m.e.UpdateLedger(m.ledger.Term, m.ledger.Index); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// stop freezes a member's process (SIGSTOP).
+func (c *cluster) stop(id string) { c.member(id).stopped = true }
+
+// resume continues a stopped member (SIGCONT). With passFirst, its first pass runs before it
+// reads what reached it while stopped; else after. A real process does either.
+func (c *cluster) resume(id string, passFirst bool) {
+	m := c.member(id)
+	m.stopped = false
+	if passFirst {
+		m.e.Tick()
+	}
+	held := m.held
+	m.held = nil
+	for _, f := range held {
+		f()
+	}
+}
+
+// arrive runs f, something reaching member m, now or, while m is stopped, once it resumes.
+func (c *cluster) arrive(m *member, f func()) {
+	if m.stopped {
+		m.held = append(m.held, f)
+		return
+	}
+	f()
+}
+
 // isolate cuts every link to and from id.
 func (c *cluster) isolate(id string, on bool) {
 	for _, m := range c.members {
@@ -124,39 +171,37 @@ type clusterTransport struct {
 	from *member
 }
 
-// deliver carries req to member `to` after 1 ms and the reply back after 1 ms more. handle
-// answers through reply, possibly later (a transferee answers when its campaign ends). A cut
-// link or a dead member turns into a timeout after rpcTimeout.
-func deliver[Req any, Resp any](t *clusterTransport, to string, req Req, handle func(*Elector, Req, func(Resp)),
-	done func(Resp, error)) {
+// deliver carries req to member `to` after oneWay and the reply back after oneWay more. handle
+// answers through reply, possibly later (a transferee answers when its campaign ends). The
+// caller's done runs once: with the reply, or with a timeout `timeout` after the send if none
+// came by then (a cut link, a dead or stopped member, a slow answer), as an rpc client's.
+func deliver[Req any, Resp any](t *clusterTransport, to string, req Req, timeout time.Duration,
+	handle func(*Elector, Req, func(Resp)), done func(Resp, error)) {
 	c, from, inc := t.c, t.from, t.from.incarnation
-	var zero Resp
-	fail := func() {
-		c.after(rpcTimeout, func() {
-			if from.up && from.incarnation == inc {
-				done(zero, errors.New("timeout"))
-			}
-		})
-	}
-	if c.cut[[2]string{from.id, to}] {
-		fail()
-		return
-	}
-	c.after(time.Millisecond, func() {
-		dst := c.member(to)
-		if !dst.up {
-			fail()
+	finished := false
+	finish := func(resp Resp, err error) {
+		if finished || !from.up || from.incarnation != inc {
 			return
 		}
-		handle(dst.e, req, func(resp Resp) {
-			if c.cut[[2]string{to, from.id}] {
-				fail()
-				return
-			}
-			c.after(time.Millisecond, func() {
-				if from.up && from.incarnation == inc {
-					done(resp, nil)
+		finished = true
+		c.arrive(from, func() { done(resp, err) })
+	}
+	var zero Resp
+	c.after(timeout, func() { finish(zero, errors.New("timeout")) })
+	if c.cut[[2]string{from.id, to}] {
+		return
+	}
+	c.after(c.oneWay, func() {
+		dst := c.member(to)
+		if !dst.up {
+			return
+		}
+		c.arrive(dst, func() {
+			handle(dst.e, req, func(resp Resp) {
+				if c.cut[[2]string{to, from.id}] {
+					return
 				}
+				c.after(c.oneWay, func() { finish(resp, nil) })
 			})
 		})
 	})
@@ -168,15 +213,17 @@ func answerAtOnce[Req any, Resp any](h func(*Elector, Req) Resp) func(*Elector, 
 }
 
 func (t *clusterTransport) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
-	deliver(t, to, req, answerAtOnce((*Elector).HandleVote), done)
+	deliver(t, to, req, rpcTimeout, answerAtOnce((*Elector).HandleVote), done)
 }
 
 func (t *clusterTransport) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
-	deliver(t, to, req, answerAtOnce((*Elector).HandleHeartBeat), done)
+	deliver(t, to, req, rpcTimeout, answerAtOnce((*Elector).HandleHeartBeat), done)
 }
 
 func (t *clusterTransport) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
-	deliver(t, to, req, (*Elector).HandleLeadershipTransfer, done)
+	// The transferee answers after its own election, so this call waits longer (as the rpc
+	// client's documentation asks of a real deployment).
+	deliver(t, to, req, rpcTimeout+t.c.cfg.TransferBound(), (*Elector).HandleLeadershipTransfer, done)
 }
 
 // run advances virtual time by d, jumping from one event or tick to the next, and checks S1
@@ -199,7 +246,7 @@ func (c *cluster) run(d time.Duration) {
 		}
 		if c.now.Equal(c.nextTick()) {
 			for _, m := range c.members {
-				if m.up {
+				if m.up && !m.stopped {
 					m.e.Tick()
 				}
 			}

@@ -26,6 +26,12 @@ type Options struct {
 	Transport Transport
 	Logger    *zap.Logger // nil: no logs
 	Observer  Observer    // nil: no metrics
+	// LedgerFromStorage says the ledger end comes from storage that must report it after every
+	// start (a sidecar's application, a broker). Until the first UpdateLedger the member
+	// abstains: it grants no vote (REJECT_LEDGER_UNKNOWN), does not campaign and refuses to take
+	// leadership, though it follows a leader. Without it the ledger is whatever was last set,
+	// empty at first: for a member with no storage.
+	LedgerFromStorage bool
 	// Broken switches off safety rules. It exists only so the simulator's tests can prove
 	// that the invariant checker catches a broken elector; never set it elsewhere.
 	Broken BrokenRules
@@ -91,10 +97,14 @@ type Elector struct {
 
 	// Leader.
 	lastSendHeartBeat time.Time
-	lastQuorumAck     time.Time
-	sendHeartBeatNow  bool
-	hb                *heartBeatRound
-	peers             []peerStatus // aligned with ms.Peers()
+	leaderSince       time.Time // D3: check-quorum counts from the election
+	// leadFromRound: rounds numbered above it belong to this leadership; answers to older ones
+	// (an earlier leadership, perhaps at the same term) are ignored.
+	leadFromRound    uint64
+	sendHeartBeatNow bool
+	hb               *heartBeatRound
+	peers            []peerStatus // aligned with ms.Peers()
+	ackScratch       []time.Time  // quorumAck's buffer, so a steady heartbeat does not allocate
 
 	// Leadership transfer (transfer.go).
 	xfer transferState
@@ -105,14 +115,23 @@ type Elector struct {
 	notify  chan struct{}
 
 	deferred []func() // run after the lock is released (see later)
+
+	// ledgerKnown: the ledger end is known (see Options.LedgerFromStorage).
+	ledgerKnown bool
+
+	// Stall detection (see stalled): when the last pass ran, and the last pass that found
+	// the one before it more than StallThreshold ago.
+	lastPass, stallSeenAt time.Time
 }
 
 // peerStatus is the leader's liveness table entry for one member.
 type peerStatus struct {
 	alive   bool
-	lastAck time.Time
-	ledger  memberstate.LedgerEnd
-	known   bool // ledger reported at least once
+	lastAck time.Time // the last answer of any kind
+	// ackSent is the send time of the newest round it answered SUCCESS (check-quorum).
+	ackSent time.Time
+	ledger  memberstate.LedgerEnd // as of the round ackSent
+	known   bool                  // ledger reported at least once
 }
 
 // New builds an elector over ms. cfg must be valid.
@@ -143,7 +162,14 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 		broken: opt.Broken,
 		peers:  make([]peerStatus, len(ms.Peers())),
 		notify: make(chan struct{}, 1),
+
+		ledgerKnown: !opt.LedgerFromStorage,
 	}
+	e.obs.LedgerKnown(e.ledgerKnown)
+	if !e.ledgerKnown {
+		e.log.Info("abstains until the storage reports the ledger: grants no vote, does not campaign", e.fields()...)
+	}
+	e.lastPass = e.clock.Now() // a new elector has not stalled
 	e.last = RoleEvent{Term: ms.CurrTerm(), Role: protocol.UNKNOWN}
 	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
 	return e, nil
@@ -177,6 +203,10 @@ func (e *Elector) Tick() {
 	e.mu.Lock()
 	defer e.unlock()
 	now := e.clock.Now()
+	if now.Sub(e.lastPass) > e.cfg.StallThreshold() {
+		e.stallSeenAt = now
+	}
+	e.lastPass = now
 	switch e.ms.Role() {
 	case protocol.LEADER:
 		e.maintainAsLeader(now)
@@ -188,11 +218,30 @@ func (e *Elector) Tick() {
 	e.maintainTransfer(now)
 }
 
+// stalled says whether this member may have been stopped or paused recently: its passes, which
+// run every MaintainInterval, last ran more than StallThreshold ago, or the pass that ended such
+// a gap ran less than a heartbeat interval ago. A stopped process reads the requests queued
+// while it was stopped only after it resumes, in any order with its first passes; within a
+// heartbeat interval of resuming it has read them all and heard from its leader again.
+func (e *Elector) stalled(now time.Time) bool {
+	return now.Sub(e.lastPass) > e.cfg.StallThreshold() ||
+		(!e.stallSeenAt.IsZero() && now.Sub(e.stallSeenAt) < e.cfg.HeartBeatInterval)
+}
+
 // UpdateLedger records the embedding storage's ledger end (term of the last entry, its index).
+// The first successful call ends the abstention of Options.LedgerFromStorage.
 func (e *Elector) UpdateLedger(term, index int64) error {
 	e.mu.Lock()
 	defer e.unlock()
-	return e.ms.SetLedgerEnd(memberstate.LedgerEnd{Term: term, Index: index})
+	if err := e.ms.SetLedgerEnd(memberstate.LedgerEnd{Term: term, Index: index}); err != nil {
+		return err
+	}
+	if !e.ledgerKnown {
+		e.ledgerKnown = true
+		e.obs.LedgerKnown(true)
+		e.log.Info("ledger reported: votes and campaigns again", e.fields(zap.Int64("ledgerEndTerm", term), zap.Int64("ledgerEndIndex", index))...)
+	}
+	return nil
 }
 
 // ---- role transitions: every one clears the rounds it makes stale and emits an event ----
@@ -258,7 +307,8 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	// A new leadership starts the preferred-leader checks afresh: a back-off earned in an
 	// earlier one (perhaps a minute) would otherwise delay the first hand-over of this one.
 	e.xfer.preferredFailures, e.xfer.nextPreferredCheck = 0, time.Time{}
-	e.lastQuorumAck = now // D3: the quorum-ack clock starts at election
+	e.leaderSince = now // D3: the quorum-ack clock starts at election
+	e.leadFromRound = e.roundSeq
 	e.lastSendHeartBeat = time.Time{}
 	e.sendHeartBeatNow = true
 	for i := range e.peers {
@@ -314,9 +364,13 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is
 // used while this member is taking leadership.
 func (e *Elector) voteDelay() time.Duration {
-	lo, hi := e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval
 	if e.xfer.taking {
-		lo, hi = e.cfg.MinTakeLeadershipVoteInterval, e.cfg.MaxTakeLeadershipVoteInterval
+		return e.randomDelay(e.cfg.MinTakeLeadershipVoteInterval, e.cfg.MaxTakeLeadershipVoteInterval)
 	}
+	return e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval)
+}
+
+// randomDelay is a uniform delay in [lo, hi) from the injected source.
+func (e *Elector) randomDelay(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(e.rnd.Int63n(int64(hi-lo)))
 }

@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -13,6 +14,7 @@ import (
 type heartBeatRound struct {
 	id       uint64
 	term     int64
+	sentAt   time.Time
 	deadline time.Time
 	got      []bool
 	answered int
@@ -20,7 +22,6 @@ type heartBeatRound struct {
 	succ, notReady     int
 	maxTerm            int64
 	inconsistentLeader bool
-	acked              bool // quorum reached, lastQuorumAck already recorded
 }
 
 // maintainAsLeader is the leader pass of SPEC 6.3.
@@ -33,7 +34,7 @@ func (e *Elector) maintainAsLeader(now time.Time) {
 	}
 	// Check-quorum is also tested here, not only when a round is decided, so a leader whose
 	// rounds never complete still steps down on time.
-	if now.Sub(e.lastQuorumAck) > e.cfg.DetectionWindow() {
+	if e.lostQuorum(now) {
 		e.becomeCandidate(e.ms.CurrTerm(), now, "no quorum of heartbeat acks within leak x interval")
 		return
 	}
@@ -41,7 +42,7 @@ func (e *Elector) maintainAsLeader(now time.Time) {
 		return
 	}
 	if e.hb != nil {
-		e.decideHeartBeat(now) // the new round supersedes it
+		e.decideHeartBeat(now) // the new round supersedes it; its late answers still count
 		if e.ms.Role() != protocol.LEADER {
 			return
 		}
@@ -51,11 +52,45 @@ func (e *Elector) maintainAsLeader(now time.Time) {
 	e.startHeartBeatRound(now)
 }
 
+// quorumAck is the time up to which a quorum is known to have followed this leader: the
+// quorum-th newest of the members' acknowledgements, where a member's is the send time of the
+// newest heartbeat round it answered SUCCESS (late answers included) and this member's own is
+// now; never before the election (D3). Send times, not arrival times: a follower resets its
+// own timeout when the heartbeat arrives, which is after it was sent, so this never
+// overstates how recently a quorum followed. A member that is a quorum by itself is always
+// acknowledged now: it never steps down for lack of acks.
+func (e *Elector) quorumAck(now time.Time) time.Time {
+	acks := e.ackScratch[:0]
+	for i, p := range e.ms.Peers() {
+		if p.ID == e.ms.SelfID() {
+			acks = append(acks, now)
+		} else {
+			acks = append(acks, e.peers[i].ackSent)
+		}
+	}
+	e.ackScratch = acks
+	slices.SortFunc(acks, func(a, b time.Time) int { return b.Compare(a) }) // newest first
+	t := acks[memberstate.QuorumSize(len(acks))-1]
+	if t.Before(e.leaderSince) {
+		t = e.leaderSince
+	}
+	return t
+}
+
+// lostQuorum is check-quorum: no quorum has acknowledged a heartbeat sent within the
+// detection window (leak x interval). With heartbeats every interval, an answer reaches the
+// leader a round trip after its round was sent, so a link keeps its leader as long as the round
+// trip stays below DetectionWindow - HeartBeatInterval (lan: 400 ms; dledger: 4 s), and below
+// the transport's call timeout.
+func (e *Elector) lostQuorum(now time.Time) bool {
+	return now.Sub(e.quorumAck(now)) > e.cfg.DetectionWindow()
+}
+
 func (e *Elector) startHeartBeatRound(now time.Time) {
 	peers := e.ms.Peers()
 	term := e.ms.CurrTerm()
 	e.roundSeq++
-	r := &heartBeatRound{id: e.roundSeq, term: term, deadline: now.Add(e.cfg.HeartBeatInterval),
+	r := &heartBeatRound{id: e.roundSeq, term: term, sentAt: now, deadline: now.Add(e.cfg.HeartBeatInterval),
 		got: make([]bool, len(peers)), maxTerm: -1}
 	e.hb = r
 	for i, p := range peers {
@@ -70,14 +105,19 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 		idx, id := i, r.id
 		e.later(func() {
 			e.tr.SendHeartBeat(req.RemoteID, req, func(resp *protocol.HeartBeatResponse, err error) {
-				e.onHeartBeatResponse(id, idx, resp, err)
+				e.onHeartBeatResponse(id, now, idx, resp, err)
 			})
 		})
 	}
 	e.noteHeartBeatProgress(r, now)
 }
 
-func (e *Elector) onHeartBeatResponse(roundID uint64, idx int, resp *protocol.HeartBeatResponse, err error) {
+// onHeartBeatResponse takes the answer of member idx to the round roundID sent at sentAt. The
+// round may have been decided already (a newer round replaced it, or its deadline passed): such
+// a late answer still counts for check-quorum and for what the leader knows of the member, and
+// a higher term in it still steps this leader down (D4). Answers to rounds of an earlier
+// leadership of this member (before it stepped down, even at the same term) count for nothing.
+func (e *Elector) onHeartBeatResponse(roundID uint64, sentAt time.Time, idx int, resp *protocol.HeartBeatResponse, err error) {
 	e.mu.Lock()
 	defer e.unlock()
 	code := protocol.CodeNetworkError
@@ -85,24 +125,39 @@ func (e *Elector) onHeartBeatResponse(roundID uint64, idx int, resp *protocol.He
 		code = resp.Code
 	}
 	e.obs.HeartBeatResponse(code)
-	r := e.hb
-	if r == nil || r.id != roundID || r.got[idx] {
+	if e.ms.Role() != protocol.LEADER || roundID <= e.leadFromRound {
 		return
 	}
+	r := e.hb
+	current := r != nil && r.id == roundID
+	if current && r.got[idx] {
+		return // a duplicate
+	}
 	now := e.clock.Now()
-	r.got[idx] = true
-	r.answered++
 	p := &e.peers[idx]
-	if err != nil || resp == nil {
-		p.alive = false
-	} else {
+	switch {
+	case err != nil || resp == nil:
+		if current {
+			p.alive = false
+		} // late: the round's decision already marked it
+	default:
 		p.alive = true
 		p.lastAck = now
-		if resp.Code == protocol.CodeSuccess {
+		if resp.Code == protocol.CodeSuccess && !sentAt.Before(p.ackSent) {
+			// The newest round answered wins: a reordered older answer carries an older ledger.
+			p.ackSent = sentAt
 			p.ledger = memberstate.LedgerEnd{Term: resp.LedgerEndTerm, Index: resp.LedgerEndIndex}
 			p.known = true
 		}
 	}
+	if !current {
+		if code == protocol.CodeExpiredTerm && resp.Term > e.ms.CurrTerm() { // D4, late
+			e.becomeCandidate(resp.Term, now, "a follower is at a higher term (late heartbeat answer)")
+		}
+		return
+	}
+	r.got[idx] = true
+	r.answered++
 	switch code {
 	case protocol.CodeSuccess:
 		r.succ++
@@ -116,13 +171,9 @@ func (e *Elector) onHeartBeatResponse(roundID uint64, idx int, resp *protocol.He
 	e.noteHeartBeatProgress(r, now)
 }
 
-// noteHeartBeatProgress records a quorum ack as soon as there is one, and decides the round
-// once every member has answered or a higher term is seen (D4: step down at once).
+// noteHeartBeatProgress decides the round once every member has answered or a higher term is
+// seen (D4: step down at once).
 func (e *Elector) noteHeartBeatProgress(r *heartBeatRound, now time.Time) {
-	if !r.acked && e.ms.Quorum(r.succ) {
-		r.acked = true
-		e.lastQuorumAck = now
-	}
 	if r.answered == len(r.got) || r.maxTerm > r.term {
 		e.decideHeartBeat(now)
 	}
@@ -134,7 +185,7 @@ func (e *Elector) decideHeartBeat(now time.Time) {
 	e.hb = nil
 	for i, got := range r.got {
 		if !got {
-			e.peers[i].alive = false // no answer within the round
+			e.peers[i].alive = false // no answer within the round (a late one revives it)
 		}
 	}
 	if e.ms.Role() != protocol.LEADER || e.ms.CurrTerm() != r.term {
@@ -143,15 +194,12 @@ func (e *Elector) decideHeartBeat(now time.Time) {
 	switch {
 	case r.maxTerm > r.term: // row 1 (D4)
 		e.becomeCandidate(r.maxTerm, now, "a follower is at a higher term")
-	case e.ms.Quorum(r.succ): // row 2
-		if !r.acked {
-			e.lastQuorumAck = now
-		}
+	case e.ms.Quorum(r.succ): // row 2: the acks were recorded per member as they came
 	case e.ms.Quorum(r.succ + r.notReady): // row 3
 		e.sendHeartBeatNow = true
 	case r.inconsistentLeader: // row 4
 		e.becomeCandidate(r.term, now, "a follower follows another leader in this term")
-	case now.Sub(e.lastQuorumAck) > e.cfg.DetectionWindow(): // row 5 (check-quorum)
+	case e.lostQuorum(now): // row 5 (check-quorum)
 		e.becomeCandidate(r.term, now, "no quorum of heartbeat acks within leak x interval")
 	}
 }

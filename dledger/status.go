@@ -15,6 +15,10 @@ type Observer interface {
 	VoteGranted()                     // this member granted a vote to another
 	HeartBeatResponse(protocol.ResponseCode)
 	TransferFinished(protocol.ResponseCode)
+	// LedgerKnown reports whether this member knows its ledger end (false: it abstains, see
+	// Options.LedgerFromStorage): once from New, then when the first ledger report ends the
+	// abstention.
+	LedgerKnown(bool)
 }
 
 // NopObserver ignores everything.
@@ -25,13 +29,14 @@ func (NopObserver) VoteResponse(protocol.VoteResult)        {}
 func (NopObserver) VoteGranted()                            {}
 func (NopObserver) HeartBeatResponse(protocol.ResponseCode) {}
 func (NopObserver) TransferFinished(protocol.ResponseCode)  {}
+func (NopObserver) LedgerKnown(bool)                        {}
 
 // PeerStatus is what the leader knows of one member.
 type PeerStatus struct {
 	ID        string
 	Addr      string
 	Self      bool
-	Alive     bool      // answered the last heartbeat round (leader only)
+	Alive     bool      // answered the last heartbeat round, or late since (leader only)
 	LastAck   time.Time // last heartbeat answer (leader only)
 	Ledger    memberstate.LedgerEnd
 	LedgerSet bool // Ledger was reported at least once
@@ -39,17 +44,20 @@ type PeerStatus struct {
 
 // Status is a snapshot of a member.
 type Status struct {
-	Group               string
-	SelfID              string
-	Role                protocol.Role
-	Term                int64
-	LeaderID            string
-	VoteFor             string
-	Ledger              memberstate.LedgerEnd
+	Group    string
+	SelfID   string
+	Role     protocol.Role
+	Term     int64
+	LeaderID string
+	VoteFor  string
+	Ledger   memberstate.LedgerEnd
+	// LedgerKnown is false while the member abstains, its ledger not yet reported after a start
+	// (Options.LedgerFromStorage): it grants no vote, does not campaign, takes no leadership.
+	LedgerKnown         bool
 	KnownMaxTermInGroup int64
 	LastParseResult     protocol.ParseResult
-	// LastHeartBeat is the last heartbeat from the leader (follower) or the last quorum ack
-	// (leader).
+	// LastHeartBeat is the last heartbeat from the leader (follower), or, as leader, the send
+	// time of the newest heartbeat a quorum has acknowledged (now in a 1-member group).
 	LastHeartBeat    time.Time
 	TakingLeadership bool
 	TransferringTo   string
@@ -64,7 +72,7 @@ func (e *Elector) Status() Status {
 	ms := e.ms
 	s := Status{
 		Group: ms.Group(), SelfID: ms.SelfID(), Role: ms.Role(), Term: ms.CurrTerm(),
-		LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor(), Ledger: ms.Ledger(),
+		LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor(), Ledger: ms.Ledger(), LedgerKnown: e.ledgerKnown,
 		KnownMaxTermInGroup: ms.KnownMaxTermInGroup(), LastParseResult: e.lastParseResult,
 		TakingLeadership: e.xfer.taking, TransferringTo: e.xfer.to,
 		Peerstring: memberstate.FormatPeers(ms.Peers()),
@@ -73,12 +81,12 @@ func (e *Elector) Status() Status {
 	case protocol.FOLLOWER:
 		s.LastHeartBeat = e.lastLeaderHeartBeat
 	case protocol.LEADER:
-		s.LastHeartBeat = e.lastQuorumAck
+		s.LastHeartBeat = e.quorumAck(e.clock.Now())
 	}
 	for i, p := range ms.Peers() {
 		ps := PeerStatus{ID: p.ID, Addr: p.Addr, Self: p.ID == ms.SelfID()}
 		if ps.Self {
-			ps.Alive, ps.Ledger, ps.LedgerSet = true, ms.Ledger(), true
+			ps.Alive, ps.Ledger, ps.LedgerSet = true, ms.Ledger(), e.ledgerKnown
 		} else if ms.Role() == protocol.LEADER {
 			st := e.peers[i]
 			ps.Alive, ps.LastAck, ps.Ledger, ps.LedgerSet = st.alive, st.lastAck, st.ledger, st.known

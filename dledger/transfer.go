@@ -5,6 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -107,7 +108,7 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, reply func
 		return
 	}
 	p := e.peers[idx]
-	if !p.alive || !p.known || ms.Ledger().Index-p.ledger.Index > e.cfg.MaxLeadershipTransferWaitIndex {
+	if !p.alive || !p.known || !e.closeEnough(p.ledger) {
 		// A dead member, or one whose ledger we have not heard, cannot be shown to be caught up.
 		fail(protocol.CodeFallBehindTooMuch)
 		return
@@ -131,7 +132,10 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, reply func
 			e.mu.Lock()
 			defer e.unlock()
 			if err != nil || resp == nil {
-				e.finishTransfer(seq, protocol.CodeTakeLeadershipFailed, nil, "no answer from the transferee")
+				// The request may have reached the transferee, which may still act on it: the
+				// outcome is unknown, not failed (TAKE_LEADERSHIP_FAILED is the transferee's own
+				// final "no").
+				e.finishTransfer(seq, protocol.CodeTimeout, nil, "no answer from the transferee")
 				return
 			}
 			e.finishTransfer(seq, resp.Code, resp, "transferee answered")
@@ -199,6 +203,24 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 	case e.xfer.waiting || e.xfer.taking: // defensive: the rows above leave no request for it
 		answer(e.transferResponse(protocol.CodeLeaderTransferring))
 		return
+	case e.stalled(now):
+		// This member's passes stopped for a while (a stopped process, a long pause): the
+		// request may have waited all that time, its leader may have given up on it, and the
+		// leader and term it was checked against above may be out of date. A final "no" is
+		// the truth; acting on it could make a transfer its leader no longer expects.
+		e.log.Warn("refuses to take leadership: stalled, the request may be stale", e.fields(
+			zap.String("from", req.TransferID), zap.Duration("sinceLastPass", now.Sub(e.lastPass)))...)
+		answer(e.transferResponse(protocol.CodeTakeLeadershipFailed))
+		return
+	case !e.ledgerKnown:
+		// A member that does not know its ledger cannot know it is caught up, and could not
+		// campaign anyway (Options.LedgerFromStorage).
+		answer(e.transferResponse(protocol.CodeTakeLeadershipFailed))
+		return
+	case req.Term >= protocol.MaxTerm:
+		// Taking leadership needs the next term, and there is none (protocol.MaxTerm).
+		answer(e.transferResponse(protocol.CodeTakeLeadershipFailed))
+		return
 	}
 	e.xfer.waiting = true
 	e.xfer.takeIndex = req.TakeLeadershipLedgerIndex
@@ -213,7 +235,7 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 // maintainTransfer advances transfers and the preferred-leader check each pass.
 func (e *Elector) maintainTransfer(now time.Time) {
 	if e.xfer.to != "" && now.After(e.xfer.deadline) {
-		e.finishTransfer(e.xfer.seq, protocol.CodeTakeLeadershipFailed, nil, "no answer within the transfer bound")
+		e.finishTransfer(e.xfer.seq, protocol.CodeTimeout, nil, "no answer within the transfer bound: outcome unknown")
 	}
 	e.maintainTakeLeadership(now)
 	e.maintainPreferredLeader(now)
@@ -238,14 +260,14 @@ func (e *Elector) maintainTakeLeadership(now time.Time) {
 // heartbeat would make it a follower again (SPEC 6.4 row 4) and abort the transfer.
 func (e *Elector) beginTakeLeadership(now time.Time) {
 	x := &e.xfer
-	x.waiting = false
 	x.targetTerm = x.fromTerm + 1
 	e.becomeCandidate(x.targetTerm, now, "taking leadership")
 	if _, err := e.ms.NextTerm(); err != nil {
+		// Still waiting, so endTakeLeadership answers (it ignores a take that is over).
 		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "cannot persist the new term: "+err.Error())
 		return
 	}
-	x.taking = true
+	x.waiting, x.taking = false, true
 	x.takeDeadline = now.Add(e.cfg.takeBudget())
 	e.needIncreaseTerm = false
 	e.lastParseResult = protocol.WaitToRevote
@@ -255,11 +277,20 @@ func (e *Elector) beginTakeLeadership(now time.Time) {
 }
 
 // endTakeLeadership answers the leader and returns this member to the normal vote interval.
-// A failed take leaves it an ordinary candidate, so the usual election settles the group.
+// A failed take leaves it an ordinary candidate, so the usual election settles the group. A
+// "no" is final: the take's vote round in flight is abandoned (its late ACCEPTs count for
+// nothing), and the next round is an ordinary one, after an ordinary re-vote delay.
 func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 	x := &e.xfer
 	if !x.waiting && !x.taking {
 		return
+	}
+	if code == protocol.CodeTakeLeadershipFailed && x.taking && e.ms.Role() == protocol.CANDIDATE {
+		if e.vote != nil && e.vote.term == x.targetTerm {
+			e.vote = nil
+		}
+		e.lastParseResult = protocol.WaitToRevote
+		e.nextTimeToRequestVote = e.clock.Now().Add(e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval))
 	}
 	replies := x.takeReplies
 	// BrokenRules.EndlessTake answers but forgets to leave the take (checker tests only).
@@ -324,15 +355,22 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 	})
 }
 
+// closeEnough says whether a member whose ledger ends at l may take leadership from this
+// leader: its lag must be below maxLeadershipTransferWaitIndex (SPEC 6.6; Java DLedger refuses
+// a lag >= the setting with FALL_BEHIND_TOO_MUCH). Both indexes are bounded by
+// protocol.MaxLedgerValue, so the difference cannot wrap.
+func (e *Elector) closeEnough(l memberstate.LedgerEnd) bool {
+	return e.ms.Ledger().Index-l.Index < e.cfg.MaxLeadershipTransferWaitIndex
+}
+
 // bestTarget is the live member (other than self) accepted by ok whose reported ledger is
-// newest, within maxLeadershipTransferWaitIndex; ties go to the earlier member in peer order.
-// Leader only; "" if none.
+// newest, with a lag below maxLeadershipTransferWaitIndex; ties go to the earlier member in
+// peer order. Leader only; "" if none.
 func (e *Elector) bestTarget(ok func(id string) bool) string {
 	best := -1
 	for i, p := range e.ms.Peers() {
 		st := e.peers[i]
-		if p.ID == e.ms.SelfID() || !ok(p.ID) || !st.alive || !st.known ||
-			e.ms.Ledger().Index-st.ledger.Index > e.cfg.MaxLeadershipTransferWaitIndex {
+		if p.ID == e.ms.SelfID() || !ok(p.ID) || !st.alive || !st.known || !e.closeEnough(st.ledger) {
 			continue
 		}
 		if best < 0 || st.ledger.NewerThan(e.peers[best].ledger) {

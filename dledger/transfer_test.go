@@ -95,8 +95,10 @@ func TestTransferLeaderAnswersWithinBoundWhenTransfereeIsSilent(t *testing.T) {
 	}
 	u.clock.Advance(time.Millisecond)
 	u.e.Tick()
-	if r := got(); r == nil || r.Code != protocol.CodeTakeLeadershipFailed {
-		t.Fatalf("after the bound: %+v", r)
+	// The transferee may have the request and still act on it: the outcome is unknown (504),
+	// not failed (TAKE_LEADERSHIP_FAILED is final, and only the transferee can say it).
+	if r := got(); r == nil || r.Code != protocol.CodeTimeout {
+		t.Fatalf("after the bound: %+v, want TIMEOUT", r)
 	}
 	if st := u.e.Status(); st.TransferringTo != "" {
 		t.Fatalf("transfer still marked in progress: %q", st.TransferringTo)

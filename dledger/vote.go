@@ -25,7 +25,7 @@ type voteRound struct {
 func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
 	r.got[idx] = true
 	r.answered++
-	if res != protocol.VoteUnknown {
+	if res != protocol.VoteUnknown && res != protocol.VoteRejectLedgerUnknown { // both: no information
 		r.valid++
 	}
 	switch res {
@@ -44,6 +44,10 @@ func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
 
 // maintainAsCandidate is the candidate pass of SPEC 6.2.
 func (e *Elector) maintainAsCandidate(now time.Time) {
+	if !e.ledgerKnown {
+		e.abstain(now)
+		return
+	}
 	if e.vote != nil {
 		switch {
 		case e.needIncreaseTerm:
@@ -83,6 +87,22 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 		return
 	}
 	e.startVoteRound(now, term)
+}
+
+// abstain is the candidate pass of a member that does not know its ledger yet: it starts no
+// vote round (a campaign needs the ledger it would be judged by). It still adopts a higher term
+// a leader's heartbeat announced (SPEC 6.4 row 7), casting no vote, so that it can follow that
+// leader; a failed write is retried when the next such heartbeat comes.
+func (e *Elector) abstain(now time.Time) {
+	if !e.needIncreaseTerm {
+		return
+	}
+	e.needIncreaseTerm = false
+	if _, err := e.ms.NextTerm(); err != nil {
+		e.log.Error("cannot persist a higher term", e.fields(zap.Error(err))...)
+		return
+	}
+	e.emit(now)
 }
 
 func (e *Elector) startVoteRound(now time.Time, term int64) {
@@ -259,6 +279,13 @@ func (e *Elector) handleVoteLocked(req *protocol.VoteRequest, fromSelf bool, now
 		return reject(protocol.VoteRejectUnknownLeader)
 	case !fromSelf && cand == ms.SelfID(): // row 2
 		return reject(protocol.VoteRejectUnexpectedLeader)
+	case !e.ledgerKnown: // row A (ours): abstain while the ledger is unknown
+		// Before the ledger rows, which would compare the candidate with a ledger this member
+		// does not know (a restarted sidecar's (-1, -1) would grant a stale candidate), and
+		// before every term row: an abstaining member's term and role do not move for a vote
+		// request (row 8 would make it a candidate at the candidate's term). After rows 0-2,
+		// which answer a misaddressed request the same whatever the member's state.
+		return reject(protocol.VoteRejectLedgerUnknown)
 	case !e.broken.SkipLedgerCheck && req.LedgerEndTerm < my.Term: // row 3
 		return reject(protocol.VoteRejectExpiredLedgerTerm)
 	case !e.broken.SkipLedgerCheck && req.LedgerEndTerm == my.Term && req.LedgerEndIndex < my.Index: // row 4

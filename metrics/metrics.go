@@ -27,6 +27,7 @@ type Metrics struct {
 	electionDuration   prometheus.Histogram
 	ledgerEndIndex     prometheus.Gauge
 	ledgerEndTerm      prometheus.Gauge
+	ledgerKnown        prometheus.Gauge
 	rpcErrors          *prometheus.CounterVec
 	badFrames          *prometheus.CounterVec
 	transfers          *prometheus.CounterVec
@@ -48,6 +49,7 @@ var Names = []string{
 	"dledger_elections_total", "dledger_vote_responses_total", "dledger_votes_granted_total",
 	"dledger_heartbeat_responses_total", "dledger_election_duration_seconds",
 	"dledger_leaderless_seconds_total", "dledger_ledger_end_index", "dledger_ledger_end_term",
+	"dledger_ledger_known",
 	"dledger_rpc_errors_total", "dledger_rpc_bad_frames_total", "dledger_leadership_transfers_total",
 }
 
@@ -86,6 +88,8 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		}),
 		ledgerEndIndex: g("dledger_ledger_end_index", "Index of the last entry in this member's ledger (-1: empty)."),
 		ledgerEndTerm:  g("dledger_ledger_end_term", "Term of the last entry in this member's ledger (-1: empty)."),
+		ledgerKnown: g("dledger_ledger_known", "1 when this member knows its ledger end; 0 while it abstains after a start "+
+			"until its storage reports the ledger (it grants no vote, does not campaign, takes no leadership)."),
 		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dledger_rpc_errors_total", ConstLabels: cl,
 			Help: "Calls that failed (client) or requests left unanswered (server), by request code and reason."}, []string{"request", "reason"}),
 		badFrames: cv("dledger_rpc_bad_frames_total", "Inbound frames rejected (the connection was closed), by reason.", "reason"),
@@ -94,6 +98,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	}
 	m.ledgerEndIndex.Set(-1)
 	m.ledgerEndTerm.Set(-1)
+	// dledger_ledger_known stays 0 until the elector says otherwise (dledger.New does, at once).
 	leaderless := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dledger_leaderless_seconds_total",
 		ConstLabels: cl, Help: "Total time this member knew no leader."}, m.leaderlessSeconds)
 	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
@@ -110,14 +115,14 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		m.heartBeatResponses.WithLabelValues(cs.String())
 	}
 	for _, cs := range []protocol.ResponseCode{protocol.CodeSuccess, protocol.CodeFallBehindTooMuch,
-		protocol.CodeTakeLeadershipFailed, protocol.CodeNotLeader, protocol.CodeLeaderTransferring} {
+		protocol.CodeTakeLeadershipFailed, protocol.CodeTimeout, protocol.CodeNotLeader, protocol.CodeLeaderTransferring} {
 		m.transfers.WithLabelValues(cs.String())
 	}
 	m.leaderlessFrom = now()
 	m.reg = reg
 	for _, col := range []prometheus.Collector{m.term, m.role, m.isLeader, m.leaderChanges, m.elections,
 		m.voteResponses, m.votesGranted, m.heartBeatResponses, m.electionDuration, m.ledgerEndIndex,
-		m.ledgerEndTerm, m.rpcErrors, m.badFrames, m.transfers, leaderless} {
+		m.ledgerEndTerm, m.ledgerKnown, m.rpcErrors, m.badFrames, m.transfers, leaderless} {
 		if err := reg.Register(col); err != nil {
 			m.Unregister()
 			return nil, err
@@ -208,6 +213,13 @@ func (m *Metrics) HeartBeatResponse(c protocol.ResponseCode) {
 }
 func (m *Metrics) TransferFinished(c protocol.ResponseCode) {
 	m.transfers.WithLabelValues(c.String()).Inc()
+}
+func (m *Metrics) LedgerKnown(known bool) {
+	if known {
+		m.ledgerKnown.Set(1)
+	} else {
+		m.ledgerKnown.Set(0)
+	}
 }
 
 // DeclareRPCReasons creates the rpc counters' series at zero, so dashboards and alerts see

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -111,4 +112,59 @@ func TestFailedNewAndUnregisterLeaveTheRegistryClean(t *testing.T) {
 	if _, err := New(reg, "g", "n0", nil); err != nil {
 		t.Fatalf("New after Unregister: %v", err)
 	}
+}
+
+// dledger_ledger_known follows the elector's Observer.LedgerKnown: 0 while a restarted member
+// abstains until its ledger is reported, 1 after; a member without LedgerFromStorage shows 1.
+func TestLedgerKnownGauge(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, "g", "n0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := memberstate.New("g", "n0", []memberstate.Peer{{ID: "n0", Addr: "127.0.0.1:1"}}, memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: dledger.WallClock{}, Rand: dledger.NewRand(1),
+		Transport: nopTransport{}, Observer: m, LedgerFromStorage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(v float64) {
+		t.Helper()
+		exp := "# HELP dledger_ledger_known 1 when this member knows its ledger end; 0 while it abstains after a start " +
+			"until its storage reports the ledger (it grants no vote, does not campaign, takes no leadership).\n" +
+			"# TYPE dledger_ledger_known gauge\n" +
+			"dledger_ledger_known{group=\"g\",self_id=\"n0\"} " + map[float64]string{0: "0", 1: "1"}[v] + "\n"
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(exp), "dledger_ledger_known"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want(0)
+	if err := e.UpdateLedger(3, 10); err != nil {
+		t.Fatal(err)
+	}
+	want(1)
+	m.Unregister()
+	reg2 := prometheus.NewPedanticRegistry()
+	m2, err := New(reg2, "g", "n0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: dledger.WallClock{}, Rand: dledger.NewRand(1),
+		Transport: nopTransport{}, Observer: m2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m2.ledgerKnown); got != 1 {
+		t.Fatalf("without LedgerFromStorage dledger_ledger_known = %v, want 1", got)
+	}
+}
+
+type nopTransport struct{}
+
+func (nopTransport) SendVote(string, *protocol.VoteRequest, func(*protocol.VoteResponse, error)) {}
+func (nopTransport) SendHeartBeat(string, *protocol.HeartBeatRequest, func(*protocol.HeartBeatResponse, error)) {
+}
+func (nopTransport) SendLeadershipTransfer(string, *protocol.LeadershipTransferRequest, func(*protocol.LeadershipTransferResponse, error)) {
 }

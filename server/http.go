@@ -21,22 +21,25 @@ import (
 
 // StatusJSON is the body of GET /v1/status.
 type StatusJSON struct {
-	Group               string     `json:"group"`
-	SelfID              string     `json:"selfId"`
-	Role                string     `json:"role"`
-	Term                int64      `json:"term"`
-	LeaderID            string     `json:"leaderId"`
-	VoteFor             string     `json:"voteFor"`
-	LedgerEndTerm       int64      `json:"ledgerEndTerm"`
-	LedgerEndIndex      int64      `json:"ledgerEndIndex"`
-	KnownMaxTermInGroup int64      `json:"knownMaxTermInGroup"`
-	LastParseResult     string     `json:"lastParseResult"`
-	LastHeartBeatMsAgo  int64      `json:"lastHeartBeatMsAgo"` // -1: none (candidate)
-	TakingLeadership    bool       `json:"takingLeadership"`
-	TransferringTo      string     `json:"transferringTo"`
-	LedgerMode          string     `json:"ledgerMode"` // none, sidecar or storage (server.LedgerMode)
-	PeersString         string     `json:"peersString"`
-	Peers               []PeerJSON `json:"peers"`
+	Group               string `json:"group"`
+	SelfID              string `json:"selfId"`
+	Role                string `json:"role"`
+	Term                int64  `json:"term"`
+	LeaderID            string `json:"leaderId"`
+	VoteFor             string `json:"voteFor"`
+	LedgerEndTerm       int64  `json:"ledgerEndTerm"`
+	LedgerEndIndex      int64  `json:"ledgerEndIndex"`
+	KnownMaxTermInGroup int64  `json:"knownMaxTermInGroup"`
+	LastParseResult     string `json:"lastParseResult"`
+	LastHeartBeatMsAgo  int64  `json:"lastHeartBeatMsAgo"` // -1: none (candidate)
+	TakingLeadership    bool   `json:"takingLeadership"`
+	TransferringTo      string `json:"transferringTo"`
+	LedgerMode          string `json:"ledgerMode"` // none, sidecar or storage (server.LedgerMode)
+	// Abstaining: the ledger comes from storage and has not been reported since the start, so
+	// this member grants no vote and does not campaign.
+	Abstaining  bool       `json:"abstaining"`
+	PeersString string     `json:"peersString"`
+	Peers       []PeerJSON `json:"peers"`
 }
 
 // PeerJSON is one member as this member sees it. Alive, ledger and lastAck are known only on
@@ -67,7 +70,7 @@ func ToJSON(st dledger.Status, now time.Time) StatusJSON {
 		LeaderID: st.LeaderID, VoteFor: st.VoteFor, LedgerEndTerm: st.Ledger.Term, LedgerEndIndex: st.Ledger.Index,
 		KnownMaxTermInGroup: st.KnownMaxTermInGroup, LastParseResult: st.LastParseResult.String(),
 		LastHeartBeatMsAgo: msAgo(st.LastHeartBeat, now), TakingLeadership: st.TakingLeadership,
-		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []PeerJSON{}}
+		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []PeerJSON{}, Abstaining: !st.LedgerKnown}
 	for _, p := range st.Peers {
 		pj := PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self}
 		if st.Role == protocol.LEADER {

@@ -177,7 +177,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	// A transferee answers only when its campaign ends, so transfer calls wait out the
 	// transfer bound; votes and heartbeats keep the short default (the elector decides their
 	// rounds by its own deadlines anyway, D6).
-	s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others,
+	s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others, CallTimeout: callTimeout(cfg.Election),
 		TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks})
 	if err != nil {
 		return nil, err
@@ -185,6 +185,9 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.elector, err = dledger.New(cfg.Election, ms, dledger.Options{
 		Clock: dledger.WallClock{}, Rand: dledger.NewRand(uint64(time.Now().UnixNano())),
 		Transport: s.client, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
+		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
+		// reports before Start, so it never abstains in practice).
+		LedgerFromStorage: cfg.Ledger != LedgerNone,
 	})
 	if err != nil {
 		s.client.Close()
@@ -209,6 +212,14 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// callTimeout bounds vote and heartbeat calls. A late heartbeat answer still counts for the
+// leader's check-quorum (docs/protocol.md 7.5), so the calls must wait as long as a round trip
+// the profile tolerates: detection window - heartbeat interval (400 ms for lan, 4 s for
+// dledger), and never less than the 1 s default.
+func callTimeout(c dledger.Config) time.Duration {
+	return max(time.Second, c.DetectionWindow()-c.HeartBeatInterval)
 }
 
 // Start opens the rpc and HTTP listeners and starts electing. On any error nothing is left

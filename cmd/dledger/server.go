@@ -78,7 +78,7 @@ func addTimingFlags(fs *flag.FlagSet) *timingFlags {
 		t.leak, t.leakSet = n, true
 		return err
 	})
-	fs.Func("max-leadership-transfer-wait-index", "largest lag a transferee may have (maxLeadershipTransferWaitIndex)"+
+	fs.Func("max-leadership-transfer-wait-index", "a transferee's lag (entries) must be below this (maxLeadershipTransferWaitIndex)"+
 		fromProfile(lan.MaxLeadershipTransferWaitIndex, dl.MaxLeadershipTransferWaitIndex), func(s string) error {
 		n, err := strconv.ParseInt(s, 10, 64)
 		t.maxWait, t.maxWaitSet = n, true

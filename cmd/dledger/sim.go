@@ -35,6 +35,8 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                     no-revote          a candidate never votes again after a loss   L1
                     keep-lost-round    a follower keeps its lost round's result     L2 (rejoin scenario)
                     endless-take       a transferee never leaves the take           L3
+                    no-abstain         sidecar members vote before their ledger is  S4
+                                       reported after a restart
 
 flags:
 `

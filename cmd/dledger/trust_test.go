@@ -2,11 +2,17 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dledger-go/dledger/server"
 )
 
 // newProcGroup prepares n real members on loopback (not started), with extra server flags,
@@ -97,5 +103,103 @@ func TestRealProcessDataDirIsLockedAndOwned(t *testing.T) {
 			t.Fatalf("n0 did not restart on its own data dir after kill -9: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+}
+
+// put sends a PUT with a JSON body to a member's admin API.
+func put(t *testing.T, addr, path, body string) {
+	t.Helper()
+	req, _ := http.NewRequest("PUT", httpURL(addr, path), strings.NewReader(body))
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("PUT %s%s %s: %d %s", addr, path, body, resp.StatusCode, b)
+	}
+}
+
+// counter reads one series of a member's /metrics ("" and -1 if unreachable or absent).
+func counter(addr, name, label, value string) float64 {
+	resp, err := (&http.Client{Timeout: time.Second}).Get(httpURL(addr, "/metrics"))
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	re := regexp.MustCompile(`(?m)^` + name + `\{[^}]*` + label + `="` + value + `"[^}]*\} (\S+)$`)
+	m := re.FindSubmatch(b)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+// Issue 12 item 1 on real processes: ledgers (5,100), (5,100), (5,50). The up-to-date follower
+// is killed and restarted, and its application has not reported the ledger yet; then the leader
+// is killed. Voting as if its ledger were empty, the restarted member would elect the stale n2
+// and lose entries 51-100. It abstains instead (n2 is refused REJECT_LEDGER_UNKNOWN and never
+// leads), and once its ledger is reported it is elected itself.
+func TestRealProcessSidecarRestartAbstainsUntilReported(t *testing.T) {
+	g := newProcGroup(t, 3, "--ledger", "sidecar")
+	ledgers := []string{`{"endTerm":5,"endIndex":100}`, `{"endTerm":5,"endIndex":100}`, `{"endTerm":5,"endIndex":50}`}
+	const limit = 30 * time.Second // generous: CI is a busy 2-core machine
+	awaitServing := func(i int) server.StatusJSON {
+		t.Helper()
+		deadline := time.Now().Add(limit)
+		for {
+			st, err := g.status(i)
+			if err == nil {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("n%d never served: %v", i, err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling interval
+		}
+	}
+	for i := range 3 {
+		g.start(i)
+	}
+	for i := range 3 {
+		if st := awaitServing(i); !st.Abstaining || st.LedgerMode != "sidecar" {
+			t.Fatalf("n%d before its report: %+v, want abstaining", i, st)
+		}
+		put(t, g.https[i], "/v1/ledger", ledgers[i])
+	}
+	leader, _ := g.awaitLeader(limit)
+	if leader == "n2" {
+		t.Fatalf("the stale n2 was elected")
+	}
+	x := map[string]int{"n0": 1, "n1": 0}[leader] // the other up-to-date member
+	g.kill9(x)
+	g.start(x) // restarted; its application has not reported the ledger yet
+	if st := awaitServing(x); !st.Abstaining {
+		t.Fatalf("restarted n%d does not abstain: %+v", x, st)
+	}
+	var lidx int
+	fmt.Sscanf(leader, "n%d", &lidx)
+	g.kill9(lidx)
+
+	// n2 campaigns; each of its rounds is refused by the abstaining member. Watch several.
+	deadline := time.Now().Add(limit)
+	for counter(g.https[2], "dledger_vote_responses_total", "result", "REJECT_LEDGER_UNKNOWN") < 3 {
+		if st, err := g.status(2); err == nil && st.Role == "LEADER" {
+			t.Fatalf("the stale n2 leads term %d: entries 51-100 would be lost", st.Term)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("n2 was not refused REJECT_LEDGER_UNKNOWN three times within %v", limit)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+	if st, _ := g.status(2); st.Role == "LEADER" {
+		t.Fatalf("the stale n2 leads")
+	}
+	put(t, g.https[x], "/v1/ledger", ledgers[x])
+	if id, _ := g.awaitLeader(limit); id != fmt.Sprintf("n%d", x) {
+		t.Fatalf("after the report %s leads, want n%d (the only up-to-date member left)", id, x)
 	}
 }

@@ -21,6 +21,7 @@ func TestCheckerCatchesBrokenRules(t *testing.T) {
 		{BrokenNoRevote, "", []string{"L1"}},
 		{BrokenKeepLostRound, ScenarioRejoin, []string{"L2"}},
 		{BrokenEndlessTake, "", []string{"L3"}},
+		{BrokenNoAbstain, "", []string{"S4"}},
 	} {
 		t.Run(string(c.broken), func(t *testing.T) {
 			const maxSeeds = 50

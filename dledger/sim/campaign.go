@@ -58,9 +58,13 @@ func (c CampaignOptions) OptionsFor(seed uint64) Options {
 // Summary totals a campaign.
 type Summary struct {
 	Seeds, Violations, Elections int
-	MaxTerm                      int64
-	SimTime, Wall                time.Duration
-	Steps                        int
+	// MaxTerm is the most terms one run moved up (Result.TermsUsed): the absolute term means
+	// little when some runs start near the ceiling.
+	MaxTerm int64
+	// Runs that started near or at the term ceiling, runs that reached it, and sidecar runs.
+	NearCeiling, AtCeiling, CeilingReached, Sidecar int
+	SimTime, Wall                                   time.Duration
+	Steps                                           int
 	// MaxRecovery is the heal-to-stable-leader time closest to its L1 bound, over all seeds,
 	// and MaxRecoveryBound that bound (profiles have different bounds).
 	MaxRecovery, MaxRecoveryBound time.Duration
@@ -73,9 +77,9 @@ func (s Summary) Line() string {
 	if s.Wall > 0 {
 		rate = float64(s.Seeds) / s.Wall.Seconds()
 	}
-	return fmt.Sprintf("sim: seeds=%d violations=%d elections=%d max_term=%d sim_seconds=%.0f wall_seconds=%.1f seeds_per_sec=%.1f steps=%d max_recovery_ms=%d recovery_bound_ms=%d",
+	return fmt.Sprintf("sim: seeds=%d violations=%d elections=%d max_term=%d sim_seconds=%.0f wall_seconds=%.1f seeds_per_sec=%.1f steps=%d max_recovery_ms=%d recovery_bound_ms=%d near_ceiling=%d at_ceiling=%d ceiling_reached=%d sidecar=%d",
 		s.Seeds, s.Violations, s.Elections, s.MaxTerm, s.SimTime.Seconds(), s.Wall.Seconds(), rate, s.Steps,
-		s.MaxRecovery.Milliseconds(), s.MaxRecoveryBound.Milliseconds())
+		s.MaxRecovery.Milliseconds(), s.MaxRecoveryBound.Milliseconds(), s.NearCeiling, s.AtCeiling, s.CeilingReached, s.Sidecar)
 }
 
 // Campaign runs seeds SeedStart .. SeedStart+Seeds-1. It stops early only for invalid options.
@@ -187,7 +191,19 @@ func (c CampaignOptions) runTraced(start time.Time) (Summary, error) {
 func (s *Summary) add(r Result) {
 	s.Seeds++
 	s.Elections += r.Elections
-	s.MaxTerm = max(s.MaxTerm, r.MaxTerm)
+	s.MaxTerm = max(s.MaxTerm, r.TermsUsed)
+	switch r.Extreme {
+	case ExtremeNearCeiling:
+		s.NearCeiling++
+	case ExtremeAtCeiling:
+		s.AtCeiling++
+	}
+	if r.CeilingReached {
+		s.CeilingReached++
+	}
+	if r.Sidecar {
+		s.Sidecar++
+	}
 	s.SimTime += r.SimTime
 	s.Steps += r.Steps
 	if s.MaxRecoveryBound == 0 || float64(r.MaxRecovery)/float64(r.Bound) > float64(s.MaxRecovery)/float64(s.MaxRecoveryBound) {

@@ -90,13 +90,14 @@ func (c *checker) observe(m *member) {
 	c.maxTerm[m.idx] = term
 	if vote != "" {
 		if cand := c.s.member(vote); cand != nil {
-			c.record(m, term, cand, m.ms.Ledger())
+			c.record(m, term, cand, m.ledger)
 		}
 	}
 }
 
-// voteGranted is called when HandleVote answered ACCEPT. voterLedger is the voter's ledger
-// just before the call (S4: it must not be newer than the candidate's).
+// voteGranted is called when HandleVote answered ACCEPT. voterLedger is the voter's true
+// ledger (its storage's, which may not have been reported to its elector yet) just before the
+// call (S4: it must not be newer than the candidate's).
 func (c *checker) voteGranted(voter *member, req *protocol.VoteRequest, voterLedger memberstate.LedgerEnd) {
 	cand := c.s.member(req.LeaderID)
 	if cand == nil {
@@ -111,7 +112,7 @@ func (c *checker) voteGranted(voter *member, req *protocol.VoteRequest, voterLed
 	c.record(voter, req.Term, cand, voterLedger)
 }
 
-// record notes a vote and checks S2: one candidate per (member, term), across crashes.
+// record notes a vote (with the voter's true ledger) and checks S2: one candidate per (member, term), across crashes.
 func (c *checker) record(voter *member, term int64, cand *member, ledger memberstate.LedgerEnd) {
 	k := grantKey{voter.idx, term}
 	if g, ok := c.grants[k]; ok {

@@ -15,10 +15,17 @@
 // advance on some members and not others) with heal phases, in which the liveness bound
 // L1Bound is checked, and leadership transfers. The rejoin scenario checks L2.
 //
+// How a run starts is drawn from the seed too (start.go): one run in eight starts with terms a
+// few thousand below protocol.MaxTerm and ledger values near protocol.MaxLedgerValue, and one
+// chaos run in eight within a few terms of MaxTerm, so it reaches the ceiling, where no new term
+// can start (L1 is not checked once a member is there). In half the runs the members are
+// sidecars: a restarted one reports its ledger only after a delay, abstaining until then
+// (dledger.Options.LedgerFromStorage).
+//
 // Checked after every event: S1 at most one leader per term, ever; S2 one granted candidate
 // per (member, term), across crashes; S3 currTerm never decreases, across restarts; S4 every
-// grant went to a candidate whose ledger was not older than the voter's, and a new leader holds
-// a quorum of such grants; S5 role-event terms (fencing tokens) never decrease per member,
+// grant went to a candidate whose ledger was not older than the voter's true ledger (its
+// storage's, reported to its elector or not), and a new leader holds a quorum of such grants; S5 role-event terms (fencing tokens) never decrease per member,
 // across restarts. L1 and L2 are checked by the phases that set them up; L3 checks that every
 // leadership transfer an admin asks for is answered within L3Bound, and that no transferee is
 // still taking leadership L3Bound after the request reached it (transfer.go).

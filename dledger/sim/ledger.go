@@ -24,6 +24,9 @@ func (s *sim) ledgerStep() {
 			return
 		}
 		l := memberstate.LedgerEnd{Term: term, Index: m.ledger.Index + 1 + s.rngLedger.Int64N(3)}
+		if l.Index > protocol.MaxLedgerValue {
+			continue // the log is full (only near-ceiling runs get here)
+		}
 		s.setLedger(m, l)
 		s.tr.add(record{at: s.now, kind: rAppend, a: int8(m.idx), b: -1, term: l.Term, x: l.Index})
 	}

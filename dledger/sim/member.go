@@ -28,6 +28,9 @@ type member struct {
 	diskFail bool // its vote store fails every save
 	// takeReqs counts the leadership-transfer requests delivered to it (L3, transfer.go).
 	takeReqs uint64
+	// unreported: a restarted sidecar whose storage has not reported the ledger to the elector
+	// yet (start.go); ledger changes meanwhile reach only m.ledger.
+	unreported bool
 }
 
 // memberStore is the Store a member's MemberState writes to: its MemStore (which outlives
@@ -63,14 +66,20 @@ func (s *sim) startMember(m *member) error {
 	// The member's randomness depends on the run seed, the member and the incarnation only.
 	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
 	e, err := dledger.New(s.cfg, ms, dledger.Options{Clock: vclock{s}, Rand: rnd,
-		Transport: &endpoint{s: s, m: m, inc: m.inc}, Broken: s.opt.Broken.rules()})
+		Transport: &endpoint{s: s, m: m, inc: m.inc}, Broken: s.opt.Broken.rules(),
+		LedgerFromStorage: s.sidecar && s.opt.Broken != BrokenNoAbstain})
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}
-	if err := e.UpdateLedger(m.ledger.Term, m.ledger.Index); err != nil {
-		return fmt.Errorf("start %s: %w", m.id, err)
-	}
 	m.ms, m.e, m.up = ms, e, true
+	switch {
+	case s.sidecar && m.inc > 0: // a restart (inc counts crashes): the report comes later
+		s.reportLater(m)
+	default:
+		if err := e.UpdateLedger(m.ledger.Term, m.ledger.Index); err != nil {
+			return fmt.Errorf("start %s: %w", m.id, err)
+		}
+	}
 	s.touch(m)
 	// A random phase within the first pass, so members do not tick in lockstep.
 	s.seq++
@@ -136,7 +145,7 @@ func voteName(v string) string {
 // setLedger changes a member's ledger end and tells its elector, as the embedding storage does.
 func (s *sim) setLedger(m *member, l memberstate.LedgerEnd) {
 	m.ledger = l
-	if m.up {
+	if m.up && !m.unreported {
 		s.touch(m)
 		if err := m.e.UpdateLedger(l.Term, l.Index); err != nil {
 			s.fail("SIM", "UpdateLedger(%d, %d) on %s: %v", l.Term, l.Index, m.id, err)

@@ -166,10 +166,11 @@ func (s *sim) finish(c *call) bool {
 	return true
 }
 
-// handleVote delivers a VoteRequest and observes the answer for S2 and S4: the voter's ledger
-// is read just before the call, and an ACCEPT is recorded as a grant.
+// handleVote delivers a VoteRequest and observes the answer for S2 and S4: the voter's true
+// ledger (its storage's, reported to its elector or not) is read just before the call, and an
+// ACCEPT is recorded as a grant.
 func (s *sim) handleVote(dst *member, c *call, req *protocol.VoteRequest, reply func(*protocol.VoteResponse)) {
-	before := dst.ms.Ledger()
+	before := dst.ledger
 	s.touch(dst)
 	resp := dst.e.HandleVote(req)
 	s.tr.add(record{at: s.now, kind: rDeliver, msg: mVote, a: int8(c.from.idx), b: int8(dst.idx), term: req.Term,

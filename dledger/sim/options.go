@@ -39,12 +39,16 @@ const (
 	BrokenNoRevote        Broken = "no-revote"         // BrokenRules.NoRevote: L1
 	BrokenKeepLostRound   Broken = "keep-lost-round"   // BrokenRules.KeepLostRound: L2 (rejoin scenario)
 	BrokenEndlessTake     Broken = "endless-take"      // BrokenRules.EndlessTake: L3
+	// BrokenNoAbstain: sidecar members run without Options.LedgerFromStorage, so a restarted
+	// one votes on the empty ledger its elector starts with until the report (issue 12): S4,
+	// checked against the true ledger.
+	BrokenNoAbstain Broken = "no-abstain"
 )
 
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
-		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake}
+		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain}
 }
 
 // rules is the elector's switch for b (zero for BrokenNone and store-only bugs).
@@ -143,11 +147,19 @@ type Result struct {
 	Scenario Scenario
 	// Violation is nil when every invariant held.
 	Violation *Violation
-	Elections int           // leaders elected (one per term that had a leader)
-	MaxTerm   int64         // highest currTerm any member reached
-	SimTime   time.Duration // virtual time simulated
-	Steps     int           // events processed
-	Heals     int           // heal phases that ended with a stable leader
+	Elections int   // leaders elected (one per term that had a leader)
+	MaxTerm   int64 // highest currTerm any member reached
+	// TermsUsed is MaxTerm minus the lowest term a member started at (0 but in extreme runs).
+	TermsUsed int64
+	// Extreme says how high the run's terms and ledgers started; CeilingReached that a member
+	// reached protocol.MaxTerm (L1 is not checked after that, see ExtremeAtCeiling).
+	Extreme        Extreme
+	CeilingReached bool
+	// Sidecar: the members were sidecars, a restarted one reporting its ledger after a delay.
+	Sidecar bool
+	SimTime time.Duration // virtual time simulated
+	Steps   int           // events processed
+	Heals   int           // heal phases that ended with a stable leader
 	// MaxRecovery is the longest time from the start of a heal phase to a stable leader,
 	// against Bound (L1Bound of the run's config).
 	MaxRecovery time.Duration

@@ -39,16 +39,21 @@ type sim struct {
 	// Separate streams, so that (say) one more message does not reshuffle the fault schedule.
 	// rngDisk drives the torn-write fault (maybeTear).
 	rngFault, rngNet, rngLedger, rngDisk *rand.Rand
-	tear                                 float64 // this phase's probability that a Save tears
-	tr                                   *tracer
-	chk                                  checker
-	live                                 liveness
-	violation                            *Violation
-	steps                                int
-	finished                             bool
-	phaseID                              int   // bumped at every phase change; stale phase events do nothing
-	preCycles                            int   // rejoin scenario: chaos cycles left before the L2 watch
-	touched                              uint8 // members whose elector ran in this event (bit = index)
+	rngSidecar                           *rand.Rand // sidecar report delays (start.go)
+	tear                                 float64    // this phase's probability that a Save tears
+	// How the run starts (start.go): terms and ledgers near the ceilings, sidecar members.
+	extreme   Extreme
+	sidecar   bool
+	startTerm int64 // the lowest persisted term at the start
+	tr        *tracer
+	chk       checker
+	live      liveness
+	violation *Violation
+	steps     int
+	finished  bool
+	phaseID   int   // bumped at every phase change; stale phase events do nothing
+	preCycles int   // rejoin scenario: chaos cycles left before the L2 watch
+	touched   uint8 // members whose elector ran in this event (bit = index)
 }
 
 // Run simulates one seed. The error is for invalid options only; a broken invariant is
@@ -67,8 +72,9 @@ func Run(o Options) (Result, error) {
 
 func newSim(o Options, cfg dledger.Config) *sim {
 	s := &sim{opt: o, cfg: cfg, quorum: memberstate.QuorumSize(o.Members)}
-	stream := func(k uint64) *rand.Rand { return rand.New(rand.NewPCG(o.Seed, 0x5eed0000+k)) }
+	stream := s.stream
 	s.rngFault, s.rngNet, s.rngLedger, s.rngDisk = stream(1), stream(2), stream(3), stream(4)
+	s.rngSidecar = stream(9)
 	parts := make([]string, o.Members)
 	ids := make([]string, o.Members)
 	for i := range parts {
@@ -98,9 +104,16 @@ func newSim(o Options, cfg dledger.Config) *sim {
 		st.ForgetOnCrash(o.Broken == BrokenForgetOnCrash)
 		s.members = append(s.members, &member{idx: i, id: id, store: st, ledger: memberstate.EmptyLedger})
 	}
+	s.chooseStart(7, 8)
 	s.net = newNetwork(o.Members, o.RPCTimeout)
 	s.chk = newChecker(s)
 	return s
+}
+
+// stream is the run's random stream number k: streams are independent, so drawing more from
+// one leaves the others' sequences as they were.
+func (s *sim) stream(k uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(s.opt.Seed, 0x5eed0000+k))
 }
 
 // at queues fn to run d after now.
@@ -198,7 +211,9 @@ func (s *sim) result() Result {
 	return Result{
 		Seed: s.opt.Seed, Members: s.opt.Members, Profile: s.opt.Profile, Scenario: s.opt.Scenario,
 		Violation: s.violation, Elections: s.chk.elections, MaxTerm: s.chk.maxTermSeen(),
-		SimTime: s.now, Steps: s.steps, Heals: s.live.heals, MaxRecovery: s.live.maxRecovery,
+		TermsUsed: s.chk.maxTermSeen() - s.startTerm, Extreme: s.extreme, Sidecar: s.sidecar,
+		CeilingReached: s.ceilingReached(),
+		SimTime:        s.now, Steps: s.steps, Heals: s.live.heals, MaxRecovery: s.live.maxRecovery,
 		Bound: L1Bound(s.cfg), TraceHash: s.tr.hash, ReplayOptions: replay,
 		Preferred: s.preferred, FinalLeader: s.finalLeader(), PreferredUp: s.preferredUp(),
 	}

@@ -14,7 +14,7 @@ import (
 // wired to nothing and every campaign would still pass.
 func TestTornWritesMeetCrashes(t *testing.T) {
 	kept, lost, seeds := 0, 0, uint64(0)
-	for seed := uint64(1); seed <= 40 && (kept == 0 || lost == 0); seed++ {
+	for seed := uint64(1); seed <= 120 && (kept == 0 || lost == 0); seed++ {
 		seeds = seed
 		var tr bytes.Buffer
 		r := mustRun(t, Options{Seed: seed, Members: []int{3, 5}[seed%2], Duration: testDuration(dledger.ProfileLAN), Trace: &tr})
@@ -25,7 +25,7 @@ func TestTornWritesMeetCrashes(t *testing.T) {
 		lost += strings.Count(tr.String(), "and kept it: false")
 	}
 	if kept == 0 || lost == 0 {
-		t.Fatalf("in 40 seeds, crashes kept %d torn writes and lost %d; want some of each", kept, lost)
+		t.Fatalf("in %d seeds, crashes kept %d torn writes and lost %d; want some of each", seeds, kept, lost)
 	}
 	t.Logf("crashes kept %d torn writes and lost %d (seeds 1-%d)", kept, lost, seeds)
 }

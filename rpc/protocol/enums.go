@@ -53,13 +53,17 @@ const (
 	VoteRejectExpiredLedgerTerm
 	VoteRejectSmallLedgerEndIndex
 	VoteRejectTakingLeadership
+	// VoteRejectLedgerUnknown: the voter does not know its ledger yet (restarted, and its storage
+	// has not reported it), so it grants nothing. A candidate counts it as no answer. Ours, not
+	// DLedger's; an older member decodes it as UNKNOWN, which its tally also ignores.
+	VoteRejectLedgerUnknown
 )
 
 var voteResultNames = [...]string{
 	"UNKNOWN", "ACCEPT", "REJECT_UNKNOWN_LEADER", "REJECT_UNEXPECTED_LEADER",
 	"REJECT_EXPIRED_VOTE_TERM", "REJECT_ALREADY_VOTED", "REJECT_ALREADY_HAS_LEADER",
 	"REJECT_TERM_NOT_READY", "REJECT_TERM_SMALL_THAN_LEDGER", "REJECT_EXPIRED_LEDGER_TERM",
-	"REJECT_SMALL_LEDGER_END_INDEX", "REJECT_TAKING_LEADERSHIP",
+	"REJECT_SMALL_LEDGER_END_INDEX", "REJECT_TAKING_LEADERSHIP", "REJECT_LEDGER_UNKNOWN",
 }
 
 func (v VoteResult) String() string {

@@ -1,0 +1,220 @@
+package dledger
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// A transfer's answers tell the truth (issue 12 item 3). TAKE_LEADERSHIP_FAILED is final: only
+// the transferee says it, and then nothing from that take makes it leader. Where the leader
+// cannot know the outcome it answers TIMEOUT (HTTP 504, "outcome unknown").
+
+func TestTransferLeaderAnswersTimeoutOnATransportError(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	leaderWithFollowers(t, u, map[string]memberstate.LedgerEnd{"n1": {Term: -1, Index: -1}, "n2": {Term: -1, Index: -1}})
+	reply, got := capture()
+	u.e.TransferLeadership("n1", -1, reply)
+	sent := u.tr.takeTransfers()
+	if len(sent) != 1 {
+		t.Fatalf("%d transfer requests sent", len(sent))
+	}
+	sent[0].done(nil, errors.New("call timed out"))
+	if r := got(); r == nil || r.Code != protocol.CodeTimeout {
+		t.Fatalf("transport error: %+v, want TIMEOUT (the transferee may have the request)", r)
+	}
+}
+
+// followAt3 makes n0 a follower of n1 at term 3 with ledger (3, 10).
+func followAt3(u *unit) {
+	u.setTerm(3, "n1")
+	u.e.HandleHeartBeat(hbReq("n1", 3))
+	u.setLedger(3, 10)
+}
+
+// Once the transferee has answered TAKE_LEADERSHIP_FAILED (here: its campaign budget ran out),
+// the ACCEPTs of its last take round, arriving late, must not make it leader.
+func TestFailedTakeCancelsItsVoteRound(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	followAt3(u)
+	reply, got := capture()
+	u.e.HandleLeadershipTransfer(takeReq("n1", 3, 10), reply)
+	var inFlight []sentVote
+	for i := 0; i < 1000 && got() == nil; i++ {
+		if v := u.tr.takeVotes(); len(v) > 0 {
+			inFlight = v // never answered while the take lasts
+		}
+		u.clock.Advance(u.cfg.MaintainInterval)
+		u.e.Tick()
+	}
+	if r := got(); r == nil || r.Code != protocol.CodeTakeLeadershipFailed {
+		t.Fatalf("take answered %+v, want TAKE_LEADERSHIP_FAILED", r)
+	}
+	if len(inFlight) == 0 || inFlight[0].req.Term != 4 {
+		t.Fatalf("precondition: no take round at term 4 in flight")
+	}
+	for _, v := range inFlight {
+		v.done(voteResp(v.to, protocol.VoteAccept, 4), nil)
+	}
+	if st := u.e.Status(); st.Role == protocol.LEADER {
+		t.Fatalf("elected at term %d by the round of a take it had answered TAKE_LEADERSHIP_FAILED", st.Term)
+	}
+	// It is an ordinary candidate now: its next round comes after an ordinary re-vote delay.
+	if next := u.e.nextTimeToRequestVote.Sub(u.clock.Now()); next < u.cfg.MinVoteInterval {
+		t.Fatalf("next round in %v, want at least the ordinary minimum %v", next, u.cfg.MinVoteInterval)
+	}
+}
+
+// A member whose passes stopped (a stopped process) refuses a take-leadership request it reads
+// on resuming, whether it reads it before its first pass or just after; once a heartbeat
+// interval has passed since it resumed, it takes requests again.
+func TestStalledTransfereeRefusesTakeRequests(t *testing.T) {
+	stall := func(u *unit) {
+		u.clock.Advance(u.cfg.StallThreshold() + time.Millisecond)
+	}
+	t.Run("read_before_the_first_pass", func(t *testing.T) {
+		u := newUnit(t, 3, nil)
+		followAt3(u)
+		stall(u)
+		reply, got := capture()
+		u.e.HandleLeadershipTransfer(takeReq("n1", 3, 10), reply)
+		if r := got(); r == nil || r.Code != protocol.CodeTakeLeadershipFailed {
+			t.Fatalf("stale request: %+v, want TAKE_LEADERSHIP_FAILED", r)
+		}
+		if st := u.e.Status(); st.Role != protocol.FOLLOWER || st.Term != 3 || len(u.tr.takeVotes()) != 0 {
+			t.Fatalf("the refused request changed the member: %v at %d", st.Role, st.Term)
+		}
+	})
+	t.Run("read_just_after_the_first_pass", func(t *testing.T) {
+		u := newUnit(t, 3, nil)
+		followAt3(u)
+		stall(u)
+		u.e.Tick()
+		u.clock.Advance(u.cfg.HeartBeatInterval - time.Millisecond)
+		u.e.HandleHeartBeat(hbReq("n1", 3))
+		reply, got := capture()
+		u.e.HandleLeadershipTransfer(takeReq("n1", 3, 10), reply)
+		if r := got(); r == nil || r.Code != protocol.CodeTakeLeadershipFailed {
+			t.Fatalf("request read %v after resuming: %+v, want TAKE_LEADERSHIP_FAILED", u.cfg.HeartBeatInterval-time.Millisecond, r)
+		}
+	})
+	t.Run("a_heartbeat_interval_after_resuming_it_is_accepted", func(t *testing.T) {
+		u := newUnit(t, 3, nil)
+		followAt3(u)
+		stall(u)
+		for i := time.Duration(0); i < u.cfg.HeartBeatInterval; i += u.cfg.MaintainInterval {
+			u.e.Tick()
+			u.clock.Advance(u.cfg.MaintainInterval)
+		}
+		u.e.Tick()
+		u.e.HandleHeartBeat(hbReq("n1", 3))
+		reply, got := capture()
+		u.e.HandleLeadershipTransfer(takeReq("n1", 3, 10), reply)
+		if r := got(); r != nil {
+			t.Fatalf("answered at once %+v; want the take to begin", r)
+		}
+		if v := u.tr.takeVotes(); len(v) != 2 || v[0].req.Term != 4 {
+			t.Fatalf("the take did not campaign at term 4")
+		}
+	})
+	t.Run("passes_at_the_threshold_are_no_stall", func(t *testing.T) {
+		u := newUnit(t, 3, nil)
+		followAt3(u)
+		for i := 0; i < 3; i++ {
+			u.clock.Advance(u.cfg.StallThreshold())
+			u.e.Tick()
+		}
+		u.e.HandleHeartBeat(hbReq("n1", 3))
+		u.clock.Advance(u.cfg.StallThreshold())
+		reply, got := capture()
+		u.e.HandleLeadershipTransfer(takeReq("n1", 3, 10), reply)
+		if r := got(); r != nil {
+			t.Fatalf("answered %+v; passes StallThreshold apart are not a stall", r)
+		}
+	})
+}
+
+// The issue's reproduction on the deterministic cluster: the transferee is stopped (SIGSTOP)
+// right after the transfer is asked, so the request waits in its socket; the leader's bound
+// passes. The leader must answer TIMEOUT (outcome unknown), and when the transferee resumes
+// (SIGCONT) it must refuse the stale request: the group keeps its leader and its term.
+func TestScenarioStoppedTransfereeDoesNotActOnAStaleRequest(t *testing.T) {
+	for _, passFirst := range []bool{false, true} {
+		name := "request_read_before_the_first_pass"
+		if passFirst {
+			name = "request_read_after_the_first_pass"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			c := newCluster(t, 3, cfg, 5)
+			old, term := c.awaitLeader(electionBound(cfg))
+			c.run(2 * cfg.HeartBeatInterval) // the leader learns the followers' ledgers
+			to := "n0"
+			if to == old {
+				to = "n1"
+			}
+			var got *protocol.LeadershipTransferResponse
+			c.member(old).e.TransferLeadership(to, -1, func(r *protocol.LeadershipTransferResponse) { got = r })
+			c.stop(to)
+			c.run(cfg.TransferBound() + 2*cfg.MaintainInterval)
+			if got == nil || got.Code != protocol.CodeTimeout {
+				t.Fatalf("transfer to a stopped member answered %+v, want TIMEOUT", got)
+			}
+			c.resume(to, passFirst)
+			c.run(3 * cfg.DetectionWindow())
+			if id, term2 := c.leader(); id != old || term2 != term {
+				t.Fatalf("after the transferee resumed the leader is %s@%d, want %s@%d: %s", id, term2, old, term, c.describe())
+			}
+			if st := c.member(to).e.Status(); st.TakingLeadership || st.Term != term {
+				t.Fatalf("%s acted on the stale request: term %d, taking=%v", to, st.Term, st.TakingLeadership)
+			}
+		})
+	}
+}
+
+// A shorter stop (above StallThreshold, below the detection window): the transferee's first
+// pass sees the gap but it still follows the leader, then reads the request. It refuses it, so
+// the leader, still waiting, relays a final TAKE_LEADERSHIP_FAILED, and keeps leading.
+func TestScenarioBrieflyStoppedTransfereeRefusesAndSaysSo(t *testing.T) {
+	cfg := DefaultConfig()
+	c := newCluster(t, 3, cfg, 5)
+	old, term := c.awaitLeader(electionBound(cfg))
+	c.run(2 * cfg.HeartBeatInterval)
+	to := "n0"
+	if to == old {
+		to = "n1"
+	}
+	var got *protocol.LeadershipTransferResponse
+	c.member(old).e.TransferLeadership(to, -1, func(r *protocol.LeadershipTransferResponse) { got = r })
+	c.stop(to)
+	c.run(cfg.DetectionWindow() / 2)
+	c.resume(to, true)
+	c.run(cfg.TransferBound())
+	if got == nil || got.Code != protocol.CodeTakeLeadershipFailed {
+		t.Fatalf("transfer answered %+v, want TAKE_LEADERSHIP_FAILED from the transferee", got)
+	}
+	c.run(3 * cfg.DetectionWindow())
+	if id, term2 := c.leader(); id != old || term2 != term {
+		t.Fatalf("the leader is %s@%d, want %s@%d: %s", id, term2, old, term, c.describe())
+	}
+}
+
+// A transferee that cannot persist the term it would campaign at says so at once: before,
+// the failed write left the take neither waiting nor taking, so no answer came and the leader
+// waited for its bound.
+func TestTakeLeadershipAnswersWhenTheNewTermCannotBePersisted(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	followAt3(u)
+	u.store.FailSaves(errors.New("EIO"))
+	reply, got := capture()
+	u.e.HandleLeadershipTransfer(takeReq("n1", 3, 10), reply)
+	if r := got(); r == nil || r.Code != protocol.CodeTakeLeadershipFailed {
+		t.Fatalf("take with a failing disk: %+v, want TAKE_LEADERSHIP_FAILED at once", r)
+	}
+	if st := u.e.Status(); st.TakingLeadership || st.Term != 3 || len(u.tr.takeVotes()) != 0 {
+		t.Fatalf("after the failed write: term %d, taking=%v", st.Term, st.TakingLeadership)
+	}
+}
