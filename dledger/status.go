@@ -101,12 +101,11 @@ func (e *Elector) HandleMetadata(req *protocol.MetadataRequest) *protocol.Metada
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ms := e.ms
-	resp := &protocol.MetadataResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
+	if req.Group != ms.Group() { // another group learns nothing: no ids, addresses, term or role
+		return &protocol.MetadataResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}
+	}
+	return &protocol.MetadataResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
 		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm(), Code: protocol.CodeSuccess},
 		Role: ms.Role(), VoteFor: ms.VoteFor(), LedgerEndTerm: ms.Ledger().Term,
 		LedgerEndIndex: ms.Ledger().Index, Peers: memberstate.FormatPeers(ms.Peers())}
-	if req.Group != ms.Group() {
-		resp.Code = protocol.CodeUnknownGroup
-	}
-	return resp
 }

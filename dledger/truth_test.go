@@ -2,6 +2,7 @@ package dledger
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -216,5 +217,25 @@ func TestTakeLeadershipAnswersWhenTheNewTermCannotBePersisted(t *testing.T) {
 	}
 	if st := u.e.Status(); st.TakingLeadership || st.Term != 3 || len(u.tr.takeVotes()) != 0 {
 		t.Fatalf("after the failed write: term %d, taking=%v", st.Term, st.TakingLeadership)
+	}
+}
+
+// A METADATA request for another group learns nothing: no ids, addresses, term or role.
+func TestMetadataForAnotherGroupLearnsNothing(t *testing.T) {
+	ms, err := memberstate.New("g", "n0", []memberstate.Peer{{ID: "n0", Addr: "127.0.0.1:1"}, {ID: "n1", Addr: "127.0.0.1:2"}}, memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(DefaultConfig(), ms, Options{Clock: newFakeClock(), Rand: zeroRand{}, Transport: &recTransport{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := e.HandleMetadata(&protocol.MetadataRequest{Header: protocol.Header{Group: "other", LocalID: "x"}})
+	want := protocol.MetadataResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}
+	if !reflect.DeepEqual(*resp, want) {
+		t.Fatalf("answer to another group: %+v, want only the code", *resp)
+	}
+	if ok := e.HandleMetadata(&protocol.MetadataRequest{Header: protocol.Header{Group: "g"}}); ok.Code != protocol.CodeSuccess || ok.Peers == "" {
+		t.Fatalf("answer to its own group: %+v", *ok)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -40,8 +41,13 @@ type ClientOptions struct {
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the delay between connection attempts to a peer
 	// that is down (defaults 50 ms and 1 s), with jitter. It doubles after each failure: a
-	// failed dial, or a connection that ended before it carried an answer or lasted
-	// ReconnectMax; it starts over from ReconnectMin after any other connection.
+	// refused dial, or a connection that ended before it carried an answer or lasted
+	// ReconnectMax; after any other connection the peer is redialled at once and the delay
+	// starts over from ReconnectMin. A dial
+	// that timed out (nothing answered: the network between us is down) is retried after
+	// ReconnectMin without doubling, since the peer saw nothing of it and the dial timeout
+	// already paces the attempts: a peer behind a partition that heals is found within
+	// about DialTimeout.
 	ReconnectMin, ReconnectMax time.Duration
 	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize).
 	MaxFrameSize int
@@ -317,7 +323,7 @@ func (p *peer) usable() error {
 func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
 	cl := p.cl
 	if encErr != nil {
-		cl.finish(c, nil, ErrTooLarge, p.id)
+		cl.finish(c, nil, encodeErr(encErr), p.id)
 		return
 	}
 	var err error
@@ -366,26 +372,39 @@ func (p *peer) take(id uint64) *call {
 }
 
 // run keeps a connection to the peer until Close, redialling with backoff. The backoff
-// starts over only after a healthy connection (see serve): a peer that accepts connections
-// and drops them at once is redialled as slowly as one that refuses them.
+// starts over only after a healthy connection (see serve), which is redialled at once: a
+// peer that accepts connections and drops them at once is redialled as slowly as one that
+// refuses them.
 func (p *peer) run() {
 	defer p.cl.wg.Done()
 	opts := &p.cl.opts
 	backoff := opts.ReconnectMin
 	for {
-		healthy := false
-		d := net.Dialer{Timeout: opts.DialTimeout}
-		conn, err := d.DialContext(p.cl.ctx, "tcp", p.addr)
+		healthy, silentNet := false, false
+		conn, err := p.dial()
 		if err == nil {
 			healthy = p.serve(conn)
 		} else if p.cl.ctx.Err() == nil {
+			var ne net.Error
+			silentNet = errors.As(err, &ne) && ne.Timeout()
 			p.cl.obs.log.Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
 		}
 		if healthy {
+			// Redial at once: the peer closed an idle connection (Server.IdleTimeout), or went
+			// away after serving us; a call made before the new connection is up fails with
+			// ErrPeerDown, so the gap should be a dial, not a back-off.
 			backoff = opts.ReconnectMin
+			if p.cl.ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		wait := backoff
+		if silentNet {
+			wait = opts.ReconnectMin
 		}
 		// Jitter keeps members that lost the same peer from redialling in lockstep.
-		wait := backoff/2 + rand.N(backoff/2+1)
+		wait = wait/2 + rand.N(wait/2+1)
 		t := time.NewTimer(wait)
 		select {
 		case <-p.cl.ctx.Done():
@@ -393,16 +412,36 @@ func (p *peer) run() {
 			return
 		case <-t.C:
 		}
-		if !healthy {
+		if !silentNet {
 			backoff = min(2*backoff, opts.ReconnectMax)
 		}
 	}
+}
+
+// dial opens a connection to the peer: the one place a client connection is made, so
+// anything every connection needs (socket options now, a handshake later) goes here.
+// Keep-alive and TCP_USER_TIMEOUT (sockopt.go) let the kernel give up on a dead peer in
+// seconds rather than minutes even when our own silence rule (serve) does not apply.
+func (p *peer) dial() (net.Conn, error) {
+	d := net.Dialer{Timeout: p.cl.opts.DialTimeout, KeepAliveConfig: keepAliveConfig,
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			return rc.Control(func(fd uintptr) { _ = setUserTimeout(int(fd), tcpUserTimeout) }) // best effort
+		}}
+	return d.DialContext(p.cl.ctx, "tcp", p.addr)
 }
 
 // serve runs one connection: this goroutine writes queued frames and expires overdue calls,
 // a second one reads responses. When either side fails, or the client closes, the connection
 // is closed and every pending call fails. It reports whether the connection was healthy: a
 // response arrived on it, or it stayed up for at least ReconnectMax.
+//
+// A connection is also dropped when it has gone silent: a call timed out and not a byte
+// arrived for a whole CallTimeout. Across a partition that drops packets the connection
+// would otherwise stay open, with TCP retransmitting at ever longer intervals, so after the
+// heal the peer would hear from us only at the next retransmission (seconds later, growing
+// with the partition's length: issue 18). Dropped, it is redialled, and the first dial after
+// the heal gets through. A slow peer that still answers (late answers count: any byte read)
+// keeps its connection.
 func (p *peer) serve(conn net.Conn) (healthy bool) {
 	start := time.Now()
 	p.mu.Lock()
@@ -413,8 +452,10 @@ func (p *peer) serve(conn net.Conn) (healthy bool) {
 	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
 
 	var answered atomic.Bool
+	rc := &readClock{conn: conn}
+	rc.last.Store(monoNow())
 	readDone := make(chan error, 1)
-	go func() { readDone <- p.read(conn, &answered) }()
+	go func() { readDone <- p.read(rc, &answered) }()
 	w := newConnWriter(conn, p.cl.opts.CallTimeout)
 	tick := time.NewTicker(p.cl.sweepEvery)
 	defer tick.Stop()
@@ -426,7 +467,9 @@ func (p *peer) serve(conn net.Conn) (healthy bool) {
 		case f := <-p.sendq:
 			err = p.write(w, gen, f)
 		case now := <-tick.C:
-			p.expire(now)
+			if p.expire(now) > 0 && time.Duration(monoNow()-rc.last.Load()) >= p.cl.opts.CallTimeout {
+				err = errSilent
+			}
 		case err = <-readDone:
 			readerExited = true
 			if err == nil {
@@ -434,6 +477,14 @@ func (p *peer) serve(conn net.Conn) (healthy bool) {
 			}
 		case <-p.cl.ctx.Done():
 			err = ErrClosed
+		}
+	}
+	if errors.Is(err, errSilent) {
+		// Every call on it has failed or is about to, so what is still unsent or unacknowledged
+		// is of no use to anyone: discard it (RST) rather than have the kernel deliver stale
+		// requests after the heal, and free the socket at once.
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
 		}
 	}
 	_ = conn.Close()
@@ -491,8 +542,24 @@ func (p *peer) write(w *bufio.Writer, gen uint64, f outFrame) error {
 	}
 }
 
-// expire fails the calls whose deadline has passed.
-func (p *peer) expire(now time.Time) {
+var errSilent = errors.New("rpc: calls timed out and nothing arrived for a call timeout")
+
+// readClock is the connection as the reader sees it; it notes when bytes last arrived.
+type readClock struct {
+	conn net.Conn
+	last atomic.Int64 // monoNow of the last read that returned data
+}
+
+func (r *readClock) Read(b []byte) (int, error) {
+	n, err := r.conn.Read(b)
+	if n > 0 {
+		r.last.Store(monoNow())
+	}
+	return n, err
+}
+
+// expire fails the calls whose deadline has passed and returns how many there were.
+func (p *peer) expire(now time.Time) int {
 	p.mu.Lock()
 	for id, c := range p.pending {
 		if now.After(c.deadline) {
@@ -501,11 +568,13 @@ func (p *peer) expire(now time.Time) {
 		}
 	}
 	p.mu.Unlock()
+	n := len(p.expired)
 	for i, c := range p.expired {
 		p.cl.finish(c, nil, ErrTimeout, p.id)
 		p.expired[i] = nil
 	}
 	p.expired = p.expired[:0]
+	return n
 }
 
 // disconnect marks the peer down and fails its pending calls and queued frames.
@@ -539,7 +608,7 @@ func (p *peer) disconnect() {
 // read decodes responses until the connection fails; answered is set once one arrived.
 // Responses are as untrusted as requests: the same size limit and validation apply, and a
 // bad frame closes the connection.
-func (p *peer) read(conn net.Conn, answered *atomic.Bool) error {
+func (p *peer) read(conn io.Reader, answered *atomic.Bool) error {
 	r := bufio.NewReaderSize(conn, 4<<10)
 	hdr := make([]byte, frameHeaderLen)
 	var body []byte

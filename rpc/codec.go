@@ -39,6 +39,7 @@ var (
 	errMessage        = errors.New("rpc: message is not a map")
 	errUnknownCode    = errors.New("rpc: unknown request code")
 	errUnexpectedKind = errors.New("rpc: request where a response was expected, or the reverse")
+	errOutOfRange     = errors.New("rpc: a term or ledger value outside protocol.MaxTerm / MaxLedgerValue")
 )
 
 // frameLength reads a frame header and checks the announced size against maxSize, before
@@ -63,10 +64,15 @@ type message interface {
 }
 
 // encodeFrame encodes a whole frame (length, envelope, msg) into a pooled buffer; the caller
-// owns the buffer and returns it with putFrameBuf once written. A frame above maxSize is
-// refused with errFrameSize: the peer would reject it anyway. (That is the only error in
-// practice: the writer never fails, and the messages hold only strings and integers.)
+// owns the buffer and returns it with putFrameBuf once written. What the peer would refuse is
+// refused here, so only this call fails rather than the connection and every call on it: a
+// term or ledger value out of bounds (errOutOfRange) and a frame above maxSize
+// (errFrameSize). (Those are the only errors in practice: the writer never fails, and the
+// messages hold only strings and integers.)
 func encodeFrame[M message](id uint64, code protocol.RequestCode, response bool, msg M, maxSize int) (*frameBuf, error) {
+	if !inBounds(msg) {
+		return nil, errOutOfRange
+	}
 	fb := getFrameBuf()
 	if err := encodeInto(fb, id, code, response, msg, maxSize); err != nil {
 		putFrameBuf(fb)
@@ -208,6 +214,40 @@ func isInt(c byte) bool {
 		(c >= msgpcode.Uint8 && c <= msgpcode.Int64) // 0xcc-0xd3: uint8-64, int8-64
 }
 
+// Terms and ledger values are bounded on the wire, in both directions (protocol/limits.go):
+// a term is in [0, MaxTerm], a ledger end term or index in [-1, MaxLedgerValue] (-1: an empty
+// ledger). A message with a value outside is a bad frame, refused before anything reaches
+// the elector, so no arithmetic there can wrap (issue 18: a heartbeat at term 2^63-1 made
+// term+1 negative). Every int64 field of every message is a term or a ledger value;
+// TestWireBoundsEveryField fails if one is added without a check here.
+
+func termOK(t int64) bool   { return t >= 0 && t <= protocol.MaxTerm }
+func ledgerOK(v int64) bool { return v >= -1 && v <= protocol.MaxLedgerValue }
+
+// inBounds reports whether every term and ledger value of m is within the bounds above.
+// (m is always one of the message pointer types: converting one to any does not allocate.)
+func inBounds(m any) bool {
+	switch m := m.(type) {
+	case *protocol.VoteRequest:
+		return termOK(m.Term) && ledgerOK(m.LedgerEndTerm) && ledgerOK(m.LedgerEndIndex)
+	case *protocol.VoteResponse:
+		return termOK(m.Term)
+	case *protocol.HeartBeatRequest:
+		return termOK(m.Term)
+	case *protocol.HeartBeatResponse:
+		return termOK(m.Term) && ledgerOK(m.LedgerEndTerm) && ledgerOK(m.LedgerEndIndex)
+	case *protocol.LeadershipTransferRequest:
+		return termOK(m.Term) && ledgerOK(m.TakeLeadershipLedgerIndex)
+	case *protocol.LeadershipTransferResponse:
+		return termOK(m.Term)
+	case *protocol.MetadataRequest:
+		return termOK(m.Term)
+	case *protocol.MetadataResponse:
+		return termOK(m.Term) && ledgerOK(m.LedgerEndTerm) && ledgerOK(m.LedgerEndIndex)
+	}
+	return false
+}
+
 // decodeMessage resets m, then lets the library decode the message map into it. The reset
 // matters: the library leaves fields absent from the map untouched, and m is reused from
 // frame to frame. Keys m does not have are skipped, so a newer peer can add fields.
@@ -268,6 +308,20 @@ func (fd *frameDecoder) close(env envelope) error {
 	return nil
 }
 
+// finish completes a decode: the library's error, the envelope's tail, then the bounds.
+func (fd *frameDecoder) finish(env envelope, msg any, err error) error {
+	if err != nil {
+		return err
+	}
+	if err := fd.close(env); err != nil {
+		return err
+	}
+	if !inBounds(msg) {
+		return errOutOfRange
+	}
+	return nil
+}
+
 // request holds one decoded request. Only the field selected by code is meaningful; the
 // union lets a pooled request serve every code without an interface{} anywhere.
 type request struct {
@@ -289,22 +343,20 @@ func (fd *frameDecoder) decodeRequest(body []byte, r *request) error {
 		return errUnexpectedKind
 	}
 	r.id, r.code = env.id, env.code
+	var msg any
 	switch env.code {
 	case protocol.RequestVote:
-		err = decodeMessage(fd.dec, &r.vote)
+		msg, err = &r.vote, decodeMessage(fd.dec, &r.vote)
 	case protocol.RequestHeartBeat:
-		err = decodeMessage(fd.dec, &r.hb)
+		msg, err = &r.hb, decodeMessage(fd.dec, &r.hb)
 	case protocol.RequestLeadershipTransfer:
-		err = decodeMessage(fd.dec, &r.lt)
+		msg, err = &r.lt, decodeMessage(fd.dec, &r.lt)
 	case protocol.RequestMetadata:
-		err = decodeMessage(fd.dec, &r.meta)
+		msg, err = &r.meta, decodeMessage(fd.dec, &r.meta)
 	default:
 		return errUnknownCode
 	}
-	if err != nil {
-		return err
-	}
-	return fd.close(env)
+	return fd.finish(env, msg, err)
 }
 
 // response holds one decoded response, like request does for requests.
@@ -327,20 +379,18 @@ func (fd *frameDecoder) decodeResponse(body []byte, r *response) error {
 		return errUnexpectedKind
 	}
 	r.id, r.code = env.id, env.code
+	var msg any
 	switch env.code {
 	case protocol.RequestVote:
-		err = decodeMessage(fd.dec, &r.vote)
+		msg, err = &r.vote, decodeMessage(fd.dec, &r.vote)
 	case protocol.RequestHeartBeat:
-		err = decodeMessage(fd.dec, &r.hb)
+		msg, err = &r.hb, decodeMessage(fd.dec, &r.hb)
 	case protocol.RequestLeadershipTransfer:
-		err = decodeMessage(fd.dec, &r.lt)
+		msg, err = &r.lt, decodeMessage(fd.dec, &r.lt)
 	case protocol.RequestMetadata:
-		err = decodeMessage(fd.dec, &r.meta)
+		msg, err = &r.meta, decodeMessage(fd.dec, &r.meta)
 	default:
 		return errUnknownCode
 	}
-	if err != nil {
-		return err
-	}
-	return fd.close(env)
+	return fd.finish(env, msg, err)
 }

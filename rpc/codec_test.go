@@ -126,20 +126,31 @@ func fillRandom(v reflect.Value, r *rand.Rand) {
 				sb.WriteByte(alphabet[r.IntN(len(alphabet))])
 			}
 			f.SetString(sb.String())
-		case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			bits := f.Type().Bits()
-			x := int64(r.Uint64())
-			switch r.IntN(3) { // favour small values, which use the compact forms
+		case reflect.Int64:
+			// Every int64 field is a term or a ledger value, bounded on the wire.
+			lo, hi := fieldBounds(v.Type().Field(i).Name)
+			// A value in [0, 2^63), favouring small ones, which use the compact forms.
+			x := int64(r.Uint64() >> 1)
+			switch r.IntN(3) {
 			case 0:
-				x = int64(r.IntN(300)) - 150
+				x = int64(r.IntN(300))
 			case 1:
 				x >>= r.IntN(64)
 			}
-			f.SetInt(x << (64 - bits) >> (64 - bits)) // truncate to the field's width
+			f.SetInt(lo + x%(hi-lo+1))
 		default:
 			panic("fillRandom: unhandled kind " + f.Kind().String())
 		}
 	}
+}
+
+// fieldBounds returns the range the wire accepts for an int64 message field: a term is in
+// [0, MaxTerm], a ledger end term or index in [-1, MaxLedgerValue].
+func fieldBounds(name string) (lo, hi int64) {
+	if name == "Term" {
+		return 0, protocol.MaxTerm
+	}
+	return -1, protocol.MaxLedgerValue
 }
 
 // tagKeys lists the msgpack keys of a struct type, inline structs flattened.
@@ -340,7 +351,7 @@ func TestDecodeResetsTarget(t *testing.T) {
 // wrapping it.
 func TestIntegerForms(t *testing.T) {
 	values := []int64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxUint32, math.MaxUint32 + 1,
-		math.MaxInt64, -1, -32, -33, -128, -129, -32768, -32769, math.MinInt32, math.MinInt32 - 1,
+		protocol.MaxTerm, protocol.MaxTerm + 1, math.MaxInt64, -1, -32, -33, -128, -129, -32768, -32769, math.MinInt32, math.MinInt32 - 1,
 		math.MinInt64}
 	termMsg := func(v []byte) []byte {
 		return append(appendStr(appendMapLen(nil, 1), "term"), v...)
@@ -348,14 +359,22 @@ func TestIntegerForms(t *testing.T) {
 	var c frameDecoder
 	var req request
 	for _, v := range values {
+		inRange := v >= 0 && v <= protocol.MaxTerm
 		for _, form := range [][]byte{
 			appendInt(nil, v), // smallest form
 			binary.BigEndian.AppendUint64([]byte{0xd3}, uint64(v)), // int64, as fixed-size encoders write
 		} {
 			body := append(envelopeHead(1, protocol.RequestHeartBeat, false), termMsg(form)...)
-			if err := c.decodeRequest(body, &req); err != nil || req.hb.Term != v {
+			err := c.decodeRequest(body, &req)
+			if inRange && (err != nil || req.hb.Term != v) {
 				t.Errorf("% x: got %d, %v; want %d", form, req.hb.Term, err, v)
 			}
+			if !inRange && !errors.Is(err, errOutOfRange) { // a term is never wrapped or narrowed
+				t.Errorf("% x: term %d accepted (%v)", form, v, err)
+			}
+		}
+		if !inRange {
+			continue
 		}
 		// And the production encoder writes the smallest form, as the hand-built bytes do.
 		m := &protocol.HeartBeatRequest{Header: protocol.Header{Term: v}}

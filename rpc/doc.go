@@ -33,9 +33,17 @@
 // knows reads as its UNKNOWN value rather than being narrowed: voteResult 257 would
 // otherwise read as 1, ACCEPT (codec.go says why UNKNOWN and not a refused frame).
 //
+// Terms and ledger values are bounded too (protocol/limits.go): a message whose term is
+// outside [0, MaxTerm], or whose ledger end term or index (or takeLeadershipLedgerIndex) is
+// outside [-1, MaxLedgerValue], is a bad frame (ReasonOutOfRange), in either direction, so no
+// arithmetic on them can wrap; the encoder refuses to send one (ErrOutOfRange), so only that
+// call fails.
+//
 // A bad frame closes only the connection that sent it, is counted (Hooks.OnBadFrame, Stats)
 // and is logged at a limited rate. A request for another group or member is not a bad
-// frame: the Handler answers it with UNKNOWN_GROUP or UNKNOWN_MEMBER.
+// frame: the Handler answers it with UNKNOWN_GROUP or UNKNOWN_MEMBER. An UNKNOWN_GROUP answer
+// goes out as that code alone, whatever the Handler filled in, so a host outside the group
+// learns nothing about it.
 //
 // # Server
 //
@@ -44,18 +52,32 @@
 // AsyncWrite. Each connection may have MaxInflightPerConn requests queued or running; at the
 // limit the server stops decoding that connection's frames until one finishes (gnet keeps
 // buffering what arrives), and disconnects a peer whose backlog grows past a bound
-// meanwhile. A connection may sit idle between frames for as long as it likes, but a frame
-// must be complete within 5 s of its first bytes; a connection stuck mid-frame is closed
-// (ReasonStalled), so half-sent frames can not hold MaxConns slots.
+// meanwhile. A frame must be complete within 5 s of its first bytes; a connection stuck
+// mid-frame is closed (ReasonStalled), so half-sent frames can not hold MaxConns slots. Idle
+// connections are closed too, without counting them as bad: one that completes no frame
+// within FirstFrameTimeout (5 s) of opening, or none for IdleTimeout (60 s) later with no
+// request in progress. One source address may hold at most MaxConnsPerIP (32) connections,
+// so one host can not lock the real peers out. Accepted sockets get TCP keep-alive and
+// TCP_USER_TIMEOUT (sockopt.go), so a peer that vanished is dropped within about 10 s.
 //
 // # Client
 //
 // One connection per peer, dialled and redialled with backoff by a goroutine of its own; the
 // backoff starts over only after a healthy connection (one that carried an answer or stayed
-// up ReconnectMax), so a peer that accepts and drops connections is not redialled in a
-// tight loop. Calls fail at once while the peer is down, time out after CallTimeout
+// up ReconnectMax; it is redialled at once), so a peer that accepts and drops connections is
+// not redialled in a tight loop. Calls fail at once while the peer is down, time out after CallTimeout
 // otherwise, and always complete exactly once. A response with an id that was never sent is
 // a bad frame; a late answer to a call that timed out is dropped quietly.
+//
+// A connection that has gone silent (a call timed out and not a byte arrived for a whole
+// CallTimeout) is dropped and redialled: across a partition that drops packets, TCP would
+// otherwise hold it open and deliver our requests only at its next retransmission, seconds
+// after the heal. A dial that times out (the network is down, the peer saw nothing) is
+// retried after ReconnectMin without growing the backoff, so the peer is found again about
+// DialTimeout (500 ms) after the heal whatever the partition's length. A slow peer that
+// still answers keeps its connection. Dialled sockets get keep-alive and TCP_USER_TIMEOUT.
+// When a server closes an idle connection the client redials at once; a call made during
+// that dial fails with ErrPeerDown, as any call while the peer is down.
 //
 // # Allocations
 //

@@ -63,9 +63,11 @@ func waitGroup(t testing.TB, wg *sync.WaitGroup, what string) {
 
 // fakeHandler answers like a member of group "g" with id "srv". Responses echo request
 // fields so a test can tell which request an answer belongs to. gate, when set, holds every
-// request until it is closed; active and maxActive count handlers running at once.
+// request (only those of code gateOnly, if that is set) until it is closed; active and
+// maxActive count handlers running at once.
 type fakeHandler struct {
 	gate      chan struct{}
+	gateOnly  protocol.RequestCode
 	active    atomic.Int32
 	maxActive atomic.Int32
 	handled   atomic.Int32
@@ -77,7 +79,7 @@ const (
 	testSelf  = "srv"
 )
 
-func (h *fakeHandler) enter() {
+func (h *fakeHandler) enter(code protocol.RequestCode) {
 	n := h.active.Add(1)
 	for {
 		m := h.maxActive.Load()
@@ -85,7 +87,7 @@ func (h *fakeHandler) enter() {
 			break
 		}
 	}
-	if h.gate != nil {
+	if h.gate != nil && (h.gateOnly == 0 || h.gateOnly == code) {
 		<-h.gate
 	}
 }
@@ -112,13 +114,13 @@ func answer(req *protocol.Header) protocol.Header {
 }
 
 func (h *fakeHandler) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
-	h.enter()
+	h.enter(protocol.RequestVote)
 	defer h.leave()
 	return &protocol.VoteResponse{Header: answer(&req.Header), VoteResult: protocol.VoteAccept}
 }
 
 func (h *fakeHandler) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse {
-	h.enter()
+	h.enter(protocol.RequestHeartBeat)
 	defer h.leave()
 	return &protocol.HeartBeatResponse{Header: answer(&req.Header), LedgerEndTerm: req.Term - 1,
 		LedgerEndIndex: req.Term * 10}
@@ -127,7 +129,7 @@ func (h *fakeHandler) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.
 // HandleLeadershipTransfer replies from another goroutine, as the elector does after its
 // election.
 func (h *fakeHandler) HandleLeadershipTransfer(req *protocol.LeadershipTransferRequest, reply func(*protocol.LeadershipTransferResponse)) {
-	h.enter()
+	h.enter(protocol.RequestLeadershipTransfer)
 	resp := &protocol.LeadershipTransferResponse{Header: answer(&req.Header)}
 	resp.Term = req.Term + 1
 	resp.LeaderID = req.TransfereeID
@@ -138,7 +140,7 @@ func (h *fakeHandler) HandleLeadershipTransfer(req *protocol.LeadershipTransferR
 }
 
 func (h *fakeHandler) HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse {
-	h.enter()
+	h.enter(protocol.RequestMetadata)
 	defer h.leave()
 	return &protocol.MetadataResponse{Header: answer(&req.Header), Role: protocol.LEADER,
 		VoteFor: testSelf, LedgerEndTerm: 3, LedgerEndIndex: 99, Peers: "srv-127.0.0.1:1"}

@@ -20,6 +20,7 @@ var (
 	ErrOverloaded  = errors.New("rpc: send queue to the peer is full")
 	ErrBadResponse = errors.New("rpc: peer sent a malformed response")
 	ErrTooLarge    = errors.New("rpc: message exceeds the maximum frame size")
+	ErrOutOfRange  = errors.New("rpc: message holds a term or ledger value out of bounds")
 )
 
 // Reasons passed to Hooks.OnBadFrame. A fixed, small set, so they can be metric labels.
@@ -33,6 +34,7 @@ const (
 	ReasonStalled        = "stalled"         // a frame stayed unfinished too long (server; the connection is closed)
 	ReasonFlood          = "flood"           // the peer kept sending while it was throttled
 	ReasonUnknownID      = "unknown_id"      // a response to a request id never sent (client)
+	ReasonOutOfRange     = "out_of_range"    // a term outside [0, MaxTerm] or a ledger value outside [-1, MaxLedgerValue]
 )
 
 // Reasons passed to Hooks.OnRPCError: why a call failed (client) or a request went
@@ -45,6 +47,8 @@ const (
 	ReasonOverloaded  = "overloaded"
 	ReasonBadResponse = "bad_response"
 	ReasonTooLarge    = "too_large"
+	// ReasonOutOfRange (declared above) also names a call refused before sending: its
+	// message held a term or ledger value the peer would refuse (ErrOutOfRange).
 	ReasonNilResponse = "nil_response" // a Handler returned nil; nothing is sent back
 	ReasonWrite       = "write_failed" // the reply could not be queued on the connection
 )
@@ -53,13 +57,15 @@ const (
 // series up front.
 func BadFrameReasons() []string {
 	return []string{ReasonOversize, ReasonMalformed, ReasonTooDeep, ReasonUnknownCode,
-		ReasonUnexpectedKind, ReasonTruncated, ReasonStalled, ReasonFlood, ReasonUnknownID}
+		ReasonUnexpectedKind, ReasonTruncated, ReasonStalled, ReasonFlood, ReasonUnknownID,
+		ReasonOutOfRange}
 }
 
 // RPCErrorReasons lists every reason Hooks.OnRPCError reports.
 func RPCErrorReasons() []string {
 	return []string{ReasonTimeout, ReasonPeerDown, ReasonUnknownPeer, ReasonClosed,
-		ReasonOverloaded, ReasonBadResponse, ReasonTooLarge, ReasonNilResponse, ReasonWrite}
+		ReasonOverloaded, ReasonBadResponse, ReasonTooLarge, ReasonOutOfRange, ReasonNilResponse,
+		ReasonWrite}
 }
 
 // Hooks let the embedder count what the rpc layer sees (the metrics package turns them into
@@ -91,8 +97,18 @@ func badFrameReason(err error) string {
 		return ReasonUnknownCode
 	case errors.Is(err, errUnexpectedKind):
 		return ReasonUnexpectedKind
+	case errors.Is(err, errOutOfRange):
+		return ReasonOutOfRange
 	}
 	return ReasonMalformed
+}
+
+// encodeErr maps an encodeFrame error to the error a call fails with.
+func encodeErr(err error) error {
+	if errors.Is(err, errOutOfRange) {
+		return ErrOutOfRange
+	}
+	return ErrTooLarge
 }
 
 // callErrReason maps a call error to its Reason constant.
@@ -110,6 +126,8 @@ func callErrReason(err error) string {
 		return ReasonOverloaded
 	case errors.Is(err, ErrTooLarge):
 		return ReasonTooLarge
+	case errors.Is(err, ErrOutOfRange):
+		return ReasonOutOfRange
 	}
 	return ReasonBadResponse
 }

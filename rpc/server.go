@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,20 @@ type ServerOptions struct {
 	// MaxConns bounds open connections (default 256); extra connections are closed at once.
 	// A member needs one per peer plus the occasional tool.
 	MaxConns int
+	// MaxConnsPerIP bounds open connections from one source address (default 32; negative:
+	// no bound besides MaxConns), so that one host can not hold every MaxConns slot and lock
+	// the real peers out. Extra connections are closed at once. A member needs one per peer
+	// on that host; `dledger dev` runs a whole group on one address.
+	MaxConnsPerIP int
+	// FirstFrameTimeout closes a connection that has not completed a frame this long after
+	// it opened (default 5 s; negative: never), so sockets that never say anything (a port
+	// scan, a flood of idle connections) do not hold slots. A member's client dials ahead
+	// of its first call; when its connection is closed unused, it simply redials.
+	FirstFrameTimeout time.Duration
+	// IdleTimeout closes a connection that has completed no frame for this long and has no
+	// request in progress (default 60 s; negative: never), so idle sockets do not hold slots
+	// forever. A member's client redials at once when the server closes its connection.
+	IdleTimeout time.Duration
 	// Workers is the number of goroutines that run Handler methods (default 8).
 	Workers int
 	// EventLoops is the number of gnet event loops (default 1: a member has a handful of
@@ -68,7 +83,10 @@ type ServerOptions struct {
 const (
 	defaultMaxInflightPerConn = 64
 	defaultMaxConns           = 256
+	defaultMaxConnsPerIP      = 32
 	defaultWorkers            = 8
+	defaultFirstFrameTimeout  = 5 * time.Second
+	defaultIdleTimeout        = 60 * time.Second
 
 	// defaultFrameTimeout bounds how long a frame may take to arrive once its first bytes
 	// have. A frame is at most MaxFrameSize (64 KiB by default) and a member writes it in one
@@ -78,14 +96,6 @@ const (
 	// one of MaxConns for good (ReasonStalled). Idle connections between frames are normal
 	// and are not affected.
 	defaultFrameTimeout = 5 * time.Second
-
-	// tcpKeepAlive lets the kernel find peers that vanished without closing (power loss, a
-	// partition): their idle connections would otherwise hold a MaxConns slot forever. 15 s
-	// is Go's own default for net.Dialer and net.Listener; a dead peer is found after about
-	// twice that. It is set per connection in OnOpen: gnet's WithTCPKeepAlive (v2.10.0)
-	// overwrites the listen error with its own setsockopt error on the failed socket, so
-	// Start would no longer report EADDRINUSE.
-	tcpKeepAlive = 15 * time.Second
 )
 
 func (o *ServerOptions) setDefaults() {
@@ -97,6 +107,15 @@ func (o *ServerOptions) setDefaults() {
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = defaultMaxConns
+	}
+	if o.MaxConnsPerIP == 0 {
+		o.MaxConnsPerIP = defaultMaxConnsPerIP
+	}
+	if o.FirstFrameTimeout == 0 {
+		o.FirstFrameTimeout = defaultFirstFrameTimeout
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = defaultIdleTimeout
 	}
 	if o.Workers <= 0 {
 		o.Workers = defaultWorkers
@@ -139,6 +158,9 @@ type Server struct {
 	engine   gnet.Engine   // set in OnBoot, read after booted is closed
 	addr     string
 	conns    atomic.Int64
+
+	ipMu  sync.Mutex
+	perIP map[netip.Addr]int // open connections by source address (MaxConnsPerIP)
 }
 
 // task is a decoded request travelling from an event loop to a worker.
@@ -164,6 +186,16 @@ type serverConn struct {
 	partialSince atomic.Int64
 	stallTimer   *time.Timer
 	stalled      atomic.Bool
+	// ip is the source address counted in perIP. lastFrame is when the connection opened or
+	// last completed a frame (monoNow), framed whether it has completed one; idleTimer
+	// (created in OnOpen, stopped in OnClose) closes it when idle too long, and idled tells
+	// OnClose why it closed. closed is set by OnClose, so a timer firing late does nothing.
+	ip        netip.Addr
+	lastFrame atomic.Int64
+	framed    atomic.Bool
+	idleTimer *time.Timer
+	idled     atomic.Bool
+	closed    atomic.Bool
 }
 
 // NewServer checks the options and returns a server that is not yet listening.
@@ -186,6 +218,7 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		booted:   make(chan struct{}),
 		runDone:  make(chan struct{}),
 		stopDone: make(chan struct{}),
+		perIP:    make(map[netip.Addr]int),
 	}
 	s.taskPool.New = func() any { return new(task) }
 	return s, nil
@@ -311,6 +344,8 @@ func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
+// OnOpen is the one place a connection is accepted: the connection bounds, the socket
+// options and the per-connection state are all set up here (a handshake would start here).
 func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s := e.s
 	remote := c.RemoteAddr().String()
@@ -318,9 +353,58 @@ func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.obs.log.Warn("rpc: too many connections, closing", zap.String("remote", remote))
 		return nil, gnet.Close
 	}
-	_ = c.SetKeepAlivePeriod(tcpKeepAlive) // best effort: without it a dead peer is found later
-	c.SetContext(&serverConn{c: c, remote: remote})
+	ip := remoteIP(c)
+	if !s.addPerIP(ip) {
+		s.obs.log.Warn("rpc: too many connections from one address, closing", zap.String("remote", remote),
+			zap.Int("maxConnsPerIP", s.opts.MaxConnsPerIP))
+		return nil, gnet.Close
+	}
+	// Best effort: without them a dead peer is found later (sockopt.go). Keep-alive is set per
+	// connection rather than with gnet's WithTCPKeepAlive, which (v2.10.0) overwrites the
+	// listen error with its own setsockopt error on the failed socket, so Start would no
+	// longer report EADDRINUSE.
+	_ = c.SetKeepAlive(true, tcpKeepAlive, tcpKeepAlive, tcpKeepAliveCount)
+	_ = setUserTimeout(c.Fd(), tcpUserTimeout)
+	sc := &serverConn{c: c, remote: remote, ip: ip}
+	sc.lastFrame.Store(monoNow())
+	if first := s.opts.FirstFrameTimeout; first > 0 {
+		sc.idleTimer = time.AfterFunc(first, func() { s.idleCheck(sc) })
+	} else if s.opts.IdleTimeout > 0 {
+		sc.idleTimer = time.AfterFunc(s.opts.IdleTimeout, func() { s.idleCheck(sc) })
+	}
+	c.SetContext(sc)
 	return nil, gnet.None
+}
+
+// remoteIP is the connection's source address, IPv4-mapped addresses unmapped, so that one
+// host counts as one whichever way it reaches us.
+func remoteIP(c gnet.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// addPerIP counts a connection from ip, or refuses it at MaxConnsPerIP.
+func (s *Server) addPerIP(ip netip.Addr) bool {
+	s.ipMu.Lock()
+	defer s.ipMu.Unlock()
+	n := s.perIP[ip]
+	if s.opts.MaxConnsPerIP > 0 && n >= s.opts.MaxConnsPerIP {
+		return false
+	}
+	s.perIP[ip] = n + 1
+	return true
+}
+
+func (s *Server) removePerIP(ip netip.Addr) {
+	s.ipMu.Lock()
+	defer s.ipMu.Unlock()
+	if n := s.perIP[ip]; n > 1 {
+		s.perIP[ip] = n - 1
+	} else {
+		delete(s.perIP, ip)
+	}
 }
 
 func (e *events) OnClose(c gnet.Conn, _ error) gnet.Action {
@@ -330,11 +414,19 @@ func (e *events) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if sc == nil {
 		return gnet.None
 	}
+	s.removePerIP(sc.ip)
+	sc.closed.Store(true)
 	if sc.stallTimer != nil {
 		sc.stallTimer.Stop()
 	}
+	if sc.idleTimer != nil {
+		sc.idleTimer.Stop()
+	}
 	if sc.rejected || s.stopping.Load() {
 		return gnet.None
+	}
+	if sc.idled.Load() {
+		return gnet.None // closed for idleness: routine (a follower's client dials ahead)
 	}
 	if sc.stalled.Load() {
 		s.obs.badFrame(ReasonStalled, sc.remote, errStalled)
@@ -398,6 +490,10 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 			s.taskPool.Put(t)
 			return s.reject(sc, err)
 		}
+		sc.lastFrame.Store(monoNow())
+		if !sc.framed.Load() {
+			sc.framed.Store(true)
+		}
 		t.conn = sc
 		sc.inflight.Add(1)
 		select {
@@ -457,6 +553,41 @@ func (s *Server) stall(sc *serverConn) {
 	}
 }
 
+// idleCheck runs on the idle timer's goroutine, never on an event loop. It closes the
+// connection if it has completed no frame for its idle bound (FirstFrameTimeout before the
+// first frame, IdleTimeout after) and nothing of it is in progress: no request queued or in
+// a handler, and no unfinished frame (that one is the stall timer's). Otherwise it re-arms
+// the timer for when the bound could next be reached, so a busy connection costs the timer
+// nothing per frame.
+func (s *Server) idleCheck(sc *serverConn) {
+	if sc.closed.Load() {
+		return
+	}
+	limit := s.opts.FirstFrameTimeout
+	if sc.framed.Load() {
+		limit = s.opts.IdleTimeout
+	}
+	if limit <= 0 { // this bound is off
+		if !sc.framed.Load() && s.opts.IdleTimeout > 0 {
+			sc.idleTimer.Reset(s.opts.IdleTimeout) // look again: IdleTimeout applies once framed
+		}
+		return
+	}
+	idle := time.Duration(monoNow() - sc.lastFrame.Load())
+	if idle < limit || sc.inflight.Load() > 0 || sc.partialSince.Load() != 0 {
+		sc.idleTimer.Reset(max(limit-idle, limit/8))
+		return
+	}
+	sc.idled.Store(true)
+	s.opts.Logger.Debug("rpc: closing idle connection", zap.String("remote", sc.remote),
+		zap.Duration("idle", idle), zap.Bool("framed", sc.framed.Load()))
+	s.loopMu.RLock()
+	defer s.loopMu.RUnlock()
+	if !s.stopping.Load() {
+		_ = sc.c.Close()
+	}
+}
+
 // monoEpoch makes monoNow monotonic (a wall-clock step can not stall or spare a
 // connection) and never 0, which partialSince reserves for "no partial frame".
 var monoEpoch = time.Now()
@@ -491,6 +622,9 @@ func (s *Server) serve(t *task) {
 	switch t.code {
 	case protocol.RequestVote:
 		if resp := s.handler.HandleVote(&t.vote); resp != nil {
+			if foreign(&resp.Header) {
+				resp = &protocol.VoteResponse{Header: refusedHeader}
+			}
 			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
 			s.sendReply(t, fb, err)
 		} else {
@@ -498,6 +632,9 @@ func (s *Server) serve(t *task) {
 		}
 	case protocol.RequestHeartBeat:
 		if resp := s.handler.HandleHeartBeat(&t.hb); resp != nil {
+			if foreign(&resp.Header) {
+				resp = &protocol.HeartBeatResponse{Header: refusedHeader}
+			}
 			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
 			s.sendReply(t, fb, err)
 		} else {
@@ -505,6 +642,9 @@ func (s *Server) serve(t *task) {
 		}
 	case protocol.RequestMetadata:
 		if resp := s.handler.HandleMetadata(&t.meta); resp != nil {
+			if foreign(&resp.Header) {
+				resp = &protocol.MetadataResponse{Header: refusedHeader}
+			}
 			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
 			s.sendReply(t, fb, err)
 		} else {
@@ -519,6 +659,9 @@ func (s *Server) serve(t *task) {
 				return
 			}
 			if resp != nil {
+				if foreign(&resp.Header) {
+					resp = &protocol.LeadershipTransferResponse{Header: refusedHeader}
+				}
 				fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
 				s.sendReply(t, fb, err)
 			} else {
@@ -531,13 +674,20 @@ func (s *Server) serve(t *task) {
 	s.release(t)
 }
 
+// An answer that refuses a request for another group (UNKNOWN_GROUP) goes out as the code
+// alone, whatever else the Handler filled in: a host outside the group learns nothing about
+// it (no ids, addresses, term, role or ledger). Issue 18: METADATA was answered in full.
+var refusedHeader = protocol.Header{Code: protocol.CodeUnknownGroup}
+
+func foreign(h *protocol.Header) bool { return h.Code == protocol.CodeUnknownGroup }
+
 // sendReply queues the encoded frame (or counts the encoding failure) on the connection;
 // gnet writes it from the event loop and then calls fb.written, which recycles the buffer.
 // Once Stop has begun the reply is dropped, as queued requests are: the connection is
 // closing, and the engine's loops may be gone (see loopMu).
 func (s *Server) sendReply(t *task, fb *frameBuf, err error) {
 	if err != nil {
-		s.obs.rpcError(t.code, ReasonTooLarge, t.conn.remote)
+		s.obs.rpcError(t.code, callErrReason(encodeErr(err)), t.conn.remote)
 		return
 	}
 	s.loopMu.RLock()

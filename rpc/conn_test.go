@@ -1,0 +1,382 @@
+package rpc
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// TestSilentConnectionRedialled: a peer that accepts a connection and then goes silent (as
+// one behind a partition that drops packets: the connection stays open, nothing comes back)
+// costs the client that connection once a call has timed out with nothing read for a call
+// timeout. The client closes it and redials, without waiting for the peer to close, and
+// works against a live server that takes over the address.
+func TestSilentConnectionRedialled(t *testing.T) {
+	const callTimeout = 100 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var held []net.Conn // never closed by this side until the end: silent, not gone
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	next := func(what string) net.Conn {
+		t.Helper()
+		select {
+		case c := <-accepted:
+			held = append(held, c)
+			return c
+		case <-time.After(waitTimeout):
+			t.Fatalf("no %s", what)
+			return nil
+		}
+	}
+	cl := newClient(t, map[string]string{"p": addr}, func(o *ClientOptions) { o.CallTimeout = callTimeout })
+	first := next("first connection")
+	go func() { _, _ = io.Copy(io.Discard, first) }() // reads what comes, answers nothing
+
+	if _, err := heartBeat(t, cl, "p", 1); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("call to a silent peer: %v, want ErrTimeout", err)
+	}
+	next("redial after the silent connection timed out")
+	// The client closed the silent connection itself (the peer never did).
+	_ = first.SetReadDeadline(time.Now().Add(waitTimeout))
+	if _, err := first.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("the silent connection was left open: %v", err)
+	}
+
+	// A live server takes over the address; the client finds it and its calls succeed.
+	ln.Close()
+	for range accepted {
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+	s := startServer(t, &fakeHandler{}, func(o *ServerOptions) { o.Addr = addr })
+	_ = s
+	eventually(t, "a call to succeed against the live server", func() bool {
+		if !cl.Connected("p") {
+			return false
+		}
+		resp, err := heartBeat(t, cl, "p", 2)
+		return err == nil && resp.Term == 2
+	})
+}
+
+// TestSlowPeerKeepsConnection: a peer that answers some calls after their timeout but keeps
+// answering others is slow, not gone: the calls that time out fail with ErrTimeout, their
+// late answers are dropped quietly (not bad frames), and the connection is kept: the peer
+// sees a single connection for the whole test.
+func TestSlowPeerKeepsConnection(t *testing.T) {
+	const callTimeout = 400 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepts := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	// Cleanups run last-registered first: the client (newClient's cleanup) closes its
+	// connections, which ends the fake peer's goroutines, before these wait for them.
+	t.Cleanup(wg.Wait)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case accepts <- struct{}{}:
+			default:
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				serveSlowly(conn, 3*callTimeout)
+			}()
+		}
+	}()
+	cl := newClient(t, map[string]string{"p": ln.Addr().String()}, func(o *ClientOptions) { o.CallTimeout = callTimeout })
+
+	var okN, timeoutN, otherN atomic.Int32
+	sent := 0
+	for start := time.Now(); time.Since(start) < 10*callTimeout; time.Sleep(callTimeout / 10) {
+		sent++ // the client numbers its calls 1, 2, ...: this one's id
+		done := make(chan struct{})
+		cl.SendHeartBeat("p", hbRequest(1), func(_ *protocol.HeartBeatResponse, err error) {
+			switch {
+			case err == nil:
+				okN.Add(1)
+			case errors.Is(err, ErrTimeout):
+				timeoutN.Add(1)
+			default:
+				otherN.Add(1)
+			}
+			close(done)
+		})
+		if sent%2 == 0 { // answered at once; odd ones time out in the background
+			select {
+			case <-done:
+			case <-time.After(waitTimeout):
+				t.Fatal("call never completed")
+			}
+		}
+	}
+	eventually(t, "every call to complete", func() bool { return int(okN.Load()+timeoutN.Load()+otherN.Load()) == sent })
+	if n := len(accepts); n != 1 {
+		t.Fatalf("the peer saw %d connections; a slow peer that answers must keep its one", n)
+	}
+	if okN.Load() == 0 || timeoutN.Load() == 0 || otherN.Load() != 0 {
+		t.Fatalf("%d answered, %d timed out, %d failed otherwise; want answers, timeouts and nothing else",
+			okN.Load(), timeoutN.Load(), otherN.Load())
+	}
+	if st := cl.Stats(); st.BadFrames != 0 {
+		t.Fatalf("late answers counted as %d bad frames", st.BadFrames)
+	}
+	_ = cl.Close()
+}
+
+// serveSlowly answers heartbeats on conn: requests with an even id at once, odd ones after
+// delay (later than the caller's timeout), until the connection closes.
+func serveSlowly(conn net.Conn, delay time.Duration) {
+	defer conn.Close()
+	var mu sync.Mutex
+	var late sync.WaitGroup
+	defer late.Wait()
+	reply := func(id uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = conn.Write(frameOf(hbRespCase, id, &protocol.HeartBeatResponse{Header: protocol.Header{Code: protocol.CodeSuccess}}))
+	}
+	var fd frameDecoder
+	var req request
+	for {
+		body, err := readFrame(conn)
+		if err != nil || fd.decodeRequest(body, &req) != nil {
+			return
+		}
+		id := req.id
+		if id%2 == 0 {
+			reply(id)
+			continue
+		}
+		late.Add(1)
+		time.AfterFunc(delay, func() {
+			defer late.Done()
+			reply(id)
+		})
+	}
+}
+
+// TestIdleConnectionsClosed: the server closes a connection that never completes a frame
+// after FirstFrameTimeout, and one that completed frames but then sits idle after
+// IdleTimeout, without counting either as a bad frame; a member's client whose idle
+// connection is closed redials and its next call works.
+func TestIdleConnectionsClosed(t *testing.T) {
+	const first, idle = 200 * time.Millisecond, 500 * time.Millisecond
+	var reasons reasonCounter
+	s := startServer(t, &fakeHandler{}, func(o *ServerOptions) {
+		o.FirstFrameTimeout, o.IdleTimeout = first, idle
+		o.OnBadFrame = reasons.add
+	})
+	dial := func(t *testing.T) net.Conn {
+		conn, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.SetDeadline(time.Now().Add(waitTimeout))
+		return conn
+	}
+	// closedAfter waits for the server to close conn and returns how long that took from since.
+	closedAfter := func(t *testing.T, conn net.Conn, since time.Time) time.Duration {
+		t.Helper()
+		if _, err := conn.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Fatalf("idle connection not closed: %v", err)
+		}
+		return time.Since(since)
+	}
+
+	t.Run("never a frame", func(t *testing.T) {
+		opened := time.Now()
+		conn := dial(t)
+		if d := closedAfter(t, conn, opened); d < first {
+			t.Fatalf("closed after %v, before FirstFrameTimeout %v", d, first)
+		}
+	})
+
+	t.Run("idle after frames", func(t *testing.T) {
+		conn := dial(t)
+		// Busy for longer than FirstFrameTimeout and IdleTimeout together: never closed
+		// while frames keep coming.
+		var last time.Time // before the last frame was sent: the server saw it later
+		for start := time.Now(); time.Since(start) < first+idle; time.Sleep(idle / 10) {
+			last = time.Now()
+			if _, err := conn.Write(frameOf(hbReqCase, 1, hbRequest(1))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := readFrame(conn); err != nil {
+				t.Fatalf("busy connection closed: %v", err)
+			}
+		}
+		if d := closedAfter(t, conn, last); d < idle {
+			t.Fatalf("closed %v after its last frame, before IdleTimeout %v", d, idle)
+		}
+	})
+
+	t.Run("client redials", func(t *testing.T) {
+		cl := newClient(t, map[string]string{"srv": s.Addr()}, nil)
+		if _, err := heartBeat(t, cl, "srv", 1); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the idle connection to be closed", func() bool { return !cl.Connected("srv") })
+		eventually(t, "the client to redial", func() bool { return cl.Connected("srv") })
+		if _, err := heartBeat(t, cl, "srv", 2); err != nil {
+			t.Fatalf("call after the server closed the idle connection: %v", err)
+		}
+	})
+
+	if st := s.Stats(); st.BadFrames != 0 {
+		t.Fatalf("idle closes counted as %d bad frames: %v", st.BadFrames, reasons.n)
+	}
+}
+
+// TestIdleBoundSparesRequestInProgress: a connection whose request is still in a handler
+// (a leadership transfer waits for an election) is not idle, however long that takes.
+func TestIdleBoundSparesRequestInProgress(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	h := &fakeHandler{gate: make(chan struct{}), gateOnly: protocol.RequestLeadershipTransfer}
+	s := startServer(t, h, func(o *ServerOptions) { o.FirstFrameTimeout, o.IdleTimeout = idle, idle })
+	cl := newClient(t, map[string]string{"srv": s.Addr()}, func(o *ClientOptions) { o.TransferTimeout = time.Hour })
+	got := make(chan error, 1)
+	cl.SendLeadershipTransfer("srv", &protocol.LeadershipTransferRequest{Header: protocol.Header{
+		Group: testGroup, RemoteID: testSelf, LocalID: "n1", Term: 1}, TransfereeID: testSelf},
+		func(_ *protocol.LeadershipTransferResponse, err error) { got <- err })
+	eventually(t, "the transfer to reach the handler", func() bool { return h.active.Load() == 1 })
+	time.Sleep(4 * idle) // the bound passes several times while the request is in progress
+	close(h.gate)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("transfer: %v (its connection was closed as idle)", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("transfer never completed")
+	}
+}
+
+// TestConnFloodFromOneSource: a host that opens connections and says nothing gets at most
+// MaxConnsPerIP of them, the rest closed at once, and even those are closed after
+// FirstFrameTimeout; a peer on another address is served throughout, although the flood
+// is larger than MaxConns minus one, and the flooding address can connect again afterwards.
+func TestConnFloodFromOneSource(t *testing.T) {
+	const (
+		perIP = 4
+		flood = 40
+		first = 500 * time.Millisecond
+	)
+	var reasons reasonCounter
+	s := startServer(t, &fakeHandler{}, func(o *ServerOptions) {
+		o.MaxConns = 16
+		o.MaxConnsPerIP = perIP
+		o.FirstFrameTimeout = first
+		o.OnBadFrame = reasons.add
+	})
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < flood; i++ {
+		c, err := net.Dial("tcp", s.Addr()) // from 127.0.0.1
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// Every flood connection is closed, at once beyond the bound, the rest once idle too long.
+	openAt := make(chan time.Duration, flood)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.SetReadDeadline(time.Now().Add(waitTimeout))
+			if _, err := c.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+				openAt <- -1
+				return
+			}
+			openAt <- time.Since(start)
+		}()
+	}
+
+	// Meanwhile a peer on another address (loopback is all of 127/8) is served.
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	peer, err := d.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	_ = peer.SetDeadline(time.Now().Add(waitTimeout))
+	if _, err := peer.Write(frameOf(hbReqCase, 1, hbRequest(1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readFrame(peer); err != nil {
+		t.Fatalf("a peer on another address was locked out by the flood: %v", err)
+	}
+
+	waitGroup(t, &wg, "the flood connections to be closed")
+	close(openAt)
+	late := 0
+	for d := range openAt {
+		switch {
+		case d < 0:
+			t.Fatal("a flood connection was never closed")
+		case d >= first:
+			late++
+		}
+	}
+	if late > perIP {
+		t.Fatalf("%d flood connections were held until the first-frame timeout; at most %d may be", late, perIP)
+	}
+	// The address may connect again: its slots were freed.
+	again, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	_ = again.SetDeadline(time.Now().Add(waitTimeout))
+	if _, err := again.Write(frameOf(hbReqCase, 2, hbRequest(2))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readFrame(again); err != nil {
+		t.Fatalf("the flooding address could not connect after its connections closed: %v", err)
+	}
+	if st := s.Stats(); st.BadFrames != 0 {
+		t.Fatalf("idle or refused connections counted as %d bad frames: %v", st.BadFrames, reasons.n)
+	}
+}
