@@ -188,3 +188,33 @@ func TestAbstainingMemberRetriesAFailedTermWriteAtTheNextHeartBeat(t *testing.T)
 		t.Fatalf("term %d after the next heartbeat, want 7", u.ms.CurrTerm())
 	}
 }
+
+// An abstaining follower says so in its heartbeat answers, and a leader never picks it for a
+// hand-over or accepts a transfer to it: its ledger (-1,-1) means "unknown", not "empty".
+func TestAbstainingMemberIsNoHandOverTarget(t *testing.T) {
+	u := newAbstainingUnit(t)
+	if r := u.e.HandleHeartBeat(hbReq("n1", 5)); r.Code != protocol.CodeSuccess || !r.LedgerUnknown {
+		t.Fatalf("abstaining follower's answer: %+v, want SUCCESS with LedgerUnknown", r)
+	}
+	u.setLedger(5, 100)
+	if r := u.e.HandleHeartBeat(hbReq("n1", 5)); r.LedgerUnknown {
+		t.Fatalf("answer after the report still says LedgerUnknown: %+v", r)
+	}
+
+	leader := newUnit(t, 3, nil)
+	leader.makeLeader()
+	for _, h := range sendHeartBeats(t, leader) {
+		r := hbResp(h.to, protocol.CodeSuccess, h.req.Term)
+		r.LedgerEndTerm, r.LedgerEndIndex = -1, -1
+		r.LedgerUnknown = h.to == "n1" // n1 abstains, n2 has an empty ledger like the leader's
+		h.done(r, nil)
+	}
+	if got := leader.e.HandOverTarget(); got != "n2" {
+		t.Fatalf("hand-over target %q, want n2 (n1 abstains)", got)
+	}
+	reply, got := capture()
+	leader.e.TransferLeadership("n1", -1, reply)
+	if r := got(); r == nil || r.Code != protocol.CodeFallBehindTooMuch {
+		t.Fatalf("transfer to the abstaining n1: %+v, want FALL_BEHIND_TOO_MUCH", r)
+	}
+}

@@ -147,7 +147,7 @@ func (e *Elector) onHeartBeatResponse(roundID uint64, sentAt time.Time, idx int,
 			// The newest round answered wins: a reordered older answer carries an older ledger.
 			p.ackSent = sentAt
 			p.ledger = memberstate.LedgerEnd{Term: resp.LedgerEndTerm, Index: resp.LedgerEndIndex}
-			p.known = true
+			p.known = !resp.LedgerUnknown // an abstaining member's ledger is no ledger at all
 		}
 	}
 	if !current {
@@ -242,5 +242,6 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 	resp.LeaderID = ms.LeaderID()
 	l := ms.Ledger()
 	resp.LedgerEndTerm, resp.LedgerEndIndex = l.Term, l.Index
+	resp.LedgerUnknown = !e.ledgerKnown
 	return resp
 }

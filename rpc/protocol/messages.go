@@ -40,6 +40,10 @@ type HeartBeatResponse struct {
 	Header         `msgpack:",inline"`
 	LedgerEndTerm  int64 `msgpack:"ledgerEndTerm"`
 	LedgerEndIndex int64 `msgpack:"ledgerEndIndex"`
+	// LedgerUnknown: the follower abstains (its storage has not reported the ledger since it
+	// started), so the ledger above means nothing and it must not be a hand-over target. Left
+	// out when false, so members that never abstain send what they always sent.
+	LedgerUnknown bool `msgpack:"ledgerUnknown,omitempty"`
 }
 
 // LeadershipTransferRequest asks TransfereeID to take leadership from TransferID. The admin's
