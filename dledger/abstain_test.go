@@ -218,3 +218,42 @@ func TestAbstainingMemberIsNoHandOverTarget(t *testing.T) {
 		t.Fatalf("transfer to the abstaining n1: %+v, want FALL_BEHIND_TOO_MUCH", r)
 	}
 }
+
+// A member restarted at a higher term and still abstaining answers the leader's heartbeats
+// EXPIRED_TERM, so the leader steps down (D4). Its REJECT_LEDGER_UNKNOWN vote answers carry that
+// term; ignored, the old leader won its old term again at once, and again after every heartbeat
+// round (hundreds of LEADER events in seconds) until the ledger was reported.
+func TestAbstainerAtAHigherTermDoesNotMakeTheLeaderFlap(t *testing.T) {
+	cfg := DefaultConfig()
+	c := newCluster(t, 3, cfg, 1)
+	c.fromStorage = true
+	for _, m := range c.members {
+		c.report(m)
+	}
+	leader, term := c.awaitLeader(electionBound(cfg))
+	a := "n0"
+	if leader == "n0" {
+		a = "n1"
+	}
+	c.crash(a)
+	if err := c.member(a).store.Save(memberstate.Durable{Term: term + 3}); err != nil {
+		t.Fatal(err)
+	}
+	c.member(a).unreported = true
+	c.restart(a)
+	l := c.member(leader)
+	l.e.TakeEvents()
+	c.run(9 * cfg.DetectionWindow())
+	leads := 0
+	for _, ev := range l.e.TakeEvents() {
+		if ev.Role == protocol.LEADER {
+			leads++
+		}
+	}
+	if leads > 1 { // one new leadership at the abstainer's term is the whole cost
+		t.Fatalf("while %s abstained at term %d the old leader %s became leader %d times", a, term+3, leader, leads)
+	}
+	if id, tm := c.leader(); id == "" || tm < term+3 {
+		t.Fatalf("no leader at the abstainer's term: %q@%d", id, tm)
+	}
+}

@@ -33,7 +33,11 @@ func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
 		r.accepted++
 	case protocol.VoteRejectAlreadyHasLeader:
 		r.alreadyHasLeader = true
-	case protocol.VoteRejectExpiredVoteTerm, protocol.VoteRejectTermSmallThanLedger:
+	case protocol.VoteRejectExpiredVoteTerm, protocol.VoteRejectTermSmallThanLedger,
+		// An abstaining voter grants nothing, but its term is real: ignored, a member that it
+		// deposed with EXPIRED_TERM (heartbeat row 3) would win its old term again at once,
+		// and again after every heartbeat round, until the ledger is reported.
+		protocol.VoteRejectLedgerUnknown:
 		r.knownMax = max(r.knownMax, term)
 	case protocol.VoteRejectExpiredLedgerTerm, protocol.VoteRejectSmallLedgerEndIndex:
 		r.biggerLedger++
