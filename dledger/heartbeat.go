@@ -213,9 +213,10 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 	resp := &protocol.HeartBeatResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
 		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm()}}
 	sender := req.LeaderID
+	if req.Group != ms.Group() { // row 0: another group learns nothing but the code
+		return &protocol.HeartBeatResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}
+	}
 	switch {
-	case req.Group != ms.Group(): // row 0
-		resp.Code = protocol.CodeUnknownGroup
 	case req.RemoteID != ms.SelfID():
 		resp.Code = protocol.CodeUnknownMember
 	case !ms.IsPeerMember(sender): // row 1

@@ -220,8 +220,9 @@ func TestTakeLeadershipAnswersWhenTheNewTermCannotBePersisted(t *testing.T) {
 	}
 }
 
-// A METADATA request for another group learns nothing: no ids, addresses, term or role.
-func TestMetadataForAnotherGroupLearnsNothing(t *testing.T) {
+// A request for another group, METADATA or any other, learns nothing: no ids, addresses, term
+// or role (the rpc server strips them too, but an embedder's own transport would not).
+func TestAnotherGroupLearnsNothing(t *testing.T) {
 	ms, err := memberstate.New("g", "n0", []memberstate.Peer{{ID: "n0", Addr: "127.0.0.1:1"}, {ID: "n1", Addr: "127.0.0.1:2"}}, memberstate.NewMemStore())
 	if err != nil {
 		t.Fatal(err)
@@ -234,6 +235,18 @@ func TestMetadataForAnotherGroupLearnsNothing(t *testing.T) {
 	want := protocol.MetadataResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}
 	if !reflect.DeepEqual(*resp, want) {
 		t.Fatalf("answer to another group: %+v, want only the code", *resp)
+	}
+	other := protocol.Header{Group: "other", RemoteID: "n0", LocalID: "n1", LeaderID: "n1", Term: 9}
+	if r := e.HandleVote(&protocol.VoteRequest{Header: other}); !reflect.DeepEqual(*r, protocol.VoteResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}) {
+		t.Errorf("vote answer to another group: %+v", *r)
+	}
+	if r := e.HandleHeartBeat(&protocol.HeartBeatRequest{Header: other}); !reflect.DeepEqual(*r, protocol.HeartBeatResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}) {
+		t.Errorf("heartbeat answer to another group: %+v", *r)
+	}
+	var tr *protocol.LeadershipTransferResponse
+	e.HandleLeadershipTransfer(&protocol.LeadershipTransferRequest{Header: other, TransfereeID: "n1"}, func(r *protocol.LeadershipTransferResponse) { tr = r })
+	if tr == nil || !reflect.DeepEqual(*tr, protocol.LeadershipTransferResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}) {
+		t.Errorf("transfer answer to another group: %+v", tr)
 	}
 	if ok := e.HandleMetadata(&protocol.MetadataRequest{Header: protocol.Header{Group: "g"}}); ok.Code != protocol.CodeSuccess || ok.Peers == "" {
 		t.Fatalf("answer to its own group: %+v", *ok)

@@ -273,9 +273,8 @@ func (e *Elector) handleVoteLocked(req *protocol.VoteRequest, fromSelf bool, now
 	my := ms.Ledger()
 	cand := req.LeaderID
 	switch {
-	case req.Group != ms.Group(): // row 0
-		resp.Code = protocol.CodeUnknownGroup
-		return resp
+	case req.Group != ms.Group(): // row 0: another group learns nothing but the code
+		return &protocol.VoteResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}
 	case req.RemoteID != ms.SelfID():
 		resp.Code = protocol.CodeUnknownMember
 		return resp
