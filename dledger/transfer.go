@@ -174,7 +174,9 @@ func (e *Elector) HandleLeadershipTransfer(req *protocol.LeadershipTransferReque
 	ms := e.ms
 	switch {
 	case req.Group != ms.Group(): // another group learns nothing but the code
-		e.later(func() { reply(&protocol.LeadershipTransferResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}) })
+		e.later(func() {
+			reply(&protocol.LeadershipTransferResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}})
+		})
 	case req.RemoteID != "" && req.RemoteID != ms.SelfID():
 		answer(e.transferResponse(protocol.CodeUnknownMember))
 	case req.TransfereeID == ms.SelfID() && req.TransferID != "" && req.TransferID != ms.SelfID():
