@@ -96,7 +96,7 @@ func encodeInto[M message](fb *frameBuf, id uint64, code protocol.RequestCode, r
 		err = e.EncodeBool(response)
 	}
 	if err == nil {
-		err = e.Encode(msg)
+		err = encodeMessage(e, msg)
 	}
 	if err != nil {
 		return err
@@ -107,6 +107,27 @@ func encodeInto[M message](fb *frameBuf, id uint64, code protocol.RequestCode, r
 	}
 	binary.BigEndian.PutUint32(fb.b, uint32(n))
 	return nil
+}
+
+// encodeMessage encodes msg with the library. A struct with an omitempty field takes the
+// library's slower path, which allocates the list of fields to write on every call; a
+// heartbeat answer's LedgerUnknown is false but for an abstaining follower, so the common
+// case is encoded as heartBeatResponseKnown, the same struct with that field left out (the
+// bytes omitempty would give), and allocates nothing.
+func encodeMessage(e *msgpack.Encoder, msg any) error {
+	if r, ok := msg.(*protocol.HeartBeatResponse); ok && !r.LedgerUnknown {
+		return e.Encode((*heartBeatResponseKnown)(r))
+	}
+	return e.Encode(msg)
+}
+
+// heartBeatResponseKnown is protocol.HeartBeatResponse without its omitempty field (Go
+// converts between struct types that differ only in tags).
+type heartBeatResponseKnown struct {
+	protocol.Header `msgpack:",inline"`
+	LedgerEndTerm   int64 `msgpack:"ledgerEndTerm"`
+	LedgerEndIndex  int64 `msgpack:"ledgerEndIndex"`
+	LedgerUnknown   bool  `msgpack:"-"`
 }
 
 // --- decoding ---------------------------------------------------------------------------

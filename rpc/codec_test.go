@@ -138,6 +138,8 @@ func fillRandom(v reflect.Value, r *rand.Rand) {
 				x >>= r.IntN(64)
 			}
 			f.SetInt(lo + x%(hi-lo+1))
+		case reflect.Bool:
+			f.SetBool(r.IntN(2) == 0)
 		default:
 			panic("fillRandom: unhandled kind " + f.Kind().String())
 		}

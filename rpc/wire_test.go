@@ -110,6 +110,9 @@ func handMessage(m any) []byte {
 				walk(v.Field(i))
 				continue
 			}
+			if opts == "omitempty" && v.Field(i).IsZero() {
+				continue // the encoder leaves it out
+			}
 			keys = append(keys, name)
 			vals = append(vals, v.Field(i))
 		}
@@ -123,6 +126,8 @@ func handMessage(m any) []byte {
 			b = appendStr(b, v.String())
 		case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			b = appendInt(b, v.Int())
+		case reflect.Bool:
+			b = appendBool(b, v.Bool())
 		default:
 			panic("handMessage: unhandled kind " + v.Kind().String())
 		}
