@@ -1,11 +1,35 @@
 // Package dledger is the elector: DLedger's StateMaintainer (maintainAsCandidate, -Leader,
 // -Follower), handleVote and handleHeartBeat, the vote tally and ParseResult arbitration, and
-// leadership transfer, per SPEC.md section 6.
+// leadership transfer, as docs/protocol.md section 7 states them, table by table: each decision
+// function names its table and labels its rows with the document's numbers.
 //
-// The core is deterministic: the Elector owns no goroutines, no sockets and no wall clock. Its
-// clock, randomness, transport and store are injected, requests leave only after its lock is
-// released, and responses come back through callbacks. Run (runner.go) drives it in production;
-// the simulator (dledger/sim) drives many electors on virtual time.
+// The core is deterministic: an Elector owns no goroutine, no socket and no wall clock. Its
+// clock, randomness, transport and store are injected. Package dledger/driver runs it in
+// production (a ticker goroutine, the wall clock, the role-event dispatcher); the simulator
+// (dledger/sim) runs many electors on virtual time from one goroutine.
+//
+// # Control flow and the lock
+//
+// One mutex guards an Elector. Only the entry points take it: the exported methods, and the
+// three methods through which the transport hands back an answer (onVoteResponse,
+// onHeartBeatResponse, onTransferResponse). Every other method of Elector runs with the lock
+// held and never takes it.
+//
+// Under the lock the elector calls only its Clock, Rand, Logger, Observer and MemberState (whose
+// vote and term writes are durable when they return: a decision and its durability are one
+// step, see handleVote). It never calls the Transport or a caller's reply function there, never
+// blocks on a channel, and calls nothing that could call back into it. What a step decides to
+// send or to answer goes into the outbox (outbox.go) as typed messages: vote, heartbeat and
+// transfer requests, and answers to transfer callers. The entry point delivers them after
+// releasing the lock, in the order they were decided (unlockAndDeliver), and answers come back
+// through the on*Response entry points. So a transport may answer synchronously, on any
+// goroutine, and the lock never waits on the network. Every transfer answer follows this one
+// contract: exactly once, outside the lock, in order. Role events are queued under the lock and
+// taken with TakeEvents (dledger/driver hands them to listeners).
+//
+// core_test.go holds the source to these rules: no go statement, no wall-clock call, no global
+// randomness, sockets or files; the lock taken only by entry points; the transport touched
+// only by unlockAndDeliver.
 package dledger
 
 import (
@@ -15,6 +39,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/dledger/internal/bugs"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -32,33 +57,10 @@ type Options struct {
 	// leadership, though it follows a leader. Without it the ledger is whatever was last set,
 	// empty at first: for a member with no storage.
 	LedgerFromStorage bool
-	// Broken switches off safety rules. It exists only so the simulator's tests can prove
-	// that the invariant checker catches a broken elector; never set it elsewhere.
-	Broken BrokenRules
 }
 
-// BrokenRules are deliberate bugs for checker tests: each one breaks the invariant named, so a
-// test can show the simulator reports it (dledger/sim/broken_test.go).
-type BrokenRules struct {
-	DoubleVote      bool // grant a second candidate in the same term (breaks S2, then S1)
-	SkipLedgerCheck bool // ignore the ledger comparison of handleVote rows 3-4 (breaks S4)
-	// AcceptHasLeader: the tally counts REJECT_ALREADY_HAS_LEADER as ACCEPT (breaks S1 only:
-	// that answer means the term already has a leader, so the false one is always the second).
-	AcceptHasLeader bool
-	// EventSeenTerm: a role event to candidate carries the term seen rather than the term
-	// adopted, the reference's bug that D2 fixes (breaks S5: the next event can be lower).
-	EventSeenTerm bool
-	NoRevote      bool // a candidate never votes again after a lost round (breaks L1)
-	// KeepLostRound: becomeFollower keeps the lost round's ParseResult, the bug the simulator
-	// once found (breaks L2 in the rejoin scenario).
-	KeepLostRound bool
-	// EndlessTake: a transferee answers but never leaves the take (it keeps the fast vote
-	// interval and REJECT_TAKING_LEADERSHIP): a transferee stuck taking leadership (breaks L3).
-	EndlessTake bool
-}
-
-// RoleEvent is one role change (SPEC 7): the term as adopted (the fencing token), the new
-// role and the leader, numbered in order.
+// RoleEvent is one role change (docs/protocol.md section 8): the term as adopted (the fencing
+// token), the new role and the leader, numbered in order.
 type RoleEvent struct {
 	Seq      uint64
 	Term     int64
@@ -69,15 +71,15 @@ type RoleEvent struct {
 
 // Elector is one member's election state machine. All methods are safe for concurrent use.
 type Elector struct {
-	mu     sync.Mutex // DLedger's "big lock": guards everything below
-	cfg    Config
-	ms     *memberstate.MemberState
-	clock  Clock
-	rnd    Rand
-	tr     Transport
-	log    *zap.Logger
-	obs    Observer
-	broken BrokenRules
+	mu    sync.Mutex // DLedger's "big lock": guards everything below (see the package comment)
+	cfg   Config
+	ms    *memberstate.MemberState
+	clock Clock
+	rnd   Rand
+	tr    Transport
+	log   *zap.Logger
+	obs   Observer
+	bugs  bugs.Bugs // deliberate bugs, for the simulator's checker tests only (bugs.go)
 
 	// Candidate.
 	lastParseResult       protocol.ParseResult
@@ -109,12 +111,14 @@ type Elector struct {
 	// Leadership transfer (transfer.go).
 	xfer transferState
 
-	// Role events, waiting to be taken by the dispatcher (or the simulator).
+	// Role events, waiting to be taken by the driver (or the simulator).
 	last    RoleEvent
 	pending []RoleEvent
 	notify  chan struct{}
 
-	deferred []func() // run after the lock is released (see later)
+	// outbox: what the current step has decided to send or answer, delivered in order once the
+	// lock is released (outbox.go).
+	outbox []message
 
 	// ledgerKnown: the ledger end is known (see Options.LedgerFromStorage).
 	ledgerKnown bool
@@ -159,7 +163,6 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
 		log:    log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
 		obs:    obs,
-		broken: opt.Broken,
 		peers:  make([]peerStatus, len(ms.Peers())),
 		notify: make(chan struct{}, 1),
 
@@ -183,25 +186,10 @@ func (e *Elector) fields(extra ...zap.Field) []zap.Field {
 	return append([]zap.Field{zap.Int64("term", e.ms.CurrTerm()), zap.Stringer("role", e.ms.Role())}, extra...)
 }
 
-// later queues f to run once the lock is released: sends, and replies to transfer callers.
-// Running them outside the lock means a transport that answers synchronously cannot
-// deadlock, and the lock never waits on the network.
-func (e *Elector) later(f func()) { e.deferred = append(e.deferred, f) }
-
-// unlock releases the lock, then runs what was queued with later, in order.
-func (e *Elector) unlock() {
-	fs := e.deferred
-	e.deferred = nil
-	e.mu.Unlock()
-	for _, f := range fs {
-		f()
-	}
-}
-
 // Tick is one StateMaintainer pass (every MaintainInterval).
 func (e *Elector) Tick() {
 	e.mu.Lock()
-	defer e.unlock()
+	defer e.unlockAndDeliver()
 	now := e.clock.Now()
 	if now.Sub(e.lastPass) > e.cfg.StallThreshold() {
 		e.stallSeenAt = now
@@ -232,7 +220,7 @@ func (e *Elector) stalled(now time.Time) bool {
 // The first successful call ends the abstention of Options.LedgerFromStorage.
 func (e *Elector) UpdateLedger(term, index int64) error {
 	e.mu.Lock()
-	defer e.unlock()
+	defer e.unlockAndDeliver()
 	if err := e.ms.SetLedgerEnd(memberstate.LedgerEnd{Term: term, Index: index}); err != nil {
 		return err
 	}
@@ -265,10 +253,6 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	default: // already a candidate: a repeated higher-term request is routine
 		e.log.Debug("candidate notes a term", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	}
-	if e.broken.EventSeenTerm {
-		e.emitTerm(now, term)
-		return
-	}
 	e.emit(now)
 }
 
@@ -283,7 +267,7 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	// follower cut off later would start the next term on its first candidate pass and, on
 	// rejoining, depose a healthy leader (L2; found by the simulator: dledger sim --scenario
 	// rejoin --seed-start 16 --members 3 --profile lan, see dledger/sim/regress_test.go).
-	if !e.broken.KeepLostRound {
+	if !e.bugs.KeepLostRound {
 		e.lastParseResult = protocol.WaitToRevote
 	}
 	// Likewise forget a pending "increase term immediately": a vote request or heartbeat at a
@@ -318,20 +302,17 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	e.emit(now)
 }
 
-// emit queues a role event if (term, role, leader) changed since the last one.
-func (e *Elector) emit(now time.Time) { e.emitTerm(now, e.ms.CurrTerm()) }
-
-// emitTerm is emit with the term to report; only BrokenRules.EventSeenTerm passes another
-// term than currTerm.
-func (e *Elector) emitTerm(now time.Time, term int64) {
-	ev := RoleEvent{Term: term, Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
+// emit queues a role event if (term, role, leader) changed since the last one. The term is
+// currTerm, the term as adopted, never a term merely heard of (docs/protocol.md section 8).
+func (e *Elector) emit(now time.Time) {
+	ev := RoleEvent{Term: e.ms.CurrTerm(), Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
 	if ev.Term == e.last.Term && ev.Role == e.last.Role && ev.LeaderID == e.last.LeaderID {
 		return
 	}
 	ev.Seq = e.last.Seq + 1
 	e.last = ev
 	e.pending = append(e.pending, ev)
-	e.onRoleEventLocked(ev)
+	e.onRoleEvent(ev)
 	select {
 	case e.notify <- struct{}{}:
 	default:
@@ -352,7 +333,8 @@ func (e *Elector) EventsReady() <-chan struct{} { return e.notify }
 
 // ---- follower ----
 
-// maintainAsFollower: no valid heartbeat for more than leak x interval → candidate, same term.
+// maintainAsFollower is the follower pass (docs/protocol.md 7.7): no valid heartbeat for more
+// than DW (leak x interval) → candidate at the same term, remembering the lost leader (E5).
 func (e *Elector) maintainAsFollower(now time.Time) {
 	if now.Sub(e.lastLeaderHeartBeat) > e.cfg.DetectionWindow() {
 		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()

@@ -10,7 +10,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// heartBeatRound is one leader heartbeat round in flight: the tally of SPEC 6.3.
+// heartBeatRound is one leader heartbeat round in flight: the tally of docs/protocol.md 7.5.
 type heartBeatRound struct {
 	id       uint64
 	term     int64
@@ -24,30 +24,30 @@ type heartBeatRound struct {
 	inconsistentLeader bool
 }
 
-// maintainAsLeader is the leader pass of SPEC 6.3.
+// maintainAsLeader is the leader pass of docs/protocol.md 7.5, step by step.
 func (e *Elector) maintainAsLeader(now time.Time) {
-	if e.hb != nil && !now.Before(e.hb.deadline) {
+	if e.hb != nil && !now.Before(e.hb.deadline) { // step 1
 		e.decideHeartBeat(now)
 	}
 	if e.ms.Role() != protocol.LEADER {
 		return
 	}
-	// Check-quorum is also tested here, not only when a round is decided, so a leader whose
-	// rounds never complete still steps down on time.
+	// Step 2, check-quorum, is also tested here, not only when a round is decided, so a leader
+	// whose rounds never complete still steps down on time.
 	if e.lostQuorum(now) {
 		e.becomeCandidate(e.ms.CurrTerm(), now, "no quorum of heartbeat acks within leak x interval")
 		return
 	}
-	if !e.sendHeartBeatNow && now.Sub(e.lastSendHeartBeat) < e.cfg.HeartBeatInterval {
+	if !e.sendHeartBeatNow && now.Sub(e.lastSendHeartBeat) < e.cfg.HeartBeatInterval { // step 3
 		return
 	}
-	if e.hb != nil {
+	if e.hb != nil { // step 4
 		e.decideHeartBeat(now) // the new round supersedes it; its late answers still count
 		if e.ms.Role() != protocol.LEADER {
 			return
 		}
 	}
-	e.sendHeartBeatNow = false
+	e.sendHeartBeatNow = false // step 5
 	e.lastSendHeartBeat = now
 	e.startHeartBeatRound(now)
 }
@@ -102,24 +102,17 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 		}
 		req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
 			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}}
-		idx, id := i, r.id
-		e.later(func() {
-			e.tr.SendHeartBeat(req.RemoteID, req, func(resp *protocol.HeartBeatResponse, err error) {
-				e.onHeartBeatResponse(id, now, idx, resp, err)
-			})
-		})
+		e.post(heartBeatRequest{req: req, round: r.id, sentAt: now, idx: i})
 	}
 	e.noteHeartBeatProgress(r, now)
 }
 
-// onHeartBeatResponse takes the answer of member idx to the round roundID sent at sentAt. The
+// heartBeatAnswered takes the answer of member idx to the round roundID sent at sentAt. The
 // round may have been decided already (a newer round replaced it, or its deadline passed): such
 // a late answer still counts for check-quorum and for what the leader knows of the member, and
 // a higher term in it still steps this leader down (D4). Answers to rounds of an earlier
 // leadership of this member (before it stepped down, even at the same term) count for nothing.
-func (e *Elector) onHeartBeatResponse(roundID uint64, sentAt time.Time, idx int, resp *protocol.HeartBeatResponse, err error) {
-	e.mu.Lock()
-	defer e.unlock()
+func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, resp *protocol.HeartBeatResponse, err error) {
 	code := protocol.CodeNetworkError
 	if err == nil && resp != nil {
 		code = resp.Code
@@ -179,7 +172,8 @@ func (e *Elector) noteHeartBeatProgress(r *heartBeatRound, now time.Time) {
 	}
 }
 
-// decideHeartBeat is the heartbeat arbitration of SPEC 6.3; the first matching row wins.
+// decideHeartBeat is the heartbeat arbitration of docs/protocol.md 7.5; the first matching rule
+// wins.
 func (e *Elector) decideHeartBeat(now time.Time) {
 	r := e.hb
 	e.hb = nil
@@ -192,22 +186,23 @@ func (e *Elector) decideHeartBeat(now time.Time) {
 		return
 	}
 	switch {
-	case r.maxTerm > r.term: // row 1 (D4)
+	case r.maxTerm > r.term: // rule 1 (D4)
 		e.becomeCandidate(r.maxTerm, now, "a follower is at a higher term")
-	case e.ms.Quorum(r.succ): // row 2: the acks were recorded per member as they came
-	case e.ms.Quorum(r.succ + r.notReady): // row 3
+	case e.ms.Quorum(r.succ): // rule 2: the acks were recorded per member as they came
+	case e.ms.Quorum(r.succ + r.notReady): // rule 3
 		e.sendHeartBeatNow = true
-	case r.inconsistentLeader: // row 4
+	case r.inconsistentLeader: // rule 4
 		e.becomeCandidate(r.term, now, "a follower follows another leader in this term")
-	case e.lostQuorum(now): // row 5 (check-quorum)
+	case e.lostQuorum(now): // rule 5 (check-quorum)
 		e.becomeCandidate(r.term, now, "no quorum of heartbeat acks within leak x interval")
 	}
 }
 
-// HandleHeartBeat answers a leader's heartbeat (SPEC 6.4); the first matching row wins.
+// HandleHeartBeat answers a leader's heartbeat (docs/protocol.md 7.6); the first matching row
+// wins.
 func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse {
 	e.mu.Lock()
-	defer e.unlock()
+	defer e.unlockAndDeliver()
 	now := e.clock.Now()
 	ms := e.ms
 	resp := &protocol.HeartBeatResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
@@ -217,7 +212,7 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 		return &protocol.HeartBeatResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}
 	}
 	switch {
-	case req.RemoteID != ms.SelfID():
+	case req.RemoteID != ms.SelfID(): // row 0'
 		resp.Code = protocol.CodeUnknownMember
 	case !ms.IsPeerMember(sender): // row 1
 		resp.Code = protocol.CodeUnknownMember

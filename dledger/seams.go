@@ -20,9 +20,9 @@ type Rand interface {
 
 // Transport carries requests to peers. Each Send call must return without blocking on the
 // network and must call done exactly once, later or synchronously, with the peer's response
-// or an error (timeout, peer down). The elector never calls Send while holding its lock, so
-// done may run on any goroutine, including the caller's. The transport may keep req until done
-// is called; the elector does not touch it after Send.
+// or an error (timeout, peer down). The elector calls Send only after releasing its lock (the
+// outbox, outbox.go), so done may run on any goroutine, including the caller's. The transport
+// may keep req until done is called; the elector does not touch it after Send.
 type Transport interface {
 	SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error))
 	SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error))
@@ -31,8 +31,8 @@ type Transport interface {
 
 // Handler is what the elector offers the network layer: one method per request code. The
 // vote handler persists the vote (fsync) before it returns, so callers must not run it on a
-// network event loop. HandleLeadershipTransfer answers through reply, exactly once, within a
-// bounded time (the transferee waits for its own election).
+// network event loop. HandleLeadershipTransfer answers through reply, exactly once, outside the
+// elector's lock, within a bounded time (the transferee waits for its own election).
 type Handler interface {
 	HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse
 	HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse

@@ -9,18 +9,19 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// transferState is the leadership-transfer bookkeeping of SPEC 6.6, on both sides.
+// transferState is the leadership-transfer bookkeeping of docs/protocol.md 7.8 and 7.9, on both
+// sides.
 //
 // Every transfer ends with exactly one answer within a bounded time: the leader's side has a
 // deadline longer than the transferee's whole budget (catch-up wait plus campaign), and the
 // transferee's side has its own. This is what Java DLedger lacked (issues 85, 144, 247: a
 // transfer future with no timeout, and transferees left campaigning forever).
 type transferState struct {
-	// Leader side: a transfer in progress to `to`.
+	// Leader side: a transfer in progress to `to`, asked for by asker.
 	to       string
 	seq      uint64
 	deadline time.Time
-	reply    func(*protocol.LeadershipTransferResponse)
+	asker    asker
 
 	// Transferee side. waiting: accepted, waiting for the ledger to reach takeIndex.
 	// taking: campaigning for targetTerm with the fast vote interval (REJECT_TAKING_LEADERSHIP).
@@ -29,11 +30,31 @@ type transferState struct {
 	fromTerm        int64
 	targetTerm      int64
 	takeDeadline    time.Time
-	takeFrom        string                                       // the leader that asked
-	takeReplies     []func(*protocol.LeadershipTransferResponse) // one per copy of the request
+	takeFrom        string  // the leader that asked
+	takeAskers      []asker // one per copy of the request
 
 	nextPreferredCheck time.Time
 	preferredFailures  int // failed hand-overs to a preferred leader in a row
+}
+
+// asker is who waits for the answer to a transfer or a take: a caller, answered through the
+// outbox (reply, addressed to remoteID, the asking member's id or "" for a local caller), or the
+// preferred-leader check, whose outcome sets its back-off instead (docs/protocol.md 7.9).
+type asker struct {
+	reply    func(*protocol.LeadershipTransferResponse)
+	remoteID string
+	// preferred is the member the preferred-leader check hands over to, when the check asked.
+	preferred string
+}
+
+// answer tells who asked how the transfer (or take) ended.
+func (e *Elector) answer(who asker, r *protocol.LeadershipTransferResponse) {
+	if who.preferred != "" {
+		e.preferredTransferEnded(who.preferred, r.Code)
+		return
+	}
+	r.RemoteID = who.remoteID
+	e.post(transferReply{reply: who.reply, resp: r})
 }
 
 // preferredCheckInterval: the leader looks for a better preferred leader once a second.
@@ -43,7 +64,7 @@ const preferredCheckInterval = time.Second
 const MaxPreferredBackoff = time.Minute
 
 // preferredBackoff is the wait before the next preferred-leader check after `failures` failed
-// hand-overs in a row: 2 s, 4 s, 8 s ... up to a minute. SPEC 6.6 checks once a second, but a
+// hand-overs in a row: 2 s, 4 s, 8 s ... up to a minute. DLedger checks once a second, but a
 // preferred member that cannot catch up (its ledger does not advance within
 // leadershipTransferWaitTimeout) would then keep a transfer in flight almost all the time,
 // and every admin transfer and the hand-over of a stopping leader would get
@@ -66,26 +87,24 @@ func (e *Elector) transferResponse(code protocol.ResponseCode) *protocol.Leaders
 		LocalID: e.ms.SelfID(), LeaderID: e.ms.LeaderID(), Term: e.ms.CurrTerm(), Code: code}}
 }
 
-// TransferLeadership asks this member, as leader, to hand leadership to `to` (SPEC 6.6).
-// term is the term the caller saw (-1: the current one). reply is called exactly once, outside
-// the elector's lock, with SUCCESS and the new term, or the reason it failed.
+// TransferLeadership asks this member, as leader, to hand leadership to `to` (docs/protocol.md
+// 7.8). term is the term the caller saw (-1: the current one). reply is called exactly once,
+// outside the elector's lock, with SUCCESS and the new term, or the reason it failed.
 func (e *Elector) TransferLeadership(to string, term int64, reply func(*protocol.LeadershipTransferResponse)) {
 	e.mu.Lock()
-	defer e.unlock()
-	e.startTransfer(to, term, e.clock.Now(), func(r *protocol.LeadershipTransferResponse) {
-		e.later(func() { reply(r) })
-	})
+	defer e.unlockAndDeliver()
+	e.startTransfer(to, term, e.clock.Now(), asker{reply: reply})
 }
 
-// startTransfer runs the leader's checks in SPEC order; reply must be safe under the lock.
-func (e *Elector) startTransfer(to string, term int64, now time.Time, reply func(*protocol.LeadershipTransferResponse)) {
+// startTransfer is the leader's side of docs/protocol.md 7.8, its checks in the table's order.
+func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) {
 	ms := e.ms
 	if term < 0 {
 		term = ms.CurrTerm()
 	}
 	fail := func(code protocol.ResponseCode) {
 		e.obs.TransferFinished(code)
-		reply(e.transferResponse(code))
+		e.answer(by, e.transferResponse(code))
 	}
 	idx := -1
 	for i, p := range ms.Peers() {
@@ -94,31 +113,31 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, reply func
 		}
 	}
 	switch {
-	case idx < 0:
+	case idx < 0: // row 1
 		fail(protocol.CodeUnknownMember)
 		return
-	case term != ms.CurrTerm():
+	case term != ms.CurrTerm(): // row 2
 		fail(protocol.CodeInconsistentTerm)
 		return
-	case ms.Role() != protocol.LEADER:
+	case ms.Role() != protocol.LEADER: // row 3
 		fail(protocol.CodeNotLeader)
 		return
-	case to == ms.SelfID():
+	case to == ms.SelfID(): // row 4
 		fail(protocol.CodeSuccess) // already the leader: nothing to do
 		return
 	}
 	p := e.peers[idx]
-	if !p.alive || !p.known || !e.closeEnough(p.ledger) {
+	if !p.alive || !p.known || !e.closeEnough(p.ledger) { // row 5
 		// A dead member, or one whose ledger we have not heard, cannot be shown to be caught up.
 		fail(protocol.CodeFallBehindTooMuch)
 		return
 	}
-	if e.xfer.to != "" {
+	if e.xfer.to != "" { // row 6
 		fail(protocol.CodeLeaderTransferring)
 		return
 	}
-	e.roundSeq++
-	e.xfer.to, e.xfer.seq, e.xfer.reply = to, e.roundSeq, reply
+	e.roundSeq++ // row 7
+	e.xfer.to, e.xfer.seq, e.xfer.asker = to, e.roundSeq, by
 	e.xfer.deadline = now.Add(e.cfg.TransferBound())
 	req := &protocol.LeadershipTransferRequest{
 		Header: protocol.Header{Group: ms.Group(), RemoteID: to, LocalID: ms.SelfID(),
@@ -126,21 +145,18 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, reply func
 		TransferID: ms.SelfID(), TransfereeID: to, TakeLeadershipLedgerIndex: ms.Ledger().Index,
 	}
 	e.log.Info("transfers leadership", e.fields(zap.String("to", to), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
-	seq := e.roundSeq
-	e.later(func() {
-		e.tr.SendLeadershipTransfer(to, req, func(resp *protocol.LeadershipTransferResponse, err error) {
-			e.mu.Lock()
-			defer e.unlock()
-			if err != nil || resp == nil {
-				// The request may have reached the transferee, which may still act on it: the
-				// outcome is unknown, not failed (TAKE_LEADERSHIP_FAILED is the transferee's own
-				// final "no").
-				e.finishTransfer(seq, protocol.CodeTimeout, nil, "no answer from the transferee")
-				return
-			}
-			e.finishTransfer(seq, resp.Code, resp, "transferee answered")
-		})
-	})
+	e.post(transferRequest{req: req, seq: e.roundSeq})
+}
+
+// transferAnswered takes the transferee's answer to the transfer seq.
+func (e *Elector) transferAnswered(seq uint64, resp *protocol.LeadershipTransferResponse, err error) {
+	if err != nil || resp == nil {
+		// The request may have reached the transferee, which may still act on it: the outcome
+		// is unknown, not failed (TAKE_LEADERSHIP_FAILED is the transferee's own final "no").
+		e.finishTransfer(seq, protocol.CodeTimeout, nil, "no answer from the transferee")
+		return
+	}
+	e.finishTransfer(seq, resp.Code, resp, "transferee answered")
 }
 
 // finishTransfer ends the leader-side transfer seq (if still current) with code. The caller
@@ -149,87 +165,85 @@ func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, answer 
 	if e.xfer.to == "" || e.xfer.seq != seq {
 		return
 	}
-	reply := e.xfer.reply
+	by := e.xfer.asker
 	e.log.Info("transfer finished", e.fields(zap.String("to", e.xfer.to), zap.Stringer("code", code), zap.String("why", why))...)
-	e.xfer.to, e.xfer.reply = "", nil
+	e.xfer.to, e.xfer.asker = "", asker{}
 	e.obs.TransferFinished(code)
 	r := e.transferResponse(code)
 	if answer != nil {
 		r.Term, r.LeaderID = answer.Term, answer.LeaderID
 	}
-	reply(r)
+	e.answer(by, r)
 }
 
-// HandleLeadershipTransfer serves both halves of SPEC 6.6: an admin's request to this member
-// as leader (transferId empty or self), and the leader's request to this member as transferee.
-// reply is called exactly once, outside the lock, within TransferBound.
+// HandleLeadershipTransfer serves both halves of docs/protocol.md 7.8: an admin's request to
+// this member as leader (transferId empty or self), and the leader's request to this member as
+// transferee; the switch is the table "Dispatch of a LeadershipTransferRequest". reply is called
+// exactly once, outside the lock, within TransferBound.
 func (e *Elector) HandleLeadershipTransfer(req *protocol.LeadershipTransferRequest, reply func(*protocol.LeadershipTransferResponse)) {
 	e.mu.Lock()
-	defer e.unlock()
+	defer e.unlockAndDeliver()
 	now := e.clock.Now()
-	answer := func(r *protocol.LeadershipTransferResponse) {
-		r.RemoteID = req.LocalID
-		e.later(func() { reply(r) })
-	}
+	by := asker{reply: reply, remoteID: req.LocalID}
 	ms := e.ms
 	switch {
-	case req.Group != ms.Group(): // another group learns nothing but the code
-		e.later(func() {
-			reply(&protocol.LeadershipTransferResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}})
-		})
-	case req.RemoteID != "" && req.RemoteID != ms.SelfID():
-		answer(e.transferResponse(protocol.CodeUnknownMember))
-	case req.TransfereeID == ms.SelfID() && req.TransferID != "" && req.TransferID != ms.SelfID():
-		e.acceptTakeLeadership(req, now, answer)
-	default:
-		e.startTransfer(req.TransfereeID, req.Term, now, answer)
+	case req.Group != ms.Group(): // row 0: another group learns nothing but the code
+		e.post(transferReply{reply: reply,
+			resp: &protocol.LeadershipTransferResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}})
+	case req.RemoteID != "" && req.RemoteID != ms.SelfID(): // row 0'
+		e.answer(by, e.transferResponse(protocol.CodeUnknownMember))
+	case req.TransfereeID == ms.SelfID() && req.TransferID != "" && req.TransferID != ms.SelfID(): // row 1
+		e.acceptTakeLeadership(req, now, by)
+	default: // row 2
+		e.startTransfer(req.TransfereeID, req.Term, now, by)
 	}
 }
 
-// acceptTakeLeadership is the transferee's side: check the request, then wait (in the passes)
-// for the ledger to catch up before campaigning.
-func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, now time.Time, answer func(*protocol.LeadershipTransferResponse)) {
+// acceptTakeLeadership is the transferee's side of docs/protocol.md 7.8: check the request, then
+// wait (in the passes) for the ledger to catch up before campaigning.
+func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, now time.Time, by asker) {
 	ms := e.ms
+	no := func(code protocol.ResponseCode) { e.answer(by, e.transferResponse(code)) }
 	switch {
-	case req.TransferID != ms.LeaderID():
-		answer(e.transferResponse(protocol.CodeInconsistentLeader))
+	case req.TransferID != ms.LeaderID(): // row 1
+		no(protocol.CodeInconsistentLeader)
 		return
-	case req.Term != ms.CurrTerm():
-		answer(e.transferResponse(protocol.CodeInconsistentTerm))
+	case req.Term != ms.CurrTerm(): // row 2
+		no(protocol.CodeInconsistentTerm)
 		return
-	case (e.xfer.waiting || e.xfer.taking) && req.TransferID == e.xfer.takeFrom && req.Term == e.xfer.fromTerm:
+	case (e.xfer.waiting || e.xfer.taking) && req.TransferID == e.xfer.takeFrom && req.Term == e.xfer.fromTerm: // row 3
 		// A duplicate of the request being served (a retry, or the network repeating it): it
 		// gets the same answer, so whichever copy's answer arrives first tells the truth.
-		e.xfer.takeReplies = append(e.xfer.takeReplies, answer)
+		e.xfer.takeAskers = append(e.xfer.takeAskers, by)
 		return
-	case e.xfer.waiting || e.xfer.taking: // defensive: the rows above leave no request for it
-		answer(e.transferResponse(protocol.CodeLeaderTransferring))
+	case e.xfer.waiting || e.xfer.taking: // row 4, defensive: rows 1-3 leave no request for it
+		no(protocol.CodeLeaderTransferring)
 		return
-	case e.stalled(now):
+	case e.stalled(now): // row 5
 		// This member's passes stopped for a while (a stopped process, a long pause): the
 		// request may have waited all that time, its leader may have given up on it, and the
 		// leader and term it was checked against above may be out of date. A final "no" is
 		// the truth; acting on it could make a transfer its leader no longer expects.
 		e.log.Warn("refuses to take leadership: stalled, the request may be stale", e.fields(
 			zap.String("from", req.TransferID), zap.Duration("sinceLastPass", now.Sub(e.lastPass)))...)
-		answer(e.transferResponse(protocol.CodeTakeLeadershipFailed))
+		no(protocol.CodeTakeLeadershipFailed)
 		return
-	case !e.ledgerKnown:
+	case !e.ledgerKnown: // row 6
 		// A member that does not know its ledger cannot know it is caught up, and could not
 		// campaign anyway (Options.LedgerFromStorage).
-		answer(e.transferResponse(protocol.CodeTakeLeadershipFailed))
+		no(protocol.CodeTakeLeadershipFailed)
 		return
-	case req.Term >= protocol.MaxTerm:
+	case req.Term >= protocol.MaxTerm: // row 7
 		// Taking leadership needs the next term, and there is none (protocol.MaxTerm).
-		answer(e.transferResponse(protocol.CodeTakeLeadershipFailed))
+		no(protocol.CodeTakeLeadershipFailed)
 		return
 	}
-	e.xfer.waiting = true
+	e.xfer.waiting = true // row 8
 	e.xfer.takeIndex = req.TakeLeadershipLedgerIndex
 	e.xfer.fromTerm = req.Term
 	e.xfer.takeDeadline = now.Add(e.cfg.LeadershipTransferWaitTimeout)
 	e.xfer.takeFrom = req.TransferID
-	e.xfer.takeReplies = []func(*protocol.LeadershipTransferResponse){answer}
+	e.xfer.takeAskers = []asker{by}
 	e.log.Info("asked to take leadership", e.fields(zap.String("from", req.TransferID), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
 	e.maintainTakeLeadership(now) // usually caught up already: start at once
 }
@@ -259,7 +273,7 @@ func (e *Elector) maintainTakeLeadership(now time.Time) {
 
 // beginTakeLeadership campaigns at term+1. Unlike DLedger, it adopts and persists the new term
 // at once and votes in the same pass: while it still sat at the old term, the old leader's next
-// heartbeat would make it a follower again (SPEC 6.4 row 4) and abort the transfer.
+// heartbeat would make it a follower again (docs/protocol.md 7.6 row 4) and abort the transfer.
 func (e *Elector) beginTakeLeadership(now time.Time) {
 	x := &e.xfer
 	x.targetTerm = x.fromTerm + 1
@@ -294,17 +308,17 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 		e.lastParseResult = protocol.WaitToRevote
 		e.nextTimeToRequestVote = e.clock.Now().Add(e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval))
 	}
-	replies := x.takeReplies
-	// BrokenRules.EndlessTake answers but forgets to leave the take (checker tests only).
-	x.waiting, x.taking, x.takeReplies = false, x.taking && e.broken.EndlessTake, nil
+	askers := x.takeAskers
+	// bugs.EndlessTake answers but forgets to leave the take (checker tests only, bugs.go).
+	x.waiting, x.taking, x.takeAskers = false, x.taking && e.bugs.EndlessTake, nil
 	e.log.Info("take leadership finished", e.fields(zap.Stringer("code", code), zap.String("why", why))...)
-	for _, reply := range replies {
-		reply(e.transferResponse(code))
+	for _, by := range askers {
+		e.answer(by, e.transferResponse(code))
 	}
 }
 
-// onRoleEventLocked lets a campaign in progress learn its outcome from the next role change.
-func (e *Elector) onRoleEventLocked(ev RoleEvent) {
+// onRoleEvent lets a campaign in progress learn its outcome from the next role change.
+func (e *Elector) onRoleEvent(ev RoleEvent) {
 	x := &e.xfer
 	if !x.taking {
 		return
@@ -320,7 +334,8 @@ func (e *Elector) onRoleEventLocked(ev RoleEvent) {
 }
 
 // maintainPreferredLeader: once a second a leader that is not preferred hands over to the live
-// preferred member with the smallest lag below maxLeadershipTransferWaitIndex (SPEC 6.6).
+// preferred member with the newest ledger and a lag below maxLeadershipTransferWaitIndex
+// (docs/protocol.md 7.9).
 func (e *Elector) maintainPreferredLeader(now time.Time) {
 	if len(e.cfg.PreferredLeaderIDs) == 0 || e.ms.Role() != protocol.LEADER || e.xfer.to != "" ||
 		now.Before(e.xfer.nextPreferredCheck) {
@@ -344,21 +359,25 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 		return
 	}
 	e.log.Info("hands over to a preferred leader", e.fields(zap.String("to", best))...)
-	e.startTransfer(best, -1, now, func(r *protocol.LeadershipTransferResponse) { // under the lock
-		if r.Code == protocol.CodeSuccess {
-			e.xfer.preferredFailures = 0
-			return
-		}
-		e.xfer.preferredFailures++
-		wait := preferredBackoff(e.xfer.preferredFailures)
-		e.xfer.nextPreferredCheck = e.clock.Now().Add(wait)
-		e.log.Info("hand-over to a preferred leader failed; backing off", e.fields(zap.String("to", best),
-			zap.Stringer("code", r.Code), zap.Duration("wait", wait))...)
-	})
+	e.startTransfer(best, -1, now, asker{preferred: best})
 }
 
-// closeEnough says whether a member whose ledger ends at l may take leadership from this
-// leader: its lag must be below maxLeadershipTransferWaitIndex (SPEC 6.6; Java DLedger refuses
+// preferredTransferEnded is the answer to a transfer the preferred-leader check started: a
+// failure backs the next check off, a success resets the back-off (docs/protocol.md 7.9).
+func (e *Elector) preferredTransferEnded(to string, code protocol.ResponseCode) {
+	if code == protocol.CodeSuccess {
+		e.xfer.preferredFailures = 0
+		return
+	}
+	e.xfer.preferredFailures++
+	wait := preferredBackoff(e.xfer.preferredFailures)
+	e.xfer.nextPreferredCheck = e.clock.Now().Add(wait)
+	e.log.Info("hand-over to a preferred leader failed; backing off", e.fields(zap.String("to", to),
+		zap.Stringer("code", code), zap.Duration("wait", wait))...)
+}
+
+// closeEnough says whether a member whose ledger ends at l may take leadership from this leader:
+// its lag must be below maxLeadershipTransferWaitIndex (docs/protocol.md 7.8; Java DLedger refuses
 // a lag >= the setting with FALL_BEHIND_TOO_MUCH). Both indexes are bounded by
 // protocol.MaxLedgerValue, so the difference cannot wrap.
 func (e *Elector) closeEnough(l memberstate.LedgerEnd) bool {

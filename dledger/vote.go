@@ -8,7 +8,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// voteRound is one candidate round in flight: the tally of SPEC 6.2.
+// voteRound is one candidate round in flight: the tally of docs/protocol.md 7.3.
 type voteRound struct {
 	id       uint64
 	term     int64
@@ -22,6 +22,7 @@ type voteRound struct {
 	knownMax                                int64
 }
 
+// tally counts one answer (docs/protocol.md 7.3, row by row).
 func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
 	r.got[idx] = true
 	r.answered++
@@ -46,13 +47,13 @@ func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
 	}
 }
 
-// maintainAsCandidate is the candidate pass of SPEC 6.2.
+// maintainAsCandidate is the candidate pass of docs/protocol.md 7.2, step by step.
 func (e *Elector) maintainAsCandidate(now time.Time) {
 	if !e.ledgerKnown {
 		e.abstain(now)
 		return
 	}
-	if e.vote != nil {
+	if e.vote != nil { // step 1: a round in flight
 		switch {
 		case e.needIncreaseTerm:
 			e.vote = nil // the term is moving up; this round's answers no longer matter
@@ -63,10 +64,10 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 			return
 		}
 	}
-	if now.Before(e.nextTimeToRequestVote) && !e.needIncreaseTerm {
+	if now.Before(e.nextTimeToRequestVote) && !e.needIncreaseTerm { // step 2
 		return
 	}
-	term := e.ms.CurrTerm()
+	term := e.ms.CurrTerm() // step 3: the same-term probe, unless
 	if e.lastParseResult == protocol.WaitToVoteNext || e.needIncreaseTerm {
 		t, err := e.ms.NextTerm()
 		if err != nil {
@@ -83,19 +84,19 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 		e.lastParseResult = protocol.WaitToRevote
 		e.emit(now)
 	}
-	if e.needIncreaseTerm {
+	if e.needIncreaseTerm { // step 4
 		// Adopt the higher term but cast no vote this pass, so this member can still grant the
 		// candidate that made it step up when that candidate re-votes.
 		e.needIncreaseTerm = false
 		e.nextTimeToRequestVote = now.Add(e.voteDelay())
 		return
 	}
-	e.startVoteRound(now, term)
+	e.startVoteRound(now, term) // step 5
 }
 
 // abstain is the candidate pass of a member that does not know its ledger yet: it starts no
 // vote round (a campaign needs the ledger it would be judged by). It still adopts a higher term
-// a leader's heartbeat announced (SPEC 6.4 row 7), casting no vote, so that it can follow that
+// a leader's heartbeat announced (docs/protocol.md 7.6 row 7), casting no vote, so that it can follow that
 // leader; a failed write is retried when the next such heartbeat comes.
 func (e *Elector) abstain(now time.Time) {
 	if !e.needIncreaseTerm {
@@ -109,6 +110,8 @@ func (e *Elector) abstain(now time.Time) {
 	e.emit(now)
 }
 
+// startVoteRound is docs/protocol.md 7.2 step 5: the self vote at once, through handleVote, and
+// a request to every other member, in peer order.
 func (e *Elector) startVoteRound(now time.Time, term int64) {
 	peers := e.ms.Peers()
 	ledger := e.ms.Ledger()
@@ -135,16 +138,11 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 			LedgerEndTerm: ledger.Term, LedgerEndIndex: ledger.Index,
 		}
 		if p.ID == e.ms.SelfID() {
-			resp := e.handleVoteLocked(req, true, now)
-			r.tally(i, e.brokenResult(voteResultOf(resp, nil)), resp.Term)
+			resp := e.handleVote(req, true, now)
+			r.tally(i, voteResultOf(resp, nil), resp.Term)
 			continue
 		}
-		idx, id := i, r.id
-		e.later(func() {
-			e.tr.SendVote(req.RemoteID, req, func(resp *protocol.VoteResponse, err error) {
-				e.onVoteResponse(id, idx, resp, err)
-			})
-		})
+		e.post(voteRequest{req: req, round: r.id, idx: i})
 	}
 	if e.vote == r && e.canDecideEarly(r) {
 		e.decideVote(now)
@@ -158,9 +156,9 @@ func voteResultOf(resp *protocol.VoteResponse, err error) protocol.VoteResult {
 	return resp.VoteResult
 }
 
-func (e *Elector) onVoteResponse(roundID uint64, idx int, resp *protocol.VoteResponse, err error) {
-	e.mu.Lock()
-	defer e.unlock()
+// voteAnswered tallies member idx's answer to the round roundID (docs/protocol.md 7.3): once,
+// and only in the round it was sent for.
+func (e *Elector) voteAnswered(roundID uint64, idx int, resp *protocol.VoteResponse, err error) {
 	res := voteResultOf(resp, err)
 	e.obs.VoteResponse(res)
 	r := e.vote
@@ -171,73 +169,62 @@ func (e *Elector) onVoteResponse(roundID uint64, idx int, resp *protocol.VoteRes
 	if resp != nil {
 		term = resp.Term
 	}
-	r.tally(idx, e.brokenResult(res), term)
+	r.tally(idx, res, term)
 	if e.canDecideEarly(r) {
 		e.decideVote(e.clock.Now())
 	}
 }
 
-// brokenResult is res as the tally sees it: unchanged unless BrokenRules.AcceptHasLeader.
-func (e *Elector) brokenResult(res protocol.VoteResult) protocol.VoteResult {
-	if e.broken.AcceptHasLeader && res == protocol.VoteRejectAlreadyHasLeader {
-		return protocol.VoteAccept
-	}
-	return res
-}
-
-// canDecideEarly holds the early-decision rules of SPEC 6.2, plus one of ours: a round at the
-// term of the leader this candidate lost (the same-term probe after a follower timeout) may
-// also be decided once every member but that leader has answered, in groups of 3 or more. The
-// leader went silent for a whole detection window; if it has merely frozen (a stopped
-// process, a long pause, a black-holed link) its socket stays open and its answer comes only
-// at the round deadline, which made a silent failure cost a whole vote round more than a crash
-// (BENCHMARKS.md, "pause"). Deciding without one answer is always safe: PASSED needs ACCEPTs
-// counted, so an early decision can never elect anyone that waiting would not have (S1, S2,
-// S4 are the voters' business). The worst it can do is settle for WAIT_TO_VOTE_NEXT where the
-// lost leader's vote would have completed a quorum (it can have voted for this candidate in
-// its own term, or failed to persist its self-vote): one needless term step, not a wrong
-// leader. If the lost leader still leads anyone, their REJECT_ALREADY_HAS_LEADER decides the
-// round first. In a 2-member group the rule would fire on the self vote alone, so it is off.
+// canDecideEarly holds the early-decision rules of docs/protocol.md 7.3: E1-E4 as in DLedger, and
+// E5, ours: a round at the term of the leader this candidate lost (the same-term probe after a
+// follower timeout) may also be decided once every member but that leader has answered, in groups
+// of 3 or more. The leader went silent for a whole detection window; if it has merely frozen (a
+// stopped process, a long pause, a black-holed link) its socket stays open and its answer comes
+// only at the round deadline, which made a silent failure cost a whole vote round more than a
+// crash (BENCHMARKS.md, "pause"). Deciding without one answer is always safe: PASSED needs ACCEPTs
+// counted, so an early decision can never elect anyone that waiting would not have (S1, S2, S4 are
+// the voters' business). The worst it can do is settle for WAIT_TO_VOTE_NEXT where the lost
+// leader's vote would have completed a quorum (it can have voted for this candidate in its own
+// term, or failed to persist its self-vote): one needless term step, not a wrong leader. If the
+// lost leader still leads anyone, their REJECT_ALREADY_HAS_LEADER decides the round first. In a
+// 2-member group the rule would fire on the self vote alone, so it is off.
 func (e *Elector) canDecideEarly(r *voteRound) bool {
-	return r.alreadyHasLeader || e.ms.Quorum(r.accepted) || e.ms.Quorum(r.accepted+r.notReady) ||
-		r.answered == len(r.got) ||
-		(len(r.got) >= 3 && r.lost >= 0 && !r.got[r.lost] && r.answered == len(r.got)-1)
+	return r.alreadyHasLeader || // E1
+		e.ms.Quorum(r.accepted) || // E2
+		e.ms.Quorum(r.accepted+r.notReady) || // E3
+		r.answered == len(r.got) || // E4
+		(len(r.got) >= 3 && r.lost >= 0 && !r.got[r.lost] && r.answered == len(r.got)-1) // E5
 }
 
-// neverRevote is BrokenRules.NoRevote's next vote time: far beyond any run.
-var neverRevote = time.Unix(1<<40, 0)
-
-// decideVote is the ParseResult arbitration of SPEC 6.2; the first matching rule wins.
+// decideVote is the ParseResult arbitration of docs/protocol.md 7.4; the first matching rule
+// wins.
 func (e *Elector) decideVote(now time.Time) {
 	r := e.vote
 	e.vote = nil
 	delay := e.voteDelay()
 	var res protocol.ParseResult
 	switch {
-	case r.knownMax > r.term:
+	case r.knownMax > r.term: // rule 1
 		res = protocol.WaitToVoteNext
 		e.becomeCandidate(r.knownMax, now, "a voter is at a higher term")
 		e.nextTimeToRequestVote = now.Add(delay)
-	case r.alreadyHasLeader:
+	case r.alreadyHasLeader: // rule 2
 		res = protocol.WaitToRevote
 		e.nextTimeToRequestVote = now.Add(delay + e.cfg.DetectionWindow())
-	case !e.ms.Quorum(r.valid):
+	case !e.ms.Quorum(r.valid): // rule 3
 		res = protocol.WaitToRevote
 		e.nextTimeToRequestVote = now.Add(delay)
-	case !e.ms.Quorum(r.valid - r.biggerLedger):
+	case !e.ms.Quorum(r.valid - r.biggerLedger): // rule 4
 		res = protocol.WaitToRevote
 		e.nextTimeToRequestVote = now.Add(delay + e.cfg.MaxVoteInterval)
-	case e.ms.Quorum(r.accepted):
+	case e.ms.Quorum(r.accepted): // rule 5
 		res = protocol.Passed
-	case e.ms.Quorum(r.accepted + r.notReady):
+	case e.ms.Quorum(r.accepted + r.notReady): // rule 6
 		res = protocol.RevoteImmediately
 		e.nextTimeToRequestVote = time.Time{}
-	default:
+	default: // rule 7
 		res = protocol.WaitToVoteNext
 		e.nextTimeToRequestVote = now.Add(delay)
-	}
-	if e.broken.NoRevote && res != protocol.Passed {
-		e.nextTimeToRequestVote = neverRevote
 	}
 	e.lastParseResult = res
 	e.obs.VoteRoundDecided(res)
@@ -249,20 +236,21 @@ func (e *Elector) decideVote(now time.Time) {
 	}
 }
 
-// HandleVote answers a VoteRequest from another member (SPEC 6.1). An ACCEPT leaves only after
-// the vote is durable, so this may block on fsync: never call it on a network event loop.
+// HandleVote answers a VoteRequest from another member (docs/protocol.md 7.1). An ACCEPT leaves
+// only after the vote is durable, so this may block on fsync: never call it on a network event
+// loop.
 func (e *Elector) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
 	e.mu.Lock()
-	defer e.unlock()
-	return e.handleVoteLocked(req, false, e.clock.Now())
+	defer e.unlockAndDeliver()
+	return e.handleVote(req, false, e.clock.Now())
 }
 
-// handleVoteLocked is the decision table of SPEC 6.1; the first matching row wins. The vote is
-// persisted under the lock: the decision and its durability must be one step, or two
-// concurrent candidates could both be granted (S2). The disk writes under the lock are this
-// one and NextTerm's (a new term must be durable before it is used); both happen only a few
-// times per election, so a slow disk delays elections, never the steady state.
-func (e *Elector) handleVoteLocked(req *protocol.VoteRequest, fromSelf bool, now time.Time) *protocol.VoteResponse {
+// handleVote is the decision table of docs/protocol.md 7.1; the first matching row wins. The vote
+// is persisted under the lock: the decision and its durability must be one step, or two concurrent
+// candidates could both be granted (S2). The disk writes under the lock are this one and
+// NextTerm's (a new term must be durable before it is used); both happen only a few times per
+// election, so a slow disk delays elections, never the steady state.
+func (e *Elector) handleVote(req *protocol.VoteRequest, fromSelf bool, now time.Time) *protocol.VoteResponse {
 	ms := e.ms
 	resp := &protocol.VoteResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
 		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm(), Code: protocol.CodeSuccess}}
@@ -275,7 +263,7 @@ func (e *Elector) handleVoteLocked(req *protocol.VoteRequest, fromSelf bool, now
 	switch {
 	case req.Group != ms.Group(): // row 0: another group learns nothing but the code
 		return &protocol.VoteResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}
-	case req.RemoteID != ms.SelfID():
+	case req.RemoteID != ms.SelfID(): // row 0'
 		resp.Code = protocol.CodeUnknownMember
 		return resp
 	case !ms.IsPeerMember(cand): // row 1
@@ -289,22 +277,22 @@ func (e *Elector) handleVoteLocked(req *protocol.VoteRequest, fromSelf bool, now
 		// request (row 8 would make it a candidate at the candidate's term). After rows 0-2,
 		// which answer a misaddressed request the same whatever the member's state.
 		return reject(protocol.VoteRejectLedgerUnknown)
-	case !e.broken.SkipLedgerCheck && req.LedgerEndTerm < my.Term: // row 3
+	case req.LedgerEndTerm < my.Term: // row 3
 		return reject(protocol.VoteRejectExpiredLedgerTerm)
-	case !e.broken.SkipLedgerCheck && req.LedgerEndTerm == my.Term && req.LedgerEndIndex < my.Index: // row 4
+	case req.LedgerEndTerm == my.Term && req.LedgerEndIndex < my.Index: // row 4
 		return reject(protocol.VoteRejectSmallLedgerEndIndex)
 	case req.Term < ms.CurrTerm(): // row 5
 		return reject(protocol.VoteRejectExpiredVoteTerm)
-	case req.Term == ms.CurrTerm() && ms.LeaderID() != "" && !e.broken.DoubleVote &&
+	case req.Term == ms.CurrTerm() && ms.LeaderID() != "" &&
 		(ms.LeaderID() != cand || (ms.VoteFor() != "" && ms.VoteFor() != cand)): // row 6, widened
-		// SPEC's row 6 needs "voted for someone else". We also refuse when this member follows
+		// DLedger's row 6 needs "voted for someone else". We also refuse when this member follows
 		// another leader in this term without having voted in it (it adopted the term from a
 		// vote request and then heard the winner's heartbeat, as a bystander of a transfer
 		// does). Granting that vote cannot elect anyone, a quorum having voted for the leader,
 		// but it turns the candidate's probe into WAIT_TO_VOTE_NEXT: a restarted member would
 		// start a new term and depose a healthy leader whose ledger is newer than its own.
 		return reject(protocol.VoteRejectAlreadyHasLeader)
-	case req.Term == ms.CurrTerm() && ms.VoteFor() != "" && ms.VoteFor() != cand && !e.broken.DoubleVote: // row 7
+	case req.Term == ms.CurrTerm() && ms.VoteFor() != "" && ms.VoteFor() != cand: // row 7
 		return reject(protocol.VoteRejectAlreadyVoted)
 	case req.Term > ms.CurrTerm(): // row 8: answer with the old term, then step up
 		reject(protocol.VoteRejectTermNotReady)

@@ -30,6 +30,7 @@ type Metrics struct {
 	ledgerKnown        prometheus.Gauge
 	rpcErrors          *prometheus.CounterVec
 	badFrames          *prometheus.CounterVec
+	authFailures       *prometheus.CounterVec
 	transfers          *prometheus.CounterVec
 
 	reg        prometheus.Registerer
@@ -50,7 +51,8 @@ var Names = []string{
 	"dledger_heartbeat_responses_total", "dledger_election_duration_seconds",
 	"dledger_leaderless_seconds_total", "dledger_ledger_end_index", "dledger_ledger_end_term",
 	"dledger_ledger_known",
-	"dledger_rpc_errors_total", "dledger_rpc_bad_frames_total", "dledger_leadership_transfers_total",
+	"dledger_rpc_errors_total", "dledger_rpc_bad_frames_total", "dledger_auth_failures_total",
+	"dledger_leadership_transfers_total",
 }
 
 // New creates the collectors with const labels group and self_id and registers them on reg.
@@ -93,6 +95,10 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dledger_rpc_errors_total", ConstLabels: cl,
 			Help: "Calls that failed (client) or requests left unanswered (server), by request code and reason."}, []string{"request", "reason"}),
 		badFrames: cv("dledger_rpc_bad_frames_total", "Inbound frames rejected (the connection was closed), by reason.", "reason"),
+		authFailures: cv("dledger_auth_failures_total", "Rpc connections closed because peer authentication failed "+
+			"(inbound and outbound), by reason: bad_key (wrong key or group), plaintext (a peer without a key), "+
+			"wrong_member (a request under another member's id), decrypt_failed (a replayed or altered frame), "+
+			"handshake_timeout, refused (a peer refused our handshake), ...", "reason"),
 		transfers: cv("dledger_leadership_transfers_total", "Leadership transfers this member led or answered, by result code.", "result"),
 		now:       now,
 	}
@@ -122,7 +128,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	m.reg = reg
 	for _, col := range []prometheus.Collector{m.term, m.role, m.isLeader, m.leaderChanges, m.elections,
 		m.voteResponses, m.votesGranted, m.heartBeatResponses, m.electionDuration, m.ledgerEndIndex,
-		m.ledgerEndTerm, m.ledgerKnown, m.rpcErrors, m.badFrames, m.transfers, leaderless} {
+		m.ledgerEndTerm, m.ledgerKnown, m.rpcErrors, m.badFrames, m.authFailures, m.transfers, leaderless} {
 		if err := reg.Register(col); err != nil {
 			m.Unregister()
 			return nil, err
@@ -242,3 +248,14 @@ func (m *Metrics) RPCError(request, reason string) {
 
 // BadFrame counts a rejected inbound frame.
 func (m *Metrics) BadFrame(reason string) { m.badFrames.WithLabelValues(reason).Inc() }
+
+// DeclareAuthReasons creates dledger_auth_failures_total's series at zero for every reason
+// (rpc.AuthFailureReasons), so an alert on any increase works from the first scrape.
+func (m *Metrics) DeclareAuthReasons(reasons []string) {
+	for _, r := range reasons {
+		m.authFailures.WithLabelValues(r)
+	}
+}
+
+// AuthFailure counts a connection closed by peer authentication (rpc.Hooks.OnAuthFailure).
+func (m *Metrics) AuthFailure(reason string) { m.authFailures.WithLabelValues(reason).Inc() }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -48,6 +49,11 @@ func TestRoleEventsDriveGaugesAndElectionDuration(t *testing.T) {
 	m.HeartBeatResponse(protocol.CodeExpiredTerm)
 	m.RPCError("VOTE", "timeout")
 	m.BadFrame("oversize")
+	m.DeclareAuthReasons([]string{"bad_key", "plaintext"})
+	m.AuthFailure("bad_key")
+	if testutil.ToFloat64(m.authFailures.WithLabelValues("bad_key")) != 1 || testutil.CollectAndCount(m.authFailures) != 2 {
+		t.Fatal("auth failures: want bad_key counted and plaintext declared at zero")
+	}
 	m.TransferFinished(protocol.CodeSuccess)
 	m.SetLedger(2, 40)
 	if testutil.ToFloat64(m.elections.WithLabelValues("PASSED")) != 1 ||
@@ -126,7 +132,7 @@ func TestLedgerKnownGauge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: dledger.WallClock{}, Rand: dledger.NewRand(1),
+	e, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: driver.WallClock{}, Rand: driver.NewRand(1),
 		Transport: nopTransport{}, Observer: m, LedgerFromStorage: true})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +158,7 @@ func TestLedgerKnownGauge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: dledger.WallClock{}, Rand: dledger.NewRand(1),
+	if _, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: driver.WallClock{}, Rand: driver.NewRand(1),
 		Transport: nopTransport{}, Observer: m2}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,13 @@
 package rpc
 
 import (
+	"bytes"
 	"testing"
 
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
 )
 
 // benchGroup is a realistic group name for the benchmarks. The tests' one-letter "g" would
@@ -65,20 +67,80 @@ func (h *fixedHandler) HandleHeartBeat(*protocol.HeartBeatRequest) *protocol.Hea
 }
 
 // BenchmarkHeartBeatRoundTrip measures sequential heartbeat round trips over loopback: client
-// encode, write, server decode, worker, handler, AsyncWrite, client decode, done.
+// encode, write, server decode, worker, handler, AsyncWrite, client decode, done. The
+// sub-benchmarks run it without peer authentication (auth=off) and with it (auth=on: the client
+// seals in its writer and opens in its reader, the server opens on the event loop and seals
+// on the worker), on the same kind of connection, so their ratio is the cost of
+// authentication; the handshake happens once, before the timer starts.
 func BenchmarkHeartBeatRoundTrip(b *testing.B) {
+	keys := newKeys(b)
+	for _, c := range []struct {
+		name   string
+		server Auth
+		client Auth
+	}{
+		{"auth=off", Auth{Insecure: true}, Auth{Insecure: true}},
+		{"auth=on", Auth{Keys: keys, Group: benchGroup, SelfID: "n1", Members: []string{"n0"}},
+			Auth{Keys: keys, Group: benchGroup, SelfID: "n0"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			req, rsp := benchHeartBeat()
+			h := &fixedHandler{hb: *rsp}
+			s := startServer(b, h, func(o *ServerOptions) { o.Logger, o.Auth = zap.NewNop(), c.server })
+			cl := newClient(b, map[string]string{"n1": s.Addr()}, func(o *ClientOptions) { o.Logger, o.Auth = zap.NewNop(), c.client })
+			got := make(chan error, 1)
+			done := func(_ *protocol.HeartBeatResponse, err error) { got <- err }
+			b.ReportAllocs()
+			for b.Loop() {
+				cl.SendHeartBeat("n1", req, done)
+				if err := <-got; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "roundtrips/s")
+			if st := s.Stats(); st.AuthFailures != 0 || st.BadFrames != 0 {
+				b.Fatalf("server stats %+v", st)
+			}
+		})
+	}
+}
+
+// BenchmarkSealOpenHeartBeat is the cryptography of one round trip alone: seal and open a
+// heartbeat request and its answer (two of each), as sealFrame and the readers do.
+func BenchmarkSealOpenHeartBeat(b *testing.B) {
+	keys := newKeys(b)
+	in, msg1, err := secure.NewInitiator(keys, benchGroup, "n0", "n1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg2, srv, _, err := secure.Respond(keys, benchGroup, "n1", msg1, func(string) bool { return true })
+	if err != nil {
+		b.Fatal(err)
+	}
+	cli, err := in.Finish(msg2)
+	if err != nil {
+		b.Fatal(err)
+	}
 	req, rsp := benchHeartBeat()
-	h := &fixedHandler{hb: *rsp}
-	s := startServer(b, h, func(o *ServerOptions) { o.Logger = zap.NewNop() })
-	cl := newClient(b, map[string]string{"n1": s.Addr()}, func(o *ClientOptions) { o.Logger = zap.NewNop() })
-	got := make(chan error, 1)
-	done := func(_ *protocol.HeartBeatResponse, err error) { got <- err }
+	reqFrame, _ := encodeFrame(1, protocol.RequestHeartBeat, false, req, DefaultMaxFrameSize)
+	rspFrame, _ := encodeFrame(1, protocol.RequestHeartBeat, true, rsp, DefaultMaxFrameSize)
+	plainReq := bytes.Clone(reqFrame.b[frameHeaderLen:])
+	plainRsp := bytes.Clone(rspFrame.b[frameHeaderLen:])
+	fb := newFrameBuf()
+	var opened []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		cl.SendHeartBeat("n1", req, done)
-		if err := <-got; err != nil {
-			b.Fatal(err)
+		for _, p := range []struct {
+			plain      []byte
+			seal, open *secure.Session
+		}{{plainReq, cli, srv}, {plainRsp, srv, cli}} {
+			fb.b = append(append(fb.b[:0], 0, 0, 0, 0), p.plain...)
+			if err := sealFrame(p.seal, fb); err != nil {
+				b.Fatal(err)
+			}
+			if opened, err = p.open.Open(opened[:0], fb.b[frameHeaderLen:]); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "roundtrips/s")
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
 )
 
 // The client side uses plain net.Conn with two goroutines per connected peer (a reader and a
@@ -29,6 +30,8 @@ type ClientOptions struct {
 	// Peers maps member id to host:port. It should not contain the member itself (the
 	// elector votes for itself without the network).
 	Peers map[string]string
+	// Auth is peer authentication: the group key, group and this member's id, or Insecure.
+	Auth Auth
 	// CallTimeout bounds each call (default 1 s): done gets ErrTimeout if no answer came.
 	// Timeouts are checked every CallTimeout/10 (at most every 100 ms), so a call ends
 	// within that much after its deadline.
@@ -37,7 +40,7 @@ type ClientOptions struct {
 	// transferee answers only after catching up (leadershipTransferWaitTimeout) and winning
 	// its election.
 	TransferTimeout time.Duration
-	// DialTimeout bounds one connection attempt (default 500 ms).
+	// DialTimeout bounds one connection attempt, the handshake included (default 500 ms).
 	DialTimeout time.Duration
 	// ReconnectMin and ReconnectMax bound the delay between connection attempts to a peer
 	// that is down (defaults 50 ms and 1 s), with jitter. It doubles after each failure: a
@@ -49,7 +52,8 @@ type ClientOptions struct {
 	// already paces the attempts: a peer behind a partition that heals is found within
 	// about DialTimeout.
 	ReconnectMin, ReconnectMax time.Duration
-	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize).
+	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize; with
+	// Auth.Keys at most secure.MaxMessageLen, sealed).
 	MaxFrameSize int
 	// SendQueue is how many frames may wait for one peer's writer (default 256); beyond it
 	// calls fail at once with ErrOverloaded.
@@ -98,6 +102,9 @@ func (o *ClientOptions) setDefaults() {
 type Client struct {
 	opts       ClientOptions
 	obs        *observer
+	maxBody    int              // a frame body on the wire
+	maxPlain   int              // a body we encode (sealed, it grows by secure.Overhead)
+	hello      bool             // send a METADATA request as every connection's first frame
 	peers      map[string]*peer // fixed at construction; read without locks
 	sweepEvery time.Duration
 	ctx        context.Context // cancelled by Close: stops dials, waits and connections
@@ -148,14 +155,22 @@ func NewClient(opts ClientOptions) (*Client, error) {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, fmt.Errorf("rpc: NewClient: peer %s: bad address %q: %w", id, addr, err)
 		}
+		if opts.Auth.secure() && (id == "" || len(id) > secure.MaxIDLen) {
+			return nil, fmt.Errorf("rpc: NewClient: peer id %q must be 1 to %d bytes", id, secure.MaxIDLen)
+		}
+	}
+	if err := opts.Auth.check(); err != nil {
+		return nil, err
 	}
 	opts.setDefaults()
 	cl := &Client{
 		opts:       opts,
 		obs:        newObserver(opts.Logger, opts.Hooks),
+		hello:      opts.Auth.Group != "" && opts.Auth.SelfID != "",
 		peers:      make(map[string]*peer, len(opts.Peers)),
 		sweepEvery: min(max(opts.CallTimeout/10, time.Millisecond), 100*time.Millisecond),
 	}
+	cl.maxBody, cl.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())
 	cl.callPool.New = func() any { return new(call) }
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	for id, addr := range opts.Peers {
@@ -202,7 +217,7 @@ func (cl *Client) SendVote(to string, req *protocol.VoteRequest, done func(*prot
 	c := cl.newCall(protocol.RequestVote)
 	c.vote = done
 	if p, id := cl.begin(to, c); p != nil {
-		fb, err := encodeFrame(id, c.code, false, req, cl.opts.MaxFrameSize)
+		fb, err := encodeFrame(id, c.code, false, req, cl.maxPlain)
 		p.submit(c, id, fb, err)
 	}
 }
@@ -212,7 +227,7 @@ func (cl *Client) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done 
 	c := cl.newCall(protocol.RequestHeartBeat)
 	c.hb = done
 	if p, id := cl.begin(to, c); p != nil {
-		fb, err := encodeFrame(id, c.code, false, req, cl.opts.MaxFrameSize)
+		fb, err := encodeFrame(id, c.code, false, req, cl.maxPlain)
 		p.submit(c, id, fb, err)
 	}
 }
@@ -223,7 +238,7 @@ func (cl *Client) SendLeadershipTransfer(to string, req *protocol.LeadershipTran
 	c := cl.newCall(protocol.RequestLeadershipTransfer)
 	c.lt = done
 	if p, id := cl.begin(to, c); p != nil {
-		fb, err := encodeFrame(id, c.code, false, req, cl.opts.MaxFrameSize)
+		fb, err := encodeFrame(id, c.code, false, req, cl.maxPlain)
 		p.submit(c, id, fb, err)
 	}
 }
@@ -233,7 +248,7 @@ func (cl *Client) SendMetadata(to string, req *protocol.MetadataRequest, done fu
 	c := cl.newCall(protocol.RequestMetadata)
 	c.meta = done
 	if p, id := cl.begin(to, c); p != nil {
-		fb, err := encodeFrame(id, c.code, false, req, cl.opts.MaxFrameSize)
+		fb, err := encodeFrame(id, c.code, false, req, cl.maxPlain)
 		p.submit(c, id, fb, err)
 	}
 }
@@ -381,13 +396,18 @@ func (p *peer) run() {
 	backoff := opts.ReconnectMin
 	for {
 		healthy, silentNet := false, false
-		conn, err := p.dial()
+		conn, sess, err := p.dial()
 		if err == nil {
-			healthy = p.serve(conn)
+			healthy = p.serve(conn, sess)
 		} else if p.cl.ctx.Err() == nil {
 			var ne net.Error
+			var he *handshakeError
 			silentNet = errors.As(err, &ne) && ne.Timeout()
-			p.cl.obs.log.Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
+			if errors.As(err, &he) {
+				p.cl.obs.authFailure(authReason(he.err), p.addr, p.id, he.err)
+			} else {
+				p.cl.obs.log.Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
+			}
 		}
 		if healthy {
 			// Redial at once: the peer closed an idle connection (Server.IdleTimeout), or went
@@ -419,16 +439,44 @@ func (p *peer) run() {
 }
 
 // dial opens a connection to the peer: the one place a client connection is made, so
-// anything every connection needs (socket options now, a handshake later) goes here.
-// Keep-alive and TCP_USER_TIMEOUT (sockopt.go) let the kernel give up on a dead peer in
-// seconds rather than minutes even when our own silence rule (serve) does not apply.
-func (p *peer) dial() (net.Conn, error) {
+// anything every connection needs (socket options, the handshake) goes here. Keep-alive and
+// TCP_USER_TIMEOUT (sockopt.go) let the kernel give up on a dead peer in seconds rather than
+// minutes even when our own silence rule (serve) does not apply. With Auth.Keys the
+// handshake follows at once, within the same DialTimeout; a handshake that times out is
+// treated as a dial that did (the peer may be paused), any other failure is an
+// authentication failure (*handshakeError).
+func (p *peer) dial() (net.Conn, *secure.Session, error) {
+	start := time.Now()
 	d := net.Dialer{Timeout: p.cl.opts.DialTimeout, KeepAliveConfig: keepAliveConfig,
 		Control: func(_, _ string, rc syscall.RawConn) error {
 			return rc.Control(func(fd uintptr) { _ = setUserTimeout(int(fd), tcpUserTimeout) }) // best effort
 		}}
-	return d.DialContext(p.cl.ctx, "tcp", p.addr)
+	conn, err := d.DialContext(p.cl.ctx, "tcp", p.addr)
+	if err != nil || !p.cl.opts.Auth.secure() {
+		return conn, nil, err
+	}
+	stop := context.AfterFunc(p.cl.ctx, func() { conn.Close() }) // Close ends a handshake in progress
+	sess, err := handshake(conn, &p.cl.opts.Auth, p.id, start.Add(p.cl.opts.DialTimeout))
+	stop()
+	if err != nil {
+		conn.Close()
+		var ne net.Error
+		switch {
+		case p.cl.ctx.Err() != nil:
+			return nil, nil, ErrClosed
+		case errors.As(err, &ne) && ne.Timeout():
+			return nil, nil, err
+		}
+		return nil, nil, &handshakeError{err}
+	}
+	return conn, sess, nil
 }
+
+// handshakeError is a handshake that failed other than by timing out: it is counted.
+type handshakeError struct{ err error }
+
+func (e *handshakeError) Error() string { return "rpc: handshake: " + e.err.Error() }
+func (e *handshakeError) Unwrap() error { return e.err }
 
 // serve runs one connection: this goroutine writes queued frames and expires overdue calls,
 // a second one reads responses. When either side fails, or the client closes, the connection
@@ -442,7 +490,7 @@ func (p *peer) dial() (net.Conn, error) {
 // with the partition's length: issue 18). Dropped, it is redialled, and the first dial after
 // the heal gets through. A slow peer that still answers (late answers count: any byte read)
 // keeps its connection.
-func (p *peer) serve(conn net.Conn) (healthy bool) {
+func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy bool) {
 	start := time.Now()
 	p.mu.Lock()
 	p.gen++
@@ -455,17 +503,20 @@ func (p *peer) serve(conn net.Conn) (healthy bool) {
 	rc := &readClock{conn: conn}
 	rc.last.Store(monoNow())
 	readDone := make(chan error, 1)
-	go func() { readDone <- p.read(rc, &answered) }()
+	go func() { readDone <- p.read(rc, sess, &answered) }()
 	w := newConnWriter(conn, p.cl.opts.CallTimeout)
 	tick := time.NewTicker(p.cl.sweepEvery)
 	defer tick.Stop()
 
 	var err error
+	if p.cl.hello {
+		err = p.hello(w, sess, gen)
+	}
 	readerExited := false
 	for err == nil {
 		select {
 		case f := <-p.sendq:
-			err = p.write(w, gen, f)
+			err = p.write(w, sess, gen, f)
 		case now := <-tick.C:
 			if p.expire(now) > 0 && time.Duration(monoNow()-rc.last.Load()) >= p.cl.opts.CallTimeout {
 				err = errSilent
@@ -518,14 +569,49 @@ func (d *deadlineWriter) Write(b []byte) (int, error) {
 	return d.conn.Write(b)
 }
 
+// hello sends the connection's first frame, a METADATA request made here rather than by a
+// caller, before anything queued. It is what keeps a member's idle connections open: the
+// server closes a connection that has not completed a first frame within its
+// FirstFrameTimeout, and a follower's connections carry no requests while a leader lives.
+// With Auth.Keys it is also the proof the server waits for: the first frame that opens shows
+// the peer holds the session keys (a replayed msg1 gets a session too, but cannot use it).
+// Its answer is dropped; it counts as any answer (the connection is healthy).
+func (p *peer) hello(w *bufio.Writer, sess *secure.Session, gen uint64) error {
+	a := &p.cl.opts.Auth
+	req := protocol.MetadataRequest{Header: protocol.Header{Group: a.Group, RemoteID: p.id, LocalID: a.SelfID}}
+	id := p.nextID.Add(1)
+	fb, err := encodeFrame(id, protocol.RequestMetadata, false, &req, p.cl.maxPlain)
+	if err != nil {
+		return err // ids and group are bounded by Auth.check: cannot happen
+	}
+	c := p.cl.newCall(protocol.RequestMetadata)
+	c.meta = dropHelloAnswer
+	c.deadline = time.Now().Add(p.cl.opts.CallTimeout)
+	p.mu.Lock()
+	p.pending[id] = c
+	p.mu.Unlock()
+	p.cl.obs.requests.Add(1)
+	return p.write(w, sess, gen, outFrame{gen: gen, fb: fb})
+}
+
+func dropHelloAnswer(*protocol.MetadataResponse, error) {}
+
 // write sends f and what else was queued when it began, then flushes. The batch is capped
 // at what was queued so that under a steady stream serve still gets back to expiring
-// overdue calls and to noticing a failed reader.
-func (p *peer) write(w *bufio.Writer, gen uint64, f outFrame) error {
+// overdue calls and to noticing a failed reader. With a session each frame is sealed here,
+// in the order it goes on the wire.
+func (p *peer) write(w *bufio.Writer, sess *secure.Session, gen uint64, f outFrame) error {
 	for more := len(p.sendq); ; more-- {
 		var err error
 		if f.gen == gen { // a frame queued for an earlier connection: its call already failed
-			_, err = w.Write(f.fb.b)
+			if sess != nil {
+				if err = sealFrame(sess, f.fb); err != nil {
+					p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
+				}
+			}
+			if err == nil {
+				_, err = w.Write(f.fb.b)
+			}
 		}
 		putFrameBuf(f.fb)
 		if err != nil {
@@ -608,7 +694,7 @@ func (p *peer) disconnect() {
 // read decodes responses until the connection fails; answered is set once one arrived.
 // Responses are as untrusted as requests: the same size limit and validation apply, and a
 // bad frame closes the connection.
-func (p *peer) read(conn io.Reader, answered *atomic.Bool) error {
+func (p *peer) read(conn io.Reader, sess *secure.Session, answered *atomic.Bool) error {
 	r := bufio.NewReaderSize(conn, 4<<10)
 	hdr := make([]byte, frameHeaderLen)
 	var body []byte
@@ -621,7 +707,7 @@ func (p *peer) read(conn io.Reader, answered *atomic.Bool) error {
 			}
 			return err
 		}
-		n, err := frameLength(hdr, p.cl.opts.MaxFrameSize)
+		n, err := frameLength(hdr, p.cl.maxBody)
 		if err != nil {
 			return p.badFrame(badFrameReason(err), err)
 		}
@@ -635,7 +721,14 @@ func (p *peer) read(conn io.Reader, answered *atomic.Bool) error {
 			}
 			return err
 		}
-		if err := fd.decodeResponse(body, &resp); err != nil {
+		plain := body
+		if sess != nil {
+			if plain, err = sess.Open(body[:0], body); err != nil { // in place: body is ours
+				p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
+				return err
+			}
+		}
+		if err := fd.decodeResponse(plain, &resp); err != nil {
 			return p.badFrame(badFrameReason(err), err)
 		}
 		c := p.take(resp.id)

@@ -45,7 +45,7 @@ func TestClientBackoff(t *testing.T) {
 			conn.Close()
 		}
 	}()
-	cl, err := NewClient(ClientOptions{Peers: map[string]string{"p": ln.Addr().String()},
+	cl, err := NewClient(ClientOptions{Peers: map[string]string{"p": ln.Addr().String()}, Auth: insecure,
 		Logger: zaptest.NewLogger(t), ReconnectMin: minDelay, ReconnectMax: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestWriterUnderSteadyStream(t *testing.T) {
 	// than the write carried (a 16 KiB write holds 15 of them).
 	conn := &budgetConn{cost: timeout * 4 / 10, onWrite: func() { queue(20) }}
 	w := newConnWriter(conn, timeout)
-	if err := p.write(w, 1, <-p.sendq); err != nil {
+	if err := p.write(w, nil, 1, <-p.sendq); err != nil {
 		t.Fatalf("healthy connection failed after %d socket writes: %v", conn.writes, err)
 	}
 	if got := conn.written.Len(); got != batch*len(frame) {

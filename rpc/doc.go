@@ -45,6 +45,41 @@
 // goes out as that code alone, whatever the Handler filled in, so a host outside the group
 // learns nothing about it.
 //
+// # Peer authentication
+//
+// With Auth.Keys (the group key, package rpc/secure) every connection is authenticated and
+// encrypted: the client's first frame body is the Noise msg1, the server answers msg2 as a
+// frame, and every later body in both directions is sealed (ChaCha20-Poly1305 with a
+// per-direction counter, plaintext + 16 bytes, at most secure.MaxMessageLen), so a frame is
+// valid once, in order, on its own connection. The server bounds msg1 by
+// secure.MaxHandshakeLen before buffering it, runs the handshake on the event loop, opens
+// frames into a buffer of the connection's own, and seals replies under a per-connection
+// mutex held across Seal and AsyncWrite, so they reach the wire in the order sealed; the
+// client seals in its writer and opens in its reader. The handshake is bounded by the
+// client's DialTimeout, and a connection counts as up (Connected) only once it is done.
+//
+// The member id a connection authenticated as is bound to it: a request whose localId
+// differs closes the connection (ReasonWrongMember). Any error of package secure closes the
+// connection too. Each refusal is counted (Hooks.OnAuthFailure, Stats.AuthFailures) with a
+// reason (AuthFailureReasons: secure.Reason's labels, wrong_member, handshake_timeout, and on
+// the client refused) and logged at a limited rate; it is not a bad frame. Auth.Insecure
+// keeps the plaintext protocol; NewServer and NewClient refuse an Auth with neither.
+//
+// # Connections stay up; strangers get 5 s
+//
+// A client that knows its group and id (Auth.Group, Auth.SelfID) sends a hello as the first
+// frame of every connection, before anything queued: a METADATA request whose answer it
+// drops. A follower's connections carry no requests while a leader lives; the hello is what
+// keeps the server from closing them at FirstFrameTimeout and the client from redialling
+// every few seconds (a vote sent during a redial would fail with ErrPeerDown and slow the
+// failover). With keys it is also the proof the server waits for: a replayed msg1 gets a
+// session, but only the holder of the session keys can send a frame that opens. So:
+//   - A connection must complete its first frame within FirstFrameTimeout (5 s); with keys,
+//     the handshake and its first sealed frame, strictly (a frame in progress does not extend
+//     it), and missing it is counted as handshake_timeout.
+//   - After that a connection is never closed for idleness (IdleTimeout, off by default, can
+//     bound it). Members are few; MaxConnsPerIP and MaxConns bound the rest.
+//
 // # Server
 //
 // gnet event loops only frame and decode; a fixed pool of workers runs the Handler (vote
@@ -53,10 +88,9 @@
 // limit the server stops decoding that connection's frames until one finishes (gnet keeps
 // buffering what arrives), and disconnects a peer whose backlog grows past a bound
 // meanwhile. A frame must be complete within 5 s of its first bytes; a connection stuck
-// mid-frame is closed (ReasonStalled), so half-sent frames can not hold MaxConns slots. Idle
-// connections are closed too, without counting them as bad: one that completes no frame
-// within FirstFrameTimeout (5 s) of opening, or none for IdleTimeout (60 s) later with no
-// request in progress. One source address may hold at most MaxConnsPerIP (32) connections,
+// mid-frame is closed (ReasonStalled), so half-sent frames can not hold MaxConns slots. A
+// connection that completes no first frame within FirstFrameTimeout (5 s) is closed (see
+// above). One source address may hold at most MaxConnsPerIP (32) connections,
 // so one host can not lock the real peers out. Accepted sockets get TCP keep-alive and
 // TCP_USER_TIMEOUT (sockopt.go), so a peer that vanished is dropped within about 10 s.
 //
@@ -76,13 +110,16 @@
 // retried after ReconnectMin without growing the backoff, so the peer is found again about
 // DialTimeout (500 ms) after the heal whatever the partition's length. A slow peer that
 // still answers keeps its connection. Dialled sockets get keep-alive and TCP_USER_TIMEOUT.
-// When a server closes an idle connection the client redials at once; a call made during
-// that dial fails with ErrPeerDown, as any call while the peer is down.
+// When a server closes a connection that had answered, the client redials at once; a call
+// made during that dial fails with ErrPeerDown, as any call while the peer is down. A
+// handshake that fails (other than by timing out) is counted and backs off like a refused
+// dial.
 //
 // # Allocations
 //
 // Each pooled frame buffer carries its own encoder, writing straight into the buffer, so
-// encoding allocates nothing once warm. Each server connection and each client connection
+// encoding allocates nothing once warm; with keys, the frame is sealed in place in the same
+// buffer, which also allocates nothing. Each server connection and each client connection
 // reuses one decoder and reader, so decoding allocates only the strings the library copies
 // out of the frame (a heartbeat's ids and group). A round trip also allocates the response
 // handed to the caller and gnet's write request.

@@ -153,6 +153,7 @@ func startServer(t testing.TB, h Handler, mod func(*ServerOptions)) *Server {
 	if mod != nil {
 		mod(&opts)
 	}
+	insecureUnlessKeyed(&opts.Auth)
 	s, err := NewServer(h, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +163,17 @@ func startServer(t testing.TB, h Handler, mod func(*ServerOptions)) *Server {
 	}
 	t.Cleanup(func() { stopServer(t, s) })
 	return s
+}
+
+// insecure is the Auth of the tests that predate peer authentication.
+var insecure = Auth{Insecure: true}
+
+// insecureUnlessKeyed makes the tests that predate peer authentication run as they did:
+// without a key, the helpers say Insecure explicitly.
+func insecureUnlessKeyed(a *Auth) {
+	if a.Keys.Len() == 0 {
+		a.Insecure = true
+	}
 }
 
 func stopServer(t testing.TB, s *Server) {
@@ -181,6 +193,7 @@ func newClient(t testing.TB, peers map[string]string, mod func(*ClientOptions)) 
 	if mod != nil {
 		mod(&opts)
 	}
+	insecureUnlessKeyed(&opts.Auth)
 	cl, err := NewClient(opts)
 	if err != nil {
 		t.Fatal(err)

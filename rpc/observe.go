@@ -77,6 +77,9 @@ type Hooks struct {
 	// OnRPCError is called once per failed call or unanswered request; code is the request
 	// code's name (VOTE, HEART_BEAT, ...).
 	OnRPCError func(code, reason string)
+	// OnAuthFailure is called once per connection closed because peer authentication failed
+	// (AuthFailureReasons lists the reasons), on the server and on the client side.
+	OnAuthFailure func(reason string)
 }
 
 // Stats are running totals since construction.
@@ -84,6 +87,8 @@ type Stats struct {
 	Requests  uint64 // server: requests handed to the Handler; client: calls sent on a connection
 	BadFrames uint64 // frames rejected; each closed its connection
 	RPCErrors uint64 // server: requests not answered; client: calls that ended with an error
+	// AuthFailures counts connections closed because peer authentication failed.
+	AuthFailures uint64
 }
 
 // badFrameReason maps a decoding error to its Reason constant.
@@ -141,6 +146,7 @@ type observer struct {
 	requests  atomic.Uint64
 	badFrames atomic.Uint64
 	rpcErrors atomic.Uint64
+	authFails atomic.Uint64
 }
 
 const logBurst = 5
@@ -164,6 +170,17 @@ func (o *observer) badFrame(reason, remote string, err error) {
 		zap.String("reason", reason), zap.String("remote", remote), zap.Error(err))
 }
 
+// authFailure counts and logs (sampled) a connection refused or closed by authentication.
+// peer is the member id the peer claimed, when it got that far.
+func (o *observer) authFailure(reason, remote, peer string, err error) {
+	o.authFails.Add(1)
+	if o.hooks.OnAuthFailure != nil {
+		o.hooks.OnAuthFailure(reason)
+	}
+	o.log.Warn("rpc: peer authentication failed, closing connection", zap.String("reason", reason),
+		zap.String("remote", remote), zap.String("claimedId", peer), zap.Error(err))
+}
+
 func (o *observer) rpcError(code protocol.RequestCode, reason, peer string) {
 	o.rpcErrors.Add(1)
 	if o.hooks.OnRPCError != nil {
@@ -179,21 +196,34 @@ func (o *observer) rpcError(code protocol.RequestCode, reason, peer string) {
 
 func (o *observer) stats() Stats {
 	return Stats{
-		Requests:  o.requests.Load(),
-		BadFrames: o.badFrames.Load(),
-		RPCErrors: o.rpcErrors.Load(),
+		Requests:     o.requests.Load(),
+		BadFrames:    o.badFrames.Load(),
+		RPCErrors:    o.rpcErrors.Load(),
+		AuthFailures: o.authFails.Load(),
 	}
 }
 
 // gnetLogger adapts zap to gnet's logging.Logger, so gnet logs through the embedder's logger
-// (it writes to stdout otherwise).
-type gnetLogger struct{ s *zap.SugaredLogger }
+// (it writes to stdout otherwise). Once the server is stopping, gnet's warnings and errors
+// are the shutdown's own (Stop shuts the listening socket down first, and gnet reports the
+// failed accept), so they are logged at debug level.
+type gnetLogger struct {
+	s        *zap.SugaredLogger
+	stopping *atomic.Bool
+}
 
 func (l gnetLogger) Debugf(format string, args ...any) { l.s.Debugf(format, args...) }
 func (l gnetLogger) Infof(format string, args ...any)  { l.s.Infof(format, args...) }
-func (l gnetLogger) Warnf(format string, args ...any)  { l.s.Warnf(format, args...) }
-func (l gnetLogger) Errorf(format string, args ...any) { l.s.Errorf(format, args...) }
+func (l gnetLogger) Warnf(format string, args ...any)  { l.problem(l.s.Warnf, format, args...) }
+func (l gnetLogger) Errorf(format string, args ...any) { l.problem(l.s.Errorf, format, args...) }
 
 // Fatalf logs at error level: a library must not exit the process that embeds it; the
 // failure reaches us as an error from gnet.Run.
-func (l gnetLogger) Fatalf(format string, args ...any) { l.s.Errorf(format, args...) }
+func (l gnetLogger) Fatalf(format string, args ...any) { l.problem(l.s.Errorf, format, args...) }
+
+func (l gnetLogger) problem(logf func(string, ...any), format string, args ...any) {
+	if l.stopping.Load() {
+		logf = l.s.Debugf
+	}
+	logf(format, args...)
+}

@@ -220,7 +220,7 @@ func TestTransferUsesTransferTimeout(t *testing.T) {
 // returns) with ErrPeerDown; when it is back on the same port, calls succeed again.
 func TestPeerDownAndBack(t *testing.T) {
 	h := &fakeHandler{}
-	opts := ServerOptions{Addr: "127.0.0.1:0"}
+	opts := ServerOptions{Addr: "127.0.0.1:0", Auth: insecure}
 	s, err := NewServer(h, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestPeerDownAndBack(t *testing.T) {
 		}
 	}
 
-	s2, err := NewServer(h, ServerOptions{Addr: addr})
+	s2, err := NewServer(h, ServerOptions{Addr: addr, Auth: insecure})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestStartAddressInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	s, err := NewServer(&fakeHandler{}, ServerOptions{Addr: ln.Addr().String()})
+	s, err := NewServer(&fakeHandler{}, ServerOptions{Addr: ln.Addr().String(), Auth: insecure})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +351,7 @@ func TestUnknownPeerAndClosedClient(t *testing.T) {
 	if rpcErrs.get(ReasonUnknownPeer) != 1 || rpcErrs.get(ReasonClosed) != 1 {
 		t.Fatalf("OnRPCError reasons: %v", rpcErrs.n)
 	}
-	if _, err := NewClient(ClientOptions{Peers: map[string]string{"x": "bad"}}); err == nil {
+	if _, err := NewClient(ClientOptions{Peers: map[string]string{"x": "bad"}, Auth: insecure}); err == nil {
 		t.Fatal("NewClient accepted an address without a port")
 	}
 }
@@ -432,7 +432,7 @@ func TestServerMaxConns(t *testing.T) {
 // handler is stuck, and finishes once the handler returns.
 func TestServerStopWithBusyHandlerHonoursDeadline(t *testing.T) {
 	h := &fakeHandler{gate: make(chan struct{})}
-	s, err := NewServer(h, ServerOptions{Addr: "127.0.0.1:0"})
+	s, err := NewServer(h, ServerOptions{Addr: "127.0.0.1:0", Auth: insecure})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ func TestServerStopWithBusyHandlerHonoursDeadline(t *testing.T) {
 // for that shutdown and returns nil.
 func TestStopWithExpiredContextLeavesNothingBehind(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	s, err := NewServer(&fakeHandler{}, ServerOptions{Addr: "127.0.0.1:0"})
+	s, err := NewServer(&fakeHandler{}, ServerOptions{Addr: "127.0.0.1:0", Auth: insecure})
 	if err != nil {
 		t.Fatal(err)
 	}

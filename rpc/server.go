@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
 )
 
 // Handler serves requests; it is identical to dledger.Handler, declared again here so that rpc
@@ -39,8 +40,11 @@ type ServerOptions struct {
 	// Addr is host:port to listen on, such as "127.0.0.1:20911". Port 0 picks a free port;
 	// Server.Addr reports it.
 	Addr string
-	// MaxFrameSize bounds a frame body in bytes (default DefaultMaxFrameSize). A larger
-	// length header closes the connection before the body is read.
+	// Auth is peer authentication: the group key and who may connect, or Insecure.
+	Auth Auth
+	// MaxFrameSize bounds a frame body in bytes (default DefaultMaxFrameSize; with Auth.Keys
+	// at most secure.MaxMessageLen, sealed). A larger length header closes the connection
+	// before the body is read.
 	MaxFrameSize int
 	// MaxInflightPerConn bounds requests of one connection that are queued or in a Handler
 	// (default 64). At the limit the server stops decoding that connection's frames until one
@@ -56,14 +60,19 @@ type ServerOptions struct {
 	// the real peers out. Extra connections are closed at once. A member needs one per peer
 	// on that host; `dledger dev` runs a whole group on one address.
 	MaxConnsPerIP int
-	// FirstFrameTimeout closes a connection that has not completed a frame this long after
-	// it opened (default 5 s; negative: never), so sockets that never say anything (a port
-	// scan, a flood of idle connections) do not hold slots. A member's client dials ahead
-	// of its first call; when its connection is closed unused, it simply redials.
+	// FirstFrameTimeout closes a connection that has not completed its first request frame
+	// this long after it opened (default 5 s; negative: never), so sockets that never say
+	// anything (a port scan, a flood of idle connections) do not hold slots. With Auth.Keys
+	// the connection must complete the handshake and its first sealed frame in that time,
+	// strictly (a partial frame does not extend it), and missing it is an authentication
+	// failure (ReasonHandshakeTimeout). A member's client sends its hello at once on
+	// connecting, so its connections are never closed by this bound.
 	FirstFrameTimeout time.Duration
-	// IdleTimeout closes a connection that has completed no frame for this long and has no
-	// request in progress (default 60 s; negative: never), so idle sockets do not hold slots
-	// forever. A member's client redials at once when the server closes its connection.
+	// IdleTimeout closes a connection that has completed no frame for this long after its
+	// first one and has no request in progress (default and 0: never). Connections that
+	// passed the first frame (with Auth.Keys: authenticated members) are not idle-closed by
+	// default: a follower's connections carry nothing while a leader lives, and closing them
+	// would make a vote sent during the redial fail.
 	IdleTimeout time.Duration
 	// Workers is the number of goroutines that run Handler methods (default 8).
 	Workers int
@@ -86,7 +95,6 @@ const (
 	defaultMaxConnsPerIP      = 32
 	defaultWorkers            = 8
 	defaultFirstFrameTimeout  = 5 * time.Second
-	defaultIdleTimeout        = 60 * time.Second
 
 	// defaultFrameTimeout bounds how long a frame may take to arrive once its first bytes
 	// have. A frame is at most MaxFrameSize (64 KiB by default) and a member writes it in one
@@ -114,9 +122,6 @@ func (o *ServerOptions) setDefaults() {
 	if o.FirstFrameTimeout == 0 {
 		o.FirstFrameTimeout = defaultFirstFrameTimeout
 	}
-	if o.IdleTimeout == 0 {
-		o.IdleTimeout = defaultIdleTimeout
-	}
 	if o.Workers <= 0 {
 		o.Workers = defaultWorkers
 	}
@@ -138,6 +143,10 @@ type Server struct {
 	handler     Handler
 	obs         *observer
 	maxBuffered int // bytes a throttled connection may have waiting before it is a flood
+	// maxBody bounds a frame body on the wire, maxPlain a body we encode (sealed, a body
+	// grows by secure.Overhead). accept says whether a member id may connect (Auth.Members).
+	maxBody, maxPlain int
+	accept            func(peerID string) bool
 
 	tasks    chan *task // from the event loops to the workers
 	taskPool sync.Pool
@@ -156,8 +165,11 @@ type Server struct {
 	runErr   error
 	stopDone chan struct{} // closed once gnet has stopped and every worker has left
 	engine   gnet.Engine   // set in OnBoot, read after booted is closed
-	addr     string
-	conns    atomic.Int64
+	// lnFD is our own duplicate of the listening socket, made in OnBoot (-1: none): shutdown
+	// stops the socket listening through it before it stops the engine (stopListening).
+	lnFD  int
+	addr  string
+	conns atomic.Int64
 
 	ipMu  sync.Mutex
 	perIP map[netip.Addr]int // open connections by source address (MaxConnsPerIP)
@@ -196,6 +208,17 @@ type serverConn struct {
 	idleTimer *time.Timer
 	idled     atomic.Bool
 	closed    atomic.Bool
+	// With Auth.Keys: sess is the connection's session once the handshake is done (set on the
+	// event loop before any request of the connection is decoded, so the workers, which get
+	// requests through the task queue, see it). framed is set only by the first frame that
+	// opens: a replayed msg1 also gets a session, but nothing it sends opens. sealMu holds
+	// Seal and AsyncWrite together, so frames go on the wire in the order they were sealed.
+	// plain is the event loop's buffer for opened frames; unproven tells OnClose that the
+	// handshake deadline closed it.
+	sess     *secure.Session
+	sealMu   sync.Mutex
+	plain    []byte
+	unproven atomic.Bool
 }
 
 // NewServer checks the options and returns a server that is not yet listening.
@@ -206,7 +229,14 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 	if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
 		return nil, fmt.Errorf("rpc: NewServer: bad address %q: %w", opts.Addr, err)
 	}
+	if err := opts.Auth.check(); err != nil {
+		return nil, err
+	}
 	opts.setDefaults()
+	members := make(map[string]bool, len(opts.Auth.Members))
+	for _, id := range opts.Auth.Members {
+		members[id] = id != opts.Auth.SelfID
+	}
 	s := &Server{
 		opts:        opts,
 		handler:     handler,
@@ -216,10 +246,13 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		// queue then means a burst of reconnecting peers, and the request is dropped.
 		tasks:    make(chan *task, opts.MaxConns*opts.MaxInflightPerConn),
 		booted:   make(chan struct{}),
+		lnFD:     -1,
 		runDone:  make(chan struct{}),
 		stopDone: make(chan struct{}),
 		perIP:    make(map[netip.Addr]int),
 	}
+	s.maxBody, s.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())
+	s.accept = func(id string) bool { return members[id] }
 	s.taskPool.New = func() any { return new(task) }
 	return s, nil
 }
@@ -239,7 +272,7 @@ func (s *Server) Start() error {
 	// bind error; we wait for whichever comes first.
 	go func() {
 		s.runErr = gnet.Run(&events{s: s}, "tcp://"+s.opts.Addr,
-			gnet.WithLogger(gnetLogger{s.opts.Logger.Named("gnet").Sugar()}),
+			gnet.WithLogger(gnetLogger{s: s.opts.Logger.Named("gnet").Sugar(), stopping: &s.stopping}),
 			gnet.WithNumEventLoop(s.opts.EventLoops),
 			gnet.WithReuseAddr(true), // rebind at once after a restart despite TIME_WAIT
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
@@ -321,6 +354,9 @@ func (s *Server) shutdown() {
 	defer close(s.stopDone)
 	// Engine.Stop checks for completion only every 500 ms; gnet.Run returning is the precise
 	// signal, so wait for that and then cancel Engine.Stop's wait.
+	if s.lnFD >= 0 {
+		stopListening(s.lnFD)
+	}
 	stopCtx, cancel := context.WithCancel(context.Background())
 	stopErr := make(chan error, 1)
 	go func() { stopErr <- s.engine.Stop(stopCtx) }()
@@ -340,12 +376,16 @@ type events struct {
 
 func (e *events) OnBoot(eng gnet.Engine) gnet.Action {
 	e.s.engine = eng
+	if fd, err := eng.Dup(); err == nil {
+		e.s.lnFD = fd
+	}
 	close(e.s.booted)
 	return gnet.None
 }
 
 // OnOpen is the one place a connection is accepted: the connection bounds, the socket
-// options and the per-connection state are all set up here (a handshake would start here).
+// options and the per-connection state are all set up here. With Auth.Keys the peer speaks
+// first (msg1, handled in OnTraffic); the first-frame timer bounds how long it may take.
 func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s := e.s
 	remote := c.RemoteAddr().String()
@@ -425,8 +465,12 @@ func (e *events) OnClose(c gnet.Conn, _ error) gnet.Action {
 	if sc.rejected || s.stopping.Load() {
 		return gnet.None
 	}
+	if sc.unproven.Load() {
+		s.obs.authFailure(ReasonHandshakeTimeout, sc.remote, "", errHandshakeTimeout)
+		return gnet.None
+	}
 	if sc.idled.Load() {
-		return gnet.None // closed for idleness: routine (a follower's client dials ahead)
+		return gnet.None // closed for idleness: routine
 	}
 	if sc.stalled.Load() {
 		s.obs.badFrame(ReasonStalled, sc.remote, errStalled)
@@ -475,20 +519,55 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 			return s.partialFrame(sc, decoded)
 		}
 		hdr, _ := c.Peek(frameHeaderLen)
-		n, err := frameLength(hdr, s.opts.MaxFrameSize)
+		handshake := s.opts.Auth.secure() && sc.sess == nil
+		limit := s.maxBody
+		if handshake {
+			limit = secure.MaxHandshakeLen // msg1 is bounded before it is buffered
+		}
+		n, err := frameLength(hdr, limit)
 		if err != nil {
+			if handshake {
+				return s.refuseHandshake(c, sc, err)
+			}
 			return s.reject(sc, err)
 		}
 		if buffered < frameHeaderLen+n {
 			return s.partialFrame(sc, decoded) // wait for more bytes
 		}
 		frame, _ := c.Peek(frameHeaderLen + n)
+		body := frame[frameHeaderLen:]
+		if handshake {
+			err := s.respond(c, sc, body)
+			_, _ = c.Discard(frameHeaderLen + n)
+			if err != nil {
+				return s.refuse(sc, "", err)
+			}
+			continue
+		}
+		if sc.sess != nil {
+			// Opened into our own buffer: the slice from Peek may be gnet's ring buffer.
+			plain, err := sc.sess.Open(sc.plain[:0], body)
+			_, _ = c.Discard(frameHeaderLen + n)
+			if err != nil {
+				return s.refuse(sc, sc.sess.PeerID(), err)
+			}
+			body, sc.plain = plain, plain
+		}
 		t := s.taskPool.Get().(*task)
-		err = sc.dec.decodeRequest(frame[frameHeaderLen:], &t.request)
-		_, _ = c.Discard(frameHeaderLen + n)
+		err = sc.dec.decodeRequest(body, &t.request)
+		if sc.sess == nil {
+			_, _ = c.Discard(frameHeaderLen + n)
+		} else if cap(sc.plain) > frameBufKeep {
+			sc.plain = nil // a rare large frame: do not pin its buffer
+		}
 		if err != nil {
 			s.taskPool.Put(t)
 			return s.reject(sc, err)
+		}
+		if sc.sess != nil && t.localID() != sc.sess.PeerID() {
+			id := t.localID()
+			s.taskPool.Put(t)
+			return s.refuse(sc, sc.sess.PeerID(), fmt.Errorf("%w: %q sent a request as %q", errWrongMember, sc.sess.PeerID(), id))
 		}
 		sc.lastFrame.Store(monoNow())
 		if !sc.framed.Load() {
@@ -506,9 +585,59 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 }
 
 var (
-	errFlood   = errors.New("rpc: peer kept sending while throttled")
-	errStalled = errors.New("rpc: peer left a frame unfinished for too long")
+	errFlood            = errors.New("rpc: peer kept sending while throttled")
+	errStalled          = errors.New("rpc: peer left a frame unfinished for too long")
+	errHandshakeTimeout = errors.New("rpc: no handshake and first sealed frame within FirstFrameTimeout")
 )
+
+// localID is the request's sender as its header names it.
+func (r *request) localID() string {
+	switch r.code {
+	case protocol.RequestVote:
+		return r.vote.LocalID
+	case protocol.RequestHeartBeat:
+		return r.hb.LocalID
+	case protocol.RequestLeadershipTransfer:
+		return r.lt.LocalID
+	case protocol.RequestMetadata:
+		return r.meta.LocalID
+	}
+	return ""
+}
+
+// respond runs the responder's side of the handshake on msg1, the connection's first frame
+// body, and writes msg2 back. It runs on the event loop: one key generation and one DH
+// (about 0.1-0.3 ms), and much less to refuse a stranger, whose connections MaxConnsPerIP
+// bounds.
+func (s *Server) respond(c gnet.Conn, sc *serverConn, msg1 []byte) error {
+	a := &s.opts.Auth
+	msg2, sess, peerID, err := secure.Respond(a.Keys, a.Group, a.SelfID, msg1, s.accept)
+	if err != nil {
+		if peerID != "" {
+			err = fmt.Errorf("%w (claimed id %q)", err, peerID)
+		}
+		return err
+	}
+	sc.sess = sess
+	_, err = c.Write(appendFrame(make([]byte, 0, frameHeaderLen+len(msg2)), msg2))
+	return err
+}
+
+// refuseHandshake refuses a first frame longer than any msg1: a plaintext request (a member
+// without a key) if its body starts as an rpc envelope does, else a malformed handshake.
+func (s *Server) refuseHandshake(c gnet.Conn, sc *serverConn, err error) gnet.Action {
+	if b, _ := c.Peek(frameHeaderLen + 1); len(b) > frameHeaderLen && isArray(b[frameHeaderLen]) {
+		return s.refuse(sc, "", secure.ErrPlaintext)
+	}
+	return s.refuse(sc, "", fmt.Errorf("%w: %v", secure.ErrMalformed, err))
+}
+
+// refuse counts and logs an authentication failure; the caller returns gnet.Close.
+func (s *Server) refuse(sc *serverConn, peerID string, err error) gnet.Action {
+	sc.rejected = true
+	s.obs.authFailure(authReason(err), sc.remote, peerID, err)
+	return gnet.Close
+}
 
 // partialFrame notes that the buffer ends in an unfinished frame and starts that frame's
 // clock: fresh says frames were decoded in this OnTraffic, so the leftover bytes are a new
@@ -546,11 +675,7 @@ func (s *Server) stall(sc *serverConn) {
 		return
 	}
 	sc.stalled.Store(true)
-	s.loopMu.RLock()
-	defer s.loopMu.RUnlock()
-	if !s.stopping.Load() {
-		_ = sc.c.Close()
-	}
+	s.closeConn(sc)
 }
 
 // idleCheck runs on the idle timer's goroutine, never on an event loop. It closes the
@@ -561,6 +686,13 @@ func (s *Server) stall(sc *serverConn) {
 // nothing per frame.
 func (s *Server) idleCheck(sc *serverConn) {
 	if sc.closed.Load() {
+		return
+	}
+	if !sc.framed.Load() && s.opts.Auth.secure() && s.opts.FirstFrameTimeout > 0 {
+		// Not authenticated in time: the timer was armed for exactly FirstFrameTimeout, and a
+		// partial frame does not extend it (a peer trickling msg1 is no member).
+		sc.unproven.Store(true)
+		s.closeConn(sc)
 		return
 	}
 	limit := s.opts.FirstFrameTimeout
@@ -581,6 +713,11 @@ func (s *Server) idleCheck(sc *serverConn) {
 	sc.idled.Store(true)
 	s.opts.Logger.Debug("rpc: closing idle connection", zap.String("remote", sc.remote),
 		zap.Duration("idle", idle), zap.Bool("framed", sc.framed.Load()))
+	s.closeConn(sc)
+}
+
+// closeConn closes a connection from outside its event loop (a timer or a worker).
+func (s *Server) closeConn(sc *serverConn) {
 	s.loopMu.RLock()
 	defer s.loopMu.RUnlock()
 	if !s.stopping.Load() {
@@ -625,7 +762,7 @@ func (s *Server) serve(t *task) {
 			if foreign(&resp.Header) {
 				resp = &protocol.VoteResponse{Header: refusedHeader}
 			}
-			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
+			fb, err := encodeFrame(t.id, t.code, true, resp, s.maxPlain)
 			s.sendReply(t, fb, err)
 		} else {
 			s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
@@ -635,7 +772,7 @@ func (s *Server) serve(t *task) {
 			if foreign(&resp.Header) {
 				resp = &protocol.HeartBeatResponse{Header: refusedHeader}
 			}
-			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
+			fb, err := encodeFrame(t.id, t.code, true, resp, s.maxPlain)
 			s.sendReply(t, fb, err)
 		} else {
 			s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
@@ -645,7 +782,7 @@ func (s *Server) serve(t *task) {
 			if foreign(&resp.Header) {
 				resp = &protocol.MetadataResponse{Header: refusedHeader}
 			}
-			fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
+			fb, err := encodeFrame(t.id, t.code, true, resp, s.maxPlain)
 			s.sendReply(t, fb, err)
 		} else {
 			s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
@@ -662,7 +799,7 @@ func (s *Server) serve(t *task) {
 				if foreign(&resp.Header) {
 					resp = &protocol.LeadershipTransferResponse{Header: refusedHeader}
 				}
-				fb, err := encodeFrame(t.id, t.code, true, resp, s.opts.MaxFrameSize)
+				fb, err := encodeFrame(t.id, t.code, true, resp, s.maxPlain)
 				s.sendReply(t, fb, err)
 			} else {
 				s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
@@ -689,6 +826,17 @@ func (s *Server) sendReply(t *task, fb *frameBuf, err error) {
 	if err != nil {
 		s.obs.rpcError(t.code, callErrReason(encodeErr(err)), t.conn.remote)
 		return
+	}
+	if sc := t.conn; sc.sess != nil {
+		// Frames must reach the wire in the order they were sealed (the peer's counter).
+		sc.sealMu.Lock()
+		defer sc.sealMu.Unlock()
+		if err := sealFrame(sc.sess, fb); err != nil {
+			putFrameBuf(fb)
+			s.obs.authFailure(authReason(err), sc.remote, sc.sess.PeerID(), err)
+			s.closeConn(sc)
+			return
+		}
 	}
 	s.loopMu.RLock()
 	stopping := s.stopping.Load()

@@ -84,7 +84,7 @@ func TestAdminTokenGuardsMutatingEndpoints(t *testing.T) {
 
 // An admin address other hosts can reach, with no token, is refused at start; loopback is not.
 func TestAdminAddressReachableFromOtherHostsNeedsAToken(t *testing.T) {
-	base := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Ledger: LedgerNone}
+	base := Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Ledger: LedgerNone}
 	for addr, ok := range map[string]bool{"127.0.0.1:9": true, "[::1]:9": true, "localhost:9": true,
 		"0.0.0.0:9": false, ":9": false, "[::]:9": false, "10.1.2.3:9": false} {
 		c := base

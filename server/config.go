@@ -9,6 +9,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/secure"
 )
 
 // Config describes one member.
@@ -18,6 +19,16 @@ type Config struct {
 	// Peers is DLedger's peers string: "n0-host:port;n1-host:port;n2-host:port". This member
 	// listens for rpc on its own entry's address.
 	Peers string
+	// Keys is the group key for peer authentication: every rpc connection between members is
+	// authenticated and encrypted with it (package rpc/secure), and a request must come from
+	// the member its connection authenticated as. Every member needs the same key (during a
+	// rotation, one key in common). Load it with secure.LoadKeyFile (`dledger keygen FILE`
+	// writes one) or build it with secure.NewKeySet. Required unless Insecure.
+	Keys secure.KeySet
+	// Insecure runs the member without peer authentication, as members did before it: anyone
+	// who can reach the rpc port can depose the leader, burn votes or stall the group. Only
+	// for a network where every host is trusted; Start logs a warning.
+	Insecure bool
 	// DataDir holds the durable term and vote (vote.state). Required unless WithStore is used.
 	DataDir string
 	// HTTPAddr is the admin API's listen address ("" disables it). An address other hosts can
@@ -124,6 +135,12 @@ func (c Config) resolve() (resolved, error) {
 			return resolved{}, fmt.Errorf("preferred leader %q is not a member (peers: %s)", id, memberstate.FormatPeers(peers))
 		}
 	}
+	switch {
+	case c.Keys.Len() == 0 && !c.Insecure:
+		return resolved{}, errNoKey
+	case c.Keys.Len() > 0 && c.Insecure:
+		return resolved{}, errors.New("both Keys and Insecure are set: a member either authenticates its peers or not")
+	}
 	if c.Ledger < LedgerStorage || c.Ledger > LedgerNone {
 		return resolved{}, fmt.Errorf("unknown ledger mode %d", c.Ledger)
 	}
@@ -148,6 +165,10 @@ func (c Config) resolve() (resolved, error) {
 	}
 	return r, nil
 }
+
+// errNoKey: secure by default, a member does not start without a key unless told it is insecure.
+var errNoKey = errors.New("peer authentication needs a key: set Config.Keys (secure.LoadKeyFile; `dledger keygen FILE` " +
+	"writes one; --key-file on the command line), or set Config.Insecure (--insecure-no-peer-auth) to run without it")
 
 // minAdminTokenLen: a shorter token could be guessed.
 const minAdminTokenLen = 16

@@ -14,7 +14,7 @@ import (
 // An embedder that sets two settings keeps them, and gets the profile's values for the rest
 // (before, any zero heartbeat interval replaced the whole Election with the defaults).
 func TestElectionConfigFillsZeroFieldsFromTheProfile(t *testing.T) {
-	c := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Election: dledger.Config{
+	c := Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Election: dledger.Config{
 		LeadershipTransferWaitTimeout: 7 * time.Second, MaxLeadershipTransferWaitIndex: 5}}
 	for _, profile := range []string{"", dledger.ProfileLAN, dledger.ProfileDLedger} {
 		c.Profile = profile
@@ -93,5 +93,28 @@ func TestParseLedgerMode(t *testing.T) {
 	}
 	if _, err := ParseLedgerMode("disk"); err == nil || !strings.Contains(err.Error(), "none") {
 		t.Errorf("bad mode: %v", err)
+	}
+}
+
+// Secure by default: a member needs a key unless told it is insecure, and not both.
+func TestConfigNeedsAKeyOrInsecure(t *testing.T) {
+	c := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Ledger: LedgerNone}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "needs a key") {
+		t.Fatalf("no key, not insecure: %v", err)
+	}
+	c.Insecure = true
+	if err := c.Validate(); err != nil {
+		t.Fatalf("insecure: %v", err)
+	}
+	c.Keys = testKeys
+	if err := c.Validate(); err == nil {
+		t.Fatal("keys and insecure both accepted")
+	}
+	c.Insecure = false
+	if err := c.Validate(); err != nil {
+		t.Fatalf("keys: %v", err)
+	}
+	if _, err := New(Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", DataDir: t.TempDir()}); err == nil {
+		t.Fatal("New accepted a member without a key")
 	}
 }

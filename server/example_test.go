@@ -10,6 +10,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -44,6 +45,16 @@ func Example_embeddedBroker() {
 	dir, _ := os.MkdirTemp("", "broker-")
 	defer os.RemoveAll(dir)
 
+	// The group key every member shares. A broker loads it from a file that `dledger keygen`
+	// wrote (secure.LoadKeyFile); this example writes one.
+	key, _ := secure.GenerateKey()
+	_ = secure.WriteKeyFile(dir+"/group.key", key)
+	keys, err := secure.LoadKeyFile(dir + "/group.key")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
 	b := &broker{}
 	b.leaderTerm.Store(-1)
 	leading := make(chan struct{}, 1)
@@ -51,7 +62,8 @@ func Example_embeddedBroker() {
 		Group:   "broker-a",
 		SelfID:  "n0",
 		Peers:   "n0-" + addr, // a real group lists 3 or 5 members
-		DataDir: dir,
+		DataDir: dir + "/election",
+		Keys:    keys, // peer authentication: required unless Insecure
 	}, server.WithListener(func(ev dledger.RoleEvent) {
 		b.onRoleChange(ev)
 		if ev.Role == protocol.LEADER {

@@ -44,6 +44,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -52,7 +53,7 @@ type storageBroker interface {
 	Fence()
 }
 
-var _, _, _ = log.Printf, time.Second, dledger.RoleEvent{}
+var _, _, _, _ = log.Printf, time.Second, dledger.RoleEvent{}, secure.LoadKeyFile
 
 func embed(ctx context.Context, zapLogger *zap.Logger, promRegistry *prometheus.Registry, broker storageBroker,
 	lastEntryTerm, lastEntryIndex int64) error {

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc"
@@ -72,7 +73,7 @@ type Server struct {
 	log      *zap.Logger
 	ms       *memberstate.MemberState
 	elector  *dledger.Elector
-	dispatch *dledger.Dispatcher
+	dispatch *driver.Dispatcher
 	metrics  *metrics.Metrics
 	gatherer prometheus.Gatherer
 	rpcSrv   *rpc.Server
@@ -143,7 +144,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, ms: ms, peers: peers, dispatch: dledger.NewDispatcher(), fileStore: fileStore,
+	s := &Server{cfg: cfg, ms: ms, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
 		log: o.logger.With(zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
 
 	reg := o.registerer
@@ -173,17 +174,24 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	s.metrics.DeclareRPCReasons(rpc.BadFrameReasons(),
 		[]string{protocol.RequestVote.String(), protocol.RequestHeartBeat.String(), protocol.RequestLeadershipTransfer.String()},
 		[]string{rpc.ReasonTimeout, rpc.ReasonPeerDown})
-	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError}
+	s.metrics.DeclareAuthReasons(rpc.AuthFailureReasons())
+	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError, OnAuthFailure: s.metrics.AuthFailure}
+	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID}
+	for _, p := range peers {
+		if p.ID != cfg.SelfID {
+			auth.Members = append(auth.Members, p.ID)
+		}
+	}
 	// A transferee answers only when its campaign ends, so transfer calls wait out the
 	// transfer bound; votes and heartbeats keep the short default (the elector decides their
 	// rounds by its own deadlines anyway, D6).
-	s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others, CallTimeout: callTimeout(cfg.Election),
+	s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
 		TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks})
 	if err != nil {
 		return nil, err
 	}
 	s.elector, err = dledger.New(cfg.Election, ms, dledger.Options{
-		Clock: dledger.WallClock{}, Rand: dledger.NewRand(uint64(time.Now().UnixNano())),
+		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
 		Transport: s.client, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
 		// reports before Start, so it never abstains in practice).
@@ -193,7 +201,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		s.client.Close()
 		return nil, err
 	}
-	s.rpcSrv, err = rpc.NewServer(s.elector, rpc.ServerOptions{Addr: selfAddr, Logger: s.log.Named("rpc"), Hooks: hooks})
+	s.rpcSrv, err = rpc.NewServer(s.elector, rpc.ServerOptions{Addr: selfAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks})
 	if err != nil {
 		s.client.Close()
 		return nil, err
@@ -264,12 +272,17 @@ func (s *Server) Start() error {
 	s.cancel, s.runDone = cancel, make(chan struct{})
 	go func() {
 		defer close(s.runDone)
-		s.elector.Run(ctx, s.dispatch)
+		driver.Run(ctx, s.elector, s.dispatch)
 	}()
 	s.state = 1
 	st := s.elector.Status()
 	s.log.Info("member started", zap.String("rpc", s.rpcSrv.Addr()), zap.String("http", s.HTTPAddr()),
-		zap.Int64("term", st.Term), zap.String("voteFor", st.VoteFor), zap.Stringer("role", st.Role))
+		zap.Int64("term", st.Term), zap.String("voteFor", st.VoteFor), zap.Stringer("role", st.Role),
+		zap.Strings("peerKeyIds", s.cfg.Keys.IDs())) // the primary first; ids are safe to log
+	if s.cfg.Insecure {
+		s.log.Warn("peer authentication is off (insecure): any host that can reach the rpc port " + s.rpcSrv.Addr() +
+			" can depose the leader, burn votes or stall the group")
+	}
 	return nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
 )
 
 // freePorts reserves n loopback ports by listening on port 0, then releases them.
@@ -65,6 +66,7 @@ type group struct {
 	dirs    []string
 	peers   string
 	stopped []bool
+	keys    map[int]secure.KeySet // a member's key set instead of testKeys (key rotation)
 }
 
 func startGroup(t *testing.T, n int, ledgers map[int][2]int64) *group {
@@ -102,7 +104,11 @@ func startGroupWith(t *testing.T, n int, ledgers map[int][2]int64, cfg dledger.C
 
 func (g *group) start(i int, ledger [2]int64) {
 	g.t.Helper()
-	s, err := New(Config{Group: "g", SelfID: fmt.Sprintf("n%d", i), Peers: g.peers, DataDir: g.dirs[i],
+	keys := testKeys
+	if k, ok := g.keys[i]; ok {
+		keys = k
+	}
+	s, err := New(Config{Keys: keys, Group: "g", SelfID: fmt.Sprintf("n%d", i), Peers: g.peers, DataDir: g.dirs[i],
 		HTTPAddr: "127.0.0.1:0", Election: g.cfg})
 	if err != nil {
 		g.t.Fatal(err)
@@ -419,7 +425,7 @@ func TestHTTPAdminAPI(t *testing.T) {
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data") // not there yet: a config error must not create it
-	good := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3", DataDir: dir}
+	good := Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3", DataDir: dir}
 	cases := map[string]func(c *Config){
 		"peers":      func(c *Config) { c.Peers = "n0-127.0.0.1" },
 		"self":       func(c *Config) { c.SelfID = "n7" },
@@ -458,7 +464,7 @@ func TestStartFailsCleanlyWhenThePortIsTaken(t *testing.T) {
 	defer ln.Close()
 	ports := freePorts(t, 2)
 	peers := fmt.Sprintf("n0-%s;n1-127.0.0.1:%d;n2-127.0.0.1:%d", ln.Addr(), ports[0], ports[1])
-	s, err := New(Config{Group: "g", SelfID: "n0", Peers: peers, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Ledger: LedgerNone})
+	s, err := New(Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: peers, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Ledger: LedgerNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +484,7 @@ func TestStopHandsOverAfterAPreferredTransferInFlight(t *testing.T) {
 	cfg := fastTimings()
 	cfg.PreferredLeaderIDs = []string{"n1"}
 	start := func(id string, index int64) *Server {
-		s, err := New(Config{Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Election: cfg})
+		s, err := New(Config{Keys: testKeys, Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Election: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func (r *recorder) events() []dledger.RoleEvent {
 }
 
 func soloConfig(t *testing.T) Config {
-	return Config{Group: "g", SelfID: "n0", Peers: peersString(freePorts(t, 1)), DataDir: t.TempDir(),
+	return Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: peersString(freePorts(t, 1)), DataDir: t.TempDir(),
 		Election: fastTimings(), Ledger: LedgerNone}
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dledger-go/dledger/rpc/secure"
 )
 
 // member is one `dledger server` process slot. A slot keeps its id, ports and data dir across
@@ -54,6 +56,7 @@ type cluster struct {
 	mu      sync.Mutex
 	closed  bool // after shutdown nothing starts again
 	peers   string
+	keyFile string // the group key of the current layout
 	members []*member
 }
 
@@ -67,6 +70,19 @@ func (c *cluster) layout(sub string) error {
 		return err
 	}
 	base := filepath.Join(c.dir, sub)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return err
+	}
+	// Members authenticate each other as in production, so the measured failover includes
+	// the handshakes of every reconnection.
+	keyFile := filepath.Join(base, "group.key")
+	key, err := secure.GenerateKey()
+	if err != nil {
+		return err
+	}
+	if err := secure.WriteKeyFile(keyFile, key); err != nil {
+		return err
+	}
 	ms := make([]*member, c.opts.members)
 	var parts []string
 	for i := range ms {
@@ -84,7 +100,7 @@ func (c *cluster) layout(sub string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.members, c.peers = ms, strings.Join(parts, ";")
+	c.members, c.peers, c.keyFile = ms, strings.Join(parts, ";"), keyFile
 	return nil
 }
 
@@ -186,7 +202,7 @@ func (c *cluster) start(i int) error {
 	defer logf.Close() // the child has its own copy of the descriptor
 	fmt.Fprintf(logf, "=== bench: start %s at %s\n", m.id, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.opts.binary, "server", "--group", c.opts.group, "--id", m.id,
-		"--peers", c.peers, "--data-dir", m.dataDir, "--http", m.httpAddr,
+		"--peers", c.peers, "--data-dir", m.dataDir, "--http", m.httpAddr, "--key-file", c.keyFile,
 		"--profile", c.opts.profile, "--log-level", c.opts.logLevel)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = procAttr()

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/secure"
 )
 
 // The README's promise: exit status 2 for a usage error, 1 for a runtime error, and one line on
@@ -36,13 +37,27 @@ func TestServerExitCodesAndOneLineErrors(t *testing.T) {
 	if err := os.WriteFile(notADir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	keyFile := writeGroupKey(t, t.TempDir())
+	looseKey := writeGroupKey(t, t.TempDir())
+	if err := os.Chmod(looseKey, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notAKey := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(notAKey, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name string
 		code int
-		args []string // after: server --data-dir DIR (DIR fresh unless given again)
+		args []string // after: server --data-dir DIR --key-file KEY (DIR fresh unless given again)
 		want string   // in the stderr line
 	}{
+		{"no key", 2, []string{"--id", "n0", "--peers", ok1, "--key-file", ""}, "--key-file is required"},
+		{"key and insecure", 2, []string{"--id", "n0", "--peers", ok1, "--insecure-no-peer-auth"}, "exclude"},
+		{"key file missing", 2, []string{"--id", "n0", "--peers", ok1, "--key-file", keyFile + ".missing"}, "no such file"},
+		{"key file open to others", 2, []string{"--id", "n0", "--peers", ok1, "--key-file", looseKey}, "chmod 600"},
+		{"not a key file", 2, []string{"--id", "n0", "--peers", ok1, "--key-file", notAKey}, "line 1"},
 		{"unknown flag", 2, []string{"--id", "n0", "--peers", ok1, "--bogus"}, "bogus"},
 		{"no id", 2, []string{"--peers", ok1}, "--id"},
 		{"no peers", 2, []string{"--id", "n0"}, "--peers"},
@@ -71,7 +86,7 @@ func TestServerExitCodesAndOneLineErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "data")
 			var stdout, stderr bytes.Buffer
-			code := run(append([]string{"server", "--data-dir", dir}, c.args...), &stdout, &stderr)
+			code := run(append([]string{"server", "--data-dir", dir, "--key-file", keyFile}, c.args...), &stdout, &stderr)
 			line := stderr.String()
 			if code != c.code || strings.Count(line, "\n") != 1 || !strings.HasSuffix(line, "\n") || !strings.Contains(line, c.want) {
 				t.Fatalf("exit %d, stderr %q; want exit %d and one line mentioning %q", code, line, c.code, c.want)
@@ -151,5 +166,66 @@ func TestSecondSignalAbandonsTheStop(t *testing.T) {
 		if code := stopOnSignal(sig, zap.NewNop(), &stderr, "server", func() error { return c.err }); code != c.code {
 			t.Fatalf("stop error %v: exit %d, want %d (%q)", c.err, code, c.code, stderr.String())
 		}
+	}
+}
+
+// keygen writes a key a member can load, mode 600, and never overwrites one; --rotate writes
+// the three files of a rotation, each a valid key file with the keys in the step's order.
+func TestKeygen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "group.key")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"keygen", path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("keygen: exit %d, %s", code, stderr.String())
+	}
+	ks, err := secure.LoadKeyFile(path)
+	if err != nil || ks.Len() != 1 {
+		t.Fatalf("load: %v (%d keys)", err, ks.Len())
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode().Perm())
+	}
+	stderr.Reset()
+	if code := run([]string{"keygen", path}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "already exists") {
+		t.Fatalf("second keygen on the same file: exit %d, %q", code, stderr.String())
+	}
+	if again, _ := secure.LoadKeyFile(path); again.Primary() != ks.Primary() {
+		t.Fatal("the key file was overwritten")
+	}
+	for _, args := range [][]string{{"keygen"}, {"keygen", "a", "b"}, {"keygen", "--bogus", path}} {
+		if code := run(args, &stdout, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+
+	if code := run([]string{"keygen", "--rotate", path}, &stdout, &stderr); code != 0 {
+		t.Fatalf("rotate: exit %d, %s", code, stderr.String())
+	}
+	old := ks.Primary()
+	var steps []secure.KeySet
+	for i := 1; i <= 3; i++ {
+		s, err := secure.LoadKeyFile(fmt.Sprintf("%s.step%d", path, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, s)
+	}
+	nk := steps[2].Primary()
+	if k := steps[0].Keys(); len(k) != 2 || k[0] != old || k[1] != nk {
+		t.Error("step 1 must be the current key, then the new one")
+	}
+	if k := steps[1].Keys(); len(k) != 2 || k[0] != nk || k[1] != old {
+		t.Error("step 2 must be the new key, then the current one")
+	}
+	if steps[2].Len() != 1 || nk == old {
+		t.Error("step 3 must be a new key alone")
+	}
+	stderr.Reset()
+	if code := run([]string{"keygen", "--rotate", path}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "already exists") {
+		t.Fatalf("rotate over existing step files: exit %d, %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"keygen", "--rotate", path + ".step1"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "2 keys") {
+		t.Fatalf("rotate from a file mid-rotation: exit %d, %q", code, stderr.String())
 	}
 }

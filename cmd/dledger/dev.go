@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -72,8 +76,10 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	}
 	peers := strings.Join(parts, ";")
 	// Every member shares the timings and peers, so checking one config checks them all (a
-	// preferred leader outside the group, say).
-	if err := (server.Config{Group: "dev", SelfID: "n0", Peers: peers, Ledger: server.LedgerNone, Election: cfg}).Validate(); err != nil {
+	// preferred leader outside the group, say). The key is not known yet (it is written into
+	// the data dir, which a bad command line must not create): Insecure stands in for it here.
+	if err := (server.Config{Group: "dev", SelfID: "n0", Peers: peers, Ledger: server.LedgerNone, Election: cfg,
+		Insecure: true}).Validate(); err != nil {
 		return usage("%v", err)
 	}
 	root := *dir
@@ -82,6 +88,10 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			return fail("%v", err)
 		}
 		defer os.RemoveAll(root)
+	}
+	keys, err := devKeys(root)
+	if err != nil {
+		return fail("%v", err)
 	}
 
 	var out sync.Mutex
@@ -108,7 +118,8 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		id := fmt.Sprintf("n%d", i)
 		httpAddr := fmt.Sprintf("127.0.0.1:%d", *httpBase+i)
 		s, err := server.New(server.Config{Group: "dev", SelfID: id, Peers: peers,
-			DataDir: fmt.Sprintf("%s/%s", root, id), HTTPAddr: httpAddr, Ledger: server.LedgerNone, Election: cfg},
+			DataDir: fmt.Sprintf("%s/%s", root, id), HTTPAddr: httpAddr, Ledger: server.LedgerNone, Election: cfg,
+			Keys: keys},
 			server.WithLogger(log),
 			server.WithListener(func(ev dledger.RoleEvent) {
 				leader, note := ev.LeaderID, ""
@@ -148,4 +159,23 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		stopAll()
 		return nil
 	})
+}
+
+// devKeys is the dev group's key: root/group.key, written on first use, so the members
+// authenticate each other as a real group does and a kept --data-dir keeps its key.
+func devKeys(root string) (secure.KeySet, error) {
+	path := filepath.Join(root, "group.key")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		key, err := secure.GenerateKey()
+		if err != nil {
+			return secure.KeySet{}, err
+		}
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return secure.KeySet{}, err
+		}
+		if err := secure.WriteKeyFile(path, key); err != nil {
+			return secure.KeySet{}, err
+		}
+	}
+	return secure.LoadKeyFile(path)
 }

@@ -1,6 +1,7 @@
 // Command dledger runs and inspects DLedger-style replica-group election members.
 //
 //	dledger server    run one member of a replica group
+//	dledger keygen    write a group key file (or the files of a key rotation)
 //	dledger dev       run a whole 3-member group on loopback in one process
 //	dledger status    show the members of a group (via their HTTP admin API)
 //	dledger transfer  hand leadership to a member
@@ -17,7 +18,8 @@ import (
 const usage = `usage: dledger <command> [flags]
 
 commands:
-  server    run one member of a replica group
+  server    run one member of a replica group: dledger server --key-file FILE ...
+  keygen    write a group key: dledger keygen FILE (rotation: dledger keygen --rotate FILE)
   dev       run a 3-member group on loopback in one process (data in a temp dir)
   status    show the members of a group: dledger status --http ADDR[,ADDR...]
   transfer  hand leadership to a member: dledger transfer --http ADDR --to n2
@@ -38,6 +40,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "server":
 		return runServer(rest, stdout, stderr)
+	case "keygen":
+		return runKeygen(rest, stdout, stderr)
 	case "dev":
 		return runDev(rest, stdout, stderr)
 	case "status":

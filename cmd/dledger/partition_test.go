@@ -182,6 +182,9 @@ func (n *namespaceNet) run(args ...string) {
 }
 
 // newNamespaceNet builds the network, or skips the test with the reason it can not.
+// netRuns counts the namespace networks this test process made (see newNamespaceNet).
+var netRuns int
+
 func newNamespaceNet(t *testing.T, members int) *namespaceNet {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -193,8 +196,11 @@ func newNamespaceNet(t *testing.T, members int) *namespaceNet {
 	if sysSetns == 0 {
 		t.Skipf("partition test: setns system call number unknown on %s", runtime.GOARCH)
 	}
+	// Names unique per process and per run: a namespace's deletion removes its veth pair
+	// asynchronously, so a second run (-count=3) reusing the names found them still there.
+	netRuns++
 	id := os.Getpid() % 200
-	n := &namespaceNet{t: t, prefix: fmt.Sprintf("dlp%d", id), cuts: map[[2]int]int{}}
+	n := &namespaceNet{t: t, prefix: fmt.Sprintf("dlp%d%c", id, 'a'+rune(netRuns%26)), cuts: map[[2]int]int{}}
 	bridge := n.prefix + "br"
 	subnet := fmt.Sprintf("10.213.%d", id)
 	if out, err := exec.Command("ip", "link", "add", bridge, "type", "bridge").CombinedOutput(); err != nil {
@@ -211,6 +217,7 @@ func newNamespaceNet(t *testing.T, members int) *namespaceNet {
 		host, inner := fmt.Sprintf("%sh%d", n.prefix, i), fmt.Sprintf("%si%d", n.prefix, i)
 		ip := fmt.Sprintf("%s.%d", subnet, i+1)
 		n.run("ip", "link", "add", host, "type", "veth", "peer", "name", inner)
+		t.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() }) // takes its peer along
 		n.run("ip", "link", "set", inner, "netns", ns)
 		n.run("ip", "link", "set", host, "master", bridge, "up")
 		n.run("ip", "-n", ns, "addr", "add", ip+"/24", "dev", inner)
@@ -337,6 +344,7 @@ func (n *namespaceNet) startGroup(t *testing.T, bin, dir string) *nsGroup {
 			_ = p.Wait()
 		}
 	})
+	keyFile := writeGroupKey(t, dir)
 	for i := range n.ns {
 		logf, err := os.Create(pg.logs[i])
 		if err != nil {
@@ -345,7 +353,8 @@ func (n *namespaceNet) startGroup(t *testing.T, bin, dir string) *nsGroup {
 		// The default (lan) timings: heartbeat every 200 ms, a follower campaigns after 600 ms.
 		cmd := exec.Command("ip", "netns", "exec", n.ns[i], bin, "server", "--group", "part",
 			"--id", g.ids[i], "--peers", strings.Join(peers, ";"),
-			"--data-dir", filepath.Join(dir, g.ids[i]), "--http", "127.0.0.1:21911", "--log-level", "info")
+			"--data-dir", filepath.Join(dir, g.ids[i]), "--http", "127.0.0.1:21911", "--log-level", "info",
+			"--key-file", keyFile)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

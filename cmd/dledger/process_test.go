@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -54,6 +55,22 @@ type procGroup struct {
 	procs []*exec.Cmd
 	logs  []string
 	extra []string // more server flags for every member
+	// keyFile is the group key every member starts with (--key-file); see writeGroupKey.
+	keyFile string
+}
+
+// writeGroupKey writes a new group key file into dir, as `dledger keygen` does.
+func writeGroupKey(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "group.key")
+	key, err := secure.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := secure.WriteKeyFile(path, key); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func (g *procGroup) start(i int) {
@@ -64,7 +81,8 @@ func (g *procGroup) start(i int) {
 	}
 	cmd := exec.Command(g.bin, "server", "--group", "proc", "--id", fmt.Sprintf("n%d", i), "--peers", g.peers,
 		"--data-dir", g.dirs[i], "--http", g.https[i], "--heartbeat-interval", "100ms",
-		"--min-vote-interval", "50", "--max-vote-interval", "150", "--vote-round-base", "200ms", "--log-level", "info")
+		"--min-vote-interval", "50", "--max-vote-interval", "150", "--vote-round-base", "200ms", "--log-level", "info",
+		"--key-file", g.keyFile)
 	cmd.Args = append(cmd.Args, g.extra...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -170,7 +188,7 @@ func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
 		t.Skip("builds and runs real processes")
 	}
 	dir := t.TempDir()
-	g := &procGroup{t: t, bin: buildBinary(t, dir), procs: make([]*exec.Cmd, 3)}
+	g := &procGroup{t: t, bin: buildBinary(t, dir), procs: make([]*exec.Cmd, 3), keyFile: writeGroupKey(t, dir)}
 	ports := loopbackPorts(t, 6)
 	var parts []string
 	for i := 0; i < 3; i++ {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -251,6 +252,10 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	id := fs.String("id", "", "this member's id, one of --peers (required)")
 	peers := fs.String("peers", "", `members as "n0-host:port;n1-host:port;n2-host:port" (required)`)
 	dataDir := fs.String("data-dir", "", "directory for the durable term and vote (required)")
+	keyFile := fs.String("key-file", "", "the group key file (mode 600; 'dledger keygen FILE' writes one): every rpc "+
+		"connection between members is authenticated and encrypted with it (required unless --insecure-no-peer-auth)")
+	insecure := fs.Bool("insecure-no-peer-auth", false, "run WITHOUT peer authentication: any host that can reach "+
+		"the rpc port can depose the leader or stall the group")
 	httpAddr := fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
 		`an address other hosts can reach needs --admin-token-file`)
 	tokenFile := fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
@@ -261,7 +266,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "json", "json or console")
 	timing := addTimingFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dledger server --id n0 --peers \"n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913\" --data-dir DIR [flags]")
+		fmt.Fprintln(fs.Output(), "usage: dledger server --id n0 --peers \"n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913\" --data-dir DIR --key-file FILE [flags]")
 		fs.PrintDefaults()
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
@@ -281,6 +286,11 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		return fail(2, "--peers is required")
 	case *dataDir == "":
 		return fail(2, "--data-dir is required (it keeps the term and vote across restarts)")
+	case *keyFile == "" && !*insecure:
+		return fail(2, "--key-file is required: peer authentication needs the group key ('dledger keygen FILE' writes one; "+
+			"copy it to every member), or run without it with --insecure-no-peer-auth")
+	case *keyFile != "" && *insecure:
+		return fail(2, "--key-file and --insecure-no-peer-auth exclude each other")
 	}
 	cfg, err := timing.resolve()
 	if err != nil {
@@ -296,7 +306,12 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		return fail(2, "--ledger %q: want none or sidecar", *ledger)
 	}
 	scfg := server.Config{Group: *group, SelfID: *id, Peers: *peers, DataDir: *dataDir, Ledger: mode,
-		Profile: timing.profile, Election: cfg, MetricsAddr: *metricsAddr}
+		Profile: timing.profile, Election: cfg, MetricsAddr: *metricsAddr, Insecure: *insecure}
+	if *keyFile != "" {
+		if scfg.Keys, err = secure.LoadKeyFile(*keyFile); err != nil {
+			return fail(2, "--key-file: %v", err)
+		}
+	}
 	if *tokenFile != "" {
 		if scfg.AdminToken, err = readTokenFile(*tokenFile); err != nil {
 			return fail(2, "--admin-token-file: %v", err)

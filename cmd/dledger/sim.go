@@ -32,7 +32,8 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                     forget-on-crash    the vote store loses everything in a crash   S3 or S2
                     accept-has-leader  REJECT_ALREADY_HAS_LEADER counted as ACCEPT  S1
                     event-seen-term    role events carry a term not yet adopted     S5
-                    no-revote          a candidate never votes again after a loss   L1
+                    no-revote          a candidate stops asking for votes after a   L1
+                                       lost round
                     keep-lost-round    a follower keeps its lost round's result     L2 (rejoin scenario)
                     endless-take       a transferee never leaves the take           L3
                     no-abstain         sidecar members vote before their ledger is  S4

@@ -23,7 +23,8 @@ func newProcGroup(t *testing.T, n int, extra ...string) *procGroup {
 		t.Skip("builds and runs real processes")
 	}
 	dir := t.TempDir()
-	g := &procGroup{t: t, bin: buildBinary(t, dir), procs: make([]*exec.Cmd, n), extra: extra}
+	g := &procGroup{t: t, bin: buildBinary(t, dir), procs: make([]*exec.Cmd, n), extra: extra,
+		keyFile: writeGroupKey(t, dir)}
 	ports := loopbackPorts(t, 2*n)
 	var parts []string
 	for i := 0; i < n; i++ {
@@ -83,7 +84,7 @@ func TestRealProcessDataDirIsLockedAndOwned(t *testing.T) {
 		}
 	}
 	code, out := runOnce(t, g.bin, "server", "--group", "proc", "--id", "n0", "--peers", g.peers,
-		"--data-dir", g.dirs[0], "--http", "off")
+		"--data-dir", g.dirs[0], "--http", "off", "--key-file", g.keyFile)
 	if code != 1 || !strings.Contains(out, "in use by another") || !strings.Contains(out, g.dirs[0]) {
 		t.Fatalf("second member on n0's data dir: exit %d, %q; want exit 1 naming the dir in use", code, out)
 	}
@@ -92,7 +93,7 @@ func TestRealProcessDataDirIsLockedAndOwned(t *testing.T) {
 	}
 	g.kill9(0) // kill -9: the lock goes with the process, no clean-up needed
 	code, out = runOnce(t, g.bin, "server", "--group", "proc", "--id", "n1", "--peers", g.peers,
-		"--data-dir", g.dirs[0], "--http", "off")
+		"--data-dir", g.dirs[0], "--http", "off", "--key-file", g.keyFile)
 	if code != 1 || !strings.Contains(out, "n0") || !strings.Contains(out, "n1") {
 		t.Fatalf("n1 on n0's data dir: exit %d, %q; want exit 1 naming both members", code, out)
 	}

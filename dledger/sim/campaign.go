@@ -10,7 +10,7 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 )
 
-// Mixed, as a profile or scenario name, alternates between the choices per seed (see
+// Mixed is the profile or scenario name that alternates between the choices per seed (see
 // CampaignOptions.OptionsFor).
 const Mixed = "mixed"
 

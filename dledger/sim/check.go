@@ -128,7 +128,7 @@ func (c *checker) record(voter *member, term int64, cand *member, ledger members
 // numbered in order), S1 (one leader per term) and the second half of S4 (a new leader holds
 // a quorum of grants from voters whose ledger was not newer than its own).
 func (c *checker) takeEvents(m *member) {
-	for _, ev := range m.e.TakeEvents() {
+	for _, ev := range c.s.events(m) {
 		leader := int8(-1)
 		if l := c.s.member(ev.LeaderID); l != nil {
 			leader = int8(l.idx)

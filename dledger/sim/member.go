@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/internal/bugs"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -65,12 +66,13 @@ func (s *sim) startMember(m *member) error {
 	}
 	// The member's randomness depends on the run seed, the member and the incarnation only.
 	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
-	e, err := dledger.New(s.cfg, ms, dledger.Options{Clock: vclock{s}, Rand: rnd,
-		Transport: &endpoint{s: s, m: m, inc: m.inc}, Broken: s.opt.Broken.rules(),
-		LedgerFromStorage: s.sidecar && s.opt.Broken != BrokenNoAbstain})
+	ep := &endpoint{s: s, m: m, inc: m.inc}
+	e, err := dledger.New(s.cfg, ms, s.electorOptions(dledger.Options{Clock: vclock{s}, Rand: rnd, Transport: ep,
+		LedgerFromStorage: s.sidecar}, ep))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}
+	bugs.Set(e, s.opt.Broken.bugs())
 	m.ms, m.e, m.up = ms, e, true
 	switch {
 	case s.sidecar && m.inc > 0: // a restart (inc counts crashes): the report comes later
@@ -101,7 +103,7 @@ func (s *sim) tick(m *member, inc int) {
 }
 
 // crash drops the elector (in-flight callbacks to it will be discarded) and tells the store,
-// which keeps what it saved unless the ForgetOnCrash bug is switched on.
+// which keeps what it saved unless the forget-on-crash bug is switched on.
 func (s *sim) crash(m *member) {
 	if !m.up {
 		return
@@ -158,10 +160,22 @@ type endpoint struct {
 	s   *sim
 	m   *member
 	inc int
+	// gaveUp: this incarnation lost a round under the no-revote bug; its vote requests never
+	// leave again (broken.go).
+	gaveUp bool
 }
 
 func (ep *endpoint) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
 	c := ep.s.newCall(mVote, ep, to, req.Term, req.LedgerEndTerm, req.LedgerEndIndex)
+	switch {
+	case ep.gaveUp:
+		ep.s.tr.add(record{at: ep.s.now, kind: rDrop, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id,
+			note: "no-revote: the candidate gave up"})
+		expire(ep.s, c, ep.s.net.timeout, done)
+		return
+	case ep.s.opt.Broken == BrokenAcceptHasLeader:
+		done = acceptHasLeader(done)
+	}
 	transmit(ep.s, c, ep.s.net.timeout, req, done, ep.s.handleVote)
 }
 

@@ -102,15 +102,7 @@ func (s *sim) newCall(msg msgKind, ep *endpoint, to string, term, x, y int64) *c
 // at send + timeout.
 func transmit[Req any, Resp any](s *sim, c *call, timeout time.Duration, req Req,
 	done func(Resp, error), handle func(dst *member, c *call, req Req, reply func(Resp))) {
-	s.at(timeout, func() {
-		if !s.finish(c) {
-			return
-		}
-		s.tr.add(record{at: s.now, kind: rTimeout, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id})
-		var zero Resp
-		s.touch(c.from)
-		done(zero, errTimeout)
-	})
+	expire(s, c, timeout, done)
 	copies := 1
 	if s.net.p.dup > 0 && s.rngNet.Float64() < s.net.p.dup {
 		copies = 2
@@ -129,6 +121,19 @@ func transmit[Req any, Resp any](s *sim, c *call, timeout time.Duration, req Req
 			handle(c.to, c, req, func(resp Resp) { respond(s, c, resp, done) })
 		})
 	}
+}
+
+// expire calls done with errTimeout at send + timeout, unless the call has been answered.
+func expire[Resp any](s *sim, c *call, timeout time.Duration, done func(Resp, error)) {
+	s.at(timeout, func() {
+		if !s.finish(c) {
+			return
+		}
+		s.tr.add(record{at: s.now, kind: rTimeout, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id})
+		var zero Resp
+		s.touch(c.from)
+		done(zero, errTimeout)
+	})
 }
 
 // respond carries a response back to the caller.
@@ -172,7 +177,7 @@ func (s *sim) finish(c *call) bool {
 func (s *sim) handleVote(dst *member, c *call, req *protocol.VoteRequest, reply func(*protocol.VoteResponse)) {
 	before := dst.ledger
 	s.touch(dst)
-	resp := dst.e.HandleVote(req)
+	resp := s.deliverVote(dst, req)
 	s.tr.add(record{at: s.now, kind: rDeliver, msg: mVote, a: int8(c.from.idx), b: int8(dst.idx), term: req.Term,
 		x: int64(resp.VoteResult), y: resp.Term, call: c.id})
 	if resp.Code == protocol.CodeSuccess && resp.VoteResult == protocol.VoteAccept {

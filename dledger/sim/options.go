@@ -21,24 +21,22 @@ const (
 	ScenarioRejoin Scenario = "rejoin"
 )
 
-// Scenarios lists the scenario names Run accepts.
-func Scenarios() []Scenario { return []Scenario{ScenarioChaos, ScenarioRejoin} }
-
 // Broken names a deliberate bug, so the checker itself can be shown to fail (DESIGN.md,
 // "Tests, in layers"). Never used outside checker tests and the CLI's --broken flag. Each
-// comment names the invariant the bug must break (broken_test.go shows it is caught).
+// comment names the invariant the bug must break (broken_test.go shows it is caught); how each
+// is injected, from outside the elector's decision tables, is in broken.go.
 type Broken string
 
 const (
 	BrokenNone            Broken = ""
-	BrokenDoubleVote      Broken = "double-vote"       // BrokenRules.DoubleVote: S2 (then S1)
-	BrokenSkipLedgerCheck Broken = "skip-ledger-check" // BrokenRules.SkipLedgerCheck: S4
-	BrokenForgetOnCrash   Broken = "forget-on-crash"   // MemStore.ForgetOnCrash(true): S3 or S2
-	BrokenAcceptHasLeader Broken = "accept-has-leader" // BrokenRules.AcceptHasLeader: S1
-	BrokenEventSeenTerm   Broken = "event-seen-term"   // BrokenRules.EventSeenTerm: S5
-	BrokenNoRevote        Broken = "no-revote"         // BrokenRules.NoRevote: L1
-	BrokenKeepLostRound   Broken = "keep-lost-round"   // BrokenRules.KeepLostRound: L2 (rejoin scenario)
-	BrokenEndlessTake     Broken = "endless-take"      // BrokenRules.EndlessTake: L3
+	BrokenDoubleVote      Broken = "double-vote"       // a voter grants a second candidate in a term: S2 (then S1)
+	BrokenSkipLedgerCheck Broken = "skip-ledger-check" // a voter never compares ledgers: S4
+	BrokenForgetOnCrash   Broken = "forget-on-crash"   // the vote store loses everything in a crash: S3 or S2
+	BrokenAcceptHasLeader Broken = "accept-has-leader" // REJECT_ALREADY_HAS_LEADER tallied as ACCEPT: S1
+	BrokenEventSeenTerm   Broken = "event-seen-term"   // candidate events carry a term not yet adopted: S5
+	BrokenNoRevote        Broken = "no-revote"         // a candidate never asks for votes again after a loss: L1
+	BrokenKeepLostRound   Broken = "keep-lost-round"   // a follower keeps its lost round's result: L2 (rejoin scenario)
+	BrokenEndlessTake     Broken = "endless-take"      // a transferee never leaves the take: L3
 	// BrokenNoAbstain: sidecar members run without Options.LedgerFromStorage, so a restarted
 	// one votes on the empty ledger its elector starts with until the report (issue 12): S4,
 	// checked against the true ledger.
@@ -49,19 +47,6 @@ const (
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
 		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain}
-}
-
-// rules is the elector's switch for b (zero for BrokenNone and store-only bugs).
-func (b Broken) rules() dledger.BrokenRules {
-	return dledger.BrokenRules{
-		DoubleVote:      b == BrokenDoubleVote,
-		SkipLedgerCheck: b == BrokenSkipLedgerCheck,
-		AcceptHasLeader: b == BrokenAcceptHasLeader,
-		EventSeenTerm:   b == BrokenEventSeenTerm,
-		NoRevote:        b == BrokenNoRevote,
-		KeepLostRound:   b == BrokenKeepLostRound,
-		EndlessTake:     b == BrokenEndlessTake,
-	}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in

@@ -1,4 +1,4 @@
-package dledger
+package driver
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -15,16 +16,16 @@ func TestDispatcherDeliversInOrderAndASlowListenerBlocksNobody(t *testing.T) {
 	release := make(chan struct{})
 	var slowGot []uint64
 	var slowMu sync.Mutex
-	cancelSlow := d.Subscribe(func(ev RoleEvent) {
+	cancelSlow := d.Subscribe(func(ev dledger.RoleEvent) {
 		<-release // stuck until the test lets go
 		slowMu.Lock()
 		slowGot = append(slowGot, ev.Seq)
 		slowMu.Unlock()
 	})
-	fast := make(chan RoleEvent, 100)
-	cancelFast := d.Subscribe(func(ev RoleEvent) { fast <- ev })
+	fast := make(chan dledger.RoleEvent, 100)
+	cancelFast := d.Subscribe(func(ev dledger.RoleEvent) { fast <- ev })
 	for i := uint64(1); i <= 50; i++ {
-		d.Publish([]RoleEvent{{Seq: i, Term: int64(i)}}) // must not block on the stuck listener
+		d.Publish([]dledger.RoleEvent{{Seq: i, Term: int64(i)}}) // must not block on the stuck listener
 	}
 	for i := uint64(1); i <= 50; i++ {
 		select {
@@ -53,9 +54,9 @@ func TestDispatcherDeliversInOrderAndASlowListenerBlocksNobody(t *testing.T) {
 
 func TestDispatcherLateSubscriberLearnsCurrentRole(t *testing.T) {
 	d := NewDispatcher()
-	d.Publish([]RoleEvent{{Seq: 1, Role: protocol.CANDIDATE}, {Seq: 2, Role: protocol.LEADER, Term: 3}})
-	got := make(chan RoleEvent, 1)
-	cancel := d.Subscribe(func(ev RoleEvent) { got <- ev })
+	d.Publish([]dledger.RoleEvent{{Seq: 1, Role: protocol.CANDIDATE}, {Seq: 2, Role: protocol.LEADER, Term: 3}})
+	got := make(chan dledger.RoleEvent, 1)
+	cancel := d.Subscribe(func(ev dledger.RoleEvent) { got <- ev })
 	defer cancel()
 	select {
 	case ev := <-got:
@@ -70,24 +71,28 @@ func TestDispatcherLateSubscriberLearnsCurrentRole(t *testing.T) {
 // The production driver on the wall clock: a one-member group elects itself and the listener
 // hears it. Bounded wait, no fixed sleep.
 func TestRunElectsSingleMemberAndPublishes(t *testing.T) {
-	ms, err := memberstate.New("g", "n0", peersOf(1), memberstate.NewMemStore())
+	peers, err := memberstate.ParsePeers("n0-127.0.0.1:20911")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(DefaultConfig(), ms, Options{Clock: WallClock{}, Rand: NewRand(1), Transport: &recTransport{}})
+	ms, err := memberstate.New("g", "n0", peers, memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: WallClock{}, Rand: NewRand(1), Transport: noTransport{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := NewDispatcher()
-	leader := make(chan RoleEvent, 16)
-	cancel := d.Subscribe(func(ev RoleEvent) {
+	leader := make(chan dledger.RoleEvent, 16)
+	cancel := d.Subscribe(func(ev dledger.RoleEvent) {
 		if ev.Role == protocol.LEADER {
 			leader <- ev
 		}
 	})
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { e.Run(ctx, d); close(done) }()
+	go func() { Run(ctx, e, d); close(done) }()
 	select {
 	case ev := <-leader:
 		if ev.Term != 0 || ev.LeaderID != "n0" { // a fresh member's first round is a same-term probe at term 0
@@ -99,4 +104,19 @@ func TestRunElectsSingleMemberAndPublishes(t *testing.T) {
 	stop()
 	<-done
 	cancel()
+}
+
+// noTransport is the transport of a one-member group, which never sends.
+type noTransport struct{}
+
+func (noTransport) SendVote(string, *protocol.VoteRequest, func(*protocol.VoteResponse, error)) {
+	panic("a one-member group sent a vote request")
+}
+
+func (noTransport) SendHeartBeat(string, *protocol.HeartBeatRequest, func(*protocol.HeartBeatResponse, error)) {
+	panic("a one-member group sent a heartbeat")
+}
+
+func (noTransport) SendLeadershipTransfer(string, *protocol.LeadershipTransferRequest, func(*protocol.LeadershipTransferResponse, error)) {
+	panic("a one-member group sent a transfer request")
 }

@@ -1,90 +1,35 @@
-package dledger
+package driver
 
 import (
-	"context"
-	"math/rand/v2"
 	"sync"
-	"time"
+
+	"github.com/dledger-go/dledger/dledger"
 )
 
-// WallClock is the production Clock.
-type WallClock struct{}
-
-func (WallClock) Now() time.Time { return time.Now() }
-
-// NewRand returns a Rand seeded with seed. The runtime's random source is safe for concurrent
-// use; the elector only calls it under its lock anyway.
-func NewRand(seed uint64) Rand {
-	return &lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-}
-
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func (l *lockedRand) Int63n(n int64) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Int64N(n)
-}
-
-// Run is the StateMaintainer: it calls Tick every MaintainInterval and delivers role events to
-// the dispatcher until ctx is done. It returns after both goroutines have stopped.
-func (e *Elector) Run(ctx context.Context, d *Dispatcher) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-e.EventsReady():
-				d.Publish(e.TakeEvents())
-			}
-		}
-	}()
-	t := time.NewTicker(e.cfg.MaintainInterval)
-	defer func() {
-		t.Stop()
-		wg.Wait()
-		d.Publish(e.TakeEvents()) // events of the last pass still reach listeners, in order
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			e.Tick()
-		}
-	}
-}
-
-// Dispatcher fans role events out to listeners (SPEC 7, D2). Each listener has its own queue
-// and goroutine: events reach it in order, never under the elector's lock, and a slow listener
-// delays only itself (its queue grows; nothing else waits).
+// Dispatcher fans role events out to listeners (docs/protocol.md section 8). Each listener has
+// its own queue and goroutine: events reach it in order, never under the elector's lock, and a
+// slow listener delays only itself (its queue grows; nothing else waits).
 type Dispatcher struct {
 	mu     sync.Mutex
 	subs   []*subscription
 	closed bool
-	last   *RoleEvent
+	last   *dledger.RoleEvent
 }
 
 // Last returns the latest event published, if any.
-func (d *Dispatcher) Last() (RoleEvent, bool) {
+func (d *Dispatcher) Last() (dledger.RoleEvent, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.last == nil {
-		return RoleEvent{}, false
+		return dledger.RoleEvent{}, false
 	}
 	return *d.last, true
 }
 
 type subscription struct {
-	fn    func(RoleEvent)
+	fn    func(dledger.RoleEvent)
 	mu    sync.Mutex
-	queue []RoleEvent
+	queue []dledger.RoleEvent
 	wake  chan struct{}
 	done  chan struct{}
 	stop  chan struct{}
@@ -97,7 +42,7 @@ func NewDispatcher() *Dispatcher { return &Dispatcher{} }
 // Subscribe calls fn for every later role event, in order, on a goroutine of its own. A new
 // listener first receives the latest event, so it learns the current role without a race.
 // The returned cancel stops delivery and waits for fn to return.
-func (d *Dispatcher) Subscribe(fn func(RoleEvent)) (cancel func()) {
+func (d *Dispatcher) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
 	s := &subscription{fn: fn, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
 	d.mu.Lock()
 	if d.last != nil {
@@ -126,7 +71,7 @@ func (d *Dispatcher) Subscribe(fn func(RoleEvent)) (cancel func()) {
 }
 
 // Publish queues events for every listener.
-func (d *Dispatcher) Publish(evs []RoleEvent) {
+func (d *Dispatcher) Publish(evs []dledger.RoleEvent) {
 	if len(evs) == 0 {
 		return
 	}

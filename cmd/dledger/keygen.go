@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dledger-go/dledger/rpc/secure"
+)
+
+const keygenUsage = `usage: dledger keygen FILE
+       dledger keygen --rotate FILE
+
+Without --rotate: write a new group key to FILE (mode 600; an existing file is never
+overwritten). Copy it to every member and start each with --key-file FILE.
+
+With --rotate: FILE is the key file the group uses now (one key). Write a new key into three
+files beside it, one per step of a rotation without downtime:
+  FILE.step1  the current key first (dials), the new one accepted
+  FILE.step2  the new key first, the current one accepted
+  FILE.step3  the new key only
+Roll out each step to every member, restarting one member at a time (the others keep the
+quorum), before starting the next step.
+`
+
+// runKeygen writes a group key file, or the three files of a key rotation.
+func runKeygen(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	rotate := fs.Bool("rotate", false, "write the three files of a key rotation from the current key file")
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), keygenUsage) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, keygenUsage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "dledger keygen: %v\n%s", err, keygenUsage)
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "dledger keygen: want one FILE\n%s", keygenUsage)
+		return 2
+	}
+	path := fs.Arg(0)
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "dledger keygen: %v\n", err)
+		return 1
+	}
+	key, err := secure.GenerateKey()
+	if err != nil {
+		return fail(err)
+	}
+	if !*rotate {
+		if err := secure.WriteKeyFile(path, key); err != nil {
+			return fail(err)
+		}
+		fmt.Fprintf(stdout, "wrote %s (key id %s): copy it to every member (mode 600) and start each with --key-file %s\n",
+			path, secure.KeyID(key), path)
+		return 0
+	}
+	current, err := secure.LoadKeyFile(path)
+	if err != nil {
+		return fail(err)
+	}
+	if current.Len() != 1 {
+		return fail(fmt.Errorf("%s holds %d keys: finish the rotation in progress first (its last step leaves one key)", path, current.Len()))
+	}
+	old := current.Primary()
+	steps := [][][secure.KeySize]byte{{old, key}, {key, old}, {key}}
+	for i := range steps {
+		if _, err := os.Lstat(stepFile(path, i)); err == nil {
+			return fail(fmt.Errorf("%s already exists; not overwriting it", stepFile(path, i)))
+		}
+	}
+	for i, keys := range steps {
+		if err := secure.WriteKeyFile(stepFile(path, i), keys...); err != nil {
+			for j := range i {
+				os.Remove(stepFile(path, j))
+			}
+			return fail(err)
+		}
+	}
+	fmt.Fprintf(stdout, `new key id %s replaces %s. Roll out each step to every member, one member at a time
+(replace its key file, restart it, wait until it follows the leader), before the next step:
+  1. %s  (current key dials, new key accepted)
+  2. %s  (new key dials, current key still accepted)
+  3. %s  (new key only)
+`, secure.KeyID(key), secure.KeyID(old), stepFile(path, 0), stepFile(path, 1), stepFile(path, 2))
+	return 0
+}
+
+func stepFile(path string, i int) string { return fmt.Sprintf("%s.step%d", path, i+1) }

@@ -1,0 +1,71 @@
+// Package driver runs a dledger.Elector in production: the goroutines, the wall clock and the
+// delivery of role events, everything the deterministic core (package dledger) leaves out.
+//
+// Run ticks the elector every MaintainInterval on a wall-clock ticker and hands its role events
+// to a Dispatcher, which fans them out to listeners, each on a goroutine of its own. WallClock
+// and NewRand are the production Clock and Rand. The simulator (dledger/sim) needs none of
+// this: it ticks many electors on virtual time from one goroutine.
+package driver
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+)
+
+// WallClock is the production Clock.
+type WallClock struct{}
+
+func (WallClock) Now() time.Time { return time.Now() }
+
+// NewRand returns a Rand seeded with seed. The runtime's random source is safe for concurrent
+// use; the elector only calls it under its lock anyway.
+func NewRand(seed uint64) dledger.Rand {
+	return &lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (l *lockedRand) Int63n(n int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Int64N(n)
+}
+
+// Run is the StateMaintainer: it calls e.Tick every MaintainInterval and delivers e's role
+// events to d until ctx is done. It returns after both of its goroutines have stopped.
+func Run(ctx context.Context, e *dledger.Elector, d *Dispatcher) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.EventsReady():
+				d.Publish(e.TakeEvents())
+			}
+		}
+	}()
+	t := time.NewTicker(e.Config().MaintainInterval)
+	defer func() {
+		t.Stop()
+		wg.Wait()
+		d.Publish(e.TakeEvents()) // events of the last pass still reach listeners, in order
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.Tick()
+		}
+	}
+}

@@ -1,0 +1,26 @@
+// Package bugs holds the two deliberate bugs the simulator switches on inside an elector, so
+// that its checker can be shown to catch them (dledger/sim/broken_test.go, dledger sim
+// --broken). Each is a state transition that forgets a reset, which nothing outside the elector
+// can reach. Every other deliberate bug is injected from outside the elector, through the
+// simulator's network, store, event stream or observer (dledger/sim/broken.go), so the
+// decision tables carry no test switch at all.
+//
+// The package is internal: only packages under dledger/ can import it, and nothing in the
+// elector's public API mentions it.
+package bugs
+
+// Bugs are the switches; the zero value is a correct elector.
+type Bugs struct {
+	// KeepLostRound: becoming a follower keeps the lost round's ParseResult (the bug the
+	// simulator once found), so a follower that times out later starts a new term at once
+	// instead of probing (breaks L2 in the rejoin scenario).
+	KeepLostRound bool
+	// EndlessTake: a transferee answers but never leaves the take: it keeps the fast vote
+	// interval and REJECT_TAKING_LEADERSHIP (breaks L3).
+	EndlessTake bool
+}
+
+// Set switches b on in elector, which must be a *dledger.Elector (typed any because this
+// package cannot import dledger, which imports it). Package dledger installs it at init; the
+// simulator calls it right after dledger.New.
+var Set func(elector any, b Bugs)

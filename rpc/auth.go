@@ -1,0 +1,163 @@
+package rpc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/dledger-go/dledger/rpc/secure"
+)
+
+// Auth configures peer authentication (package rpc/secure) for a Server or a Client. Either
+// Keys holds the group key, or Insecure says explicitly that there is none: NewServer and
+// NewClient refuse an Auth with neither, and one with both.
+type Auth struct {
+	// Keys is the group key set: the primary key dials, every key is accepted.
+	Keys secure.KeySet
+	// Insecure turns authentication off: frames are plaintext, as before peer authentication,
+	// and anyone who reaches the port can speak for any member (depose the leader, burn votes).
+	Insecure bool
+	// Group and SelfID are this member's group name and id. With Keys both are required: they
+	// are part of the handshake. A Client also sends its hello (a METADATA request as its
+	// first frame on every connection, see the package comment) only when both are set.
+	Group, SelfID string
+	// Members are the ids a Server accepts connections from: the other members of the group.
+	// A Client ignores it.
+	Members []string
+}
+
+func (a *Auth) check() error {
+	switch {
+	case a.Insecure && a.Keys.Len() > 0:
+		return errors.New("rpc: Auth has both Keys and Insecure; choose one")
+	case a.Insecure:
+		return nil
+	case a.Keys.Len() == 0:
+		return errors.New("rpc: peer authentication needs a key set (Auth.Keys), or Auth.Insecure")
+	case a.Group == "" || len(a.Group) > secure.MaxGroupLen:
+		return fmt.Errorf("rpc: Auth.Group %q must be 1 to %d bytes", a.Group, secure.MaxGroupLen)
+	case a.SelfID == "" || len(a.SelfID) > secure.MaxIDLen:
+		return fmt.Errorf("rpc: Auth.SelfID %q must be 1 to %d bytes", a.SelfID, secure.MaxIDLen)
+	}
+	return nil
+}
+
+func (a *Auth) secure() bool { return !a.Insecure }
+
+// Reasons passed to Hooks.OnAuthFailure besides those of package secure (secure.Reason:
+// malformed, plaintext, version, bad_key, unknown_member, wrong_peer, decrypt_failed,
+// exhausted, too_large, other).
+const (
+	// ReasonWrongMember: a request on an authenticated connection carried a localId other
+	// than the member id the connection authenticated as (server; the connection is closed).
+	ReasonWrongMember = "wrong_member"
+	// ReasonHandshakeTimeout: a connection did not complete the handshake and its first
+	// sealed frame within FirstFrameTimeout of opening (server; it is closed). Members do
+	// both at once on connecting, so this is a scan, a flood, or a replayed handshake.
+	ReasonHandshakeTimeout = "handshake_timeout"
+	// ReasonRefused: the peer closed the connection during our handshake (client): it does
+	// not accept our key or our id, or it is at its connection limits.
+	ReasonRefused = "refused"
+)
+
+// AuthFailureReasons lists every reason Hooks.OnAuthFailure reports, so metrics can declare
+// their series up front.
+func AuthFailureReasons() []string {
+	return []string{secure.ReasonMalformed, secure.ReasonPlaintext, secure.ReasonVersion,
+		secure.ReasonBadKey, secure.ReasonUnknownMember, secure.ReasonWrongPeer, secure.ReasonDecrypt,
+		secure.ReasonExhausted, secure.ReasonTooLarge, secure.ReasonOther,
+		ReasonWrongMember, ReasonHandshakeTimeout, ReasonRefused}
+}
+
+var errWrongMember = errors.New("rpc: request localId is not the member the connection authenticated as")
+
+// bodyLimits returns the largest frame body on the wire and the largest plaintext body the
+// encoder may produce. A sealed body is the plaintext plus secure.Overhead and must fit in a
+// Noise message.
+func bodyLimits(maxFrame int, secured bool) (wire, plain int) {
+	if !secured {
+		return maxFrame, maxFrame
+	}
+	wire = min(maxFrame, secure.MaxMessageLen)
+	return wire, wire - secure.Overhead
+}
+
+// sealFrame seals fb's body in place and rewrites its length header. The pooled buffers
+// have room for the tag, so this allocates nothing in steady state.
+func sealFrame(s *secure.Session, fb *frameBuf) error {
+	fb.b = slices.Grow(fb.b, secure.Overhead)
+	body := fb.b[frameHeaderLen:]
+	sealed, err := s.Seal(body[:0], body)
+	if err != nil {
+		return err
+	}
+	fb.b = fb.b[:frameHeaderLen+len(sealed)]
+	binary.BigEndian.PutUint32(fb.b, uint32(len(sealed)))
+	return nil
+}
+
+// appendFrame appends body as one frame (length header, body) to dst.
+func appendFrame(dst, body []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(body)))
+	return append(dst, body...)
+}
+
+// handshake runs the initiator's side on a freshly dialled connection, bounded by deadline:
+// msg1 as the first frame, msg2 as the answer. It returns the session for every later frame.
+func handshake(conn net.Conn, a *Auth, peerID string, deadline time.Time) (*secure.Session, error) {
+	in, msg1, err := secure.NewInitiator(a.Keys, a.Group, a.SelfID, peerID)
+	if err != nil {
+		return nil, err // a configuration error; check() makes it unreachable
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(appendFrame(nil, msg1)); err != nil {
+		return nil, err
+	}
+	var hdr [frameHeaderLen]byte
+	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+		return nil, refusal(err)
+	}
+	n, err := frameLength(hdr[:], secure.MaxHandshakeLen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: msg2 frame of %d bytes", secure.ErrMalformed, binary.BigEndian.Uint32(hdr[:]))
+	}
+	msg2 := make([]byte, n)
+	if _, err := io.ReadFull(conn, msg2); err != nil {
+		return nil, refusal(err)
+	}
+	s, err := in.Finish(msg2)
+	if err != nil {
+		return nil, err
+	}
+	return s, conn.SetDeadline(time.Time{})
+}
+
+// errRefused: the peer closed the connection during the handshake.
+var errRefused = errors.New("rpc: peer closed the connection during the handshake (wrong key or id, or at its connection limits)")
+
+// refusal turns the end of the connection into errRefused; timeouts and other errors pass.
+func refusal(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("%w: %v", errRefused, err)
+	}
+	return err
+}
+
+// authReason names an authentication error for Hooks.OnAuthFailure.
+func authReason(err error) string {
+	switch {
+	case errors.Is(err, errRefused):
+		return ReasonRefused
+	case errors.Is(err, errWrongMember):
+		return ReasonWrongMember
+	}
+	return secure.Reason(err)
+}
