@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Config holds the election timings (SPEC section 5). Names follow DLedger's settings.
+// Config holds the election timings (docs/protocol.md section 6). Names follow DLedger's settings.
 type Config struct {
 	// HeartBeatInterval is the leader's heartbeat period (heartBeatTimeIntervalMs).
 	HeartBeatInterval time.Duration
@@ -25,7 +25,7 @@ type Config struct {
 	MinTakeLeadershipVoteInterval time.Duration
 	MaxTakeLeadershipVoteInterval time.Duration
 	// MaxLeadershipTransferWaitIndex bounds a transferee's lag (the leader's ledger end index
-	// minus the transferee's): the lag must be below it, as in SPEC 6.6 and Java DLedger.
+	// minus the transferee's): the lag must be below it, as in Java DLedger (docs/protocol.md 7.8).
 	MaxLeadershipTransferWaitIndex int64
 	// LeadershipTransferWaitTimeout bounds the transferee's catch-up wait.
 	LeadershipTransferWaitTimeout time.Duration

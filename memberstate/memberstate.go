@@ -1,4 +1,4 @@
-// Package memberstate holds one member's view of its replica group (SPEC.md section 2): who
+// Package memberstate holds one member's view of its replica group (docs/protocol.md section 2): who
 // the peers are, the role, the current term and vote, the known leader and the ledger end,
 // plus the durable store that keeps term and vote across crashes (section 8, D1).
 //
@@ -28,7 +28,7 @@ func (l LedgerEnd) NewerThan(o LedgerEnd) bool {
 }
 
 // MemberState is one member's state. Fields are read through methods; changes go through the
-// SPEC section 2 rules below, which refuse transitions the protocol forbids.
+// rules of docs/protocol.md section 2 below, which refuse transitions the protocol forbids.
 type MemberState struct {
 	group   string
 	selfID  string

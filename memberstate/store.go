@@ -7,7 +7,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// Durable is the part of a member's state that must survive a crash (SPEC 8, D1): the current
+// Durable is the part of a member's state that must survive a crash (docs/protocol.md section 3): the current
 // term and the candidate voted for in it. Without it a restarted member could vote twice in
 // one term (S2) or go back to an older term (S3).
 type Durable struct {

@@ -282,7 +282,7 @@ func decodeMessage[M any](d *msgpack.Decoder, m *M) error {
 // wire integer to the field's narrow type as Go conversions do, so voteResult 257 would read
 // as 1, ACCEPT, and code 2^32+200 as SUCCESS. A value outside the set this version knows
 // reads as UNKNOWN instead (VoteUnknown, CodeUnknown, Role UNKNOWN), the value the protocol
-// already gives an answer that carries no information (SPEC 4.1: a timeout is UNKNOWN), which
+// already gives an answer that carries no information (docs/protocol.md 5.2: a timeout is UNKNOWN), which
 // the elector never counts for anything. We map rather than refuse the frame: refusing would
 // close the connection and fail every other call in flight on it, and would cut off a newer
 // member that added a value, for an answer the elector ignores either way.

@@ -5,10 +5,10 @@
 //
 // Role events and the end of a member: when a started member stops, its listeners receive one
 // last event after every election event, {Role: UNKNOWN, LeaderID: "", Term: the last term}.
-// UNKNOWN is never assigned by the elector (SPEC 2), so it marks "stopped: this member leads
+// UNKNOWN is never assigned by the elector (docs/protocol.md section 2), so it marks "stopped: this member leads
 // nothing"; without it a leader stopped with no hand-over (a one-member group, or a hand-over
 // that failed) would leave its listeners' last event at LEADER and a fencing broker writing.
-// The term is not lower than any term delivered before (SPEC S5). Status reports the same
+// The term is not lower than any term delivered before (invariant S5, docs/protocol.md section 9). Status reports the same
 // role, leader and term after Stop.
 package server
 

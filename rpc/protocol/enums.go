@@ -1,6 +1,6 @@
 // Package protocol holds the election protocol's vocabulary: roles, vote results, round
-// outcomes, response and request codes (SPEC.md section 4), and the messages members exchange
-// (section 3). It does no I/O, so the elector, the simulator and the network layer share it.
+// outcomes, response and request codes (docs/protocol.md section 5), and the messages members exchange
+// (section 4). It does no I/O, so the elector, the simulator and the network layer share it.
 package protocol
 
 import "strconv"
@@ -85,7 +85,7 @@ func AllVoteResults() []VoteResult {
 	return out
 }
 
-// ParseResult is the outcome of one vote round (SPEC 6.2 arbitration).
+// ParseResult is the outcome of one vote round (docs/protocol.md 7.4).
 type ParseResult int8
 
 const (

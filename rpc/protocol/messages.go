@@ -3,7 +3,7 @@ package protocol
 // The msgpack keys below are the wire format: they are stable, and a decoder ignores keys it
 // does not know, so a newer member can talk to an older one. Never rename a key; add new ones.
 
-// Header is carried by every request and response (SPEC 3).
+// Header is carried by every request and response (docs/protocol.md 4.3).
 type Header struct {
 	Group    string       `msgpack:"group"`
 	RemoteID string       `msgpack:"remoteId"` // the target member
@@ -35,7 +35,7 @@ type HeartBeatRequest struct {
 // HeartBeatResponse answers a heartbeat; Term is the receiver's currTerm on EXPIRED_TERM,
 // UNKNOWN_MEMBER and UNEXPECTED_MEMBER. The follower also reports its ledger end: an
 // election-only service has no log replication to learn a follower's lag from, and leadership
-// transfer and preferred leaders need it (SPEC 6.6). Older members omit it; it decodes as 0.
+// transfer and preferred leaders need it (docs/protocol.md 7.8, 7.9). Older members omit it; it decodes as 0.
 type HeartBeatResponse struct {
 	Header         `msgpack:",inline"`
 	LedgerEndTerm  int64 `msgpack:"ledgerEndTerm"`
