@@ -153,34 +153,60 @@ func decodeBody(r *http.Request, fields map[string]any) error {
 	return nil
 }
 
-// readOnlyRoutes are the routes both listeners serve: status, health and metrics. GET routes
-// answer HEAD too (net/http's mux does that); OPTIONS gets 204 with the allowed methods, as
-// load-balancer checks send it.
+// readOnlyRoutes are the routes both listeners serve: status, health and metrics.
 func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		j := ToJSON(s.Status(), time.Now())
 		j.LedgerMode = s.cfg.Ledger.String()
 		writeJSON(w, http.StatusOK, j)
 	})
-	mux.HandleFunc("GET /v1/leader", func(w http.ResponseWriter, r *http.Request) {
-		st := s.Status()
-		body := map[string]any{"leaderId": st.LeaderID, "term": st.Term, "role": st.Role.String()}
-		if st.Role == protocol.LEADER {
-			writeJSON(w, http.StatusOK, body)
-			return
-		}
-		writeJSON(w, http.StatusServiceUnavailable, body)
+	// Health checks for load balancers: 200 when the member is what the route asks, else 503.
+	s.healthRoute(mux, "/v1/leader", func(st dledger.Status) bool { return st.Role == protocol.LEADER })
+	s.healthRoute(mux, "/v1/follower", func(st dledger.Status) bool {
+		return st.Role == protocol.FOLLOWER && st.LeaderID != ""
 	})
+	// Ready: the member knows a leader (it leads or follows one), so the group serves.
+	s.healthRoute(mux, "/readyz", func(st dledger.Status) bool {
+		return st.LeaderID != "" && (st.Role == protocol.LEADER || st.Role == protocol.FOLLOWER)
+	})
+	// Live: the process serves HTTP (whatever its role). GET answers "ok".
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("OPTIONS /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 	})
 	if s.gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	}
 }
 
-// ReadOnlyHandler serves only what reads: GET /v1/status, /v1/leader, /healthz and /metrics.
+// healthRoute serves a health check at path for GET, HEAD (net/http's mux answers HEAD for a
+// GET route) and OPTIONS: HAProxy's "option httpchk" sends OPTIONS by default, and a 405 would
+// mark every member down. The status says it all (200 when ok holds, else 503); GET adds a
+// small JSON body with role, leader and term.
+func (s *Server) healthRoute(mux *http.ServeMux, path string, ok func(dledger.Status) bool) {
+	status := func() (int, dledger.Status) {
+		st := s.Status()
+		if ok(st) {
+			return http.StatusOK, st
+		}
+		return http.StatusServiceUnavailable, st
+	}
+	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+		code, st := status()
+		writeJSON(w, code, map[string]any{"leaderId": st.LeaderID, "term": st.Term, "role": st.Role.String()})
+	})
+	mux.HandleFunc("OPTIONS "+path, func(w http.ResponseWriter, r *http.Request) {
+		code, _ := status()
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+		w.WriteHeader(code)
+	})
+}
+
+// ReadOnlyHandler serves only what reads: /v1/status, the health checks (/v1/leader,
+// /v1/follower, /readyz, /healthz) and /metrics.
 // It is what Config.MetricsAddr listens with.
 func (s *Server) ReadOnlyHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -208,7 +234,9 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 // AdminHandler is the HTTP admin API (also usable on a broker's own HTTP server):
 //
 //	GET  /v1/status   member status as JSON
-//	GET  /v1/leader   200 on the leader, 503 elsewhere (for load-balancer health checks)
+//	GET  /v1/leader   200 on the leader, 503 elsewhere (load-balancer checks; also HEAD, OPTIONS)
+//	GET  /v1/follower 200 on a follower of a known leader, 503 elsewhere
+//	GET  /readyz      200 while the member knows a leader, 503 elsewhere
 //	GET  /healthz     200 while the process serves
 //	PUT  /v1/ledger   {"endTerm":T,"endIndex":I}: the co-located application's ledger end
 //	POST /v1/transfer {"to":"n2"}: hand leadership to n2 (forwarded to the leader)
