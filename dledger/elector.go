@@ -249,7 +249,7 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	case wasLeader:
 		e.log.Warn("leader steps down", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	case was != protocol.CANDIDATE:
-		e.log.Info("becomes candidate", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+		e.log.Info(EventBecomesCandidate, e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	default: // already a candidate: a repeated higher-term request is routine
 		e.log.Debug("candidate notes a term", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	}
@@ -298,7 +298,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	for i := range e.peers {
 		e.peers[i] = peerStatus{}
 	}
-	e.log.Info("becomes leader", e.fields()...)
+	e.log.Info(EventBecomesLeader, e.fields()...)
 	e.emit(now)
 }
 

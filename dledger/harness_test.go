@@ -1,40 +1,20 @@
 package dledger
 
 import (
-	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// fakeClock is a manual clock for unit tests.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// newFakeClock is a manual clock for unit tests, at a fixed start.
+func newFakeClock() *dledgertest.FakeClock { return dledgertest.NewFakeClock(time.Unix(1_000_000, 0)) }
 
 // zeroRand makes every random delay its minimum, so expected times are exact.
-type zeroRand struct{}
-
-func (zeroRand) Int63n(int64) int64 { return 0 }
+var zeroRand = dledgertest.ConstRand{}
 
 type sentVote struct {
 	to   string
@@ -110,17 +90,14 @@ type unit struct {
 	e     *Elector
 	ms    *memberstate.MemberState
 	tr    *recTransport
-	clock *fakeClock
+	clock *dledgertest.FakeClock
 	store *memberstate.MemStore
 	cfg   Config
 }
 
+// peersOf is the group n0..n(n-1) at 127.0.0.1:20911 and up (no socket is opened).
 func peersOf(n int) []memberstate.Peer {
-	var parts []string
-	for i := 0; i < n; i++ {
-		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, 20911+i))
-	}
-	p, err := memberstate.ParsePeers(strings.Join(parts, ";"))
+	p, err := memberstate.ParsePeers(dledgertest.PeersString(dledgertest.Ports(20911, n)))
 	if err != nil {
 		panic(err)
 	}
@@ -147,7 +124,7 @@ func newUnitWithConfig(t *testing.T, n int, store *memberstate.MemStore, cfg Con
 		t.Fatal(err)
 	}
 	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: cfg}
-	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand{}, Transport: u.tr})
+	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,18 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// constRand returns v for every draw, capped at n-1: the re-vote delays and the vote round's
-// random part become exact and can sit at their upper bound.
-type constRand struct{ v int64 }
-
-func (c constRand) Int63n(n int64) int64 { return min(c.v, n-1) }
-
-// maxRand makes every random draw its largest value, n-1.
-var maxRand = constRand{v: 1 << 62}
+// maxRand makes every random draw its largest value, n-1 (dledgertest.ConstRand caps at it):
+// the re-vote delays and the vote round's random part become exact and sit at their upper bound.
+var maxRand = dledgertest.ConstRand{V: 1 << 62}
 
 // newRulesUnit is newUnitWithConfig with a chosen random source.
 func newRulesUnit(t *testing.T, n int, cfg Config, rnd Rand) *unit {
@@ -213,7 +209,7 @@ func TestRulesDuplicateVoteAnswerCountsOnce(t *testing.T) {
 func TestRulesVoteRoundDeadlineBoundary(t *testing.T) {
 	cfg := testConfig()
 	for _, k := range []int64{0, int64(cfg.MaxVoteInterval) / 2, int64(cfg.MaxVoteInterval) - 1} {
-		u := newRulesUnit(t, 3, cfg, constRand{v: k})
+		u := newRulesUnit(t, 3, cfg, dledgertest.ConstRand{V: k})
 		startRound(t, u)
 		deadline := cfg.VoteRoundBase + time.Duration(k)
 		u.clock.Advance(deadline - time.Nanosecond)
@@ -245,9 +241,9 @@ func TestRulesVoteDelayBounds(t *testing.T) {
 			t.Fatalf("delay %v, want in [%v, %v)%s", d, lo, hi, map[bool]string{true: " and = min"}[wantMin])
 		}
 	}
-	check(t, zeroRand{}, false, cfg.MinVoteInterval, cfg.MaxVoteInterval, true)
+	check(t, zeroRand, false, cfg.MinVoteInterval, cfg.MaxVoteInterval, true)
 	check(t, maxRand, false, cfg.MinVoteInterval, cfg.MaxVoteInterval, false)
-	check(t, zeroRand{}, true, cfg.MinTakeLeadershipVoteInterval, cfg.MaxTakeLeadershipVoteInterval, true)
+	check(t, zeroRand, true, cfg.MinTakeLeadershipVoteInterval, cfg.MaxTakeLeadershipVoteInterval, true)
 	check(t, maxRand, true, cfg.MinTakeLeadershipVoteInterval, cfg.MaxTakeLeadershipVoteInterval, false)
 
 	// And as the candidate pass sees it: a lost round schedules the next one within the bound.
@@ -258,5 +254,27 @@ func TestRulesVoteDelayBounds(t *testing.T) {
 	}
 	if next := u.e.nextTimeToRequestVote.Sub(u.clock.Now()); next < cfg.MinVoteInterval || next >= cfg.MaxVoteInterval {
 		t.Fatalf("next vote in %v, want in [%v, %v)", next, cfg.MinVoteInterval, cfg.MaxVoteInterval)
+	}
+}
+
+// A vote is durable before it leaves: a crash between the fsync and the send keeps it.
+func TestCrashBetweenPersistingAVoteAndSendingItKeepsTheVote(t *testing.T) {
+	store := memberstate.NewMemStore()
+	u := newUnit(t, 3, store)
+	u.setTerm(4, "")
+	if r := u.e.HandleVote(voteReq("n1", 4, -1, -1)); r.VoteResult != protocol.VoteAccept {
+		t.Fatal(r.VoteResult)
+	}
+	// The process dies before the ACCEPT leaves: the response is lost with it.
+	store.Crash()
+	u2 := newUnit(t, 3, store)
+	if st := u2.e.Status(); st.Term != 4 || st.VoteFor != "n1" {
+		t.Fatalf("restarted at term %d voteFor %q", st.Term, st.VoteFor)
+	}
+	if r := u2.e.HandleVote(voteReq("n2", 4, -1, -1)); r.VoteResult != protocol.VoteRejectAlreadyVoted {
+		t.Fatalf("restarted member granted n2 in the same term: %v", r.VoteResult)
+	}
+	if r := u2.e.HandleVote(voteReq("n1", 4, -1, -1)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("re-grant to the original candidate: %v", r.VoteResult)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -16,8 +17,8 @@ import (
 
 func TestRoleEventsDriveGaugesAndElectionDuration(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	clock := time.Unix(100, 0)
-	m, err := New(reg, "g", "n0", func() time.Time { return clock })
+	clock := dledgertest.NewFakeClock(time.Unix(100, 0))
+	m, err := New(reg, "g", "n0", clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func TestRoleEventsDriveGaugesAndElectionDuration(t *testing.T) {
 		t.Fatal("gauges do not show leader at term 1")
 	}
 	m.OnRoleEvent(dledger.RoleEvent{Seq: 3, Term: 1, Role: protocol.CANDIDATE, At: t0.Add(time.Second)})
-	clock = t0.Add(1500 * time.Millisecond)
+	clock.Set(t0.Add(1500 * time.Millisecond))
 	if got := m.leaderlessSeconds(); got < 0.799 || got > 0.801 {
 		t.Fatalf("leaderless while leaderless = %v, want 0.3 + 0.5", got)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -34,16 +35,10 @@ var gnetPool = []goleak.Option{
 // that something happens, never how fast, so a busy 2-core machine does not make them flaky.
 const waitTimeout = 10 * time.Second
 
-// eventually polls cond until it holds or waitTimeout passes.
+// eventually polls cond until it holds or waitTimeout passes (dledgertest.Eventually).
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	dledgertest.Eventually(t, waitTimeout, what, cond)
 }
 
 // waitGroup waits for wg, failing the test (instead of hanging it) after waitTimeout.

@@ -72,7 +72,7 @@ func TestHAProxySnippetChecksFindTheRightMembers(t *testing.T) {
 	for i, s := range g.servers {
 		id := fmt.Sprintf("n%d", i)
 		for path, want := range map[string]int{"/healthz": 200, "/readyz": 200,
-			"/v1/leader": map[bool]int{true: 200, false: 503}[id == leader],
+			"/v1/leader":   map[bool]int{true: 200, false: 503}[id == leader],
 			"/v1/follower": map[bool]int{true: 503, false: 200}[id == leader]} {
 			for _, method := range []string{"GET", "HEAD", "OPTIONS"} {
 				if got := rawCheck(t, s.HTTPAddr(), method, path); got != want {

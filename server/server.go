@@ -276,7 +276,7 @@ func (s *Server) Start() error {
 	}()
 	s.state = 1
 	st := s.elector.Status()
-	s.log.Info("member started", zap.String("rpc", s.rpcSrv.Addr()), zap.String("http", s.HTTPAddr()),
+	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.rpcSrv.Addr()), zap.String("http", s.HTTPAddr()),
 		zap.Int64("term", st.Term), zap.String("voteFor", st.VoteFor), zap.Stringer("role", st.Role),
 		zap.Strings("peerKeyIds", s.cfg.Keys.IDs())) // the primary first; ids are safe to log
 	if s.cfg.Insecure {

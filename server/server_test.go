@@ -17,37 +17,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/rpc/secure"
 )
 
-// freePorts reserves n loopback ports by listening on port 0, then releases them.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
-}
+// freePorts and peersString are the shared test helpers (dledgertest), under the names this
+// package's tests use.
+func freePorts(t testing.TB, n int) []int { return dledgertest.FreePorts(t, n) }
 
-func peersString(ports []int) string {
-	var parts []string
-	for i, p := range ports {
-		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, p))
-	}
-	return strings.Join(parts, ";")
-}
+func peersString(ports []int) string { return dledgertest.PeersString(ports) }
 
 // fastTimings keep tests quick: a 300 ms failure detector.
 func fastTimings() dledger.Config {
@@ -135,32 +115,29 @@ func (g *group) stop(i int) {
 }
 
 // awaitLeader polls until exactly one running member leads and a quorum of running members
-// follow it at its term, or fails after limit.
+// follow it at its term (dledgertest.StableLeader), or fails after limit. With not set, that
+// leader must be another member.
 func (g *group) awaitLeader(limit time.Duration, not string) (string, int64) {
 	g.t.Helper()
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		var leaders []dledger.Status
-		for i, s := range g.servers {
-			if st := s.Status(); !g.stopped[i] && st.Role == protocol.LEADER {
-				leaders = append(leaders, st)
-			}
-		}
-		if len(leaders) == 1 && leaders[0].SelfID != not {
-			followers := 0
-			for i, s := range g.servers {
-				if st := s.Status(); !g.stopped[i] && st.LeaderID == leaders[0].SelfID && st.Term == leaders[0].Term {
-					followers++
-				}
-			}
-			if followers >= len(g.servers)/2+1 {
-				return leaders[0].SelfID, leaders[0].Term
-			}
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a wait-and-hope
+	var id string
+	var term int64
+	dledgertest.Eventually(g.t, limit, "a single leader followed by a quorum", func() bool {
+		var ok bool
+		id, term, ok = dledgertest.StableLeader(g.view(), len(g.servers))
+		return ok && id != not
+	})
+	return id, term
+}
+
+// view is what StableLeader needs of every member; stopped members are down.
+func (g *group) view() []dledgertest.Member {
+	var v []dledgertest.Member
+	for i, s := range g.servers {
+		st := s.Status()
+		v = append(v, dledgertest.Member{ID: st.SelfID, Up: !g.stopped[i], Leading: st.Role == protocol.LEADER,
+			LeaderID: st.LeaderID, Term: st.Term})
 	}
-	g.t.Fatalf("no single leader within %v", limit)
-	return "", 0
+	return v
 }
 
 // awaitAllFollow waits until one member leads and every running member follows it at its

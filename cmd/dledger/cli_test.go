@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/secure"
 )
@@ -26,7 +27,7 @@ func TestServerExitCodesAndOneLineErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	free := loopbackPorts(t, 2)
+	free := dledgertest.FreePorts(t, 2)
 	peer := func(id string, port int) string { return fmt.Sprintf("%s-127.0.0.1:%d", id, port) }
 	ok1 := peer("n0", free[0]) + ";" + peer("n1", free[1])
 	corrupt := t.TempDir()

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
@@ -26,24 +26,6 @@ func buildBinary(t *testing.T, dir string) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-func loopbackPorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
 }
 
 type procGroup struct {
@@ -102,39 +84,23 @@ func (g *procGroup) status(i int) (server.StatusJSON, error) {
 	return fetchStatus(&http.Client{Timeout: 500 * time.Millisecond}, g.https[i])
 }
 
-// awaitLeader polls every live member until exactly one leads and a quorum follows it.
+// awaitLeader polls every live member until exactly one leads and a quorum of the group
+// follows it at its term (dledgertest.StableLeader).
 func (g *procGroup) awaitLeader(limit time.Duration) (string, int64) {
 	g.t.Helper()
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		votes := map[string]int{}
-		terms := map[string]int64{}
-		leaders := 0
+	return dledgertest.AwaitLeader(g.t, limit, len(g.procs), func() []dledgertest.Member {
+		var v []dledgertest.Member
 		for i, p := range g.procs {
 			if p == nil {
 				continue
 			}
-			st, err := g.status(i)
-			if err != nil {
-				continue
-			}
-			if st.Role == "LEADER" {
-				leaders++
-			}
-			if st.LeaderID != "" {
-				votes[st.LeaderID]++
-				terms[st.LeaderID] = st.Term
+			if st, err := g.status(i); err == nil {
+				v = append(v, dledgertest.Member{ID: st.SelfID, Up: true, Leading: st.Role == "LEADER",
+					LeaderID: st.LeaderID, Term: st.Term})
 			}
 		}
-		for id, n := range votes {
-			if leaders == 1 && n >= len(g.procs)/2+1 {
-				return id, terms[id]
-			}
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
-	g.t.Fatalf("no leader within %v", limit) // the logs' tails are printed by the cleanup
-	return "", 0
+		return v
+	})
 }
 
 // keepLogsOnFailure prints the tail of every member's log if the test fails: the logs live in
@@ -189,15 +155,13 @@ func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
 	}
 	dir := t.TempDir()
 	g := &procGroup{t: t, bin: buildBinary(t, dir), procs: make([]*exec.Cmd, 3), keyFile: writeGroupKey(t, dir)}
-	ports := loopbackPorts(t, 6)
-	var parts []string
+	ports := dledgertest.FreePorts(t, 6)
+	g.peers = dledgertest.PeersString(ports[:3])
 	for i := 0; i < 3; i++ {
-		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, ports[i]))
 		g.dirs = append(g.dirs, filepath.Join(dir, fmt.Sprintf("n%d", i)))
 		g.https = append(g.https, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
 		g.logs = append(g.logs, filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
 	}
-	g.peers = strings.Join(parts, ";")
 	g.keepLogsOnFailure()
 	t.Cleanup(func() {
 		for i, p := range g.procs {

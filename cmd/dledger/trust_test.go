@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -25,15 +26,13 @@ func newProcGroup(t *testing.T, n int, extra ...string) *procGroup {
 	dir := t.TempDir()
 	g := &procGroup{t: t, bin: buildBinary(t, dir), procs: make([]*exec.Cmd, n), extra: extra,
 		keyFile: writeGroupKey(t, dir)}
-	ports := loopbackPorts(t, 2*n)
-	var parts []string
+	ports := dledgertest.FreePorts(t, 2*n)
+	g.peers = dledgertest.PeersString(ports[:n])
 	for i := 0; i < n; i++ {
-		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, ports[i]))
 		g.dirs = append(g.dirs, filepath.Join(dir, fmt.Sprintf("n%d", i)))
 		g.https = append(g.https, fmt.Sprintf("127.0.0.1:%d", ports[n+i]))
 		g.logs = append(g.logs, filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
 	}
-	g.peers = strings.Join(parts, ";")
 	g.keepLogsOnFailure()
 	t.Cleanup(func() {
 		for i, p := range g.procs {

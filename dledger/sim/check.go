@@ -145,6 +145,7 @@ func (c *checker) takeEvents(m *member) {
 			return
 		}
 		c.evSeq[m.idx] = seqAt{inc: m.inc, seq: ev.Seq}
+		c.s.harness.keep(m, ev)
 		if ev.Role == protocol.LEADER {
 			c.newLeader(m, ev.Term)
 		}

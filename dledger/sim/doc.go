@@ -29,4 +29,9 @@
 // across restarts. L1 and L2 are checked by the phases that set them up; L3 checks that every
 // leadership transfer an admin asks for is answered within L3Bound, and that no transferee is
 // still taking leadership L3Bound after the request reached it (transfer.go).
+//
+// Cluster (cluster.go) is the same members, network, queue and checker without the fault
+// schedule: scenario tests (dledger's TestScenario*) crash, cut off, stop and resume members,
+// set ledgers and ask for transfers themselves, on exact one-way delays, with S1-S5 checked
+// after every event.
 package sim

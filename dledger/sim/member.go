@@ -32,6 +32,10 @@ type member struct {
 	// unreported: a restarted sidecar whose storage has not reported the ledger to the elector
 	// yet (start.go); ledger changes meanwhile reach only m.ledger.
 	unreported bool
+	// stopped: the process is frozen (SIGSTOP, Cluster.Stop): it makes no pass, and what reaches
+	// it waits in held, as in its socket buffers, until Cluster.Resume. Never set in Run.
+	stopped bool
+	held    []func()
 }
 
 // memberStore is the Store a member's MemberState writes to: its MemStore (which outlives
@@ -68,13 +72,14 @@ func (s *sim) startMember(m *member) error {
 	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
 	ep := &endpoint{s: s, m: m, inc: m.inc}
 	e, err := dledger.New(s.cfg, ms, s.electorOptions(dledger.Options{Clock: vclock{s}, Rand: rnd, Transport: ep,
-		LedgerFromStorage: s.sidecar}, ep))
+		LedgerFromStorage: s.sidecar || s.harness.fromStorage()}, ep))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}
 	bugs.Set(e, s.opt.Broken.bugs())
 	m.ms, m.e, m.up = ms, e, true
 	switch {
+	case s.harness != nil && m.unreported: // Cluster.RestartUnreported: the test reports later
 	case s.sidecar && m.inc > 0: // a restart (inc counts crashes): the report comes later
 		s.reportLater(m)
 	default:
@@ -83,10 +88,16 @@ func (s *sim) startMember(m *member) error {
 		}
 	}
 	s.touch(m)
-	// A random phase within the first pass, so members do not tick in lockstep.
+	// A random phase within the first pass, so members do not tick in lockstep; a Cluster's
+	// members pass together, on one grid.
+	var first time.Duration
+	if s.harness == nil {
+		first = time.Duration(s.rngFault.Int64N(int64(s.cfg.MaintainInterval)))
+	} else {
+		first = s.cfg.MaintainInterval - s.now%s.cfg.MaintainInterval
+	}
 	s.seq++
-	s.q.push(event{at: s.now + time.Duration(s.rngFault.Int64N(int64(s.cfg.MaintainInterval))),
-		seq: s.seq, tick: true, m: m, inc: m.inc})
+	s.q.push(event{at: s.now + first, seq: s.seq, tick: true, m: m, inc: m.inc})
 	return nil
 }
 
@@ -96,8 +107,10 @@ func (s *sim) tick(m *member, inc int) {
 	if !m.up || m.inc != inc {
 		return
 	}
-	s.touch(m)
-	m.e.Tick()
+	if !m.stopped {
+		s.touch(m)
+		m.e.Tick()
+	}
 	s.seq++
 	s.q.push(event{at: s.now + s.cfg.MaintainInterval, seq: s.seq, tick: true, m: m, inc: inc})
 }
@@ -115,6 +128,7 @@ func (s *sim) crash(m *member) {
 	held := memberstate.Durable{Term: m.ms.CurrTerm(), VoteFor: m.ms.VoteFor()}
 	written, _ := m.store.Load()
 	m.up, m.e, m.ms = false, nil, nil
+	m.stopped, m.held = false, nil // a killed process loses what waited in its sockets
 	m.inc++
 	m.store.Crash()
 	if written != held {

@@ -118,6 +118,10 @@ func transmit[Req any, Resp any](s *sim, c *call, timeout time.Duration, req Req
 				s.tr.add(record{at: s.now, kind: rDrop, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id, note: why})
 				return
 			}
+			if c.to.stopped {
+				c.to.held = append(c.to.held, func() { handle(c.to, c, req, func(resp Resp) { respond(s, c, resp, done) }) })
+				return
+			}
 			handle(c.to, c, req, func(resp Resp) { respond(s, c, resp, done) })
 		})
 	}
@@ -131,6 +135,10 @@ func expire[Resp any](s *sim, c *call, timeout time.Duration, done func(Resp, er
 		}
 		s.tr.add(record{at: s.now, kind: rTimeout, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id})
 		var zero Resp
+		if c.from.stopped {
+			c.from.held = append(c.from.held, func() { done(zero, errTimeout) })
+			return
+		}
 		s.touch(c.from)
 		done(zero, errTimeout)
 	})
@@ -152,6 +160,10 @@ func respond[Resp any](s *sim, c *call, resp Resp, done func(Resp, error)) {
 			return
 		}
 		s.tr.add(record{at: s.now, kind: rResp, msg: c.msg, a: int8(c.to.idx), b: int8(c.from.idx), call: c.id})
+		if c.from.stopped {
+			c.from.held = append(c.from.held, func() { done(resp, nil) })
+			return
+		}
 		s.touch(c.from)
 		done(resp, nil)
 	})

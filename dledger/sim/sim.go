@@ -54,6 +54,8 @@ type sim struct {
 	phaseID   int   // bumped at every phase change; stale phase events do nothing
 	preCycles int   // rejoin scenario: chaos cycles left before the L2 watch
 	touched   uint8 // members whose elector ran in this event (bit = index)
+	// harness is set when a Cluster drives the run (cluster.go), nil in Run.
+	harness *harness
 }
 
 // Run simulates one seed. The error is for invalid options only; a broken invariant is
@@ -71,6 +73,28 @@ func Run(o Options) (Result, error) {
 }
 
 func newSim(o Options, cfg dledger.Config) *sim {
+	s := newGroup(o, cfg)
+	stream, ids := s.stream, s.tr.ids
+	if o.Trace != nil { // a header per seed, so a multi-seed trace can be split and searched
+		fmt.Fprintf(o.Trace, "=== seed %d members=%d profile=%s scenario=%s\n", o.Seed, o.Members, o.Profile, o.Scenario)
+	}
+	s.leaderOnly = o.Scenario == ScenarioRejoin && stream(6).IntN(2) == 0
+	// Half the chaos runs pin a preferred leader (SPEC 6.6), so its hand-overs meet every fault.
+	// A stream of its own leaves the rest of the seed's schedule as it was. Not in the rejoin
+	// scenario, whose L2 check counts every leader change.
+	if r := stream(5); o.Scenario == ScenarioChaos && r.IntN(2) == 0 {
+		s.preferred = ids[r.IntN(o.Members)]
+		s.cfg.PreferredLeaderIDs = []string{s.preferred}
+		s.tr.add(record{at: 0, kind: rPhase, a: -1, b: -1, note: "preferred leader " + s.preferred})
+	}
+	s.chooseStart(7, 8)
+	return s
+}
+
+// newGroup is what a Run and a Cluster share: the random streams, the members (down, with
+// empty ledgers), the tracer, a calm network and the checker. Nothing here draws a random
+// number or writes a trace record.
+func newGroup(o Options, cfg dledger.Config) *sim {
 	s := &sim{opt: o, cfg: cfg, quorum: memberstate.QuorumSize(o.Members)}
 	stream := s.stream
 	s.rngFault, s.rngNet, s.rngLedger, s.rngDisk = stream(1), stream(2), stream(3), stream(4)
@@ -87,24 +111,11 @@ func newSim(o Options, cfg dledger.Config) *sim {
 	}
 	s.peers = peers
 	s.tr = newTracer(o.Trace, ids)
-	if o.Trace != nil { // a header per seed, so a multi-seed trace can be split and searched
-		fmt.Fprintf(o.Trace, "=== seed %d members=%d profile=%s scenario=%s\n", o.Seed, o.Members, o.Profile, o.Scenario)
-	}
-	s.leaderOnly = o.Scenario == ScenarioRejoin && stream(6).IntN(2) == 0
-	// Half the chaos runs pin a preferred leader (SPEC 6.6), so its hand-overs meet every fault.
-	// A stream of its own leaves the rest of the seed's schedule as it was. Not in the rejoin
-	// scenario, whose L2 check counts every leader change.
-	if r := stream(5); o.Scenario == ScenarioChaos && r.IntN(2) == 0 {
-		s.preferred = ids[r.IntN(o.Members)]
-		s.cfg.PreferredLeaderIDs = []string{s.preferred}
-		s.tr.add(record{at: 0, kind: rPhase, a: -1, b: -1, note: "preferred leader " + s.preferred})
-	}
 	for i, id := range ids {
 		st := memberstate.NewMemStore()
 		st.ForgetOnCrash(o.Broken == BrokenForgetOnCrash)
 		s.members = append(s.members, &member{idx: i, id: id, store: st, ledger: memberstate.EmptyLedger})
 	}
-	s.chooseStart(7, 8)
 	s.net = newNetwork(o.Members, o.RPCTimeout)
 	s.chk = newChecker(s)
 	return s
@@ -147,22 +158,27 @@ func (s *sim) run() error {
 		s.beginHeal("start")
 	}
 	for s.q.len() > 0 && s.violation == nil && !s.finished {
-		ev := s.q.pop()
-		s.now = ev.at
-		s.steps++
-		if ev.tick {
-			s.tick(ev.m, ev.inc)
-		} else {
-			ev.fn()
-		}
-		if s.violation == nil {
-			s.check()
-		}
-		if s.steps >= maxSteps && s.violation == nil {
-			s.fail("SIM", "the run did not end within %d steps", maxSteps)
-		}
+		s.step()
 	}
 	return nil
+}
+
+// step runs the next event and checks the invariants after it.
+func (s *sim) step() {
+	ev := s.q.pop()
+	s.now = ev.at
+	s.steps++
+	if ev.tick {
+		s.tick(ev.m, ev.inc)
+	} else {
+		ev.fn()
+	}
+	if s.violation == nil {
+		s.check()
+	}
+	if s.steps >= maxSteps && s.violation == nil {
+		s.fail("SIM", "the run did not end within %d steps", maxSteps)
+	}
 }
 
 // fail stops the run with a violation (the first one wins).

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -27,8 +27,8 @@ func (r trialResult) needless() int { return max(len(r.leaders)-1, 0) }
 
 func (r trialResult) termDelta() int64 { return r.key.term - r.old.term }
 
-func (r trialResult) progressLine(i int, o benchOptions) string {
-	head := fmt.Sprintf("trial %d/%d:", i, o.trials)
+func (r trialResult) progressLine(i int, o Options) string {
+	head := fmt.Sprintf("trial %d/%d:", i, o.Trials)
 	if r.failed != "" {
 		return head + " FAILED: " + r.failed
 	}
@@ -38,7 +38,7 @@ func (r trialResult) progressLine(i int, o benchOptions) string {
 	if r.needless() > 0 {
 		fmt.Fprintf(&b, " %v", r.leaders)
 	}
-	if o.scenario != scenarioColdStart {
+	if o.Scenario != ScenarioColdStart {
 		fmt.Fprintf(&b, "  rejoin_changes=%d", r.rejoinChanges)
 	}
 	return b.String()
@@ -118,7 +118,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // summaryLine is the last line of a run; scripts parse it, so fields are only ever added at
 // the end.
-func (s *benchStats) summaryLine(o benchOptions) string {
+func (s *benchStats) summaryLine(o Options) string {
 	sorted := append([]time.Duration(nil), s.elapsed...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 	var sum time.Duration
@@ -141,7 +141,7 @@ func (s *benchStats) summaryLine(o benchOptions) string {
 	return fmt.Sprintf("bench: scenario=%s members=%d profile=%s trials=%d p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f detect_ms=%d"+
 		" min_ms=%.1f mean_ms=%.1f failed=%d needless_changes=%d mean_term_delta=%.2f mean_rounds=%.2f rejoin_changes=%d"+
 		" mean_detect_phase_ms=%.1f mean_elect_phase_ms=%.1f mean_spread_phase_ms=%.1f idle_changes=%d",
-		o.scenario, o.members, o.profile, s.trials,
+		o.Scenario, o.Members, o.Profile, s.trials,
 		percentile(sorted, 50), percentile(sorted, 90), percentile(sorted, 99), percentile(sorted, 100),
 		o.cfg.DetectionWindow().Milliseconds(),
 		percentile(sorted, 0), mean, s.failed, s.needless, meanTerm, meanRounds, s.rejoin,

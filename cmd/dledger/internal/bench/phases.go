@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -8,13 +8,16 @@ import (
 	"math"
 	"os"
 	"time"
+
+	"github.com/dledger-go/dledger/dledger"
 )
 
-// phases splits one measured failover by what the members' own logs say (info level):
+// phases splits one measured failover by what the members' own logs say (info level; the
+// messages are dledger's Event* constants):
 //
-//	detect  fault -> the first member gives up on the leader ("becomes candidate");
-//	        for a cold start: first process start -> the last member is up ("member started")
-//	elect   -> the winner "becomes leader"
+//	detect  fault -> the first member gives up on the leader (EventBecomesCandidate);
+//	        for a cold start: first process start -> the last member is up (EventMemberStarted)
+//	elect   -> the winner becomes leader (EventBecomesLeader, with its self and term)
 //	spread  -> a quorum reports it to the benchmark (its first heartbeat, plus polling)
 //
 // It is how a number that is longer than the timings allow gets explained: is the time in
@@ -65,17 +68,17 @@ func (b *bench) readPhases(idxs []int, offsets []int64, t0 time.Time, r trialRes
 			t := l.time()
 			switch {
 			case t.Before(t0):
-			case l.Msg == "becomes candidate" && (firstCandidate.IsZero() || t.Before(firstCandidate)):
+			case l.Msg == dledger.EventBecomesCandidate && (firstCandidate.IsZero() || t.Before(firstCandidate)):
 				firstCandidate = t
-			case l.Msg == "member started" && t.After(lastStarted):
+			case l.Msg == dledger.EventMemberStarted && t.After(lastStarted):
 				lastStarted = t
-			case l.Msg == "becomes leader" && l.Self == r.key.id && l.Term == r.key.term:
+			case l.Msg == dledger.EventBecomesLeader && l.Self == r.key.id && l.Term == r.key.term:
 				leader = t
 			}
 		})
 	}
 	mark := firstCandidate
-	if b.opts.scenario == scenarioColdStart {
+	if b.opts.Scenario == ScenarioColdStart {
 		mark = lastStarted
 	}
 	if mark.IsZero() || leader.IsZero() || leader.Before(mark) {

@@ -1,7 +1,6 @@
-package main
+package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -235,9 +233,9 @@ func describeAll(latest map[int]server.StatusJSON) string {
 func (b *bench) measure(ctx context.Context, live []int, old leaderKey, t0 time.Time, logOffsets []int64) (trialResult, error) {
 	t := newTracker(b.c.size(), old)
 	r := trialResult{old: old}
-	err := b.watch(ctx, live, b.opts.poll, t0.Add(b.opts.timeout), t.observe)
+	err := b.watch(ctx, live, b.opts.Poll, t0.Add(b.opts.Timeout), t.observe)
 	if errors.Is(err, errDeadline) {
-		r.failed = fmt.Sprintf("no quorum agreed on a new leader within %v (%s)", b.opts.timeout, t.describe())
+		r.failed = fmt.Sprintf("no quorum agreed on a new leader within %v (%s)", b.opts.Timeout, t.describe())
 		b.c.note("trial failed: %s", r.failed)
 		return r, nil
 	}
@@ -246,7 +244,7 @@ func (b *bench) measure(ctx context.Context, live []int, old leaderKey, t0 time.
 	}
 	r.key, r.elapsed = t.converged, t.convergedAt.Sub(t0)
 	b.c.note("quorum agrees on %s after %.1f ms", r.key, ms(r.elapsed))
-	err = b.watch(ctx, live, b.opts.poll, time.Now().Add(b.opts.settle), func(o observation) bool {
+	err = b.watch(ctx, live, b.opts.Poll, time.Now().Add(b.opts.Settle), func(o observation) bool {
 		t.observe(o)
 		return false
 	})
@@ -334,89 +332,4 @@ func containsKey(ks []leaderKey, k leaderKey) bool {
 		}
 	}
 	return false
-}
-
-// roundCounts sums the members' election counters: vote rounds by ParseResult
-// (dledger_elections_total) and the answers candidates received by VoteResult
-// (dledger_vote_responses_total). ok is false if a member could not be scraped.
-type roundCounts struct {
-	ok      bool
-	results map[string]float64
-	answers map[string]float64
-}
-
-const (
-	metricRounds  = "dledger_elections_total"
-	metricAnswers = "dledger_vote_responses_total"
-)
-
-// scrapeRounds reads /metrics of members idxs.
-func (b *bench) scrapeRounds(idxs []int) roundCounts {
-	rc := roundCounts{ok: true, results: map[string]float64{}, answers: map[string]float64{}}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for _, i := range idxs {
-		if err := b.scrapeMember(ctx, b.c.members[i].httpAddr, rc); err != nil {
-			rc.ok = false
-		}
-	}
-	return rc
-}
-
-func (b *bench) scrapeMember(ctx context.Context, addr string, rc roundCounts) error {
-	resp, err := b.poller.get(ctx, addr, "/metrics")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
-	sc.Buffer(make([]byte, 64<<10), 64<<10)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, metricRounds+"{"):
-			addSample(line, rc.results)
-		case strings.HasPrefix(line, metricAnswers+"{"):
-			addSample(line, rc.answers)
-		}
-	}
-	return sc.Err()
-}
-
-// addSample adds a Prometheus text line `name{...,result="X",...} value` to into["X"].
-func addSample(line string, into map[string]float64) {
-	const label = `result="`
-	i := strings.Index(line, label)
-	sp := strings.LastIndexByte(line, ' ')
-	if i < 0 || sp < 0 {
-		return
-	}
-	rest := line[i+len(label):]
-	j := strings.IndexByte(rest, '"')
-	v, err := strconv.ParseFloat(line[sp+1:], 64)
-	if j < 0 || err != nil {
-		return
-	}
-	into[rest[:j]] += v
-}
-
-// minus is the change since before.
-func (rc roundCounts) minus(before roundCounts) roundCounts {
-	out := roundCounts{ok: rc.ok && before.ok, results: map[string]float64{}, answers: map[string]float64{}}
-	for k, v := range rc.results {
-		out.results[k] = v - before.results[k]
-	}
-	for k, v := range rc.answers {
-		out.answers[k] = v - before.answers[k]
-	}
-	return out
-}
-
-// total is the number of vote rounds.
-func (rc roundCounts) total() float64 {
-	var n float64
-	for _, v := range rc.results {
-		n += v
-	}
-	return n
 }

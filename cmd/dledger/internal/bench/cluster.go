@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ func (m *member) running() bool {
 // this process dies first (see procAttr), and they run in their own process group so a
 // terminal's Ctrl-C reaches only the benchmark, which then cleans up in order.
 type cluster struct {
-	opts benchOptions
+	opts Options
 	dir  string
 
 	mu      sync.Mutex
@@ -60,12 +60,12 @@ type cluster struct {
 	members []*member
 }
 
-func newCluster(o benchOptions, dir string) *cluster { return &cluster{opts: o, dir: dir} }
+func newCluster(o Options, dir string) *cluster { return &cluster{opts: o, dir: dir} }
 
 // layout assigns ids, free loopback ports and fresh data dirs under dir/sub for a new group.
 // All members must be stopped.
 func (c *cluster) layout(sub string) error {
-	ports, err := freePorts(2 * c.opts.members)
+	ports, err := freePorts(2 * c.opts.Members)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (c *cluster) layout(sub string) error {
 	if err := secure.WriteKeyFile(keyFile, key); err != nil {
 		return err
 	}
-	ms := make([]*member, c.opts.members)
+	ms := make([]*member, c.opts.Members)
 	var parts []string
 	for i := range ms {
 		id := fmt.Sprintf("n%d", i)
@@ -201,9 +201,9 @@ func (c *cluster) start(i int) error {
 	}
 	defer logf.Close() // the child has its own copy of the descriptor
 	fmt.Fprintf(logf, "=== bench: start %s at %s\n", m.id, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.opts.binary, "server", "--group", c.opts.group, "--id", m.id,
+	cmd := exec.Command(c.opts.Binary, "server", "--group", c.opts.Group, "--id", m.id,
 		"--peers", c.peers, "--data-dir", m.dataDir, "--http", m.httpAddr, "--key-file", c.keyFile,
-		"--profile", c.opts.profile, "--log-level", c.opts.logLevel)
+		"--profile", c.opts.Profile, "--log-level", c.opts.LogLevel)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
