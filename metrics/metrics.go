@@ -52,7 +52,7 @@ var Names = []string{
 	"dledger_leaderless_seconds_total", "dledger_ledger_end_index", "dledger_ledger_end_term",
 	"dledger_ledger_known",
 	"dledger_rpc_errors_total", "dledger_rpc_bad_frames_total", "dledger_auth_failures_total",
-	"dledger_leadership_transfers_total",
+	"dledger_leadership_transfers_total", "dledger_build_info",
 }
 
 // New creates the collectors with const labels group and self_id and registers them on reg.
@@ -107,6 +107,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	// dledger_ledger_known stays 0 until the elector says otherwise (dledger.New does, at once).
 	leaderless := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dledger_leaderless_seconds_total",
 		ConstLabels: cl, Help: "Total time this member knew no leader."}, m.leaderlessSeconds)
+	buildInfo := newBuildInfo(cl, ReadBuild())
 	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
 		m.role.WithLabelValues(r.String())
 	}
@@ -128,7 +129,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	m.reg = reg
 	for _, col := range []prometheus.Collector{m.term, m.role, m.isLeader, m.leaderChanges, m.elections,
 		m.voteResponses, m.votesGranted, m.heartBeatResponses, m.electionDuration, m.ledgerEndIndex,
-		m.ledgerEndTerm, m.ledgerKnown, m.rpcErrors, m.badFrames, m.authFailures, m.transfers, leaderless} {
+		m.ledgerEndTerm, m.ledgerKnown, m.rpcErrors, m.badFrames, m.authFailures, m.transfers, leaderless, buildInfo} {
 		if err := reg.Register(col); err != nil {
 			m.Unregister()
 			return nil, err
@@ -136,6 +137,24 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		m.registered = append(m.registered, col)
 	}
 	return m, nil
+}
+
+// newBuildInfo is dledger_build_info: always 1, the build in its labels, as Prometheus's own
+// *_build_info. It carries group and self_id like every other series of the member: a
+// registry shared by several members (a broker) then holds one series per member instead of
+// refusing the second registration, and it goes with the member's other series on Unregister.
+func newBuildInfo(cl prometheus.Labels, b Build) prometheus.Gauge {
+	labels := prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion}
+	if b.Revision == "" {
+		labels["revision"] = "unknown"
+	}
+	for k, v := range cl {
+		labels[k] = v
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "dledger_build_info", ConstLabels: labels,
+		Help: "Always 1; the labels say which dledger build runs: module version, VCS revision and Go version."})
+	g.Set(1)
+	return g
 }
 
 // Unregister removes every collector New registered, so a member with the same group and id

@@ -7,6 +7,7 @@
 //	dledger transfer  hand leadership to a member
 //	dledger sim       run the deterministic simulator over many seeds
 //	dledger bench     measure failover with real processes
+//	dledger version   print the version, VCS commit and Go version
 package main
 
 import (
@@ -25,6 +26,7 @@ commands:
   transfer  hand leadership to a member: dledger transfer --http ADDR --to n2
   sim       run the deterministic simulator: dledger sim --seeds N
   bench     measure failover with real processes: dledger bench failover ...
+  version   print the version, VCS commit and Go version (also: dledger --version)
 
 Run 'dledger <command> -h' for the command's flags.
 `
@@ -52,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runSim(rest, stdout, stderr)
 	case "bench":
 		return runBench(rest, stdout, stderr)
+	case "version", "--version", "-version":
+		return runVersion(rest, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

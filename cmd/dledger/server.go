@@ -246,94 +246,152 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 	return 0, true
 }
 
-func runServer(args []string, stdout, stderr io.Writer) int {
+// serverSetup is `dledger server` resolved from flags, environment and config file, and checked
+// without touching the disk (beyond reading the key and token files) or the network.
+type serverSetup struct {
+	cfg      server.Config
+	election dledger.Config // cfg.Election with the profile filled in
+	log      *zap.Logger
+	validate bool
+	warnings []string       // unknown DLEDGER_ variables
+	origins  settingOrigins // where each setting came from
+}
+
+// serverFlags are `dledger server`'s flags: every setting, whatever layer it comes from.
+type serverFlags struct {
+	validate, insecure                                  *bool
+	group, id, peers, dataDir, keyFile, httpAddr        *string
+	tokenFile, metricsAddr, ledger, logLevel, logFormat *string
+	timing                                              *timingFlags
+}
+
+func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
-	group := fs.String("group", "default", "replica group name")
-	id := fs.String("id", "", "this member's id, one of --peers (required)")
-	peers := fs.String("peers", "", `members as "n0-host:port;n1-host:port;n2-host:port" (required)`)
-	dataDir := fs.String("data-dir", "", "directory for the durable term and vote (required)")
-	keyFile := fs.String("key-file", "", "the group key file (mode 600; 'dledger keygen FILE' writes one): every rpc "+
+	f := &serverFlags{}
+	fs.String("config", "", "YAML file of settings: any flag's name (data-dir or dataDir) or DLedger's "+
+		"(selfId, peers, heartBeatTimeIntervalMs, ...); flags and DLEDGER_* variables override it")
+	f.validate = fs.Bool("validate", false, "check the settings, key and token files and data dir, create nothing, "+
+		"and exit: 0 if the server would start, 2 with the error if not")
+	f.group = fs.String("group", "default", "replica group name")
+	f.id = fs.String("id", "", "this member's id, one of --peers (required)")
+	f.peers = fs.String("peers", "", `members as "n0-host:port;n1-host:port;n2-host:port" (required)`)
+	f.dataDir = fs.String("data-dir", "", "directory for the durable term and vote (required)")
+	f.keyFile = fs.String("key-file", "", "the group key file (mode 600; 'dledger keygen FILE' writes one): every rpc "+
 		"connection between members is authenticated and encrypted with it (required unless --insecure-no-peer-auth)")
-	insecure := fs.Bool("insecure-no-peer-auth", false, "run WITHOUT peer authentication: any host that can reach "+
+	f.insecure = fs.Bool("insecure-no-peer-auth", false, "run WITHOUT peer authentication: any host that can reach "+
 		"the rpc port can depose the leader or stall the group")
-	httpAddr := fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
+	f.httpAddr = fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
 		`an address other hosts can reach needs --admin-token-file`)
-	tokenFile := fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
-	metricsAddr := fs.String("metrics", "", "read-only listener for /metrics, /healthz, /v1/leader and /v1/status (default: none)")
-	ledger := fs.String("ledger", "none", "where the ledger end comes from: none (no storage; always empty) or sidecar "+
+	f.tokenFile = fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
+	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, /healthz, /v1/leader and /v1/status (default: none)")
+	f.ledger = fs.String("ledger", "none", "where the ledger end comes from: none (no storage; always empty) or sidecar "+
 		"(an application reports it with PUT /v1/ledger; until then, after every start, the member abstains)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	logFormat := fs.String("log-format", "json", "json or console")
-	timing := addTimingFlags(fs)
+	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
+	f.logFormat = fs.String("log-format", "json", "json or console")
+	f.timing = addTimingFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dledger server --id n0 --peers \"n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913\" --data-dir DIR --key-file FILE [flags]")
+		fmt.Fprintln(fs.Output(), "usage: dledger server --id n0 --peers \"n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913\" --data-dir DIR --key-file FILE [flags]\n"+
+			"       dledger server --config FILE [--validate] [flags]\n\n"+
+			"Every flag but --validate can also be set by the environment variable DLEDGER_<NAME> (--data-dir: DLEDGER_DATA_DIR)\n"+
+			"or in the --config file; flags win over the environment, which wins over the file.")
 		fs.PrintDefaults()
 	}
+	return fs, f
+}
+
+// resolveServer parses and checks the server's settings. When ok is false the command is over:
+// it printed its one line (or the help) to stderr and code is the exit status. Exit status 2
+// means the settings are wrong; nothing in here creates anything.
+func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, code int, ok bool) {
+	fs, f := newServerFlags()
 	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return su, code, false
+	}
+	fail := func(format string, a ...any) (serverSetup, int, bool) {
+		fmt.Fprintf(stderr, "dledger server: "+format+"\n", a...)
+		return su, 2, false
+	}
+	origins, warnings, err := applyConfigLayers(fs, environ)
+	if err != nil {
+		return fail("%v", err)
+	}
+	su.validate, su.warnings, su.origins = *f.validate, warnings, origins
+	// Each message names the setting as the operator wrote it: --id, DLEDGER_ID or selfId (FILE:LINE).
+	from := origins.of
+	switch {
+	case *f.id == "":
+		return fail("--id is required (or DLEDGER_ID, or selfId in the --config file)")
+	case *f.peers == "":
+		return fail("--peers is required (or DLEDGER_PEERS, or peers in the --config file)")
+	case *f.dataDir == "":
+		return fail("--data-dir is required (it keeps the term and vote across restarts; or DLEDGER_DATA_DIR, or dataDir in the --config file)")
+	case *f.keyFile == "" && !*f.insecure:
+		return fail("--key-file is required: peer authentication needs the group key ('dledger keygen FILE' writes one; " +
+			"copy it to every member), or run without it with --insecure-no-peer-auth")
+	case *f.keyFile != "" && *f.insecure:
+		return fail("%s and %s exclude each other", from("key-file"), from("insecure-no-peer-auth"))
+	}
+	if su.election, err = f.timing.resolve(); err != nil {
+		return fail("%v", err)
+	}
+	if su.log, err = newLoggerTo(*f.logLevel, *f.logFormat, stderr); err != nil {
+		return fail("%v", err)
+	}
+	mode, err := server.ParseLedgerMode(*f.ledger)
+	if err != nil || mode == server.LedgerStorage { // storage mode needs a broker in the process
+		return fail("%s %q: want none or sidecar", from("ledger"), *f.ledger)
+	}
+	su.cfg = server.Config{Group: *f.group, SelfID: *f.id, Peers: *f.peers, DataDir: *f.dataDir, Ledger: mode,
+		Profile: f.timing.profile, Election: su.election, MetricsAddr: *f.metricsAddr, Insecure: *f.insecure}
+	if *f.keyFile != "" {
+		if su.cfg.Keys, err = secure.LoadKeyFile(*f.keyFile); err != nil {
+			return fail("%s: %v", from("key-file"), err)
+		}
+	}
+	if *f.tokenFile != "" {
+		if su.cfg.AdminToken, err = readTokenFile(*f.tokenFile); err != nil {
+			return fail("%s: %v", from("admin-token-file"), err)
+		}
+	}
+	if err := su.cfg.Validate(); err != nil {
+		return fail("%v", err)
+	}
+	switch *f.httpAddr {
+	case "off":
+	case "":
+		if su.cfg.HTTPAddr, err = defaultHTTPAddr(*f.peers, *f.id); err != nil {
+			return fail("%v", err)
+		}
+	default:
+		su.cfg.HTTPAddr = *f.httpAddr
+		if err := su.cfg.Validate(); err != nil {
+			return fail("%s: %v", from("http"), err)
+		}
+	}
+	return su, 0, true
+}
+
+func runServer(args []string, stdout, stderr io.Writer) int {
+	su, code, ok := resolveServer(args, os.Environ(), stderr)
+	if !ok {
 		return code
 	}
-	// Exit status 2: the command line is wrong (every check below up to server.New, none of
-	// which touches the disk or the network). 1: it is right but running failed (data dir,
-	// corrupt vote.state, port in use, stop error).
+	// Exit status 2: the settings are wrong (resolveServer, and --validate's data dir check);
+	// 1: they are right but running failed (data dir, corrupt vote.state, port in use, stop).
 	fail := func(code int, format string, a ...any) int {
 		fmt.Fprintf(stderr, "dledger server: "+format+"\n", a...)
 		return code
 	}
-	switch {
-	case *id == "":
-		return fail(2, "--id is required")
-	case *peers == "":
-		return fail(2, "--peers is required")
-	case *dataDir == "":
-		return fail(2, "--data-dir is required (it keeps the term and vote across restarts)")
-	case *keyFile == "" && !*insecure:
-		return fail(2, "--key-file is required: peer authentication needs the group key ('dledger keygen FILE' writes one; "+
-			"copy it to every member), or run without it with --insecure-no-peer-auth")
-	case *keyFile != "" && *insecure:
-		return fail(2, "--key-file and --insecure-no-peer-auth exclude each other")
+	if su.validate {
+		return validateServer(su, stdout, stderr)
 	}
-	cfg, err := timing.resolve()
-	if err != nil {
-		return fail(2, "%v", err)
-	}
-	log, err := newLoggerTo(*logLevel, *logFormat, stderr)
-	if err != nil {
-		return fail(2, "%v", err)
-	}
+	log := su.log
 	defer log.Sync()
-	mode, err := server.ParseLedgerMode(*ledger)
-	if err != nil || mode == server.LedgerStorage { // storage mode needs a broker in the process
-		return fail(2, "--ledger %q: want none or sidecar", *ledger)
+	for _, w := range su.warnings {
+		log.Warn(w)
 	}
-	scfg := server.Config{Group: *group, SelfID: *id, Peers: *peers, DataDir: *dataDir, Ledger: mode,
-		Profile: timing.profile, Election: cfg, MetricsAddr: *metricsAddr, Insecure: *insecure}
-	if *keyFile != "" {
-		if scfg.Keys, err = secure.LoadKeyFile(*keyFile); err != nil {
-			return fail(2, "--key-file: %v", err)
-		}
-	}
-	if *tokenFile != "" {
-		if scfg.AdminToken, err = readTokenFile(*tokenFile); err != nil {
-			return fail(2, "--admin-token-file: %v", err)
-		}
-	}
-	if err := scfg.Validate(); err != nil {
-		return fail(2, "%v", err)
-	}
-	switch *httpAddr {
-	case "off":
-	case "":
-		if scfg.HTTPAddr, err = defaultHTTPAddr(*peers, *id); err != nil {
-			return fail(2, "%v", err)
-		}
-	default:
-		scfg.HTTPAddr = *httpAddr
-		if err := scfg.Validate(); err != nil {
-			return fail(2, "--http: %v", err)
-		}
-	}
-	// Only now is anything created (the data dir): a bad command line leaves no trace.
-	s, err := server.New(scfg, server.WithLogger(log))
+	// Only now is anything created (the data dir): bad settings leave no trace.
+	s, err := server.New(su.cfg, server.WithLogger(log))
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -341,12 +399,51 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		s.Stop(context.Background())
 		return fail(1, "%v", err)
 	}
+	// systemd (Type=notify) considers the unit started once the member serves.
+	notifySocket := os.Getenv("NOTIFY_SOCKET")
+	if err := sdNotify(notifySocket, "READY=1\nSTATUS=serving group "+su.cfg.Group+" as "+su.cfg.SelfID); err != nil {
+		log.Warn("could not tell the service manager the member is ready", zap.Error(err))
+	}
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	return stopOnSignal(sig, log, stderr, "server", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), server.StopTimeout(cfg))
+		if err := sdNotify(notifySocket, "STOPPING=1"); err != nil {
+			log.Warn("could not tell the service manager the member is stopping", zap.Error(err))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), server.StopTimeout(su.election))
 		defer cancel()
 		return s.Stop(ctx)
 	})
+}
+
+// validateServer is --validate after the settings passed: it checks the data dir without
+// creating it and prints what would run.
+func validateServer(su serverSetup, stdout, stderr io.Writer) int {
+	for _, w := range su.warnings {
+		fmt.Fprintf(stderr, "dledger server: warning: %s\n", w)
+	}
+	exists, err := checkDataDir(su.cfg.DataDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger server: %s: %v\n", su.origins.of("data-dir"), err)
+		return 2
+	}
+	dir := su.cfg.DataDir + " (exists)"
+	if !exists {
+		dir = su.cfg.DataDir + " (will be created)"
+	}
+	auth := "peer authentication on"
+	if su.cfg.Insecure {
+		auth = "peer authentication OFF"
+	}
+	admin, metricsAddr := su.cfg.HTTPAddr, su.cfg.MetricsAddr
+	if admin == "" {
+		admin = "off"
+	}
+	if metricsAddr == "" {
+		metricsAddr = "off"
+	}
+	fmt.Fprintf(stdout, "dledger server: settings valid: group %s, member %s of %s, profile %s, ledger %s, %s, data dir %s, admin API %s, metrics %s\n",
+		su.cfg.Group, su.cfg.SelfID, su.cfg.Peers, su.cfg.Profile, su.cfg.Ledger, auth, dir, admin, metricsAddr)
+	return 0
 }
