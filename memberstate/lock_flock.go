@@ -47,7 +47,9 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("lock data dir %s: %w", dir, lockErr)
 	}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := f.Truncate(0); err == nil {
+	// The pid is only for the message another opener prints, but a data dir where it cannot
+	// be written cannot take vote.state either: say so now.
+	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt(pid, 0)
 	}
 	if err != nil {
