@@ -18,7 +18,9 @@ import (
 // dies, however it dies.
 func lockDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, LockFileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644) // no O_TRUNC: the holder's pid is in it
+	// No O_TRUNC: the holder's pid is in it. O_NOFOLLOW: a LOCK symlink planted in a shared
+	// directory must not make us truncate its target.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s is not writable: %w", dir, err)
 	}

@@ -442,11 +442,12 @@ func (p *peer) run() {
 // anything every connection needs (socket options, the handshake) goes here. Keep-alive and
 // TCP_USER_TIMEOUT (sockopt.go) let the kernel give up on a dead peer in seconds rather than
 // minutes even when our own silence rule (serve) does not apply. With Auth.Keys the
-// handshake follows at once, within the same DialTimeout; a handshake that times out is
-// treated as a dial that did (the peer may be paused), any other failure is an
-// authentication failure (*handshakeError).
+// handshake follows at once, with a budget of its own (a second round trip:
+// max(DialTimeout, CallTimeout) from the connect, so a link with a 300 ms round trip, which the
+// dledger profile tolerates, still authenticates); a handshake that times out is treated as a
+// dial that did (the peer may be paused), any other failure is an authentication failure
+// (*handshakeError).
 func (p *peer) dial() (net.Conn, *secure.Session, error) {
-	start := time.Now()
 	d := net.Dialer{Timeout: p.cl.opts.DialTimeout, KeepAliveConfig: keepAliveConfig,
 		Control: func(_, _ string, rc syscall.RawConn) error {
 			return rc.Control(func(fd uintptr) { _ = setUserTimeout(int(fd), tcpUserTimeout) }) // best effort
@@ -456,7 +457,8 @@ func (p *peer) dial() (net.Conn, *secure.Session, error) {
 		return conn, nil, err
 	}
 	stop := context.AfterFunc(p.cl.ctx, func() { conn.Close() }) // Close ends a handshake in progress
-	sess, err := handshake(conn, &p.cl.opts.Auth, p.id, start.Add(p.cl.opts.DialTimeout))
+	budget := max(p.cl.opts.DialTimeout, p.cl.opts.CallTimeout)
+	sess, err := handshake(conn, &p.cl.opts.Auth, p.id, time.Now().Add(budget))
 	stop()
 	if err != nil {
 		conn.Close()
