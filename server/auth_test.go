@@ -135,11 +135,7 @@ func TestForgedRequestsFromOutsideAreRefused(t *testing.T) {
 
 func otherKeys(t *testing.T) secure.KeySet {
 	t.Helper()
-	k, err := secure.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks, err := secure.NewKeySet(k)
+	ks, err := freshKeySet()
 	if err != nil {
 		t.Fatal(err)
 	}

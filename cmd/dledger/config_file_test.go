@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/memberstate"
-	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -28,15 +27,7 @@ const (
 // cfgKeyFile writes a group key file into a new temporary directory.
 func cfgKeyFile(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "group.key")
-	key, err := secure.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := secure.WriteKeyFile(path, key); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeGroupKey(t, t.TempDir())
 }
 
 func writeFile(t *testing.T, dir, name, content string, mode os.FileMode) string {
