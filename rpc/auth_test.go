@@ -51,17 +51,6 @@ type rawMember struct {
 	sess *secure.Session
 }
 
-func dialRaw(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	_ = conn.SetDeadline(time.Now().Add(waitTimeout))
-	return conn
-}
-
 // handshakeRaw dials addr and completes the handshake as member id.
 func handshakeRaw(t *testing.T, addr string, keys secure.KeySet, id string) *rawMember {
 	t.Helper()

@@ -186,34 +186,11 @@ func TestClientRefusesOutOfRangeResponses(t *testing.T) {
 			for _, bv := range boundaryValues(f.lo, f.hi)[:4] {
 				t.Run(fmt.Sprintf("%s.%s=%d", mc.name, f.name, bv.v), func(t *testing.T) {
 					answer := withField(mc, f.name, bv.v)
-					ln, err := net.Listen("tcp", "127.0.0.1:0")
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer ln.Close()
-					served := make(chan struct{})
-					go func() {
-						defer close(served)
-						conn, err := ln.Accept()
-						if err != nil {
-							return
-						}
-						defer conn.Close()
-						_ = conn.SetDeadline(time.Now().Add(waitTimeout))
-						body, err := readFrame(conn)
-						if err != nil {
-							return
-						}
-						var fd frameDecoder
-						var req request
-						if fd.decodeRequest(body, &req) != nil {
-							return
-						}
-						_, _ = conn.Write(frameWith(append(envelopeHead(req.id, mc.code, true), handMessage(answer)...)))
-						_, _ = conn.Read(make([]byte, 1)) // until the client hangs up
-					}()
+					addr, served := answerOnce(t, func(id uint64) []byte {
+						return frameWith(append(envelopeHead(id, mc.code, true), handMessage(answer)...))
+					}, false)
 					var reasons reasonCounter
-					cl := newClient(t, map[string]string{"p": ln.Addr().String()}, func(o *ClientOptions) {
+					cl := newClient(t, map[string]string{"p": addr}, func(o *ClientOptions) {
 						o.CallTimeout = time.Hour // only the answer can end the call
 						o.OnBadFrame = reasons.add
 					})

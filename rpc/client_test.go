@@ -87,13 +87,8 @@ func TestClientBackoff(t *testing.T) {
 // serveOneHeartBeat answers one heartbeat request on conn.
 func serveOneHeartBeat(conn net.Conn) {
 	_ = conn.SetDeadline(time.Now().Add(waitTimeout))
-	body, err := readFrame(conn)
-	if err != nil {
-		return
-	}
-	var fd frameDecoder
-	var req request
-	if fd.decodeRequest(body, &req) != nil {
+	req, ok := readRequest(conn)
+	if !ok {
 		return
 	}
 	_, _ = conn.Write(frameOf(hbRespCase, req.id, &protocol.HeartBeatResponse{

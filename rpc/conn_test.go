@@ -201,15 +201,7 @@ func TestIdleConnectionsClosed(t *testing.T) {
 		o.FirstFrameTimeout, o.IdleTimeout = first, idle
 		o.OnBadFrame = reasons.add
 	})
-	dial := func(t *testing.T) net.Conn {
-		conn, err := net.Dial("tcp", s.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		_ = conn.SetDeadline(time.Now().Add(waitTimeout))
-		return conn
-	}
+	dial := func(t *testing.T) net.Conn { return dialRaw(t, s.Addr()) }
 	// closedAfter waits for the server to close conn and returns how long that took from since.
 	closedAfter := func(t *testing.T, conn net.Conn, since time.Time) time.Duration {
 		t.Helper()

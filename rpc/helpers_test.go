@@ -297,3 +297,58 @@ func checkAllocated(t testing.TB, limit uint64) func() {
 		}
 	}
 }
+
+// readRequest reads and decodes one request frame from conn; false on any failure.
+func readRequest(conn net.Conn) (request, bool) {
+	var req request
+	body, err := readFrame(conn)
+	if err != nil {
+		return req, false
+	}
+	var fd frameDecoder
+	return req, fd.decodeRequest(body, &req) == nil
+}
+
+// answerOnce is a fake peer on loopback: on its one connection it reads one request, writes
+// reply(the request's id) (then half-closes if closeWrite), and holds the connection until the
+// client hangs up. done is closed when it has finished.
+func answerOnce(t *testing.T, reply func(id uint64) []byte, closeWrite bool) (addr string, done <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(waitTimeout))
+		req, ok := readRequest(conn)
+		if !ok {
+			return
+		}
+		_, _ = conn.Write(reply(req.id))
+		if closeWrite {
+			_ = conn.(*net.TCPConn).CloseWrite()
+		}
+		_, _ = conn.Read(make([]byte, 1)) // until the client hangs up
+	}()
+	return ln.Addr().String(), served
+}
+
+// dialRaw dials addr, for tests that speak bytes to a server; closed when the test ends.
+func dialRaw(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(waitTimeout))
+	return conn
+}

@@ -199,39 +199,13 @@ func TestClientRejectsHostileResponses(t *testing.T) {
 	}
 	for _, tc := range replies {
 		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			served := make(chan struct{})
-			go func() {
-				defer close(served)
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer conn.Close()
-				body, err := readFrame(conn)
-				if err != nil {
-					return
-				}
-				var c frameDecoder
-				var req request
-				if c.decodeRequest(body, &req) != nil {
-					return
-				}
-				_, _ = conn.Write(tc.reply(req.id))
-				_ = conn.(*net.TCPConn).CloseWrite()
-				_, _ = conn.Read(make([]byte, 1)) // until the client hangs up
-			}()
+			addr, served := answerOnce(t, tc.reply, true)
 			var reasons reasonCounter
-			cl := newClient(t, map[string]string{"p": ln.Addr().String()}, func(o *ClientOptions) {
+			cl := newClient(t, map[string]string{"p": addr}, func(o *ClientOptions) {
 				o.CallTimeout = time.Hour // only the bad frame can end the call
 				o.OnBadFrame = reasons.add
 			})
-			_, err = heartBeat(t, cl, "p", 1)
-			if err == nil {
+			if _, err := heartBeat(t, cl, "p", 1); err == nil {
 				t.Fatal("call succeeded on a hostile answer")
 			}
 			<-served
@@ -251,15 +225,7 @@ func TestFrameTimeout(t *testing.T) {
 		o.frameTimeout = frameTimeout
 		o.OnBadFrame = reasons.add
 	})
-	dial := func(t *testing.T) net.Conn {
-		conn, err := net.Dial("tcp", s.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		_ = conn.SetDeadline(time.Now().Add(waitTimeout))
-		return conn
-	}
+	dial := func(t *testing.T) net.Conn { return dialRaw(t, s.Addr()) }
 
 	t.Run("idle between frames", func(t *testing.T) {
 		conn := dial(t)
