@@ -29,6 +29,14 @@ type Config struct {
 	// who can reach the rpc port can depose the leader, burn votes or stall the group. Only
 	// for a network where every host is trusted; Start logs a warning.
 	Insecure bool
+	// Listen, if set, is the address the rpc server binds ("0.0.0.0:20911" in a container),
+	// while this member's entry in Peers stays the address the others dial (its advertised
+	// address, a pod's DNS name). Empty: bind this member's own entry in Peers.
+	Listen string
+	// AdminAdvertise, if set, is the admin address this member tells the other members (so
+	// `dledger status` can find every member from one), when HTTPAddr binds an address others
+	// cannot use as it is (0.0.0.0, a pod IP behind a Service). Empty: the bound admin address.
+	AdminAdvertise string
 	// DataDir holds the durable term and vote (vote.state). Required unless WithStore is used.
 	DataDir string
 	// HTTPAddr is the admin API's listen address ("" disables it). An address other hosts can
