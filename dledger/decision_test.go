@@ -73,28 +73,61 @@ func TestHandleVote(t *testing.T) {
 			}, voteReq("n1", 5, -1, -1), wantResult(protocol.VoteAccept, 5)},
 		{"row7_REJECT_ALREADY_VOTED", func(u *unit) { u.setTerm(5, "n2") }, voteReq("n1", 5, -1, -1),
 			wantResult(protocol.VoteRejectAlreadyVoted, 5)},
-		{"row8_REJECT_TERM_NOT_READY_with_old_term", func(u *unit) { u.setTerm(5, "n2") }, voteReq("n1", 6, -1, -1),
+		{"row8a_higher_term_adopted_and_granted_in_one_durable_write", func(u *unit) { u.setTerm(5, "n2") }, voteReq("n1", 6, -1, -1),
+			func(t *testing.T, u *unit, resp *protocol.VoteResponse) {
+				wantResult(protocol.VoteAccept, 6)(t, u, resp)
+				if d, _ := u.store.Load(); d != (memberstate.Durable{Term: 6, VoteFor: "n1"}) {
+					t.Fatalf("stored %+v, want term 6 vote n1", d)
+				}
+				if u.ms.CurrTerm() != 6 || u.e.needIncreaseTerm || u.ms.Role() != protocol.CANDIDATE || u.e.lastParseResult != protocol.WaitToRevote {
+					t.Fatalf("side effect: term %d increase %v role %v last %v", u.ms.CurrTerm(), u.e.needIncreaseTerm, u.ms.Role(), u.e.lastParseResult)
+				}
+				// It gives the candidate time to win: no campaign of its own on the next pass.
+				u.e.Tick()
+				if v := u.tr.takeVotes(); len(v) != 0 {
+					t.Fatalf("campaigned right after granting: %d requests", len(v))
+				}
+			}},
+		{"row8a_leader_steps_down_and_grants", func(u *unit) { u.makeLeader() }, voteReq("n1", 9, -1, -1),
+			func(t *testing.T, u *unit, resp *protocol.VoteResponse) {
+				wantResult(protocol.VoteAccept, 9)(t, u, resp)
+				if u.ms.Role() != protocol.CANDIDATE || u.ms.CurrTerm() != 9 {
+					t.Fatalf("leader did not step down to 9: %v at %d", u.ms.Role(), u.ms.CurrTerm())
+				}
+			}},
+		{"row8b_failed_write_REJECT_TERM_NOT_READY_with_old_term",
+			func(u *unit) { u.setTerm(5, "n2"); u.store.FailSaves(errors.New("EIO")) }, voteReq("n1", 6, -1, -1),
 			func(t *testing.T, u *unit, resp *protocol.VoteResponse) {
 				wantResult(protocol.VoteRejectTermNotReady, 5)(t, u, resp)
 				if u.ms.CurrTerm() != 5 || u.ms.KnownMaxTermInGroup() != 6 || !u.e.needIncreaseTerm || u.ms.Role() != protocol.CANDIDATE {
 					t.Fatalf("side effect: term %d knownMax %d increase %v role %v", u.ms.CurrTerm(),
 						u.ms.KnownMaxTermInGroup(), u.e.needIncreaseTerm, u.ms.Role())
 				}
-				// The next pass adopts term 6 and casts no vote...
+				// The next pass adopts term 6 (once the disk works) and casts no vote...
+				u.store.FailSaves(nil)
 				u.e.Tick()
 				if u.ms.CurrTerm() != 6 || len(u.tr.takeVotes()) != 0 {
 					t.Fatalf("next pass: term %d; it must adopt 6 without voting", u.ms.CurrTerm())
 				}
-				// ...so the candidate's immediate re-vote is granted.
+				// ...so the candidate's re-vote is granted.
 				if r := u.e.HandleVote(voteReq("n1", 6, -1, -1)); r.VoteResult != protocol.VoteAccept {
 					t.Fatalf("re-vote at 6: %v", r.VoteResult)
 				}
 			}},
-		{"row8_leader_steps_down_for_higher_term", func(u *unit) { u.makeLeader() }, voteReq("n1", 9, -1, -1),
+		{"row8b_taking_leadership_with_an_equal_ledger",
+			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.xfer.taking = true }, voteReq("n1", 6, 4, 10),
 			func(t *testing.T, u *unit, resp *protocol.VoteResponse) {
-				wantResult(protocol.VoteRejectTermNotReady, 1)(t, u, resp)
-				if u.ms.Role() != protocol.CANDIDATE {
-					t.Fatalf("leader did not step down: %v", u.ms.Role())
+				wantResult(protocol.VoteRejectTermNotReady, 5)(t, u, resp)
+				if u.ms.VoteFor() != "" || !u.e.needIncreaseTerm {
+					t.Fatalf("vote %q increase %v: a member taking leadership must not grant an equal ledger", u.ms.VoteFor(), u.e.needIncreaseTerm)
+				}
+			}},
+		{"row8b_ledger_term_above_the_request_term",
+			func(u *unit) { u.setTerm(5, ""); u.setLedger(7, 3) }, voteReq("n1", 6, 7, 3),
+			func(t *testing.T, u *unit, resp *protocol.VoteResponse) {
+				wantResult(protocol.VoteRejectTermNotReady, 5)(t, u, resp)
+				if u.ms.VoteFor() != "" {
+					t.Fatalf("granted a term below its own ledger's term")
 				}
 			}},
 		{"row9_REJECT_TERM_SMALL_THAN_LEDGER", func(u *unit) { u.setTerm(5, ""); u.setLedger(7, 3) }, voteReq("n1", 5, 7, 3),
@@ -329,6 +362,7 @@ func TestLeaderArbitration(t *testing.T) {
 	t.Run("row2_quorum_ack_recorded", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
+		u.tr.takeHeartBeats() // the round sent at the election
 		u.clock.Advance(u.cfg.HeartBeatInterval)
 		h := sendHeartBeats(t, u)
 		h[1].done(hbResp("n2", protocol.CodeSuccess, 1), nil)
@@ -449,8 +483,18 @@ func TestHandleHeartBeat(t *testing.T) {
 			}},
 		{"row6_leader_receiving_same_term_heartbeat", func(u *unit) { u.makeLeader() }, hbReq("n2", 1),
 			protocol.CodeInconsistentLeader, 1, nil},
-		{"row7_TERM_NOT_READY_higher_term", func(u *unit) { u.setTerm(3, "") }, hbReq("n1", 8), protocol.CodeTermNotReady, 3,
+		{"row7a_higher_term_adopted_and_followed_at_once", func(u *unit) { u.setTerm(3, "n2") }, hbReq("n1", 8), protocol.CodeSuccess, 3,
 			func(t *testing.T, u *unit) {
+				if d, _ := u.store.Load(); d != (memberstate.Durable{Term: 8}) {
+					t.Fatalf("stored %+v, want term 8 without a vote", d)
+				}
+				if st := u.e.Status(); st.Role != protocol.FOLLOWER || st.Term != 8 || st.LeaderID != "n1" || st.VoteFor != "" {
+					t.Fatalf("got %v at %d of %q vote %q, want a follower of n1 at 8 without a vote", st.Role, st.Term, st.LeaderID, st.VoteFor)
+				}
+			}},
+		{"row7b_failed_write_TERM_NOT_READY", func(u *unit) { u.setTerm(3, ""); u.store.FailSaves(errors.New("EIO")) }, hbReq("n1", 8), protocol.CodeTermNotReady, 3,
+			func(t *testing.T, u *unit) {
+				u.store.FailSaves(nil)
 				if u.ms.KnownMaxTermInGroup() != 8 || !u.e.needIncreaseTerm {
 					t.Fatal("higher term not noted")
 				}
@@ -498,23 +542,27 @@ func TestFollowerTimeout(t *testing.T) {
 	}
 }
 
-// A higher-term vote request sets "increase term immediately"; the current leader's heartbeat
-// then makes the member its follower again before the next pass adopts the term. Much later
+// A higher-term heartbeat (or a vote request it cannot grant at once, row 8b) sets "increase
+// term immediately"; the current leader's heartbeat then makes the member its follower again
+// before the next pass adopts the term. Much later
 // the member is cut off: its first candidate pass must be the same-term probe, not a new term,
 // or on rejoining it would depose the healthy leader (L2). DLedger keeps the stale flag.
 func TestFollowerForgetsPendingTermIncrease(t *testing.T) {
 	u := newUnit(t, 3, nil)
 	u.setTerm(4, "")
 	u.e.HandleHeartBeat(hbReq("n1", 4))
+	u.store.FailSaves(errors.New("EIO")) // row 8a cannot persist: row 8b
 	if r := u.e.HandleVote(voteReq("n2", 5, -1, -1)); r.VoteResult != protocol.VoteRejectTermNotReady {
 		t.Fatalf("vote at a higher term: %v", r.VoteResult)
 	}
+	u.store.FailSaves(nil)
 	if r := u.e.HandleHeartBeat(hbReq("n1", 4)); r.Code != protocol.CodeSuccess || u.ms.Role() != protocol.FOLLOWER {
 		t.Fatalf("heartbeat of the term-4 leader: %v, role %v", r.Code, u.ms.Role())
 	}
 	u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
 	u.e.Tick() // the follower times out: candidate at the same term
-	u.e.Tick() // first candidate pass
+	u.clock.Advance(2 * u.cfg.MaintainInterval)
+	u.e.Tick() // first candidate pass, once the others have timed out too
 	votes := u.tr.takeVotes()
 	if st := u.e.Status(); st.Term != 4 || len(votes) == 0 || votes[0].req.Term != 4 {
 		t.Fatalf("first pass after the timeout: term %d, %d vote requests; want a term-4 probe", st.Term, len(votes))
@@ -590,8 +638,9 @@ func TestFailedTermWriteRetriesAtTheReVoteTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.setTerm(4, "")
-	u.e.HandleVote(voteReq("n1", 5, -1, -1)) // row 8: increase immediately
-	store.fail, store.attempts = errors.New("EIO"), 0
+	store.fail = errors.New("EIO")
+	u.e.HandleVote(voteReq("n1", 5, -1, -1)) // row 8a cannot persist: row 8b, increase immediately
+	store.attempts = 0
 	for i := 0; i < 6; i++ {
 		u.e.Tick()
 		u.clock.Advance(u.cfg.MaintainInterval)
@@ -633,6 +682,7 @@ func TestCandidateProbeDoesNotWaitForTheLostLeader(t *testing.T) {
 			u.e.HandleHeartBeat(hbReq("n1", 4)) // follows n1, then loses it
 			u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
 			u.e.Tick()
+			u.clock.Advance(2 * u.cfg.MaintainInterval) // the probe's grace
 		}
 		u.e.Tick()
 		votes := u.tr.takeVotes()
@@ -664,6 +714,7 @@ func TestCandidateProbeDoesNotWaitForTheLostLeader(t *testing.T) {
 		u.e.HandleHeartBeat(hbReq("n1", 4))
 		u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
 		u.e.Tick()
+		u.clock.Advance(2 * u.cfg.MaintainInterval)
 		u.e.Tick()
 		if len(u.tr.takeVotes()) != 1 || u.e.vote == nil {
 			t.Fatal("the probe was decided on the self vote alone")

@@ -123,9 +123,22 @@ type Elector struct {
 	// ledgerKnown: the ledger end is known (see Options.LedgerFromStorage).
 	ledgerKnown bool
 
-	// Stall detection (see stalled): when the last pass ran, and the last pass that found
-	// the one before it more than StallThreshold ago.
+	// Stall detection (see stalled): when the last pass ran, and the last pass that ran more
+	// than StallThreshold after it was due.
 	lastPass, stallSeenAt time.Time
+
+	// Pass scheduling (schedule.go): the time NextPassAt last promised the driver, and the
+	// channel that wakes the driver when an entry point makes a pass due earlier.
+	plannedPass time.Time
+	resched     chan struct{}
+
+	// Succession (succession.go): the order of succession announced by the leader
+	// successorsOf; when this elector started; whether it has known a leader since.
+	successors    []string
+	successorsOf  string
+	successorsRaw string
+	startedAt     time.Time
+	hadLeader     bool
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -161,10 +174,11 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 	}
 	e := &Elector{
 		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
-		log:    log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
-		obs:    obs,
-		peers:  make([]peerStatus, len(ms.Peers())),
-		notify: make(chan struct{}, 1),
+		log:     log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
+		obs:     obs,
+		peers:   make([]peerStatus, len(ms.Peers())),
+		notify:  make(chan struct{}, 1),
+		resched: make(chan struct{}, 1),
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
@@ -173,6 +187,10 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 		e.log.Info("abstains until the storage reports the ledger: grants no vote, does not campaign", e.fields()...)
 	}
 	e.lastPass = e.clock.Now() // a new elector has not stalled
+	e.startedAt = e.lastPass
+	// Start-up order (succession.go): the first probe waits this member's start-up rank in
+	// slots, so members started together do not all campaign at once.
+	e.nextTimeToRequestVote = e.startedAt.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot())
 	e.last = RoleEvent{Term: ms.CurrTerm(), Role: protocol.UNKNOWN}
 	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
 	return e, nil
@@ -191,7 +209,7 @@ func (e *Elector) Tick() {
 	e.mu.Lock()
 	defer e.unlockAndDeliver()
 	now := e.clock.Now()
-	if now.Sub(e.lastPass) > e.cfg.StallThreshold() {
+	if now.Sub(e.passDue()) > e.cfg.StallThreshold() {
 		e.stallSeenAt = now
 	}
 	e.lastPass = now
@@ -206,13 +224,13 @@ func (e *Elector) Tick() {
 	e.maintainTransfer(now)
 }
 
-// stalled says whether this member may have been stopped or paused recently: its passes, which
-// run every MaintainInterval, last ran more than StallThreshold ago, or the pass that ended such
-// a gap ran less than a heartbeat interval ago. A stopped process reads the requests queued
+// stalled says whether this member may have been stopped or paused recently: a pass is overdue
+// by more than StallThreshold (see passDue), or the pass that ended such a stall ran less than a
+// heartbeat interval ago. A stopped process reads the requests queued
 // while it was stopped only after it resumes, in any order with its first passes; within a
 // heartbeat interval of resuming it has read them all and heard from its leader again.
 func (e *Elector) stalled(now time.Time) bool {
-	return now.Sub(e.lastPass) > e.cfg.StallThreshold() ||
+	return now.Sub(e.passDue()) > e.cfg.StallThreshold() ||
 		(!e.stallSeenAt.IsZero() && now.Sub(e.stallSeenAt) < e.cfg.HeartBeatInterval)
 }
 
@@ -277,6 +295,7 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	// that was only cut off would depose a healthy leader on rejoining (L2). DLedger keeps it.
 	e.needIncreaseTerm = false
 	e.lostLeader = ""
+	e.hadLeader = true
 	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)
 }
@@ -298,8 +317,12 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	for i := range e.peers {
 		e.peers[i] = peerStatus{}
 	}
+	e.hadLeader = true
 	e.log.Info(EventBecomesLeader, e.fields()...)
 	e.emit(now)
+	// The first heartbeat round leaves at once, not at the next pass: until it arrives the
+	// other members do not know there is a leader (docs/protocol.md 7.5).
+	e.maintainAsLeader(now)
 }
 
 // emit queues a role event if (term, role, leader) changed since the last one. The term is
@@ -340,6 +363,13 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
 		e.becomeCandidate(term, now, "no heartbeat from leader "+lost)
 		e.lostLeader, e.lostTerm = lost, term
+		// The probe waits two passes' worth, so that the other followers, which heard the same
+		// last heartbeat, have timed out too: one still following would answer
+		// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
+		// (With passes on a 10 ms grid that slack came from the grid; passes now run when due.)
+		if grace := now.Add(2 * e.cfg.MaintainInterval); e.nextTimeToRequestVote.Before(grace) {
+			e.nextTimeToRequestVote = grace
+		}
 	}
 }
 

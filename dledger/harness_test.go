@@ -128,6 +128,8 @@ func newUnitWithConfig(t *testing.T, n int, store *memberstate.MemStore, cfg Con
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A member in its steady state: the start-up rules (succession.go) have tests of their own.
+	u.e.hadLeader = true
 	return u
 }
 

@@ -93,6 +93,7 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 	r := &heartBeatRound{id: e.roundSeq, term: term, sentAt: now, deadline: now.Add(e.cfg.HeartBeatInterval),
 		got: make([]bool, len(peers)), maxTerm: -1}
 	e.hb = r
+	successors := e.successorOrder()
 	for i, p := range peers {
 		if p.ID == e.ms.SelfID() {
 			r.got[i] = true
@@ -101,7 +102,7 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 			continue
 		}
 		req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
-			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}}
+			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}, Successors: successors}
 		e.post(heartBeatRequest{req: req, round: r.id, sentAt: now, idx: i})
 	}
 	e.noteHeartBeatProgress(r, now)
@@ -222,16 +223,32 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 		resp.Code = protocol.CodeExpiredTerm
 	case req.Term == ms.CurrTerm() && ms.LeaderID() == "": // row 4
 		e.becomeFollower(req.Term, sender, now)
+		e.noteSuccessors(sender, req.Successors)
 		resp.Code = protocol.CodeSuccess
 	case req.Term == ms.CurrTerm() && ms.LeaderID() == sender: // row 5
 		e.lastLeaderHeartBeat = now
+		e.noteSuccessors(sender, req.Successors)
 		resp.Code = protocol.CodeSuccess
 	case req.Term == ms.CurrTerm(): // row 6: two leaders in one term would be a safety bug
 		e.log.Error("heartbeat from a second leader in this term", e.fields(
 			zap.String("sender", sender), zap.String("leader", ms.LeaderID()))...)
 		resp.Code = protocol.CodeInconsistentLeader
 	default: // row 7: a higher term
+		// Row 7a (ours): adopt the term (durably, without a vote) and follow the sender at
+		// once; a term has one leader, and it is this one. DLedger answers TERM_NOT_READY,
+		// adopts the term in its next pass and follows at the leader's next heartbeat, which
+		// the leader sends at once only when it lacks a quorum without this member; in between
+		// the member could start a pointless probe at the new term (docs/protocol.md 7.6).
 		e.becomeCandidate(req.Term, now, "heartbeat from "+sender+" at a higher term")
+		if err := ms.AdoptTerm(req.Term, ""); err == nil {
+			e.becomeFollower(req.Term, sender, now)
+			e.noteSuccessors(sender, req.Successors)
+			resp.Code = protocol.CodeSuccess
+			break
+		} else { //nolint:revive // the error is logged, then row 7b runs
+			e.log.Error("cannot persist the leader's higher term", e.fields(zap.Error(err))...)
+		}
+		// Row 7b: the write failed; the next pass adopts the term, as DLedger does.
 		e.needIncreaseTerm = true
 		resp.Code = protocol.CodeTermNotReady
 	}

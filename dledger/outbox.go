@@ -59,6 +59,7 @@ func (e *Elector) post(m message) { e.outbox = append(e.outbox, m) }
 // transport, with the entry point their answer comes back through, and answers to the callers
 // waiting for them. Every entry point that can post defers it right after taking the lock.
 func (e *Elector) unlockAndDeliver() {
+	e.noteSchedule()
 	out := e.outbox
 	e.outbox = nil
 	e.mu.Unlock()

@@ -29,6 +29,7 @@ func newRulesUnit(t *testing.T, n int, cfg Config, rnd Rand) *unit {
 	if u.e, err = New(cfg, ms, Options{Clock: u.clock, Rand: rnd, Transport: u.tr}); err != nil {
 		t.Fatal(err)
 	}
+	u.e.hadLeader = true // steady state; the start-up rules are tested in succession_test.go
 	return u
 }
 
@@ -143,14 +144,14 @@ func TestRulesHigherTermAbandonsTheRoundInFlight(t *testing.T) {
 			u.setTerm(1, "")
 			votes := startRound(t, u) // a round at term 1
 			if via == "vote" {
-				if r := u.e.HandleVote(voteReq("n2", 5, -1, -1)); r.VoteResult != protocol.VoteRejectTermNotReady {
+				if r := u.e.HandleVote(voteReq("n2", 5, -1, -1)); r.VoteResult != protocol.VoteAccept { // row 8a
 					t.Fatalf("vote at 5: %v", r.VoteResult)
 				}
-			} else if r := u.e.HandleHeartBeat(hbReq("n2", 5)); r.Code != protocol.CodeTermNotReady {
+			} else if r := u.e.HandleHeartBeat(hbReq("n2", 5)); r.Code != protocol.CodeSuccess { // row 7a
 				t.Fatalf("heartbeat at 5: %v", r.Code)
 			}
 			answerVotes(votes, map[string]protocol.VoteResult{"n1": protocol.VoteAccept}, 1)
-			if st := u.e.Status(); st.Role != protocol.CANDIDATE {
+			if st := u.e.Status(); st.Role == protocol.LEADER || st.Term != 5 {
 				t.Fatalf("a late ACCEPT for term 1 made it %v at %d after it saw term 5", st.Role, st.Term)
 			}
 		})
@@ -185,6 +186,7 @@ func TestRulesLostLeaderRuleWaitsForTheOthers(t *testing.T) {
 	u.e.HandleHeartBeat(hbReq("n1", 4))
 	u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
 	u.e.Tick() // times out on n1
+	u.clock.Advance(2 * u.cfg.MaintainInterval)
 	votes := startRound(t, u)
 	answerVotes(votes, map[string]protocol.VoteResult{"n1": protocol.VoteRejectAlreadyVoted}, 4)
 	if u.e.vote == nil {

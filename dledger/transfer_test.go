@@ -318,8 +318,9 @@ func TestPreferredBackoffStartsAfreshWithEachLeadership(t *testing.T) {
 	u.e.mu.Lock()
 	u.e.xfer.preferredFailures, u.e.xfer.nextPreferredCheck = 5, u.clock.Now().Add(time.Minute)
 	u.e.mu.Unlock()
-	u.e.HandleHeartBeat(hbReq("n2", u.ms.CurrTerm()+1)) // steps down
-	u.e.Tick()                                          // adopts the higher term, no vote yet
+	u.e.HandleHeartBeat(hbReq("n2", u.ms.CurrTerm()+1)) // steps down and follows n2
+	u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
+	u.e.Tick() // n2 went silent: a candidate again
 	u.makeLeader()
 	u.e.mu.Lock()
 	failures, next := u.e.xfer.preferredFailures, u.e.xfer.nextPreferredCheck

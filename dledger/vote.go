@@ -213,6 +213,10 @@ func (e *Elector) decideVote(now time.Time) {
 		e.nextTimeToRequestVote = now.Add(delay + e.cfg.DetectionWindow())
 	case !e.ms.Quorum(r.valid): // rule 3
 		res = protocol.WaitToRevote
+		if e.startingUp(now) && e.startupRank() == 0 {
+			// The others are most likely still starting: retry soon (succession.go).
+			delay = 2 * e.cfg.MaintainInterval
+		}
 		e.nextTimeToRequestVote = now.Add(delay)
 	case !e.ms.Quorum(r.valid - r.biggerLedger): // rule 4
 		res = protocol.WaitToRevote
@@ -224,6 +228,11 @@ func (e *Elector) decideVote(now time.Time) {
 		e.nextTimeToRequestVote = time.Time{}
 	default: // rule 7
 		res = protocol.WaitToVoteNext
+		if r.lost >= 0 {
+			// The probe after losing a leader: the next term starts in succession order
+			// (docs/protocol.md 7.11), the first successor at once.
+			delay = e.successionDelay(e.lostLeader)
+		}
 		e.nextTimeToRequestVote = now.Add(delay)
 	}
 	e.lastParseResult = res
@@ -294,9 +303,33 @@ func (e *Elector) handleVote(req *protocol.VoteRequest, fromSelf bool, now time.
 		return reject(protocol.VoteRejectAlreadyHasLeader)
 	case req.Term == ms.CurrTerm() && ms.VoteFor() != "" && ms.VoteFor() != cand: // row 7
 		return reject(protocol.VoteRejectAlreadyVoted)
-	case req.Term > ms.CurrTerm(): // row 8: answer with the old term, then step up
-		reject(protocol.VoteRejectTermNotReady)
+	case req.Term > ms.CurrTerm(): // row 8: step up to the candidate's term
+		// Rows 9 and 10 as they would answer at the new term, before stepping up ends a take.
+		grant := req.Term >= my.Term && !(e.xfer.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex)
 		e.becomeCandidate(req.Term, now, "vote request from "+cand+" at a higher term")
+		// Row 8a (ours): if rows 9-11 would grant at the new term, adopt it and grant in one
+		// durable write, and answer at once. DLedger answers TERM_NOT_READY, adopts the term
+		// in its next pass and grants only when the candidate asks again: two more passes
+		// and a round trip on every election and transfer (docs/protocol.md 7.1).
+		if grant {
+			err := ms.AdoptTerm(req.Term, cand)
+			if err == nil {
+				e.vote = nil
+				e.needIncreaseTerm = false
+				// Give the candidate time to win before this member campaigns itself, and
+				// then probe at the new term rather than start another (Raft resets its
+				// election timer when it grants a vote, for the same reason).
+				e.lastParseResult = protocol.WaitToRevote
+				e.nextTimeToRequestVote = now.Add(e.voteDelay())
+				e.emit(now)
+				e.obs.VoteGranted()
+				resp.Term = req.Term
+				return reject(protocol.VoteAccept)
+			}
+			e.log.Error("cannot persist the new term and vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
+		}
+		// Row 8b: answer with the old term; the next pass adopts it without voting.
+		reject(protocol.VoteRejectTermNotReady)
 		e.needIncreaseTerm = true
 		return resp
 	case req.Term < my.Term: // row 9

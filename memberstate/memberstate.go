@@ -166,6 +166,30 @@ func (m *MemberState) Vote(candidate string) error {
 	return nil
 }
 
+// AdoptTerm moves this member to a higher term heard from another member, in one durable
+// write, with its vote in that term: candidate ("" for none). A voter asked by a candidate of a
+// higher term adopts the term and grants in one write (docs/protocol.md 7.1 row 8a); a member
+// that hears a leader of a higher term adopts it without a vote (7.6 row 7a). The member
+// becomes a candidate with no leader; the caller makes it a follower if it has one. On error
+// nothing changed.
+func (m *MemberState) AdoptTerm(term int64, candidate string) error {
+	switch {
+	case term <= m.term:
+		return fmt.Errorf("adoptTerm(%d) not above currTerm %d", term, m.term)
+	case term > protocol.MaxTerm:
+		return fmt.Errorf("adoptTerm(%d) above the largest term %d", term, protocol.MaxTerm)
+	case candidate != "" && !m.IsPeerMember(candidate):
+		return fmt.Errorf("adoptTerm: %q is not a member", candidate)
+	}
+	if err := m.store.Save(Durable{Term: term, VoteFor: candidate}); err != nil {
+		return err
+	}
+	m.term, m.voteFor = term, candidate
+	m.knownMaxTerm = max(m.knownMaxTerm, term)
+	m.role, m.leader = protocol.CANDIDATE, ""
+	return nil
+}
+
 // ChangeToCandidate makes this member a candidate and remembers that term exists. It does not
 // change currTerm: the next NextTerm adopts the term. A term above protocol.MaxTerm is refused.
 func (m *MemberState) ChangeToCandidate(term int64) error {

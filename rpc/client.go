@@ -52,6 +52,12 @@ type ClientOptions struct {
 	// already paces the attempts: a peer behind a partition that heals is found within
 	// about DialTimeout.
 	ReconnectMin, ReconnectMax time.Duration
+	// OnPeerGone, if set, is called (on the peer's connection goroutine; it must not block)
+	// when a connection to the peer was closed by the other end and the redial made at once
+	// was refused: nothing listens on the peer's port, so its process is not running (a crash,
+	// a stop). A cut link causes neither a close nor a refusal, and a peer that restarted
+	// accepts the redial, so neither is reported. dledger.Elector.PeerGone acts on it.
+	OnPeerGone func(peer string)
 	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize; with
 	// Auth.Keys at most secure.MaxMessageLen, sealed).
 	MaxFrameSize int
@@ -120,6 +126,7 @@ type Client struct {
 type call struct {
 	code     protocol.RequestCode
 	deadline time.Time
+	sent     time.Time // when submit registered it: where its round trip (Hooks.OnRoundTrip) starts
 	vote     func(*protocol.VoteResponse, error)
 	hb       func(*protocol.HeartBeatResponse, error)
 	lt       func(*protocol.LeadershipTransferResponse, error)
@@ -141,6 +148,7 @@ type peer struct {
 	pending   map[uint64]*call
 
 	expired []*call // scratch for the writer goroutine's timeout sweep
+	kick    chan struct{}
 }
 
 type outFrame struct {
@@ -175,7 +183,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	for id, addr := range opts.Peers {
 		p := &peer{cl: cl, id: id, addr: addr,
-			sendq: make(chan outFrame, opts.SendQueue), pending: make(map[uint64]*call)}
+			sendq: make(chan outFrame, opts.SendQueue), pending: make(map[uint64]*call), kick: make(chan struct{}, 1)}
 		cl.peers[id] = p
 		cl.wg.Add(1)
 		go p.run()
@@ -354,7 +362,8 @@ func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
 		if c.code == protocol.RequestLeadershipTransfer {
 			timeout = cl.opts.TransferTimeout
 		}
-		c.deadline = time.Now().Add(timeout)
+		c.sent = time.Now()
+		c.deadline = c.sent.Add(timeout)
 		p.pending[id] = c
 		gen = p.gen
 	}
@@ -394,11 +403,17 @@ func (p *peer) run() {
 	defer p.cl.wg.Done()
 	opts := &p.cl.opts
 	backoff := opts.ReconnectMin
+	closedByPeer := false
 	for {
 		healthy, silentNet := false, false
 		conn, sess, err := p.dial()
+		if closedByPeer && errors.Is(err, syscall.ECONNREFUSED) && opts.OnPeerGone != nil && p.cl.ctx.Err() == nil {
+			p.cl.obs.log.Debug("rpc: peer gone (connection closed, redial refused)", zap.String("peer", p.id))
+			opts.OnPeerGone(p.id)
+		}
+		closedByPeer = false
 		if err == nil {
-			healthy = p.serve(conn, sess)
+			healthy, closedByPeer = p.serve(conn, sess)
 		} else if p.cl.ctx.Err() == nil {
 			var ne net.Error
 			var he *handshakeError
@@ -430,6 +445,10 @@ func (p *peer) run() {
 		case <-p.cl.ctx.Done():
 			t.Stop()
 			return
+		case <-p.kick: // the peer connected to us: it is up, dial now (Kick)
+			t.Stop()
+			backoff = opts.ReconnectMin
+			continue
 		case <-t.C:
 		}
 		if !silentNet {
@@ -492,7 +511,7 @@ func (e *handshakeError) Unwrap() error { return e.err }
 // with the partition's length: issue 18). Dropped, it is redialled, and the first dial after
 // the heal gets through. A slow peer that still answers (late answers count: any byte read)
 // keeps its connection.
-func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy bool) {
+func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer bool) {
 	start := time.Now()
 	p.mu.Lock()
 	p.gen++
@@ -528,6 +547,7 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy bool) {
 			if err == nil {
 				err = io.EOF
 			}
+			closedByPeer = errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
 		case <-p.cl.ctx.Done():
 			err = ErrClosed
 		}
@@ -548,7 +568,20 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy bool) {
 	if !errors.Is(err, ErrClosed) {
 		p.cl.obs.log.Debug("rpc: connection lost", zap.String("peer", p.id), zap.Error(err))
 	}
-	return answered.Load() || time.Since(start) >= p.cl.opts.ReconnectMax
+	return answered.Load() || time.Since(start) >= p.cl.opts.ReconnectMax, closedByPeer
+}
+
+// Kick makes the client dial peer at once if it is waiting to redial it: the caller has just
+// seen the peer connect to it, so the peer is up and a back-off (up to ReconnectMax) would only
+// delay the first request to it (a new leader's first heartbeat to a member that started
+// after it, say). Unknown peers are ignored. It never blocks.
+func (cl *Client) Kick(peer string) {
+	if p := cl.peers[peer]; p != nil {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // newConnWriter buffers writes to conn and gives each write to the socket its own deadline
@@ -750,6 +783,7 @@ func (p *peer) read(conn io.Reader, sess *secure.Session, answered *atomic.Bool)
 		// Only a well-formed answer to one of our calls shows the connection healthy (it
 		// resets the reconnect back-off); a peer that sends only broken answers does not.
 		answered.Store(true)
+		p.cl.obs.roundTrip(c.code, p.id, c.sent)
 		p.cl.finish(c, &resp, nil, p.id)
 	}
 }

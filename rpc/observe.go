@@ -80,6 +80,12 @@ type Hooks struct {
 	// OnAuthFailure is called once per connection closed because peer authentication failed
 	// (AuthFailureReasons lists the reasons), on the server and on the client side.
 	OnAuthFailure func(reason string)
+	// OnRoundTrip is called by a client once per call that got a well-formed answer (whatever
+	// its response code), with the request code's name, the peer's member id and the time from
+	// the call's submission to its answer's arrival: the local send queue, the network both
+	// ways and the peer's handler (a vote includes the voter's fsync). Failed calls, late
+	// answers to calls that timed out, and a connection's first METADATA frame are not reported.
+	OnRoundTrip func(code, peer string, d time.Duration)
 }
 
 // Stats are running totals since construction.
@@ -192,6 +198,15 @@ func (o *observer) rpcError(code protocol.RequestCode, reason, peer string) {
 		o.log.Warn("rpc: call failed", zap.Stringer("code", code),
 			zap.String("reason", reason), zap.String("peer", peer))
 	}
+}
+
+// roundTrip reports an answered call submitted at sent (zero: not submitted by a caller, such as
+// the connection's hello, so not reported).
+func (o *observer) roundTrip(code protocol.RequestCode, peer string, sent time.Time) {
+	if o.hooks.OnRoundTrip == nil || sent.IsZero() {
+		return
+	}
+	o.hooks.OnRoundTrip(code.String(), peer, time.Since(sent))
 }
 
 func (o *observer) stats() Stats {

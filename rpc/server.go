@@ -74,6 +74,11 @@ type ServerOptions struct {
 	// default: a follower's connections carry nothing while a leader lives, and closing them
 	// would make a vote sent during the redial fail.
 	IdleTimeout time.Duration
+	// OnPeerHello, if set, is called with the sender's member id for every METADATA request
+	// (a member's client sends one first on every connection, see Client): that member is up
+	// and reaches us, so our client may stop backing off from it (Client.Kick). Called on a
+	// worker goroutine; it must not block. With Auth.Keys the id is the authenticated one.
+	OnPeerHello func(peer string)
 	// Workers is the number of goroutines that run Handler methods (default 8).
 	Workers int
 	// EventLoops is the number of gnet event loops (default 1: a member has a handful of
@@ -778,6 +783,9 @@ func (s *Server) serve(t *task) {
 			s.obs.rpcError(t.code, ReasonNilResponse, t.conn.remote)
 		}
 	case protocol.RequestMetadata:
+		if s.opts.OnPeerHello != nil && t.meta.LocalID != "" {
+			s.opts.OnPeerHello(t.meta.LocalID)
+		}
 		if resp := s.handler.HandleMetadata(&t.meta); resp != nil {
 			if foreign(&resp.Header) {
 				resp = &protocol.MetadataResponse{Header: refusedHeader}

@@ -185,8 +185,17 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	// A transferee answers only when its campaign ends, so transfer calls wait out the
 	// transfer bound; votes and heartbeats keep the short default (the elector decides their
 	// rounds by its own deadlines anyway, D6).
+	// A peer whose connection ended and whose port refuses the redial has no process: the
+	// elector stops following it at once if it led (docs/protocol.md 7.11). The client dials
+	// before the elector exists, hence the pointer.
+	var elector atomic.Pointer[dledger.Elector]
 	s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
-		TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks})
+		TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks,
+		OnPeerGone: func(id string) {
+			if e := elector.Load(); e != nil {
+				e.PeerGone(id)
+			}
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +210,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		s.client.Close()
 		return nil, err
 	}
-	s.rpcSrv, err = rpc.NewServer(s.elector, rpc.ServerOptions{Addr: selfAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks})
+	elector.Store(s.elector)
+	// A member that connects to us is up: stop backing off from it, so that our first request
+	// to it (a new leader's first heartbeat) does not wait out a redial delay.
+	s.rpcSrv, err = rpc.NewServer(s.elector, rpc.ServerOptions{Addr: selfAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks,
+		OnPeerHello: s.client.Kick})
 	if err != nil {
 		s.client.Close()
 		return nil, err

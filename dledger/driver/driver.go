@@ -38,8 +38,11 @@ func (l *lockedRand) Int63n(n int64) int64 {
 	return l.r.Int64N(n)
 }
 
-// Run is the StateMaintainer: it calls e.Tick every MaintainInterval and delivers e's role
-// events to d until ctx is done. It returns after both of its goroutines have stopped.
+// Run is the StateMaintainer: it calls e.Tick whenever a pass is due (e.NextPassAt, or at once
+// when e.Reschedule fires) and delivers e's role events to d until ctx is done. It returns
+// after both of its goroutines have stopped. An idle member wakes only when something is due
+// (a heartbeat to send, a timeout to check), not every MaintainInterval: see dledger/schedule.go
+// for why and what that costs.
 func Run(ctx context.Context, e *dledger.Elector, d *Dispatcher) {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -54,7 +57,7 @@ func Run(ctx context.Context, e *dledger.Elector, d *Dispatcher) {
 			}
 		}
 	}()
-	t := time.NewTicker(e.Config().MaintainInterval)
+	t := time.NewTimer(time.Until(e.NextPassAt()))
 	defer func() {
 		t.Stop()
 		wg.Wait()
@@ -66,6 +69,8 @@ func Run(ctx context.Context, e *dledger.Elector, d *Dispatcher) {
 			return
 		case <-t.C:
 			e.Tick()
+		case <-e.Reschedule():
 		}
+		t.Reset(time.Until(e.NextPassAt()))
 	}
 }

@@ -25,9 +25,12 @@ import (
 //	no-abstain         sidecar members run without Options.LedgerFromStorage
 //	                   (electorOptions)                                                 S4
 //	keep-lost-round    becoming a follower keeps the lost round's result                L2
-//	endless-take       a transferee answers but never leaves the take                   L3
+//	endless-take       a transferee answers but never leaves the take: L3, or SIM when
+//	                   its passed take deadline keeps a pass due (the driver would spin)
+//	gone-on-cut        the transport reports a cut link as the peer's process gone, so a
+//	                   cut-off follower skips the same-term probe (announceGone)        L2
 //
-// The last two are transitions inside the elector that forget a reset; nothing outside it can
+// keep-lost-round and endless-take are transitions inside the elector that forget a reset; nothing outside it can
 // reach them, so they are switched on through dledger/internal/bugs (startMember).
 
 // bugs is the elector's internal switch for b (zero for every bug injected from outside).

@@ -20,8 +20,9 @@ func TestCheckerCatchesBrokenRules(t *testing.T) {
 		{BrokenEventSeenTerm, "", []string{"S5"}},
 		{BrokenNoRevote, "", []string{"L1"}},
 		{BrokenKeepLostRound, ScenarioRejoin, []string{"L2"}},
-		{BrokenEndlessTake, "", []string{"L3"}},
+		{BrokenEndlessTake, "", []string{"L3", "SIM"}},
 		{BrokenNoAbstain, "", []string{"S4"}},
+		{BrokenGoneOnCut, ScenarioRejoin, []string{"L2"}},
 	} {
 		t.Run(string(c.broken), func(t *testing.T) {
 			const maxSeeds = 50

@@ -156,6 +156,11 @@ func (s *sim) cutLink(a, b *member) {
 	if !s.net.cut[a.idx][b.idx] {
 		s.net.cut[a.idx][b.idx] = true
 		s.tr.add(record{at: s.now, kind: rCut, a: int8(a.idx), b: int8(b.idx)})
+		if s.opt.Broken == BrokenGoneOnCut && b.up && a.up {
+			// The broken transport takes the silence of a cut link for a dead process.
+			inc := b.inc
+			s.at(0, func() { s.deliverGone(b, inc, a) })
+		}
 	}
 }
 

@@ -36,6 +36,14 @@ type member struct {
 	// it waits in held, as in its socket buffers, until Cluster.Resume. Never set in Run.
 	stopped bool
 	held    []func()
+	// The member's next pass, as production's driver schedules it (dledger/driver): at the
+	// time its elector's NextPassAt names, earlier when an event makes a pass due sooner.
+	// tickGen voids the ticks queued before a reschedule; sameInstant counts passes run at one
+	// virtual instant (a pass that leaves itself due again and again would spin the driver).
+	nextTick    time.Duration
+	tickGen     uint64
+	sameInstant int
+	lastTickAt  time.Duration
 }
 
 // memberStore is the Store a member's MemberState writes to: its MemStore (which outlives
@@ -96,23 +104,66 @@ func (s *sim) startMember(m *member) error {
 	} else {
 		first = s.cfg.MaintainInterval - s.now%s.cfg.MaintainInterval
 	}
-	s.seq++
-	s.q.push(event{at: s.now + first, seq: s.seq, tick: true, m: m, inc: m.inc})
+	s.scheduleTick(m, s.now+first)
 	return nil
 }
 
+// scheduleTick queues m's next pass at virtual time at, voiding the one queued before.
+func (s *sim) scheduleTick(m *member, at time.Duration) {
+	m.tickGen++
+	m.nextTick = at
+	s.seq++
+	s.q.push(event{at: at, seq: s.seq, tick: true, m: m, inc: m.inc, gen: m.tickGen})
+}
+
+// passDue is when m's elector wants its next pass, as virtual time, never before now.
+func (s *sim) passDue(m *member) time.Duration {
+	return max(m.e.NextPassAt().Sub(epoch), s.now)
+}
+
+// reschedule runs after every event for the members whose elector ran in it: an answer, a
+// request or a ledger report may have made a pass due sooner (production's driver hears it
+// through Elector.Reschedule).
+func (s *sim) reschedule() {
+	for _, m := range s.members {
+		if s.touched&(1<<m.idx) == 0 || !m.up || m.stopped || s.violation != nil {
+			continue
+		}
+		if at := s.passDue(m); at < m.nextTick {
+			s.scheduleTick(m, at)
+		}
+	}
+}
+
+// maxPassesAtOneInstant bounds the passes one member runs at one virtual instant: a pass may
+// leave another due at once (a round it decided asks for an immediate re-vote), but a pass that
+// always does would spin production's driver.
+const maxPassesAtOneInstant = 8
+
 // tick runs one StateMaintainer pass and schedules the next, unless the member has crashed
-// since the tick was queued.
-func (s *sim) tick(m *member, inc int) {
-	if !m.up || m.inc != inc {
+// or been rescheduled since the tick was queued. A stopped member makes no pass: it is polled
+// every MaintainInterval without asking its elector, so when it resumes its first pass runs
+// late, as a stopped process's timer does.
+func (s *sim) tick(m *member, inc int, gen uint64) {
+	if !m.up || m.inc != inc || m.tickGen != gen {
 		return
 	}
-	if !m.stopped {
-		s.touch(m)
-		m.e.Tick()
+	if m.stopped {
+		s.scheduleTick(m, s.now+s.cfg.MaintainInterval)
+		return
 	}
-	s.seq++
-	s.q.push(event{at: s.now + s.cfg.MaintainInterval, seq: s.seq, tick: true, m: m, inc: inc})
+	if s.now == m.lastTickAt {
+		m.sameInstant++
+		if m.sameInstant > maxPassesAtOneInstant {
+			s.fail("SIM", "%s ran %d passes at %v: a pass leaves itself due (the driver would spin)", m.id, m.sameInstant, s.now)
+			return
+		}
+	} else {
+		m.lastTickAt, m.sameInstant = s.now, 1
+	}
+	s.touch(m)
+	m.e.Tick()
+	s.scheduleTick(m, s.passDue(m))
 }
 
 // crash drops the elector (in-flight callbacks to it will be discarded) and tells the store,
@@ -129,6 +180,7 @@ func (s *sim) crash(m *member) {
 	written, _ := m.store.Load()
 	m.up, m.e, m.ms = false, nil, nil
 	m.stopped, m.held = false, nil // a killed process loses what waited in its sockets
+	s.announceGone(m)
 	m.inc++
 	m.store.Crash()
 	if written != held {
@@ -203,4 +255,38 @@ func (ep *endpoint) SendLeadershipTransfer(to string, req *protocol.LeadershipTr
 	// The transferee answers after its own election, so this call waits longer (as the rpc
 	// client's documentation asks of a real deployment).
 	transmit(ep.s, c, ep.s.net.timeout+ep.s.cfg.TransferBound(), req, done, ep.s.handleTransfer)
+}
+
+// announceGone models what a crash does to the sockets: the kernel closes the dead process's
+// connections, and a peer that sees its connection closed and its redial refused tells its
+// elector the process is gone (rpc.ClientOptions.OnPeerGone, Elector.PeerGone). Only where
+// the link carries packets: a cut link delivers no close and no refusal. The news travels
+// like a message (a network delay, maybe lost) and finds the peer as it is then.
+func (s *sim) announceGone(dead *member) {
+	for _, p := range s.members {
+		if p == dead || !p.up || s.net.cut[dead.idx][p.idx] {
+			continue
+		}
+		d, lost := s.fate()
+		if lost {
+			continue
+		}
+		inc := p.inc
+		s.at(d, func() { s.deliverGone(p, inc, dead) })
+	}
+}
+
+// deliverGone hands "dead's process is gone" to p's elector, unless p has crashed since or
+// dead has come back (its redial would have succeeded).
+func (s *sim) deliverGone(p *member, inc int, dead *member) {
+	if !p.up || p.inc != inc || (dead.up && s.opt.Broken != BrokenGoneOnCut) {
+		return
+	}
+	if p.stopped {
+		p.held = append(p.held, func() { s.deliverGone(p, inc, dead) })
+		return
+	}
+	s.note("%s hears that %s's process is gone", p.id, dead.id)
+	s.touch(p)
+	p.e.PeerGone(dead.id)
 }

@@ -37,6 +37,7 @@ const (
 	BrokenNoRevote        Broken = "no-revote"         // a candidate never asks for votes again after a loss: L1
 	BrokenKeepLostRound   Broken = "keep-lost-round"   // a follower keeps its lost round's result: L2 (rejoin scenario)
 	BrokenEndlessTake     Broken = "endless-take"      // a transferee never leaves the take: L3
+	BrokenGoneOnCut       Broken = "gone-on-cut"       // a cut link is reported as the peer's process gone: L2 (rejoin scenario)
 	// BrokenNoAbstain: sidecar members run without Options.LedgerFromStorage, so a restarted
 	// one votes on the empty ledger its elector starts with until the report (issue 12): S4,
 	// checked against the true ledger.
@@ -46,7 +47,7 @@ const (
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
-		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain}
+		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in

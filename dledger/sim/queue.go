@@ -10,6 +10,7 @@ type event struct {
 	tick bool
 	m    *member
 	inc  int
+	gen  uint64 // a tick's schedule generation: a rescheduled member's older ticks are void
 	fn   func()
 }
 

@@ -169,7 +169,7 @@ func (s *sim) step() {
 	s.now = ev.at
 	s.steps++
 	if ev.tick {
-		s.tick(ev.m, ev.inc)
+		s.tick(ev.m, ev.inc, ev.gen)
 	} else {
 		ev.fn()
 	}

@@ -30,6 +30,15 @@ type VoteResponse struct {
 // HeartBeatRequest is sent by the leader (LeaderID = sender) every heartbeat interval.
 type HeartBeatRequest struct {
 	Header `msgpack:",inline"`
+	// Successors is the leader's order of succession (ours; older members omit and ignore
+	// it), member ids separated by ';' as in preferredLeaderIds: the followers that answered
+	// its last round with a known ledger, preferred leaders first, then the newest ledger
+	// first. Should the leader fail, the first of them campaigns at once and the others one
+	// slot later each, so they do not collide (docs/protocol.md 7.11). A receiver uses it only
+	// from its own leader, and only if every entry is a distinct member. A string, not an
+	// array: the steady heartbeat stays free of allocations on both sides (the codec interns
+	// strings), and no omitempty (which costs the encoder an allocation per message).
+	Successors string `msgpack:"successors"`
 }
 
 // HeartBeatResponse answers a heartbeat; Term is the receiver's currTerm on EXPIRED_TERM,
@@ -73,4 +82,9 @@ type MetadataResponse struct {
 	LedgerEndTerm  int64  `msgpack:"ledgerEndTerm"`
 	LedgerEndIndex int64  `msgpack:"ledgerEndIndex"`
 	Peers          string `msgpack:"peers"`
+	// AdminAddr is the member's HTTP admin address as others should dial it (host:port), so
+	// a tool that reaches one member can find the others' status. Left out when the member has
+	// none; older members never send it and ignore it. Its users bound and check it (like every
+	// string here it is otherwise bounded only by the frame size).
+	AdminAddr string `msgpack:"adminAddr,omitempty"`
 }

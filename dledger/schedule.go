@@ -1,0 +1,121 @@
+package dledger
+
+import (
+	"time"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// When passes run (docs/protocol.md 6.3).
+//
+// DLedger's StateMaintainer runs a pass every 10 ms whether or not anything is due. On this
+// project's reference machine a bare Go ticker at 10 ms costs 1.1 % of a core in wake-ups alone
+// (0.37 % at 50 ms, 0.07 % at 1 s), more than an idle member may spend. So a pass runs when the
+// elector says one is due: NextPassAt is the earliest moment at which a pass can change
+// anything (a heartbeat to send, a round deadline, a follower timeout, a re-vote time, a
+// transfer deadline), and every entry point that brings that moment closer (an answer that
+// decides a round, a vote that makes a re-vote due at once) wakes the driver through
+// Reschedule. A pass before NextPassAt would do nothing, so skipping it changes no decision;
+// a due pass runs at once instead of at the next 10 ms tick, which is also what makes a
+// decision take effect as soon as its answers are in.
+
+// maxPassGap bounds the time between two passes even when nothing is due, so that a stall of
+// the member's own process (a stop, a long pause) is still noticed by the pass that ends it:
+// a stall shorter than the remaining sleep goes unnoticed, and a detection window plus a
+// heartbeat interval is shorter than any deadline a peer keeps for this member's answer (a
+// transfer's TransferBound). It is longer than a follower's timeout, so an idle follower
+// wakes once per heartbeat it receives, not more.
+func (c Config) maxPassGap() time.Duration { return c.DetectionWindow() + c.HeartBeatInterval }
+
+// NextPassAt returns the time of the next pass the driver should run (now or earlier: at
+// once), never later than maxPassGap from now. The driver sleeps until then, or until
+// Reschedule fires.
+func (e *Elector) NextPassAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	next := e.nextPassAt(now)
+	e.plannedPass = next
+	return next
+}
+
+// Reschedule is signalled (coalesced) when an entry point made a pass due earlier than the
+// time NextPassAt last returned.
+func (e *Elector) Reschedule() <-chan struct{} { return e.resched }
+
+// noteSchedule runs at the end of every entry point, with the lock held: if the next pass is
+// now due before the time the driver sleeps until, wake it.
+func (e *Elector) noteSchedule() {
+	if e.plannedPass.IsZero() {
+		return // no driver has asked yet (the simulator and the tests tick on their own)
+	}
+	if next := e.nextPassAt(e.clock.Now()); next.Before(e.plannedPass) {
+		e.plannedPass = next
+		select {
+		case e.resched <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// nextPassAt is the earliest time at which a pass changes anything. Deadlines the pass tests
+// with "after" (strictly later) are due one nanosecond past them.
+func (e *Elector) nextPassAt(now time.Time) time.Time {
+	next := now.Add(e.cfg.maxPassGap())
+	at := func(t time.Time) {
+		if t.Before(next) {
+			next = t
+		}
+	}
+	after := func(t time.Time) { at(t.Add(time.Nanosecond)) }
+	switch e.ms.Role() {
+	case protocol.LEADER:
+		switch {
+		case e.sendHeartBeatNow:
+			at(now)
+		default:
+			at(e.lastSendHeartBeat.Add(e.cfg.HeartBeatInterval))
+		}
+		if e.hb != nil {
+			at(e.hb.deadline)
+		}
+		after(e.quorumAck(now).Add(e.cfg.DetectionWindow()))
+		if len(e.cfg.PreferredLeaderIDs) > 0 && e.xfer.to == "" {
+			at(e.xfer.nextPreferredCheck)
+		}
+	case protocol.FOLLOWER:
+		after(e.lastLeaderHeartBeat.Add(e.cfg.DetectionWindow()))
+	case protocol.CANDIDATE:
+		switch {
+		case e.needIncreaseTerm:
+			at(now)
+		case !e.ledgerKnown:
+		case e.vote != nil:
+			at(e.vote.deadline)
+		default:
+			at(e.nextTimeToRequestVote)
+		}
+	}
+	x := &e.xfer
+	if x.to != "" {
+		after(x.deadline)
+	}
+	switch {
+	case x.waiting && (e.ms.CurrTerm() != x.fromTerm || e.ms.Role() != protocol.FOLLOWER ||
+		e.ms.Ledger().Index >= x.takeIndex):
+		at(now)
+	case x.waiting || x.taking:
+		after(x.takeDeadline)
+	}
+	return next
+}
+
+// passDue is the time the current pass was due: the time NextPassAt promised the driver, or,
+// for a caller that ticks on its own every MaintainInterval (tests), the previous pass. A pass
+// that runs more than StallThreshold after it was due ends a stall of this member's process.
+func (e *Elector) passDue() time.Time {
+	if !e.plannedPass.IsZero() {
+		return e.plannedPass
+	}
+	return e.lastPass
+}

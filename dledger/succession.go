@@ -1,0 +1,174 @@
+package dledger
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Succession (docs/protocol.md 7.11): who campaigns first when a leader fails, and acting on a
+// leader whose process is known to be gone.
+//
+// DLedger leaves the first campaign after a leader's loss to a random delay in [min, max) vote
+// interval on every member, so a failover costs one such delay on average (lan: 200 ms) and,
+// when two delays fall close together, a split round and a second delay. Here the leader tells
+// its followers, in every heartbeat, the order in which they should succeed it (the most
+// up-to-date first, preferred leaders before all). When the leader is lost, the member ranked k
+// starts its first campaign k slots later, so the first successor goes alone and at once, and
+// the others, already asked by then, vote for it. The order is advice, not a right: every vote
+// still goes through the vote table (7.1), so a successor whose ledger fell behind is refused
+// and the next one wins; the order can change who campaigns first and when, never who may win.
+
+// SuccessionSlot is the gap between the first campaigns of two successive successors: long
+// enough for the earlier one's vote requests to arrive and be granted (a round trip and a
+// vote-store fsync, milliseconds on a LAN), short enough that a dead first successor costs
+// little. It is minVoteInterval (lan 100 ms, dledger 300 ms).
+func (c Config) SuccessionSlot() time.Duration { return c.MinVoteInterval }
+
+// successorOrder is the leader's order of succession for its next heartbeat round: the
+// followers that answered the last round with a known ledger, preferred leaders first (in the
+// configured order), then the newest ledger first, then configuration order; ';'-separated.
+func (e *Elector) successorOrder() string {
+	return strings.Join(e.successorIDs(), ";")
+}
+
+func (e *Elector) successorIDs() []string {
+	peers := e.ms.Peers()
+	idx := make([]int, 0, len(peers))
+	for i, p := range peers {
+		if p.ID != e.ms.SelfID() && e.peers[i].alive && e.peers[i].known {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	pref := func(id string) int {
+		if k := slices.Index(e.cfg.PreferredLeaderIDs, id); k >= 0 {
+			return k
+		}
+		return len(e.cfg.PreferredLeaderIDs)
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if pa, pb := pref(peers[a].ID), pref(peers[b].ID); pa != pb {
+			return pa - pb
+		}
+		la, lb := e.peers[a].ledger, e.peers[b].ledger
+		switch {
+		case la.NewerThan(lb):
+			return -1
+		case lb.NewerThan(la):
+			return 1
+		}
+		return a - b
+	})
+	out := make([]string, len(idx))
+	for k, i := range idx {
+		out[k] = peers[i].ID
+	}
+	return out
+}
+
+// noteSuccessors records the order of succession from a heartbeat of this member's leader
+// (';'-separated ids). A list that names a non-member or one member twice is ignored as a
+// whole. The same list as last time, the steady case, costs a comparison.
+func (e *Elector) noteSuccessors(leader, list string) {
+	if leader == e.successorsOf && list == e.successorsRaw {
+		return
+	}
+	e.successorsOf, e.successorsRaw = leader, list
+	e.successors = e.successors[:0]
+	if list == "" {
+		return
+	}
+	ids := strings.Split(list, ";")
+	if len(ids) > len(e.ms.Peers()) {
+		return
+	}
+	for i, id := range ids {
+		if !e.ms.IsPeerMember(id) || slices.Contains(ids[:i], id) {
+			return
+		}
+	}
+	e.successors = append(e.successors, ids...)
+}
+
+// successionDelay is how long this member waits, after losing the leader lost, before its
+// first campaign at the next term: its rank in lost's order of succession in slots; a member
+// the order leaves out waits for all of them plus an ordinary re-vote delay; without an order
+// from that leader (an older leader, or none heard yet), an ordinary re-vote delay.
+func (e *Elector) successionDelay(lost string) time.Duration {
+	if lost == "" || e.successorsOf != lost || len(e.successors) == 0 {
+		return e.voteDelay()
+	}
+	slot := e.cfg.SuccessionSlot()
+	if k := slices.Index(e.successors, e.ms.SelfID()); k >= 0 {
+		return time.Duration(k) * slot
+	}
+	return time.Duration(len(e.successors))*slot + e.voteDelay()
+}
+
+// startupRank orders members that start without a leader: preferred leaders first, then
+// configuration order. A fresh group started all at once would otherwise have every member
+// probe at once, each voting for itself, and settle only after random delays.
+func (e *Elector) startupRank() int {
+	self := e.ms.SelfID()
+	if k := slices.Index(e.cfg.PreferredLeaderIDs, self); k >= 0 {
+		return k
+	}
+	rank := len(e.cfg.PreferredLeaderIDs)
+	for _, p := range e.ms.Peers() {
+		if p.ID == self {
+			return rank
+		}
+		if !slices.Contains(e.cfg.PreferredLeaderIDs, p.ID) {
+			rank++
+		}
+	}
+	return rank
+}
+
+// startingUp: this elector has known no leader since it started, less than one detection
+// window ago. While starting up, the first member of the start-up order retries a round that
+// too few members answered (they are still starting) after two passes instead of a random
+// delay, so a group started all at once elects it as soon as a quorum is up.
+func (e *Elector) startingUp(now time.Time) bool {
+	return !e.hadLeader && now.Sub(e.startedAt) <= e.cfg.DetectionWindow()
+}
+
+// PeerGone tells the elector that member id's process is not running: the transport saw the
+// connection to it closed by the other end and a new connection refused (nothing listens on
+// its port), which a crashed or stopped process causes and a cut link does not. If id is this
+// member's leader, the member stops following it at once instead of waiting a detection
+// window for heartbeats that cannot come, and campaigns at the next term after its
+// succession delay, without the same-term probe: the probe only asks whether the leader is
+// still followed, and a leader whose process is gone leads no one (docs/protocol.md 7.11).
+// A leader marks the member not alive, so it is neither a transfer target nor a successor.
+func (e *Elector) PeerGone(id string) {
+	e.mu.Lock()
+	defer e.unlockAndDeliver()
+	now := e.clock.Now()
+	switch e.ms.Role() {
+	case protocol.FOLLOWER:
+		if e.ms.LeaderID() != id || id == e.ms.SelfID() {
+			return
+		}
+		term := e.ms.CurrTerm()
+		e.becomeCandidate(term, now, "the leader's process is gone (connection closed, reconnection refused)")
+		e.lostLeader, e.lostTerm = id, term
+		e.lastParseResult = protocol.WaitToVoteNext
+		e.nextTimeToRequestVote = now.Add(e.successionDelay(id))
+		e.log.Info("leader gone: campaigns after its succession delay", e.fields(zap.String("lost", id),
+			zap.Duration("delay", e.nextTimeToRequestVote.Sub(now)))...)
+	case protocol.LEADER:
+		for i, p := range e.ms.Peers() {
+			if p.ID == id && id != e.ms.SelfID() {
+				e.peers[i].alive = false
+			}
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package dledger
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// docs/protocol.md 7.11: the leader announces its order of succession in every heartbeat:
+// followers that answered with a known ledger, preferred first, then newest ledger first.
+func TestSuccessionOrderInHeartBeats(t *testing.T) {
+	cfg := testConfig()
+	cfg.PreferredLeaderIDs = []string{"n3"}
+	u := newUnitWithConfig(t, 5, nil, cfg)
+	u.setLedger(1, 100)
+	u.makeLeader()
+	u.tr.takeHeartBeats() // the election's round: nobody has answered yet
+	ledgers := map[string]int64{"n1": 90, "n2": 100, "n3": 50}
+	u.clock.Advance(u.cfg.HeartBeatInterval)
+	for _, h := range sendHeartBeats(t, u) {
+		if h.req.Successors != "" {
+			t.Fatalf("successors %q before anyone answered", h.req.Successors)
+		}
+		idx, ok := ledgers[h.to]
+		if !ok {
+			continue // n4 does not answer
+		}
+		r := hbResp(h.to, protocol.CodeSuccess, h.req.Term)
+		r.LedgerEndTerm, r.LedgerEndIndex = 1, idx
+		h.done(r, nil)
+	}
+	u.clock.Advance(u.cfg.HeartBeatInterval)
+	for _, h := range sendHeartBeats(t, u) {
+		if want := "n3;n2;n1"; h.req.Successors != want {
+			t.Fatalf("successors %q, want %q (preferred first, then newest ledger; silent n4 left out)", h.req.Successors, want)
+		}
+	}
+}
+
+func TestSuccessionDelayByRank(t *testing.T) {
+	u := newUnit(t, 5, nil)
+	slot := u.cfg.SuccessionSlot()
+	cases := []struct {
+		list string
+		want time.Duration
+	}{
+		{"n0;n2", 0},
+		{"n2;n0", slot},
+		{"n2;n3;n4;n0", 3 * slot},
+		{"n2;n3", 2*slot + u.cfg.MinVoteInterval}, // left out: after every listed one (zeroRand)
+		{"n2;n9", u.cfg.MinVoteInterval},          // not a member: the list is ignored
+		{"n2;n2", u.cfg.MinVoteInterval},          // a duplicate: ignored
+		{"", u.cfg.MinVoteInterval},
+	}
+	for _, c := range cases {
+		u.e.noteSuccessors("n1", c.list)
+		if got := u.e.successionDelay("n1"); got != c.want {
+			t.Errorf("list %q: delay %v, want %v", c.list, got, c.want)
+		}
+	}
+	u.e.noteSuccessors("n1", "n0;n2")
+	if got := u.e.successionDelay("n2"); got != u.cfg.MinVoteInterval {
+		t.Errorf("an order heard from another leader counts: %v", got)
+	}
+}
+
+// A follower whose leader's process is gone campaigns at the next term after its succession
+// delay, without the same-term probe; the first successor at once.
+func TestPeerGoneLeaderFirstSuccessorCampaignsAtOnce(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(4, "n1")
+	hb := hbReq("n1", 4)
+	hb.Successors = "n0;n2"
+	u.e.HandleHeartBeat(hb)
+	u.e.PeerGone("n2") // not the leader: nothing
+	if u.ms.Role() != protocol.FOLLOWER {
+		t.Fatalf("a follower stopped following after another member went: %v", u.ms.Role())
+	}
+	u.e.PeerGone("n1")
+	if st := u.e.Status(); st.Role != protocol.CANDIDATE || !u.e.NextPassAt().Equal(u.clock.Now()) {
+		t.Fatalf("after the leader's process went: %v, next pass %v (now %v)", st.Role, u.e.NextPassAt(), u.clock.Now())
+	}
+	u.e.Tick()
+	votes := u.tr.takeVotes()
+	if len(votes) != 2 || votes[0].req.Term != 5 {
+		t.Fatalf("%d vote requests at term %d; want a campaign at term 5, no probe at 4", len(votes), votes[0].req.Term)
+	}
+	if d, _ := u.store.Load(); d != (memberstate.Durable{Term: 5, VoteFor: "n0"}) {
+		t.Fatalf("stored %+v before asking", d)
+	}
+}
+
+// The second successor waits a slot; the first successor's request, arriving meanwhile, is
+// granted at once (row 8a) and the wait starts over.
+func TestPeerGoneLeaderSecondSuccessorWaitsAndGrants(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(4, "n1")
+	hb := hbReq("n1", 4)
+	hb.Successors = "n2;n0"
+	u.e.HandleHeartBeat(hb)
+	u.e.PeerGone("n1")
+	if next := u.e.NextPassAt().Sub(u.clock.Now()); next != u.cfg.SuccessionSlot() {
+		t.Fatalf("second successor's first campaign in %v, want one slot (%v)", next, u.cfg.SuccessionSlot())
+	}
+	u.clock.Advance(time.Millisecond)
+	if r := u.e.HandleVote(voteReq("n2", 5, -1, -1)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("the first successor's request: %v", r.VoteResult)
+	}
+	u.clock.Advance(u.cfg.SuccessionSlot() - time.Millisecond) // its own slot has come
+	u.e.Tick()
+	if v := u.tr.takeVotes(); len(v) != 0 {
+		t.Fatalf("campaigned against the successor it had just voted for (%d requests)", len(v))
+	}
+}
+
+// A member that starts without a leader waits its start-up rank in slots before its first
+// probe; the first in the order retries a round too few members answered after two passes.
+func TestStartUpOrder(t *testing.T) {
+	for _, c := range []struct {
+		self      string
+		preferred []string
+		rank      int
+	}{{"n0", nil, 0}, {"n2", nil, 2}, {"n2", []string{"n2"}, 0}, {"n0", []string{"n2"}, 1}, {"n1", []string{"n2"}, 2}} {
+		cfg := testConfig()
+		cfg.PreferredLeaderIDs = c.preferred
+		ms, err := memberstate.New("g", c.self, peersOf(3), memberstate.NewMemStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := newFakeClock()
+		e, err := New(cfg, ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := e.NextPassAt().Sub(clock.Now()), time.Duration(c.rank)*cfg.SuccessionSlot(); got != want {
+			t.Errorf("%s with preferred %v: first probe in %v, want %v", c.self, c.preferred, got, want)
+		}
+	}
+	u := newUnit(t, 3, nil)
+	u.e.hadLeader = false // just started
+	votes := startRound(t, u)
+	for _, v := range votes {
+		v.done(nil, errors.New("connection refused"))
+	}
+	if got := u.e.nextTimeToRequestVote.Sub(u.clock.Now()); got != 2*u.cfg.MaintainInterval {
+		t.Fatalf("first member, others still starting: retry in %v, want %v", got, 2*u.cfg.MaintainInterval)
+	}
+}
+
+// NextPassAt names the moment a pass has something to do: a pass before it changes nothing
+// that matters, a pass at it acts.
+func TestNextPassAt(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(4, "")
+	u.e.HandleHeartBeat(hbReq("n1", 4))
+	dw := u.cfg.DetectionWindow()
+	if got := u.e.NextPassAt().Sub(u.clock.Now()); got != dw+time.Nanosecond {
+		t.Fatalf("follower: next pass in %v, want just after the detection window %v", got, dw)
+	}
+	u.clock.Advance(dw)
+	u.e.Tick()
+	if u.ms.Role() != protocol.FOLLOWER {
+		t.Fatal("timed out before the pass NextPassAt named")
+	}
+	u.clock.Advance(time.Nanosecond)
+	u.e.Tick()
+	if u.ms.Role() != protocol.CANDIDATE {
+		t.Fatal("no timeout at the pass NextPassAt named")
+	}
+
+	l := newUnit(t, 3, nil)
+	l.makeLeader()
+	if got := l.e.NextPassAt().Sub(l.clock.Now()); got != l.cfg.HeartBeatInterval {
+		t.Fatalf("leader: next pass in %v, want the heartbeat interval %v", got, l.cfg.HeartBeatInterval)
+	}
+	if got := l.e.NextPassAt().Sub(l.clock.Now()); got > l.cfg.DetectionWindow() {
+		t.Fatalf("a pass more than a detection window away: %v", got)
+	}
+}
+
+// An answer that makes a pass due wakes the driver (Reschedule), so a decision takes effect at
+// once rather than at the next tick.
+func TestRescheduleWakesTheDriver(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	votes := startRound(t, u)
+	u.e.NextPassAt() // the driver sleeps until the round's deadline
+	select {
+	case <-u.e.Reschedule():
+		t.Fatal("woken with nothing due")
+	default:
+	}
+	votes[0].done(voteResp(votes[0].to, protocol.VoteRejectTermNotReady, 0), nil) // REVOTE_IMMEDIATELY
+	select {
+	case <-u.e.Reschedule():
+	default:
+		t.Fatal("a re-vote due at once did not wake the driver")
+	}
+}
