@@ -9,6 +9,9 @@
 //	metrics.go  /metrics deltas: the vote rounds of a trial
 //	phases.go   where the time went, from the members' logs (dledger's Event* messages)
 //	stats.go    per-trial records, percentiles, the progress and summary lines
+//
+// `dledger bench calm` (RunCalm, calm*.go) shares the member processes and the polling: it
+// injects faults that must not move leadership and counts leader changes and term increases.
 package bench
 
 import (

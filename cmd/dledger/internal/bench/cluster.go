@@ -1,10 +1,10 @@
 package bench
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/dledger-go/dledger/cmd/dledger/internal/child"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -21,33 +21,18 @@ import (
 // member is one `dledger server` process slot. A slot keeps its id, ports and data dir across
 // restarts, like a real member whose machine reboots.
 type member struct {
-	id       string
-	rpcAddr  string
-	httpAddr string
-	dataDir  string
-	logPath  string
-
-	cmd      *exec.Cmd
-	done     chan struct{} // closed once the process has exited and been reaped
-	expected bool          // we killed it: its exit is no news
-	paused   bool
-}
-
-func (m *member) running() bool {
-	if m.cmd == nil {
-		return false
-	}
-	select {
-	case <-m.done:
-		return false
-	default:
-		return true
-	}
+	id         string
+	rpcAddr    string
+	httpAddr   string
+	dataDir    string
+	child.Proc // the process, its log (LogPath) and whether its exit was expected
+	paused     bool
+	ns         string // its network namespace (calm's flap-link), "": the benchmark's own
 }
 
 // cluster owns the member processes. Every start goes through it, and shutdown kills them
 // all, so nothing outlives the benchmark: the processes also get SIGKILL from the kernel if
-// this process dies first (see procAttr), and they run in their own process group so a
+// this process dies first (package child), and they run in their own process group so a
 // terminal's Ctrl-C reaches only the benchmark, which then cleans up in order.
 type cluster struct {
 	opts Options
@@ -91,7 +76,7 @@ func (c *cluster) layout(sub string) error {
 			rpcAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i])),
 			httpAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1])),
 			dataDir:  filepath.Join(base, id),
-			logPath:  filepath.Join(base, id+".log"),
+			Proc:     child.Proc{LogPath: filepath.Join(base, id+".log")},
 		}
 		parts = append(parts, id+"-"+ms[i].rpcAddr)
 		if err := os.MkdirAll(ms[i].dataDir, 0o755); err != nil {
@@ -192,30 +177,18 @@ func (c *cluster) start(i int) error {
 		return errors.New("benchmark is shutting down")
 	}
 	m := c.members[i]
-	if m.running() {
-		return fmt.Errorf("%s is already running", m.id)
-	}
-	logf, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close() // the child has its own copy of the descriptor
-	fmt.Fprintf(logf, "=== bench: start %s at %s\n", m.id, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.opts.Binary, "server", "--group", c.opts.Group, "--id", m.id,
+	argv := []string{c.opts.Binary, "server", "--group", c.opts.Group, "--id", m.id,
 		"--peers", c.peers, "--data-dir", m.dataDir, "--http", m.httpAddr, "--key-file", c.keyFile,
-		"--profile", c.opts.Profile, "--log-level", c.opts.LogLevel)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
+		"--profile", c.opts.Profile, "--log-level", c.opts.LogLevel}
+	if m.ns != "" {
+		argv = inNamespace(m, argv) // see memberNet
+	}
+	marker := fmt.Sprintf("=== bench: start %s at %s", m.id, time.Now().Format(time.RFC3339Nano))
+	if err := m.Start(exec.Command(argv[0], argv[1:]...), marker); err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait() // reap it, whoever ends it
-		close(done)
-	}()
-	m.cmd, m.done, m.expected, m.paused = cmd, done, false, false
-	c.note("start %s pid %d", m.id, cmd.Process.Pid)
+	m.paused = false
+	c.note("start %s pid %d", m.id, m.Pid())
 	return nil
 }
 
@@ -237,18 +210,13 @@ func (c *cluster) note(format string, args ...any) {
 func (c *cluster) kill(i int) error {
 	c.mu.Lock()
 	m := c.members[i]
-	if !m.running() {
-		c.mu.Unlock()
-		return fmt.Errorf("%s is not running", m.id)
-	}
-	m.expected = true
-	err := m.cmd.Process.Kill()
+	err := m.Kill()
 	c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("kill %s: %w", m.id, err)
 	}
 	c.note("kill -9 %s", m.id)
-	<-m.done
+	<-m.Done
 	return nil
 }
 
@@ -262,10 +230,10 @@ func (c *cluster) signalPause(i int, stop bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := c.members[i]
-	if !m.running() {
+	if !m.Running() {
 		return fmt.Errorf("%s is not running", m.id)
 	}
-	if err := pauseProcess(m.cmd.Process, stop); err != nil {
+	if err := pauseProcess(m.Cmd.Process, stop); err != nil {
 		return fmt.Errorf("%s: %w", m.id, err)
 	}
 	m.paused = stop
@@ -285,10 +253,8 @@ func (c *cluster) stopAll() {
 	c.mu.Lock()
 	var waits []chan struct{}
 	for _, m := range c.members {
-		if m.running() {
-			m.expected = true
-			m.cmd.Process.Kill() // SIGKILL also ends a SIGSTOPped process
-			waits = append(waits, m.done)
+		if m.Kill() == nil { // SIGKILL also ends a SIGSTOPped process
+			waits = append(waits, m.Done)
 		}
 	}
 	c.mu.Unlock()
@@ -315,23 +281,9 @@ func (c *cluster) unexpectedExit() error {
 		return nil
 	}
 	for _, m := range c.members {
-		if m.cmd != nil && !m.expected && !m.running() {
-			return fmt.Errorf("member %s exited on its own (%v); last log lines:\n%s",
-				m.id, m.cmd.ProcessState, tail(m.logPath, 10))
+		if why := m.Unexpected(); why != "" {
+			return fmt.Errorf("member %s %s", m.id, why)
 		}
 	}
 	return nil
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }

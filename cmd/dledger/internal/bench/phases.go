@@ -36,15 +36,42 @@ func (p phases) String() string {
 
 // logLine is the part of a member's zap JSON line the phases need.
 type logLine struct {
-	TS   float64 `json:"ts"`
+	TS   logTime `json:"ts"`
 	Msg  string  `json:"msg"`
 	Self string  `json:"self"`
 	Term int64   `json:"term"`
 }
 
-func (l logLine) time() time.Time {
-	sec, frac := math.Modf(l.TS)
-	return time.Unix(int64(sec), int64(frac*1e9))
+func (l logLine) time() time.Time { return time.Time(l.TS) }
+
+// logTime is a log line's "ts": RFC 3339 text, as members write it ("2025-01-02T15:04:05.123456Z"),
+// or Unix seconds as a number, as members before that did (and zap does by default), so logs
+// of older builds still split into phases.
+type logTime time.Time
+
+func (t *logTime) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return err
+		}
+		*t = logTime(v)
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	if f <= 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return fmt.Errorf("ts %v is not a time", f)
+	}
+	sec, frac := math.Modf(f)
+	*t = logTime(time.Unix(int64(sec), int64(frac*1e9)))
+	return nil
 }
 
 // logOffsets records the current size of the members' log files, so a trial reads only its
@@ -52,7 +79,7 @@ func (l logLine) time() time.Time {
 func (c *cluster) logOffsets() []int64 {
 	out := make([]int64, len(c.members))
 	for i, m := range c.members {
-		if fi, err := os.Stat(m.logPath); err == nil {
+		if fi, err := os.Stat(m.LogPath); err == nil {
 			out[i] = fi.Size()
 		}
 	}
@@ -64,7 +91,7 @@ func (c *cluster) logOffsets() []int64 {
 func (b *bench) readPhases(idxs []int, offsets []int64, t0 time.Time, r trialResult, converged time.Time) phases {
 	var firstCandidate, lastStarted, leader time.Time
 	for _, i := range idxs {
-		readLogLines(b.c.members[i].logPath, offsets[i], func(l logLine) {
+		readLogLines(b.c.members[i].LogPath, offsets[i], func(l logLine) {
 			t := l.time()
 			switch {
 			case t.Before(t0):
@@ -101,7 +128,7 @@ func readLogLines(path string, offset int64, fn func(logLine)) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var l logLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.TS > 0 {
+		if json.Unmarshal(sc.Bytes(), &l) == nil && !l.time().IsZero() {
 			fn(l)
 		}
 	}

@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"fmt"
+	"github.com/dledger-go/dledger/cmd/dledger/internal/child"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+)
+
+// TestPhasesReadISOAndEpochTimestamps: the phases come out of members' logs whether "ts" is
+// RFC 3339 text (what members write) or Unix seconds (older members, zap's default), and a
+// line whose ts is neither is skipped, not read as time zero.
+func TestPhasesReadISOAndEpochTimestamps(t *testing.T) {
+	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	iso := func(tm time.Time) string { return `"` + tm.UTC().Format("2006-01-02T15:04:05.000000Z07:00") + `"` }
+	epoch := func(tm time.Time) string { return fmt.Sprintf("%.6f", float64(tm.UnixMicro())/1e6) }
+	for _, c := range []struct {
+		name string
+		ts   func(time.Time) string
+	}{{"iso8601", iso}, {"epoch seconds", epoch}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			line := func(ms int, msg, self string, term int64) string {
+				return fmt.Sprintf(`{"level":"info","ts":%s,"msg":%q,"self":%q,"term":%d}`, c.ts(at(ms)), msg, self, term)
+			}
+			logs := [][]string{
+				{line(-50, dledger.EventBecomesCandidate, "n0", 3), // before the fault: not this trial's
+					line(120, dledger.EventBecomesCandidate, "n0", 4),
+					`{"level":"info","ts":"yesterday","msg":"` + dledger.EventBecomesCandidate + `"}`, // skipped
+					`{"level":"info","ts":-1,"msg":"` + dledger.EventBecomesCandidate + `"}`,          // skipped
+					"=== bench: start n0 (not JSON)"},
+				{line(100, dledger.EventBecomesCandidate, "n1", 4),
+					line(130, dledger.EventBecomesLeader, "n1", 4)},
+			}
+			c0 := &cluster{}
+			for i, l := range logs {
+				path := filepath.Join(dir, fmt.Sprintf("n%d.log", i))
+				if err := os.WriteFile(path, []byte(strings.Join(l, "\n")+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				c0.members = append(c0.members, &member{id: fmt.Sprintf("n%d", i), Proc: child.Proc{LogPath: path}})
+			}
+			b := &bench{c: c0}
+			r := trialResult{key: leaderKey{id: "n1", term: 4}}
+			p := b.readPhases([]int{0, 1}, make([]int64, 2), t0, r, at(170))
+			want := phases{ok: true, detect: 100 * time.Millisecond, elect: 30 * time.Millisecond, spread: 40 * time.Millisecond}
+			// Unix seconds as a float64 carry about a microsecond of precision.
+			near := func(a, b time.Duration) bool { return (a - b).Abs() <= time.Microsecond }
+			if !p.ok || !near(p.detect, want.detect) || !near(p.elect, want.elect) || !near(p.spread, want.spread) {
+				t.Fatalf("phases %s (%+v), want %s", p, p, want)
+			}
+		})
+	}
+}
