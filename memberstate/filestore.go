@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -53,6 +54,36 @@ type FileStore struct {
 	mu       sync.Mutex // orders Save and Close: the lock is never released mid-Save
 	lock     *os.File   // nil once closed, and for a read-only store
 	readOnly bool
+	observe  func(op string, d time.Duration) // nil: Save is not timed; guarded by mu
+	now      func() time.Time                 // the clock Save is timed with; tests replace it
+}
+
+// The operations SetObserver reports, with how long each took (failed ones included: an fsync
+// that hung for seconds and then failed is what an operator most needs to see).
+const (
+	OpSave     = "save"      // one whole Save that reached the file system: create, write, fsync, close, rename, directory fsync
+	OpFsync    = "fsync"     // the temporary file's fsync
+	OpFsyncDir = "fsync_dir" // the directory's fsync after the rename
+)
+
+// SetObserver has every later Save report its durations to fn (OpSave, OpFsync, OpFsyncDir);
+// nil stops it. fn runs in Save, with the store's lock held, so it must be quick. The server
+// feeds these to its metrics; memberstate itself knows nothing of Prometheus.
+func (f *FileStore) SetObserver(fn func(op string, d time.Duration)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.observe = fn
+}
+
+// timed runs op and, with an observer set, reports its duration under name.
+func (f *FileStore) timed(name string, op func() error) error {
+	if f.observe == nil {
+		return op()
+	}
+	start := f.now()
+	err := op()
+	f.observe(name, f.now().Sub(start))
+	return err
 }
 
 // OpenFileStore opens dir (created if missing) as the data dir of owner and holds it locked
@@ -77,7 +108,7 @@ func OpenFileStore(dir string, owner Owner) (*FileStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &FileStore{dir: dir, owner: owner, ops: osOps{}, lock: lock}
+	f := &FileStore{dir: dir, owner: owner, ops: osOps{}, lock: lock, now: time.Now}
 	if err := f.prepare(); err != nil {
 		f.Close()
 		return nil, err
@@ -114,7 +145,7 @@ func OpenFileStoreReadOnly(dir string) (*FileStore, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("data dir %s is not a directory", dir)
 	}
-	return &FileStore{dir: dir, ops: osOps{}, readOnly: true}, nil
+	return &FileStore{dir: dir, ops: osOps{}, readOnly: true, now: time.Now}, nil
 }
 
 // Path is the state file's path.
@@ -258,6 +289,11 @@ func (f *FileStore) Save(d Durable) error {
 	if err := checkDurable(d); err != nil {
 		return fmt.Errorf("save vote state: %w", err)
 	}
+	return f.timed(OpSave, func() error { return f.save(d) })
+}
+
+// save is Save once the state is known to be worth writing; it runs with f.mu held.
+func (f *FileStore) save(d Durable) error {
 	tmp, err := f.ops.createTemp(f.dir, tempPattern)
 	if err != nil {
 		return fmt.Errorf("save vote state: %w", err)
@@ -276,7 +312,7 @@ func (f *FileStore) Save(d Durable) error {
 		}
 		return fmt.Errorf("save vote state: write: %w", err)
 	}
-	if err := tmp.Sync(); err != nil {
+	if err := f.timed(OpFsync, tmp.Sync); err != nil {
 		tmp.Close()
 		return fmt.Errorf("save vote state: fsync: %w", err)
 	}
@@ -288,7 +324,7 @@ func (f *FileStore) Save(d Durable) error {
 	}
 	renamed = true
 	// The rename is durable only once the directory entry is.
-	if err := f.ops.syncDir(f.dir); err != nil {
+	if err := f.timed(OpFsyncDir, func() error { return f.ops.syncDir(f.dir) }); err != nil {
 		return fmt.Errorf("save vote state: fsync dir: %w", err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -19,6 +20,7 @@ type Metrics struct {
 	term               prometheus.Gauge
 	role               *prometheus.GaugeVec
 	isLeader           prometheus.Gauge
+	hasLeader          prometheus.Gauge
 	leaderChanges      prometheus.Counter
 	elections          *prometheus.CounterVec
 	voteResponses      *prometheus.CounterVec
@@ -32,6 +34,9 @@ type Metrics struct {
 	badFrames          *prometheus.CounterVec
 	authFailures       *prometheus.CounterVec
 	transfers          *prometheus.CounterVec
+	voteStoreWrite     prometheus.Histogram
+	voteStoreFsync     *prometheus.HistogramVec
+	peerRTT            *prometheus.HistogramVec
 
 	reg        prometheus.Registerer
 	registered []prometheus.Collector
@@ -53,7 +58,17 @@ var Names = []string{
 	"dledger_ledger_known",
 	"dledger_rpc_errors_total", "dledger_rpc_bad_frames_total", "dledger_auth_failures_total",
 	"dledger_leadership_transfers_total", "dledger_build_info",
+	"dledger_has_leader", "dledger_vote_store_write_seconds", "dledger_vote_store_fsync_seconds",
+	"dledger_peer_rtt_seconds",
 }
+
+// fsyncBuckets span an fsync: ~100 µs on a fast SSD with a write cache, milliseconds on a
+// disk, up to a second on a device that is failing or saturated.
+var fsyncBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+// rttBuckets span a call round trip: ~100 µs on loopback, up to the seconds of a call timeout
+// (the dledger profile's is 4 s; answers later than that are not observed).
+var rttBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 
 // New creates the collectors with const labels group and self_id and registers them on reg.
 // now is the clock for leaderless time (nil: time.Now). If a registration fails, the collectors
@@ -77,6 +92,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		term:          g("dledger_term", "Current term of this member (the fencing token while it leads)."),
 		role:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dledger_role", Help: "1 for this member's current role, 0 for the others.", ConstLabels: cl}, []string{"role"}),
 		isLeader:      g("dledger_is_leader", "1 while this member is the leader."),
+		hasLeader:     g("dledger_has_leader", "1 while this member knows a leader (it leads, or follows a known one); 0 while it knows none."),
 		leaderChanges: c("dledger_leader_changes_total", "Times this member saw a new leader (a different id, or the same id at a new term)."),
 		elections:     cv("dledger_elections_total", "Vote rounds this member ran as candidate, by ParseResult.", "result"),
 		voteResponses: cv("dledger_vote_responses_total", "Vote responses received as candidate, by VoteResult (UNKNOWN: timeout or transport error).", "result"),
@@ -100,7 +116,22 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 			"wrong_member (a request under another member's id), decrypt_failed (a replayed or altered frame), "+
 			"handshake_timeout, refused (a peer refused our handshake), ...", "reason"),
 		transfers: cv("dledger_leadership_transfers_total", "Leadership transfers this member led or answered, by result code.", "result"),
-		now:       now,
+		voteStoreWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "dledger_vote_store_write_seconds", ConstLabels: cl, Buckets: fsyncBuckets,
+			Help: "Duration of one durable write of the vote state (term and vote) to the data dir: temp file, " +
+				"write, fsync, rename, directory fsync; failed writes included. Only with the server's own file store.",
+		}),
+		voteStoreFsync: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "dledger_vote_store_fsync_seconds", ConstLabels: cl, Buckets: fsyncBuckets,
+			Help: "Duration of the fsyncs inside a vote state write, by target: file (the new state file) " +
+				"or dir (the data dir, after the rename); failed fsyncs included.",
+		}, []string{"target"}),
+		peerRTT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "dledger_peer_rtt_seconds", ConstLabels: cl, Buckets: rttBuckets,
+			Help: "Round trip of this member's answered VOTE and HEART_BEAT calls, by peer id: from sending the " +
+				"call to its answer's arrival (send queue, network, and the peer's handler, a vote's fsync included).",
+		}, []string{"peer"}),
+		now: now,
 	}
 	m.ledgerEndIndex.Set(-1)
 	m.ledgerEndTerm.Set(-1)
@@ -110,6 +141,9 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	buildInfo := newBuildInfo(cl, ReadBuild())
 	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
 		m.role.WithLabelValues(r.String())
+	}
+	for _, target := range []string{fsyncFile, fsyncDir} {
+		m.voteStoreFsync.WithLabelValues(target)
 	}
 	for _, p := range protocol.AllParseResults() {
 		m.elections.WithLabelValues(p.String())
@@ -129,7 +163,8 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	m.reg = reg
 	for _, col := range []prometheus.Collector{m.term, m.role, m.isLeader, m.leaderChanges, m.elections,
 		m.voteResponses, m.votesGranted, m.heartBeatResponses, m.electionDuration, m.ledgerEndIndex,
-		m.ledgerEndTerm, m.ledgerKnown, m.rpcErrors, m.badFrames, m.authFailures, m.transfers, leaderless, buildInfo} {
+		m.ledgerEndTerm, m.ledgerKnown, m.rpcErrors, m.badFrames, m.authFailures, m.transfers, leaderless, buildInfo,
+		m.hasLeader, m.voteStoreWrite, m.voteStoreFsync, m.peerRTT} {
 		if err := reg.Register(col); err != nil {
 			m.Unregister()
 			return nil, err
@@ -196,6 +231,11 @@ func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
 		m.isLeader.Set(1)
 	} else {
 		m.isLeader.Set(0)
+	}
+	if ev.LeaderID != "" { // a leader's own events name itself
+		m.hasLeader.Set(1)
+	} else {
+		m.hasLeader.Set(0)
 	}
 	at := ev.At
 	if at.IsZero() {
@@ -278,3 +318,41 @@ func (m *Metrics) DeclareAuthReasons(reasons []string) {
 
 // AuthFailure counts a connection closed by peer authentication (rpc.Hooks.OnAuthFailure).
 func (m *Metrics) AuthFailure(reason string) { m.authFailures.WithLabelValues(reason).Inc() }
+
+// The values of dledger_vote_store_fsync_seconds's target label.
+const (
+	fsyncFile = "file"
+	fsyncDir  = "dir"
+)
+
+// VoteStoreOp records one timed step of a vote state write; it has the signature of
+// memberstate.FileStore.SetObserver's argument.
+func (m *Metrics) VoteStoreOp(op string, d time.Duration) {
+	switch op {
+	case memberstate.OpSave:
+		m.voteStoreWrite.Observe(d.Seconds())
+	case memberstate.OpFsync:
+		m.voteStoreFsync.WithLabelValues(fsyncFile).Observe(d.Seconds())
+	case memberstate.OpFsyncDir:
+		m.voteStoreFsync.WithLabelValues(fsyncDir).Observe(d.Seconds())
+	}
+}
+
+// DeclarePeers creates dledger_peer_rtt_seconds's series for every peer, so a dashboard shows
+// a peer that never answered as empty rather than missing.
+func (m *Metrics) DeclarePeers(ids []string) {
+	for _, id := range ids {
+		m.peerRTT.WithLabelValues(id)
+	}
+}
+
+// PeerRoundTrip records an answered call's round trip (rpc.Hooks.OnRoundTrip). Only votes and
+// heartbeats count: a leadership transfer's answer waits for an election, and a METADATA
+// request is a tool's, not the group's.
+func (m *Metrics) PeerRoundTrip(request, peer string, d time.Duration) {
+	if request == rtVote || request == rtHeartBeat {
+		m.peerRTT.WithLabelValues(peer).Observe(d.Seconds())
+	}
+}
+
+var rtVote, rtHeartBeat = protocol.RequestVote.String(), protocol.RequestHeartBeat.String()

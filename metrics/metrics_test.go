@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,7 @@ func TestRoleEventsDriveGaugesAndElectionDuration(t *testing.T) {
 	}
 	m.TransferFinished(protocol.CodeSuccess)
 	m.SetLedger(2, 40)
+	m.DeclarePeers([]string{"n1", "n2"}) // a 1-member group has no dledger_peer_rtt_seconds series
 	if testutil.ToFloat64(m.elections.WithLabelValues("PASSED")) != 1 ||
 		testutil.ToFloat64(m.voteResponses.WithLabelValues("REJECT_EXPIRED_LEDGER_TERM")) != 1 ||
 		testutil.ToFloat64(m.ledgerEndIndex) != 40 {
@@ -174,4 +176,116 @@ func (nopTransport) SendVote(string, *protocol.VoteRequest, func(*protocol.VoteR
 func (nopTransport) SendHeartBeat(string, *protocol.HeartBeatRequest, func(*protocol.HeartBeatResponse, error)) {
 }
 func (nopTransport) SendLeadershipTransfer(string, *protocol.LeadershipTransferRequest, func(*protocol.LeadershipTransferResponse, error)) {
+}
+
+// dledger_has_leader follows the role events' leader: 1 for a leader (its events name itself)
+// and for a follower of a known leader, 0 for a candidate and for a member that lost its leader.
+func TestHasLeader(t *testing.T) {
+	m, err := New(prometheus.NewPedanticRegistry(), "g", "n0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		ev   dledger.RoleEvent
+		want float64
+	}{
+		{dledger.RoleEvent{Seq: 1, Role: protocol.CANDIDATE}, 0},
+		{dledger.RoleEvent{Seq: 2, Term: 1, Role: protocol.FOLLOWER, LeaderID: "n1"}, 1},
+		{dledger.RoleEvent{Seq: 3, Term: 2, Role: protocol.CANDIDATE}, 0},
+		{dledger.RoleEvent{Seq: 4, Term: 2, Role: protocol.LEADER, LeaderID: "n0"}, 1},
+		{dledger.RoleEvent{Seq: 5, Term: 2, Role: protocol.CANDIDATE}, 0},
+		{dledger.RoleEvent{Seq: 6, Term: 3, Role: protocol.FOLLOWER}, 0}, // a follower at a new term, no leader yet
+	} {
+		m.OnRoleEvent(c.ev)
+		if got := testutil.ToFloat64(m.hasLeader); got != c.want {
+			t.Fatalf("event %d %+v: has_leader %v, want %v", i, c.ev, got, c.want)
+		}
+	}
+}
+
+// VoteStoreOp sorts memberstate's observations into the write histogram and the two fsync
+// series; PeerRoundTrip keeps votes and heartbeats only, by peer.
+func TestVoteStoreAndRoundTripHistograms(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, "g", "n0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.VoteStoreOp(memberstate.OpFsync, 3*time.Millisecond)
+	m.VoteStoreOp(memberstate.OpFsyncDir, 700*time.Millisecond)
+	m.VoteStoreOp(memberstate.OpSave, 710*time.Millisecond)
+	m.VoteStoreOp("something new", time.Second) // an op this version does not know: ignored
+	m.PeerRoundTrip("HEART_BEAT", "n1", 400*time.Microsecond)
+	m.PeerRoundTrip("VOTE", "n1", 2*time.Millisecond)
+	m.PeerRoundTrip("VOTE", "n2", 30*time.Millisecond)
+	m.PeerRoundTrip("LEADERSHIP_TRANSFER", "n2", 3*time.Second) // waits for an election: not a round trip
+	m.PeerRoundTrip("METADATA", "n2", time.Second)
+	const want = `
+# HELP dledger_vote_store_fsync_seconds Duration of the fsyncs inside a vote state write, by target: file (the new state file) or dir (the data dir, after the rename); failed fsyncs included.
+# TYPE dledger_vote_store_fsync_seconds histogram
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.0001"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.00025"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.0005"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.001"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.0025"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.005"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.01"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.025"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.05"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.1"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.25"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.5"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="1"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="+Inf"} 1
+dledger_vote_store_fsync_seconds_sum{group="g",self_id="n0",target="dir"} 0.7
+dledger_vote_store_fsync_seconds_count{group="g",self_id="n0",target="dir"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.0001"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.00025"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.0005"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.001"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.0025"} 0
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.005"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.01"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.025"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.05"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.1"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.25"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="0.5"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="1"} 1
+dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="file",le="+Inf"} 1
+dledger_vote_store_fsync_seconds_sum{group="g",self_id="n0",target="file"} 0.003
+dledger_vote_store_fsync_seconds_count{group="g",self_id="n0",target="file"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "dledger_vote_store_fsync_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	// count is the number of observations of a histogram family, by its peer label ("" if none).
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(name string) map[string]uint64 {
+		out := map[string]uint64{}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, mt := range mf.GetMetric() {
+				peer := ""
+				for _, l := range mt.GetLabel() {
+					if l.GetName() == "peer" {
+						peer = l.GetValue()
+					}
+				}
+				out[peer] = mt.GetHistogram().GetSampleCount()
+			}
+		}
+		return out
+	}
+	if got := count("dledger_vote_store_write_seconds"); !maps.Equal(got, map[string]uint64{"": 1}) {
+		t.Fatalf("write histogram counts %v, want one write", got)
+	}
+	if got := count("dledger_peer_rtt_seconds"); !maps.Equal(got, map[string]uint64{"n1": 2, "n2": 1}) {
+		t.Fatalf("rtt histogram counts %v, want n1: 2 (heartbeat, vote), n2: 1 (vote)", got)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
@@ -45,13 +46,27 @@ type Config struct {
 	// AdminToken, if set, must be presented as "Authorization: Bearer <token>" by the admin
 	// API's mutating requests (PUT /v1/ledger, POST /v1/transfer); reads stay open.
 	AdminToken string
-	// MetricsAddr is a read-only listener for /metrics, /healthz, /v1/leader and /v1/status
-	// ("" disables it), so Prometheus and load balancers never need the admin address.
+	// MetricsAddr is a read-only listener for /metrics, the health routes, /v1/status, /v1/watch
+	// and /v1/members ("" disables it), so Prometheus, load balancers and watchers never need
+	// the admin address.
 	MetricsAddr string
+	// OnRoleChange, if set, is a command run with /bin/sh -c on role changes, with the event in
+	// its environment (DLEDGER_ROLE, DLEDGER_TERM, DLEDGER_LEADER, ...): in order, one at a
+	// time, a newer event cancelling a run still going (see hooks.go for the rules).
+	OnRoleChange string
+	// OnStop, if set, is a command run once at Stop, after the hook for the final event.
+	OnStop string
+	// HookTimeout bounds each hook run; a hook still running is killed. Zero: DefaultHookTimeout.
+	HookTimeout time.Duration
 	// Ledger says where this member's ledger end comes from (see LedgerMode). The zero value,
 	// LedgerStorage, is for a broker that embeds the member: Start refuses to run before its
 	// first UpdateLedger.
 	Ledger LedgerMode
+	// LeaderReadyGate adds a "leader ready" step for a storage that must catch up before it
+	// serves as leader (DLedger's RocketMQ integration waits for its commit log): a new leader
+	// answers 503 on /v1/leader and reports "ready": false in /v1/status until the storage
+	// calls Server.SetLeaderReady with the term it leads. Each new term starts not ready.
+	LeaderReadyGate bool
 	// Profile names the timing profile the election settings start from: dledger.ProfileLAN
 	// (also "") or dledger.ProfileDLedger.
 	Profile string
@@ -102,6 +117,8 @@ type resolved struct {
 	Config
 	peers    []memberstate.Peer
 	selfAddr string
+	// listenAddr is the address the rpc server binds: Listen, else selfAddr.
+	listenAddr string
 }
 
 // resolve is the one place every rule of a Config is checked: the profile and timings (with
@@ -114,6 +131,9 @@ func (c Config) resolve() (resolved, error) {
 		return resolved{}, err
 	}
 	c.Election = c.Election.WithDefaults(base)
+	if c.HookTimeout, err = resolveHookTimeout(c); err != nil {
+		return resolved{}, err
+	}
 	if err := c.Election.Validate(); err != nil {
 		return resolved{}, err
 	}
@@ -137,6 +157,13 @@ func (c Config) resolve() (resolved, error) {
 	}
 	if !ids[c.SelfID] {
 		return resolved{}, fmt.Errorf("self id %q is not in the peers list %s", c.SelfID, memberstate.FormatPeers(peers))
+	}
+	r.listenAddr = r.selfAddr
+	if c.Listen != "" {
+		if err := validateListen(c.Listen); err != nil {
+			return resolved{}, err
+		}
+		r.listenAddr = c.Listen
 	}
 	for _, id := range c.Election.PreferredLeaderIDs {
 		if !ids[id] {
@@ -172,6 +199,20 @@ func (c Config) resolve() (resolved, error) {
 			len(c.AdminToken), minAdminTokenLen)
 	}
 	return r, nil
+}
+
+// validateListen checks a Listen address: host:port with a port others can be told, so not 0
+// (the others dial this member's entry in Peers, never a port picked at random). The host may
+// be empty or 0.0.0.0 (every interface), or a name or address of this host.
+func validateListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q is not host:port: %v", addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("listen address %q: port %q is not a number in 1..65535", addr, port)
+	}
+	return nil
 }
 
 // errNoKey: secure by default, a member does not start without a key unless told it is insecure.

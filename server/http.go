@@ -40,6 +40,9 @@ type StatusJSON struct {
 	Abstaining  bool       `json:"abstaining"`
 	PeersString string     `json:"peersString"`
 	Peers       []PeerJSON `json:"peers"`
+	// Ready, on a leader only: it may serve (with Config.LeaderReadyGate, SetLeaderReady was
+	// called for its term; without, always true). /v1/leader answers 200 only when it is true.
+	Ready *bool `json:"ready,omitempty"`
 }
 
 // PeerJSON is one member as this member sees it. Alive, ledger and lastAck are known only on
@@ -155,13 +158,18 @@ func decodeBody(r *http.Request, fields map[string]any) error {
 
 // readOnlyRoutes are the routes both listeners serve: status, health and metrics.
 func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
+	s.watchRoutes(mux) // GET /v1/watch (watch.go)
+	// GET /v1/members (members.go)
+	s.membersRoute(mux)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		j := ToJSON(s.Status(), time.Now())
+		st := s.Status()
+		j := ToJSON(st, time.Now())
 		j.LedgerMode = s.cfg.Ledger.String()
+		j.Ready = s.readyJSON(st) // fencing.go
 		writeJSON(w, http.StatusOK, j)
 	})
 	// Health checks for load balancers: 200 when the member is what the route asks, else 503.
-	s.healthRoute(mux, "/v1/leader", func(st dledger.Status) bool { return st.Role == protocol.LEADER })
+	s.healthRoute(mux, "/v1/leader", s.servesAsLeader) // the leader, once ready (fencing.go)
 	s.healthRoute(mux, "/v1/follower", func(st dledger.Status) bool {
 		return st.Role == protocol.FOLLOWER && st.LeaderID != ""
 	})
@@ -195,6 +203,9 @@ func (s *Server) healthRoute(mux *http.ServeMux, path string, ok func(dledger.St
 		return http.StatusServiceUnavailable, st
 	}
 	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+		if path == "/v1/leader" && s.serveLeaderWait(w, r) { // ?wait=: the long poll (watch.go)
+			return
+		}
 		code, st := status()
 		writeJSON(w, code, map[string]any{"leaderId": st.LeaderID, "term": st.Term, "role": st.Role.String()})
 	})
@@ -206,7 +217,8 @@ func (s *Server) healthRoute(mux *http.ServeMux, path string, ok func(dledger.St
 }
 
 // ReadOnlyHandler serves only what reads: /v1/status, the health checks (/v1/leader,
-// /v1/follower, /readyz, /healthz) and /metrics.
+// /v1/follower, /readyz, /healthz), the watch stream (/v1/watch) and long poll
+// (/v1/leader?wait=), /v1/members and /metrics.
 // It is what Config.MetricsAddr listens with.
 func (s *Server) ReadOnlyHandler() http.Handler {
 	mux := http.NewServeMux()

@@ -74,12 +74,18 @@ type Server struct {
 	ms       *memberstate.MemberState
 	elector  *dledger.Elector
 	dispatch *driver.Dispatcher
+	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
+	fence    fence
+	probes   probeGate // GET /v1/members (members.go)
 	metrics  *metrics.Metrics
 	gatherer prometheus.Gatherer
 	rpcSrv   *rpc.Server
 	client   *rpc.Client
 	admin    *httpEndpoint // nil: no admin API
 	metricsL *httpEndpoint // nil: no separate metrics listener
+	watch    *watchHub     // GET /v1/watch and the long poll (watch.go)
+	hooks    *hookRunner   // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
+	hookObs  *metrics.Hooks
 	peers    []memberstate.Peer
 	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
 	// the data dir's lock.
@@ -146,6 +152,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, ms: ms, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
 		log: o.logger.With(zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
+	s.deliver = s.dispatch.Publish
 
 	reg := o.registerer
 	s.gatherer = o.gatherer
@@ -164,7 +171,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}
 	}()
 
-	selfAddr := r.selfAddr
+	// The rpc server binds Config.Listen if set; the others dial this member's entry in Peers.
+	listenAddr := r.listenAddr
 	others := map[string]string{}
 	for _, p := range peers {
 		if p.ID != cfg.SelfID {
@@ -175,17 +183,22 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		[]string{protocol.RequestVote.String(), protocol.RequestHeartBeat.String(), protocol.RequestLeadershipTransfer.String()},
 		[]string{rpc.ReasonTimeout, rpc.ReasonPeerDown})
 	s.metrics.DeclareAuthReasons(rpc.AuthFailureReasons())
-	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError, OnAuthFailure: s.metrics.AuthFailure}
+	if fileStore != nil { // a store passed with WithStore is the embedder's to time
+		fileStore.SetObserver(s.metrics.VoteStoreOp)
+	}
+	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError, OnAuthFailure: s.metrics.AuthFailure,
+		OnRoundTrip: s.metrics.PeerRoundTrip}
 	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID}
 	for _, p := range peers {
 		if p.ID != cfg.SelfID {
 			auth.Members = append(auth.Members, p.ID)
 		}
 	}
+	s.metrics.DeclarePeers(auth.Members)
 	// A transferee answers only when its campaign ends, so transfer calls wait out the
 	// transfer bound; votes and heartbeats keep the short default (the elector decides their
 	// rounds by its own deadlines anyway, D6).
-	// A peer whose connection ended and whose port refuses the redial has no process: the
+	// A peer whose connection closed and whose port refuses the redial has no process: the
 	// elector stops following it at once if it led (docs/protocol.md 7.11). The client dials
 	// before the elector exists, hence the pointer.
 	var elector atomic.Pointer[dledger.Elector]
@@ -213,7 +226,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	elector.Store(s.elector)
 	// A member that connects to us is up: stop backing off from it, so that our first request
 	// to it (a new leader's first heartbeat) does not wait out a redial delay.
-	s.rpcSrv, err = rpc.NewServer(s.elector, rpc.ServerOptions{Addr: selfAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks,
+	s.rpcSrv, err = rpc.NewServer(metadataHandler{Handler: s.elector, s: s}, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks,
 		OnPeerHello: s.client.Kick})
 	if err != nil {
 		s.client.Close()
@@ -223,6 +236,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	for _, fn := range o.listeners {
 		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
 	}
+	s.watch = newWatchHub(cfg.SelfID)
+	s.unsubs = append(s.unsubs, s.dispatch.Subscribe(s.watch.publish))
 	// A transfer's handler waits up to the transfer bound for its answer.
 	writeTimeout := cfg.Election.TransferBound() + 10*time.Second
 	if cfg.HTTPAddr != "" {
@@ -230,6 +245,10 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	}
 	if cfg.MetricsAddr != "" {
 		s.metricsL = newHTTPEndpoint("metrics", cfg.MetricsAddr, s.ReadOnlyHandler(), httpReadTimeout, s.log)
+	}
+	if err := s.startHooks(reg); err != nil { // last: nothing can fail after it
+		s.client.Close()
+		return nil, err
 	}
 	ok = true
 	return s, nil
@@ -285,7 +304,8 @@ func (s *Server) Start() error {
 	s.cancel, s.runDone = cancel, make(chan struct{})
 	go func() {
 		defer close(s.runDone)
-		driver.Run(ctx, s.elector, s.dispatch)
+		// Each event passes the fence before any listener gets it (fencing.go).
+		driver.Run(ctx, s.elector, driver.PublishFunc(func(evs []dledger.RoleEvent) { s.publish(evs...) }))
 	}()
 	s.state = 1
 	st := s.elector.Status()
@@ -354,6 +374,7 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	for _, u := range s.unsubs {
 		u()
 	}
+	s.closeHooks(ctx, started)
 	s.dispatch.Close()
 	if !s.ownMetrics {
 		s.metrics.Unregister()
@@ -416,7 +437,7 @@ func (s *Server) publishStopped() {
 	s.mu.Lock()
 	s.final = &ev
 	s.mu.Unlock()
-	s.dispatch.Publish([]dledger.RoleEvent{ev})
+	s.publish(ev) // through the fence, like every event
 }
 
 // Status is a snapshot of the member. After a started member stopped it reports the final

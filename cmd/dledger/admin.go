@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/dledger-go/dledger/server"
@@ -35,41 +34,6 @@ func fetchStatus(client *http.Client, addr string) (server.StatusJSON, error) {
 		return st, fmt.Errorf("bad status JSON: %v", err)
 	}
 	return st, nil
-}
-
-// runStatus prints one row per member. Exit status 1 if any member is unreachable.
-func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	addrs := fs.String("http", "", "admin API address(es) of one or more members, comma-separated (required)")
-	timeout := fs.Duration("timeout", 2*time.Second, "per-member request timeout")
-	if code, ok := parseFlags(fs, args, stderr); !ok {
-		return code
-	}
-	if *addrs == "" {
-		fmt.Fprintln(stderr, "dledger status: --http is required (e.g. --http 127.0.0.1:21911,127.0.0.1:21912)")
-		return 2
-	}
-	client := &http.Client{Timeout: *timeout}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tROLE\tTERM\tLEADER\tVOTE\tLEDGER(term,index)\tLAST-HB\tHTTP")
-	code := 0
-	for _, addr := range strings.Split(*addrs, ",") {
-		addr = strings.TrimSpace(addr)
-		st, err := fetchStatus(client, addr)
-		if err != nil {
-			fmt.Fprintf(tw, "?\tUNREACHABLE\t-\t-\t-\t-\t-\t%s (%v)\n", addr, err)
-			code = 1
-			continue
-		}
-		hb := "-"
-		if st.LastHeartBeatMsAgo >= 0 {
-			hb = fmt.Sprintf("%dms ago", st.LastHeartBeatMsAgo)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t(%d,%d)\t%s\t%s\n", st.SelfID, st.Role, st.Term, dash(st.LeaderID),
-			dash(st.VoteFor), st.LedgerEndTerm, st.LedgerEndIndex, hb, addr)
-	}
-	tw.Flush()
-	return code
 }
 
 func dash(s string) string {

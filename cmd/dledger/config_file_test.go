@@ -151,6 +151,13 @@ func settingChecks(t *testing.T) map[string]flagCheck {
 			el(func(su serverSetup) any { return su.election.MaxTakeLeadershipVoteInterval }, 90*time.Millisecond)},
 		"leadership-transfer-wait-timeout": {"1500",
 			el(func(su serverSetup) any { return su.election.LeadershipTransferWaitTimeout }, 1500*time.Millisecond)},
+		"on-role-change": {"echo $DLEDGER_ROLE", el(func(su serverSetup) any { return su.cfg.OnRoleChange }, "echo $DLEDGER_ROLE")},
+		"on-stop":        {"echo stopped", el(func(su serverSetup) any { return su.cfg.OnStop }, "echo stopped")},
+		"hook-timeout":   {"3s", el(func(su serverSetup) any { return su.cfg.HookTimeout }, 3*time.Second)},
+		// The base leaves --id out when id-from-pod-name is tested (they exclude each other).
+		"id-from-pod-name": {"dledger-1", el(func(su serverSetup) any { return su.cfg.SelfID }, "n1")},
+		"listen":           {"0.0.0.0:30005", el(func(su serverSetup) any { return su.cfg.Listen }, "0.0.0.0:30005")},
+		"admin-advertise":  {"n1.example:30006", el(func(su serverSetup) any { return su.cfg.AdminAdvertise }, "n1.example:30006")},
 	}
 }
 
@@ -194,7 +201,7 @@ func TestEveryFlagIsASettingInEveryLayer(t *testing.T) {
 		// The other required settings come as flags; the tested one must come from its layer.
 		var base []string
 		for _, r := range []string{"id", "peers", "data-dir", "key-file"} {
-			if r != name && !(r == "key-file" && name == "insecure-no-peer-auth") {
+			if r != name && !(r == "key-file" && name == "insecure-no-peer-auth") && !(r == "id" && name == "id-from-pod-name") {
 				base = append(base, "--"+r, required[r])
 			}
 		}

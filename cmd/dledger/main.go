@@ -5,6 +5,7 @@
 //	dledger dev       run a whole 3-member group on loopback in one process
 //	dledger status    show the members of a group (via their HTTP admin API)
 //	dledger transfer  hand leadership to a member
+//	dledger watch     print a member's role events as they happen
 //	dledger sim       run the deterministic simulator over many seeds
 //	dledger bench     measure failover with real processes
 //	dledger version   print the version, VCS commit and Go version
@@ -22,10 +23,11 @@ commands:
   server    run one member of a replica group: dledger server --key-file FILE ...
   keygen    write a group key: dledger keygen FILE (rotation: dledger keygen --rotate FILE)
   dev       run a 3-member group on loopback in one process (data in a temp dir)
-  status    show the members of a group: dledger status --http ADDR[,ADDR...]
+  status    show every member of a group: dledger status --http ADDR[,ADDR...] [-o json]
   transfer  hand leadership to a member: dledger transfer --http ADDR --to n2
+  watch     print a member's role events as they happen: dledger watch --http ADDR [-o json]
   sim       run the deterministic simulator: dledger sim --seeds N
-  bench     measure failover with real processes: dledger bench failover ...
+  bench     measure with real processes: dledger bench failover|calm|compare ...
   version   print the version, VCS commit and Go version (also: dledger --version)
 
 Run 'dledger <command> -h' for the command's flags.
@@ -50,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runStatus(rest, stdout, stderr)
 	case "transfer":
 		return runTransfer(rest, stdout, stderr)
+	case "watch":
+		return runWatch(rest, stdout, stderr)
 	case "sim":
 		return runSim(rest, stdout, stderr)
 	case "bench":

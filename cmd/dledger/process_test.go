@@ -150,26 +150,7 @@ func lastStartedLine(t *testing.T, path string) (startedLine, bool) {
 }
 
 func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs real processes")
-	}
-	dir := t.TempDir()
-	g := &procGroup{t: t, bin: buildBinary(t, dir), procs: make([]*exec.Cmd, 3), keyFile: writeGroupKey(t, dir)}
-	ports := dledgertest.FreePorts(t, 6)
-	g.peers = dledgertest.PeersString(ports[:3])
-	for i := 0; i < 3; i++ {
-		g.dirs = append(g.dirs, filepath.Join(dir, fmt.Sprintf("n%d", i)))
-		g.https = append(g.https, fmt.Sprintf("127.0.0.1:%d", ports[3+i]))
-		g.logs = append(g.logs, filepath.Join(dir, fmt.Sprintf("n%d.log", i)))
-	}
-	g.keepLogsOnFailure()
-	t.Cleanup(func() {
-		for i, p := range g.procs {
-			if p != nil {
-				g.kill9(i)
-			}
-		}
-	})
+	g := newProcGroup(t, 3)
 	for i := 0; i < 3; i++ {
 		g.start(i)
 	}

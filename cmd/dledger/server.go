@@ -158,6 +158,7 @@ func newLoggerTo(level, format string, w io.Writer) (*zap.Logger, error) {
 	switch format {
 	case "json":
 		zc = zap.NewProductionConfig()
+		zc.EncoderConfig.EncodeTime = encodeLogTime
 	case "console":
 		zc = zap.NewDevelopmentConfig()
 		zc.DisableStacktrace = true
@@ -181,6 +182,15 @@ func newLoggerTo(level, format string, w io.Writer) (*zap.Logger, error) {
 		opts = append(opts, zap.AddStacktrace(zapcore.ErrorLevel))
 	}
 	return zap.New(core, opts...), nil
+}
+
+// logTimeLayout is "ts" in JSON logs: RFC 3339 in UTC with a fixed six-digit fraction
+// ("2025-01-02T15:04:05.123456Z"), which log shippers parse as it is, people read, and which
+// sorts as text; microseconds keep the precision of zap's default epoch-seconds float.
+const logTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+func encodeLogTime(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
+	enc.AppendString(t.UTC().Format(logTimeLayout))
 }
 
 // defaultHTTPAddr puts the admin API on loopback at the rpc port + 1000 (20911 -> 21911). It
@@ -263,6 +273,9 @@ type serverFlags struct {
 	group, id, peers, dataDir, keyFile, httpAddr        *string
 	tokenFile, metricsAddr, ledger, logLevel, logFormat *string
 	timing                                              *timingFlags
+	onRoleChange, onStop                                *string
+	hookTimeout                                         *time.Duration
+	idFromPod, listen, adminAdvertise                   *string
 }
 
 func newServerFlags() (*flag.FlagSet, *serverFlags) {
@@ -273,7 +286,13 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	f.validate = fs.Bool("validate", false, "check the settings, key and token files and data dir, create nothing, "+
 		"and exit: 0 if the server would start, 2 with the error if not")
 	f.group = fs.String("group", "default", "replica group name")
-	f.id = fs.String("id", "", "this member's id, one of --peers (required)")
+	f.id = fs.String("id", "", "this member's id, one of --peers (required, or --id-from-pod-name)")
+	f.idFromPod = fs.String("id-from-pod-name", "", "take the member id from a StatefulSet pod name <statefulset>-<ordinal>: "+
+		"dledger-2 is member n2 (ids cannot contain '-'); give the pod's metadata.name from the downward API")
+	f.listen = fs.String("listen", "", "address the rpc server binds, e.g. 0.0.0.0:20911 (default: this member's own "+
+		"address in --peers, which stays the address the others dial)")
+	f.adminAdvertise = fs.String("admin-advertise", "", "admin API address to tell the other members when --http binds one "+
+		"they cannot use as it is (0.0.0.0:21911 in a pod: advertise dledger-0.dledger.NS.svc.cluster.local:21911)")
 	f.peers = fs.String("peers", "", `members as "n0-host:port;n1-host:port;n2-host:port" (required)`)
 	f.dataDir = fs.String("data-dir", "", "directory for the durable term and vote (required)")
 	f.keyFile = fs.String("key-file", "", "the group key file (mode 600; 'dledger keygen FILE' writes one): every rpc "+
@@ -283,12 +302,17 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	f.httpAddr = fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
 		`an address other hosts can reach needs --admin-token-file`)
 	f.tokenFile = fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
-	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, /healthz, /v1/leader and /v1/status (default: none)")
+	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, the health routes, /v1/status, /v1/watch and /v1/members (default: none)")
 	f.ledger = fs.String("ledger", "none", "where the ledger end comes from: none (no storage; always empty) or sidecar "+
 		"(an application reports it with PUT /v1/ledger; until then, after every start, the member abstains)")
 	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 	f.logFormat = fs.String("log-format", "json", "json or console")
 	f.timing = addTimingFlags(fs)
+	f.onRoleChange = fs.String("on-role-change", "", "command run with /bin/sh -c on every role change, with DLEDGER_ROLE, "+
+		"DLEDGER_TERM, DLEDGER_LEADER, DLEDGER_SEQ, DLEDGER_PREVIOUS_ROLE, DLEDGER_GROUP and DLEDGER_ID in its environment; "+
+		"in order, one at a time: a newer role change kills a run still going")
+	f.onStop = fs.String("on-stop", "", "command run with /bin/sh -c once when the server stops (after --on-role-change's run for the final role UNKNOWN)")
+	f.hookTimeout = fs.Duration("hook-timeout", server.DefaultHookTimeout, "a hook still running after this is killed (SIGTERM to its process group, then SIGKILL)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: dledger server --id n0 --peers \"n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913\" --data-dir DIR --key-file FILE [flags]\n"+
 			"       dledger server --config FILE [--validate] [flags]\n\n"+
@@ -318,9 +342,17 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	su.validate, su.warnings, su.origins = *f.validate, warnings, origins
 	// Each message names the setting as the operator wrote it: --id, DLEDGER_ID or selfId (FILE:LINE).
 	from := origins.of
+	if *f.idFromPod != "" {
+		if *f.id != "" {
+			return fail("%s and %s exclude each other", from("id"), from("id-from-pod-name"))
+		}
+		if *f.id, err = idFromPodName(*f.idFromPod); err != nil {
+			return fail("%s: %v", from("id-from-pod-name"), err)
+		}
+	}
 	switch {
 	case *f.id == "":
-		return fail("--id is required (or DLEDGER_ID, or selfId in the --config file)")
+		return fail("--id is required (or DLEDGER_ID, or selfId in the --config file; in a StatefulSet, --id-from-pod-name)")
 	case *f.peers == "":
 		return fail("--peers is required (or DLEDGER_PEERS, or peers in the --config file)")
 	case *f.dataDir == "":
@@ -343,6 +375,8 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	}
 	su.cfg = server.Config{Group: *f.group, SelfID: *f.id, Peers: *f.peers, DataDir: *f.dataDir, Ledger: mode,
 		Profile: f.timing.profile, Election: su.election, MetricsAddr: *f.metricsAddr, Insecure: *f.insecure}
+	su.cfg.OnRoleChange, su.cfg.OnStop, su.cfg.HookTimeout = *f.onRoleChange, *f.onStop, *f.hookTimeout
+	su.cfg.Listen, su.cfg.AdminAdvertise = *f.listen, *f.adminAdvertise
 	if *f.keyFile != "" {
 		if su.cfg.Keys, err = secure.LoadKeyFile(*f.keyFile); err != nil {
 			return fail("%s: %v", from("key-file"), err)
@@ -411,7 +445,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		if err := sdNotify(notifySocket, "STOPPING=1"); err != nil {
 			log.Warn("could not tell the service manager the member is stopping", zap.Error(err))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), server.StopTimeout(su.election))
+		ctx, cancel := context.WithTimeout(context.Background(), server.StopTimeout(su.election)+server.HookStopTimeout(su.cfg))
 		defer cancel()
 		return s.Stop(ctx)
 	})

@@ -38,12 +38,24 @@ func (l *lockedRand) Int63n(n int64) int64 {
 	return l.r.Int64N(n)
 }
 
+// Publisher receives the elector's role events, in order, on Run's goroutine; a Dispatcher is
+// one. Publish must not block for long (it runs between the elector's event deliveries).
+type Publisher interface {
+	Publish([]dledger.RoleEvent)
+}
+
+// PublishFunc adapts a function to Publisher.
+type PublishFunc func([]dledger.RoleEvent)
+
+// Publish calls f(evs).
+func (f PublishFunc) Publish(evs []dledger.RoleEvent) { f(evs) }
+
 // Run is the StateMaintainer: it calls e.Tick whenever a pass is due (e.NextPassAt, or at once
 // when e.Reschedule fires) and delivers e's role events to d until ctx is done. It returns
 // after both of its goroutines have stopped. An idle member wakes only when something is due
 // (a heartbeat to send, a timeout to check), not every MaintainInterval: see dledger/schedule.go
 // for why and what that costs.
-func Run(ctx context.Context, e *dledger.Elector, d *Dispatcher) {
+func Run(ctx context.Context, e *dledger.Elector, d Publisher) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dledger-go/dledger/server"
+)
+
+// statusReport is `dledger status -o json`: one entry per member, in the peers string's order
+// (discovered) or in the order given (--http a,b,c). Keys are never renamed; new ones may be
+// added.
+type statusReport struct {
+	// DiscoveredFrom is the one address given, whose /v1/members listed the group; absent with
+	// an explicit list.
+	DiscoveredFrom string         `json:"discoveredFrom,omitempty"`
+	Members        []memberReport `json:"members"`
+	// Unreachable counts the members whose status could not be read (exit status 1 when > 0).
+	Unreachable int `json:"unreachable"`
+	// Error: the group could not be listed (the member given did not answer /v1/members).
+	Error string `json:"error,omitempty"`
+}
+
+// memberReport is one member in a statusReport.
+type memberReport struct {
+	ID        string `json:"id"`                // "" when nothing answered for it (explicit list)
+	RPCAddr   string `json:"rpcAddr,omitempty"` // from the peers string
+	AdminAddr string `json:"adminAddr"`         // the admin API asked; "" when unknown
+	// Reachable: its /v1/status answered (Status holds it).
+	Reachable bool               `json:"reachable"`
+	Error     string             `json:"error,omitempty"`
+	Status    *server.StatusJSON `json:"status,omitempty"`
+}
+
+// runStatus shows every member of a group. With one --http address it asks that member for
+// the others (GET /v1/members: each member's admin address, learned over the members' rpc
+// connections), then reads each member's /v1/status; with a list it reads exactly those.
+// Exit status 0 when every member's status was read, 1 when any member is unreachable (or the
+// group could not be listed), 2 on a usage error.
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	addrs := fs.String("http", "", "admin API address of one member (the others are found through it), or of "+
+		"several, comma-separated (exactly those are shown) (required)")
+	timeout := fs.Duration("timeout", 2*time.Second, "per-request timeout")
+	format := fs.String("o", "text", "output: text (a table) or json (one JSON document)")
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if *addrs == "" {
+		fmt.Fprintln(stderr, "dledger status: --http is required (e.g. --http 127.0.0.1:21911)")
+		return 2
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(stderr, "dledger status: -o %q: want text or json\n", *format)
+		return 2
+	}
+	var list []string
+	for _, a := range strings.Split(*addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			list = append(list, a)
+		}
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(stderr, "dledger status: --http holds no address")
+		return 2
+	}
+	client := &http.Client{Timeout: *timeout}
+	rep := statusReport{Members: []memberReport{}}
+	if len(list) == 1 {
+		rep = discover(client, list[0])
+	} else {
+		for _, a := range list {
+			rep.Members = append(rep.Members, memberReport{AdminAddr: a})
+		}
+	}
+	readStatuses(client, rep.Members)
+	for _, m := range rep.Members {
+		if !m.Reachable {
+			rep.Unreachable++
+		}
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(rep)
+	} else {
+		printStatusTable(stdout, rep)
+		if rep.Error != "" {
+			fmt.Fprintf(stderr, "dledger status: %s\n", rep.Error)
+		}
+	}
+	if rep.Unreachable > 0 || rep.Error != "" {
+		return 1
+	}
+	return 0
+}
+
+// discover lists the group through one member's /v1/members. The member asked keeps the
+// address given (it works from here); the others get the admin address they advertise.
+func discover(client *http.Client, addr string) statusReport {
+	rep := statusReport{DiscoveredFrom: addr, Members: []memberReport{}}
+	ms, err := fetchMembers(client, addr)
+	if err != nil {
+		rep.Error = fmt.Sprintf("listing the group through %s: %v", addr, err)
+		// Still show the member given, if it answers.
+		rep.Members = append(rep.Members, memberReport{AdminAddr: addr})
+		return rep
+	}
+	for _, m := range ms {
+		r := memberReport{ID: m.ID, RPCAddr: m.RPCAddr, AdminAddr: m.AdminAddr, Error: m.Error}
+		if m.Self {
+			r.AdminAddr, r.Error = addr, ""
+		}
+		rep.Members = append(rep.Members, r)
+	}
+	return rep
+}
+
+func fetchMembers(client *http.Client, addr string) ([]server.MemberJSON, error) {
+	resp, err := client.Get(httpURL(addr, "/v1/members"))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, errors.New("no /v1/members (a member older than this tool: list every address with --http a,b,c)")
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var ms []server.MemberJSON
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ms); err != nil {
+		return nil, fmt.Errorf("bad members JSON: %v", err)
+	}
+	if len(ms) == 0 {
+		return nil, errors.New("no members listed")
+	}
+	return ms, nil
+}
+
+// readStatuses reads every member's /v1/status in parallel. A member with no admin address
+// stays unreachable, with the error discovery gave.
+func readStatuses(client *http.Client, ms []memberReport) {
+	var wg sync.WaitGroup
+	for i := range ms {
+		m := &ms[i]
+		if m.AdminAddr == "" {
+			if m.Error == "" {
+				m.Error = "admin address unknown"
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := fetchStatus(client, m.AdminAddr)
+			switch {
+			case err != nil:
+				m.Error = err.Error()
+			case m.ID != "" && st.SelfID != m.ID:
+				m.Error = fmt.Sprintf("%s answers as member %q (a wrong advertised admin address?)", m.AdminAddr, st.SelfID)
+			default:
+				m.ID, m.Reachable, m.Error, m.Status = st.SelfID, true, "", &st
+				for _, p := range st.Peers {
+					if p.Self && m.RPCAddr == "" {
+						m.RPCAddr = p.Addr
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func printStatusTable(w io.Writer, rep statusReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tROLE\tTERM\tLEADER\tVOTE\tLEDGER(term,index)\tLAST-HB\tHTTP")
+	for _, m := range rep.Members {
+		if !m.Reachable {
+			where := m.AdminAddr
+			if where == "" {
+				where = "rpc " + dash(m.RPCAddr)
+			}
+			fmt.Fprintf(tw, "%s\tUNREACHABLE\t-\t-\t-\t-\t-\t%s (%s)\n", dash(m.ID), where, m.Error)
+			continue
+		}
+		st := m.Status
+		hb := "-"
+		if st.LastHeartBeatMsAgo >= 0 {
+			hb = fmt.Sprintf("%dms ago", st.LastHeartBeatMsAgo)
+		}
+		role := st.Role
+		if st.Ready != nil && !*st.Ready {
+			role += "(not-ready)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t(%d,%d)\t%s\t%s\n", st.SelfID, role, st.Term, dash(st.LeaderID),
+			dash(st.VoteFor), st.LedgerEndTerm, st.LedgerEndIndex, hb, m.AdminAddr)
+	}
+	tw.Flush()
+}

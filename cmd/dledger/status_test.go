@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+)
+
+// runTool runs the built binary (a real process, as an operator would) and returns its
+// stdout, stderr and exit status.
+func runTool(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errb.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), errb.String(), exit.ExitCode()
+	}
+	t.Fatalf("%v: %v", args, err)
+	return "", "", -1
+}
+
+func statusJSON(t *testing.T, bin string, args ...string) (statusReport, int) {
+	t.Helper()
+	out, errOut, code := runTool(t, bin, append([]string{"status", "-o", "json"}, args...)...)
+	var rep statusReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("status -o json %v: not JSON (%v), exit %d:\n%s\n%s", args, err, code, out, errOut)
+	}
+	return rep, code
+}
+
+// `dledger status --http ONE` finds every member through the one it is given, in text and in
+// JSON; a dead member is shown unreachable (by id) and makes the exit status 1; an explicit
+// list still shows exactly the members listed.
+func TestStatusFromOneAddressFindsEveryMember(t *testing.T) {
+	g := newProcGroup(t, 3)
+	for i := 0; i < 3; i++ {
+		g.start(i)
+	}
+	const limit = 30 * time.Second // generous: CI is a busy 2-core machine
+	leader, term := g.awaitLeader(limit)
+
+	// Every member, from any one of them. A member's rpc connections may still be coming up
+	// right after the election, so the first answers may miss one: wait for a full one.
+	var rep statusReport
+	dledgertest.Eventually(t, limit, "status --http n1 to read all three members", func() bool {
+		var code int
+		rep, code = statusJSON(t, g.bin, "--http", g.https[1])
+		return code == 0
+	})
+	if rep.DiscoveredFrom != g.https[1] || rep.Unreachable != 0 || rep.Error != "" || len(rep.Members) != 3 {
+		t.Fatalf("status --http %s: %+v", g.https[1], rep)
+	}
+	leaders := 0
+	for i, m := range rep.Members {
+		want := fmt.Sprintf("n%d", i)
+		if m.ID != want || !m.Reachable || m.AdminAddr != g.https[i] || m.Status == nil || m.Status.SelfID != want {
+			t.Fatalf("member %d: %+v", i, m)
+		}
+		if m.Status.Role == "LEADER" {
+			leaders++
+			if m.ID != leader || m.Status.Term != term {
+				t.Fatalf("JSON shows %s leading term %d; the group's leader is %s at %d", m.ID, m.Status.Term, leader, term)
+			}
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("%d leaders in %+v", leaders, rep)
+	}
+	out, errOut, code := runTool(t, g.bin, "status", "--http", g.https[2])
+	if code != 0 {
+		t.Fatalf("status --http %s: exit %d\n%s%s", g.https[2], code, out, errOut)
+	}
+	for i := 0; i < 3; i++ {
+		if !strings.Contains(out, fmt.Sprintf("\nn%d ", i)) || !strings.Contains(out, g.https[i]) {
+			t.Fatalf("status --http %s does not show n%d at %s:\n%s", g.https[2], i, g.https[i], out)
+		}
+	}
+
+	// A dead member: listed by id, unreachable, exit status 1.
+	var deadIdx, askIdx int
+	fmt.Sscanf(leader, "n%d", &askIdx) // ask the leader; kill a follower
+	deadIdx = (askIdx + 1) % 3
+	g.kill9(deadIdx)
+	rep, code = statusJSON(t, g.bin, "--http", g.https[askIdx])
+	dead := rep.Members[deadIdx]
+	if code != 1 || rep.Unreachable != 1 || dead.ID != fmt.Sprintf("n%d", deadIdx) || dead.Reachable ||
+		dead.Error == "" || dead.Status != nil {
+		t.Fatalf("with n%d killed: exit %d, %+v", deadIdx, code, rep)
+	}
+	out, _, code = runTool(t, g.bin, "status", "--http", g.https[askIdx])
+	if code != 1 || !strings.Contains(out, fmt.Sprintf("n%d  UNREACHABLE", deadIdx)) {
+		t.Fatalf("with n%d killed: exit %d\n%s", deadIdx, code, out)
+	}
+
+	// An explicit list shows exactly those members, in that order.
+	rep, code = statusJSON(t, g.bin, "--http", g.https[askIdx]+","+g.https[deadIdx])
+	if code != 1 || rep.DiscoveredFrom != "" || len(rep.Members) != 2 || !rep.Members[0].Reachable ||
+		rep.Members[0].ID != fmt.Sprintf("n%d", askIdx) || rep.Members[1].Reachable || rep.Members[1].AdminAddr != g.https[deadIdx] {
+		t.Fatalf("explicit list: exit %d, %+v", code, rep)
+	}
+}
+
+func TestStatusUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"--http", "127.0.0.1:1", "-o", "yaml"}, {"--http", " , "}} {
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"status"}, args...), &out, &errb); code != 2 {
+			t.Errorf("status %v: exit %d, want 2 (%s)", args, code, errb.String())
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package main
+
+// dledger watch prints a member's role events as they happen, from its GET /v1/watch stream
+// (Server-Sent Events): one line per event, in order. When the connection breaks it
+// reconnects with back-off and resumes after the last event it printed (Last-Event-ID), so it
+// prints every event once; when the member no longer has them (it keeps the last 1024, and a
+// restarted member starts its seqs again) it prints a MISSED line before the current state.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dledger-go/dledger/server"
+)
+
+// Reconnection and liveness bounds of dledger watch (variables for tests).
+var (
+	watchMinBackoff = 250 * time.Millisecond
+	watchMaxBackoff = 5 * time.Second
+	// watchIdle: a stream silent this long is taken for dead (the member sends a keepalive
+	// every 15 s), which finds a member whose host vanished without closing the connection.
+	watchIdle = 45 * time.Second
+)
+
+// maxSSELine bounds one line of the stream (an event's JSON is about 200 bytes).
+const maxSSELine = 64 << 10
+
+func runWatch(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	addr := fs.String("http", "", "admin API (or --metrics) address of the member to watch (required)")
+	format := fs.String("o", "text", "output: text (a line per event) or json (a JSON object per line)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: dledger watch --http ADDR [-o text|json]\n\n"+
+			"Prints the member's role events as they happen, one line each, until interrupted (exit 0).\n"+
+			"Reconnects and resumes after the last event printed; a MISSED line says when events were lost.")
+		fs.PrintDefaults()
+	}
+	if code, ok := parseFlags(fs, args, stderr); !ok {
+		return code
+	}
+	if *addr == "" {
+		fmt.Fprintln(stderr, "dledger watch: --http is required (e.g. --http 127.0.0.1:21911)")
+		return 2
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(stderr, "dledger watch: -o %q: want text or json\n", *format)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	w := &watchClient{url: httpURL(*addr, "/v1/watch"), addr: *addr, json: *format == "json", stdout: stdout, stderr: stderr}
+	return w.run(ctx)
+}
+
+// watchClient follows one member's stream across reconnections.
+type watchClient struct {
+	url, addr      string
+	json           bool
+	stdout, stderr io.Writer
+
+	lastID       string // the last event id printed: where a reconnection resumes
+	lastSeq      uint64
+	lastInstance string
+	toldMissed   bool // the member sent "missed": the next event's gap is explained
+}
+
+// errFatal marks an answer that retrying cannot change (the address is not a member's
+// watch API).
+var errFatal = errors.New("fatal")
+
+var errIdle = errors.New("nothing received (not even a keepalive)")
+
+// run follows the stream until ctx ends (exit 0) or the member answers with a client error
+// (exit 1).
+func (w *watchClient) run(ctx context.Context) int {
+	client := &http.Client{Transport: &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		ResponseHeaderTimeout: 10 * time.Second,
+	}}
+	backoff := watchMinBackoff
+	for {
+		progressed, err := w.once(ctx, client)
+		if ctx.Err() != nil {
+			return 0
+		}
+		if errors.Is(err, errFatal) {
+			fmt.Fprintf(w.stderr, "dledger watch: %v\n", err)
+			return 1
+		}
+		if progressed {
+			backoff = watchMinBackoff
+		}
+		resume := ""
+		if w.lastID != "" {
+			resume = fmt.Sprintf(", resuming after seq %d", w.lastSeq)
+		}
+		fmt.Fprintf(w.stderr, "dledger watch: %v; reconnecting in %v%s\n", err, backoff, resume)
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, watchMaxBackoff)
+	}
+}
+
+// sseEvent is one event of the stream as received.
+type sseEvent struct {
+	id, event string
+	data      strings.Builder
+}
+
+// once reads one connection's stream until it breaks; progressed says whether it printed an
+// event (a working connection resets the back-off).
+func (w *watchClient) once(ctx context.Context, client *http.Client) (progressed bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", errFatal, err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if w.lastID != "" {
+		req.Header.Set("Last-Event-ID", w.lastID)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		err := fmt.Errorf("%s: HTTP %d: %s", w.addr, resp.StatusCode, strings.TrimSpace(string(body)))
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			err = fmt.Errorf("%w: %v", errFatal, err)
+		}
+		return false, err
+	}
+	fmt.Fprintf(w.stderr, "dledger watch: connected to %s\n", w.addr)
+	idle := time.AfterFunc(watchIdle, func() { cancel(errIdle) })
+	defer idle.Stop()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 4096), maxSSELine)
+	var ev sseEvent
+	for sc.Scan() {
+		idle.Reset(watchIdle)
+		line := sc.Text()
+		if line == "" { // the end of an event
+			if ev.data.Len() > 0 && w.handle(&ev) {
+				progressed = true
+			}
+			ev = sseEvent{}
+			continue
+		}
+		if strings.HasPrefix(line, ":") { // a keepalive comment
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			ev.id = value
+		case "event":
+			ev.event = value
+		case "data":
+			if ev.data.Len() > 0 {
+				ev.data.WriteByte('\n')
+			}
+			ev.data.WriteString(value)
+		}
+	}
+	err = sc.Err()
+	if errors.Is(context.Cause(ctx), errIdle) {
+		err = fmt.Errorf("%s: %w for %v", w.addr, errIdle, watchIdle)
+	} else if err == nil {
+		err = fmt.Errorf("%s ended the stream (the member stopped, or this client fell behind)", w.addr)
+	}
+	return progressed, err
+}
+
+// handle prints one event; false if it was not a role event (or not one to print).
+func (w *watchClient) handle(ev *sseEvent) bool {
+	data := ev.data.String()
+	switch ev.event {
+	case "missed":
+		var m server.MissedJSON
+		if err := json.Unmarshal([]byte(data), &m); err != nil {
+			fmt.Fprintf(w.stderr, "dledger watch: bad missed event %q: %v\n", data, err)
+			return false
+		}
+		why := fmt.Sprintf("the member keeps only seq %d on", m.FirstKept)
+		if m.Restarted {
+			why = "the member restarted since, and its seqs began again at 1"
+		}
+		w.printMissed(m, data, why)
+		w.toldMissed = true
+		return false
+	case "", "message":
+	default:
+		return false // a kind of event this client does not know
+	}
+	var e server.EventJSON
+	if err := json.Unmarshal([]byte(data), &e); err != nil {
+		fmt.Fprintf(w.stderr, "dledger watch: bad event %q: %v\n", data, err)
+		return false
+	}
+	if w.lastInstance == e.Instance && w.lastSeq != 0 && !w.toldMissed {
+		if e.Seq <= w.lastSeq {
+			return false // printed already
+		}
+		if e.Seq != w.lastSeq+1 { // the member sends "missed" first; this is a second guard
+			m := server.MissedJSON{Missed: true, Since: w.lastSeq, FirstKept: e.Seq, Instance: e.Instance}
+			b, _ := json.Marshal(m)
+			w.printMissed(m, string(b), fmt.Sprintf("the next event came with seq %d", e.Seq))
+		}
+	}
+	w.lastID, w.lastSeq, w.lastInstance, w.toldMissed = ev.id, e.Seq, e.Instance, false
+	if w.json {
+		fmt.Fprintln(w.stdout, data)
+		return true
+	}
+	fmt.Fprintf(w.stdout, "%s  %s  seq=%d  term=%d  role=%s  leader=%s\n", e.Time, e.Member, e.Seq, e.Term, e.Role, dash(e.Leader))
+	return true
+}
+
+// printMissed says that events after m.Since were lost, and why.
+func (w *watchClient) printMissed(m server.MissedJSON, data, why string) {
+	if w.json {
+		fmt.Fprintln(w.stdout, data)
+		return
+	}
+	fmt.Fprintf(w.stdout, "%s  MISSED events after seq %d: %s; the current state follows\n",
+		time.Now().UTC().Format(time.RFC3339Nano), m.Since, why)
+}

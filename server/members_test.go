@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+func getMembers(t *testing.T, s *Server) []MemberJSON {
+	t.Helper()
+	code, body := get(t, "http://"+s.HTTPAddr()+"/v1/members")
+	var ms []MemberJSON
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &ms) != nil {
+		t.Fatalf("/v1/members: %d %s", code, body)
+	}
+	return ms
+}
+
+// Any member's /v1/members lists every member with the admin address it advertises (learned
+// over the members' authenticated rpc connections); a stopped member is listed unreachable.
+func TestMembersRouteFindsEveryAdminAddress(t *testing.T) {
+	g := startGroupWith(t, 3, nil, calmTimings())
+	g.awaitAllFollow(electionLimit)
+	for i, s := range g.servers {
+		ms := getMembers(t, s)
+		if len(ms) != 3 {
+			t.Fatalf("n%d lists %d members: %+v", i, len(ms), ms)
+		}
+		for j, m := range ms {
+			want := MemberJSON{ID: g.servers[j].cfg.SelfID, RPCAddr: g.servers[j].peers[j].Addr,
+				AdminAddr: g.servers[j].HTTPAddr(), Self: i == j, Reachable: true}
+			if m != want {
+				t.Errorf("n%d lists %+v, want %+v", i, m, want)
+			}
+		}
+	}
+	g.stop(2)
+	ms := getMembers(t, g.servers[0])
+	if m := ms[2]; m.ID != "n2" || m.Reachable || m.AdminAddr != "" || m.Error == "" {
+		t.Fatalf("stopped n2 listed as %+v", m)
+	}
+	if !ms[1].Reachable || ms[1].AdminAddr != g.servers[1].HTTPAddr() {
+		t.Fatalf("n1 listed as %+v once n2 stopped", ms[1])
+	}
+}
+
+// The advertised admin address: AdminAdvertise when set; else the bound address, with an
+// unspecified host replaced by the host of the member's rpc address. Another group learns
+// nothing.
+func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
+	ask := func(s *Server, group string) *protocol.MetadataResponse {
+		return metadataHandler{Handler: s.elector, s: s}.HandleMetadata(&protocol.MetadataRequest{
+			Header: protocol.Header{Group: group, RemoteID: "n0", LocalID: "tool"}})
+	}
+	cfg := soloConfig(t)
+	cfg.HTTPAddr, cfg.AdminToken = "0.0.0.0:0", strings.Repeat("t", 32)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	host, port, err := net.SplitHostPort(s.HTTPAddr())
+	if err != nil || !net.ParseIP(host).IsUnspecified() {
+		t.Fatalf("bound %q: %v", s.HTTPAddr(), err)
+	}
+	if got := ask(s, "g").AdminAddr; got != "127.0.0.1:"+port {
+		t.Fatalf("advertised %q for %s, want 127.0.0.1:%s (the rpc address's host)", got, s.HTTPAddr(), port)
+	}
+	if got := ask(s, "other"); got.AdminAddr != "" || got.Code != protocol.CodeUnknownGroup {
+		t.Fatalf("another group was told %+v", got)
+	}
+
+	cfg = soloConfig(t)
+	cfg.AdminAdvertise = "n0.dledger.svc:21911"
+	s2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Stop(context.Background()) })
+	if got := ask(s2, "g").AdminAddr; got != cfg.AdminAdvertise {
+		t.Fatalf("advertised %q, want AdminAdvertise %q", got, cfg.AdminAdvertise)
+	}
+}
+
+// An admin address from the network goes into a tool's URL: only a plain host:port passes.
+func TestCheckAdminAddr(t *testing.T) {
+	for _, a := range []string{"127.0.0.1:21911", "[::1]:8080", "n0.dledger.svc.cluster.local:21911", "[fe80::1%eth0]:1"} {
+		if err := checkAdminAddr(a); err != nil {
+			t.Errorf("%q refused: %v", a, err)
+		}
+	}
+	for _, a := range []string{"", "host", ":21911", "host:0", "host:65536", "host:080", "host:http",
+		"evil.com/x?:1", "user@evil.com:80", "a b:1", "h\n:1", strings.Repeat("a", 300) + ":1"} {
+		if err := checkAdminAddr(a); err == nil {
+			t.Errorf("%q accepted", a)
+		}
+	}
+}
+
+// Discoveries run one at a time (each asks every peer over the election's connections), and
+// one waiting gives up with its request.
+func TestProbeGateAdmitsOneAtATime(t *testing.T) {
+	var g probeGate
+	if !g.acquire(context.Background()) {
+		t.Fatal("first acquire refused")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if g.acquire(ctx) {
+		t.Fatal("second acquire admitted while the first holds the gate")
+	}
+	g.release()
+	if !g.acquire(context.Background()) {
+		t.Fatal("acquire refused after release")
+	}
+}

@@ -1,0 +1,459 @@
+package server
+
+// The watch API: role events over HTTP for applications that do not embed the member (a C++
+// broker, a database manager, a load balancer's agent).
+//
+//	GET /v1/watch                       Server-Sent Events, one per role event, in order
+//	GET /v1/leader?wait=30s&index=N     long poll: answers once the latest seq is past N
+//
+// One watchHub per member takes the events from the dispatcher (a listener like any other)
+// and keeps the last watchRingSize of them, so a client that lost its connection resumes where
+// it stopped. It never blocks: every stream has a bounded buffer, and a stream that falls
+// behind is ended (after what it has buffered) rather than waited for; its client reconnects
+// and resumes from the ring. So no client, slow or dead, can slow the elector or the other
+// listeners.
+//
+// Seqs count a member's events from 1 and start again when the member restarts, so a stream's
+// event id also names the member's incarnation ("17@3f9a0c21d4e5b687"): a client resuming
+// across a restart is told it missed events instead of silently skipping the new incarnation's
+// first ones.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Watch API bounds.
+const (
+	// watchRingSize events are kept for clients that resume.
+	watchRingSize = 1024
+	// watchClientBuffer events may wait for one slow stream before it is ended.
+	watchClientBuffer = 64
+	// maxWatchers bounds the open streams and waiting long polls of one member together; the
+	// next ones get 503 with Retry-After.
+	maxWatchers = 64
+	// maxLongPollWait bounds ?wait= (a longer wait is cut to it, as Consul does).
+	maxLongPollWait = 5 * time.Minute
+)
+
+// Variables only so that tests need not wait for them.
+var (
+	// watchKeepalive (a hub's default) is the period of the ": keepalive" comment lines that keep proxies from
+	// closing an idle stream (most cut idle connections after 30-60 s).
+	watchKeepalive = 15 * time.Second
+	// watchWriteTimeout bounds each write to a stream: a client that stops reading is cut off
+	// once the socket's buffers are full. The listener's WriteTimeout would end every stream
+	// after a few seconds, so each write extends the deadline instead.
+	watchWriteTimeout = 10 * time.Second
+)
+
+// EventJSON is one role event as GET /v1/watch and the long poll send it.
+type EventJSON struct {
+	Seq      uint64 `json:"seq"`    // 1, 2, ... per member incarnation
+	Term     int64  `json:"term"`   // the fencing token
+	Role     string `json:"role"`   // CANDIDATE, FOLLOWER, LEADER; UNKNOWN: the member stopped
+	Leader   string `json:"leader"` // "" when no leader is known
+	Time     string `json:"time"`   // when the member changed role, RFC 3339 with nanoseconds
+	Member   string `json:"member"` // the member that sent it
+	Instance string `json:"instance"`
+}
+
+// MissedJSON is the data of a stream's "missed" event: the events after Since are gone (the
+// ring kept only those from FirstKept on, or the member restarted and its seqs began again).
+// The current state follows it.
+type MissedJSON struct {
+	Missed    bool   `json:"missed"` // always true, so a line of `dledger watch -o json` says what it is
+	Since     uint64 `json:"since"`  // the last seq the client had
+	FirstKept uint64 `json:"firstKept"`
+	Restarted bool   `json:"restarted"` // the member is another incarnation than the client's last event's
+	Instance  string `json:"instance"`
+}
+
+// LeaderWaitJSON answers the long poll GET /v1/leader?wait=...: the member's latest event, and
+// Index (its seq) for the next poll's index.
+type LeaderWaitJSON struct {
+	Index uint64 `json:"index"`
+	EventJSON
+	IsLeader bool `json:"isLeader"`
+}
+
+// watchHub fans role events out to HTTP clients and keeps the recent ones.
+type watchHub struct {
+	instance  string
+	member    string
+	keepalive time.Duration // watchKeepalive (tests set it before serving)
+
+	mu       sync.Mutex
+	ring     [watchRingSize]dledger.RoleEvent
+	head, n  int // ring[head] is the oldest of n events
+	watchers map[*watcher]struct{}
+	polls    int           // long polls waiting
+	changed  chan struct{} // closed and replaced on every event (wakes long polls)
+	ended    bool          // the member stopped: its last event (UNKNOWN) was published
+}
+
+// watcher is one open stream. The hub closes ch to end it: after the member's last event, or
+// when the client fell watchClientBuffer events behind.
+type watcher struct {
+	ch chan dledger.RoleEvent
+}
+
+func newWatchHub(member string) *watchHub {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return &watchHub{instance: hex.EncodeToString(b[:]), member: member, keepalive: watchKeepalive,
+		watchers: map[*watcher]struct{}{}, changed: make(chan struct{})}
+}
+
+// publish is the hub's role-event listener. It never blocks.
+func (h *watchHub) publish(ev dledger.RoleEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended || (h.n > 0 && ev.Seq <= h.latestLocked().Seq) {
+		return
+	}
+	if h.n == watchRingSize {
+		h.ring[h.head] = ev
+		h.head = (h.head + 1) % watchRingSize
+	} else {
+		h.ring[(h.head+h.n)%watchRingSize] = ev
+		h.n++
+	}
+	for w := range h.watchers {
+		select {
+		case w.ch <- ev:
+		default: // fell behind: end its stream after what it has; it resumes from the ring
+			delete(h.watchers, w)
+			close(w.ch)
+		}
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+	// UNKNOWN is never an election event: the member stopped, and nothing follows. Ending the
+	// streams also lets the HTTP server's Shutdown finish (it waits for idle connections).
+	if ev.Role == protocol.UNKNOWN {
+		h.ended = true
+		for w := range h.watchers {
+			delete(h.watchers, w)
+			close(w.ch)
+		}
+	}
+}
+
+func (h *watchHub) latestLocked() dledger.RoleEvent {
+	return h.ring[(h.head+h.n-1)%watchRingSize]
+}
+
+// resumePoint is where a client says it stopped: Last-Event-ID or ?since=, as "SEQ@INSTANCE"
+// (a stream's event id) or a bare "SEQ" (taken to mean this incarnation).
+type resumePoint struct {
+	given    bool
+	seq      uint64
+	instance string // "" with a bare seq
+}
+
+func parseResumePoint(s string) (resumePoint, error) {
+	if s == "" {
+		return resumePoint{}, nil
+	}
+	seqText, inst, _ := strings.Cut(s, "@")
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	if err != nil || len(inst) > 64 {
+		return resumePoint{}, fmt.Errorf("bad event id %q: want SEQ or SEQ@INSTANCE, as a stream's id: lines", s)
+	}
+	return resumePoint{given: true, seq: seq, instance: inst}, nil
+}
+
+var errTooManyWatchers = fmt.Errorf("too many watchers (at most %d streams and long polls per member)", maxWatchers)
+
+// subscribe registers a stream resuming from p and returns, taken atomically with the
+// registration (no event is lost or sent twice between them): the missed notice if any, the
+// events to send first, and the watcher that receives the later ones (its ch is already closed
+// when the member has stopped).
+func (h *watchHub) subscribe(p resumePoint) (*watcher, *MissedJSON, []dledger.RoleEvent, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.watchers)+h.polls >= maxWatchers {
+		return nil, nil, nil, errTooManyWatchers
+	}
+	missed, replay := h.replayLocked(p)
+	w := &watcher{ch: make(chan dledger.RoleEvent, watchClientBuffer)}
+	if h.ended {
+		close(w.ch)
+	} else {
+		h.watchers[w] = struct{}{}
+	}
+	return w, missed, replay, nil
+}
+
+// replayLocked is what a client resuming from p must be sent before the live events.
+func (h *watchHub) replayLocked(p resumePoint) (*MissedJSON, []dledger.RoleEvent) {
+	current := func() []dledger.RoleEvent {
+		if h.n == 0 {
+			return nil // the first event is on its way (Start publishes it at once)
+		}
+		return []dledger.RoleEvent{h.latestLocked()}
+	}
+	if !p.given {
+		return nil, current()
+	}
+	missed := &MissedJSON{Missed: true, Since: p.seq, Instance: h.instance}
+	// Another incarnation's id, or a seq this incarnation has not reached (the member restarted
+	// since and its seqs began again): everything before now is unknown to the client.
+	if (p.instance != "" && p.instance != h.instance) || (h.n == 0 && p.seq > 0) ||
+		(h.n > 0 && p.seq > h.latestLocked().Seq) {
+		missed.Restarted = true
+		if h.n > 0 {
+			missed.FirstKept = h.ring[h.head].Seq
+		}
+		return missed, current()
+	}
+	if h.n == 0 {
+		return nil, nil
+	}
+	first := h.ring[h.head].Seq
+	if p.seq+1 < first {
+		missed.FirstKept = first
+		return missed, current()
+	}
+	var out []dledger.RoleEvent
+	for i := 0; i < h.n; i++ {
+		if ev := h.ring[(h.head+i)%watchRingSize]; ev.Seq > p.seq {
+			out = append(out, ev)
+		}
+	}
+	return nil, out
+}
+
+func (h *watchHub) unsubscribe(w *watcher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.watchers[w]; ok {
+		delete(h.watchers, w)
+		close(w.ch)
+	}
+}
+
+// await returns the latest event and ok at once when its seq is not index (it is past it, or
+// below it: the member restarted, as Consul's index going backwards) or the member stopped.
+// Otherwise it registers a long poll and returns the channel that is closed on the next
+// event; release must be called when the poll ends.
+func (h *watchHub) await(index uint64) (ev dledger.RoleEvent, ok bool, changed <-chan struct{}, release func(), err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n > 0 {
+		ev = h.latestLocked()
+	}
+	if (h.n > 0 && ev.Seq != index) || h.ended {
+		return ev, true, nil, nil, nil
+	}
+	if len(h.watchers)+h.polls >= maxWatchers {
+		return ev, false, nil, nil, errTooManyWatchers
+	}
+	h.polls++
+	return ev, false, h.changed, func() {
+		h.mu.Lock()
+		h.polls--
+		h.mu.Unlock()
+	}, nil
+}
+
+// latest is the latest event, if any.
+func (h *watchHub) latest() (dledger.RoleEvent, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == 0 {
+		return dledger.RoleEvent{}, false
+	}
+	return h.latestLocked(), true
+}
+
+func (h *watchHub) eventJSON(ev dledger.RoleEvent) EventJSON {
+	return EventJSON{Seq: ev.Seq, Term: ev.Term, Role: ev.Role.String(), Leader: ev.LeaderID,
+		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Instance: h.instance}
+}
+
+// watchRoutes adds GET /v1/watch to mux (both listeners: it only reads).
+func (s *Server) watchRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/watch", s.serveWatch)
+}
+
+// serveWatch streams role events as Server-Sent Events. Each event is
+//
+//	id: <seq>@<instance>
+//	data: {"seq":..,"term":..,"role":..,"leader":..,"time":..,"member":..,"instance":..}
+//
+// The first is the current state; a client that sends Last-Event-ID (or ?since=) gets the
+// events after it instead, or, if they are no longer kept, "event: missed" and then the current
+// state. The stream ends after the member's last event (UNKNOWN: it stopped), and when the
+// client falls behind (it reconnects and resumes).
+func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
+	from := r.Header.Get("Last-Event-ID")
+	if from == "" {
+		from = r.URL.Query().Get("since")
+	}
+	p, err := parseResumePoint(from)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	wt, missed, replay, err := s.watch.subscribe(p)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: err.Error()})
+		return
+	}
+	defer s.watch.unsubscribe(wt)
+	// The listener's WriteTimeout would cut the stream after a few seconds: every write sets
+	// its own deadline instead (flushTo). Its read timeout does not matter here: net/http lifts
+	// the read deadline once a body-less request is read. A dead client is found by the write
+	// deadlines (once the socket's buffers are full) and TCP keepalive.
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	var buf strings.Builder
+	buf.WriteString("retry: 2000\n\n") // an EventSource reconnects after 2 s
+	if missed != nil {
+		b, _ := json.Marshal(missed)
+		fmt.Fprintf(&buf, "event: missed\ndata: %s\n\n", b)
+	}
+	for _, ev := range replay {
+		s.writeEvent(&buf, ev)
+	}
+	if !flushTo(w, rc, buf.String()) {
+		return
+	}
+	keepalive := time.NewTicker(s.watch.keepalive)
+	defer keepalive.Stop()
+	for {
+		buf.Reset()
+		select {
+		case ev, ok := <-wt.ch:
+			if !ok {
+				return
+			}
+			s.writeEvent(&buf, ev)
+			// Send what else is queued in the same write.
+			for more := true; more; {
+				select {
+				case ev, ok := <-wt.ch:
+					if !ok {
+						flushTo(w, rc, buf.String())
+						return
+					}
+					s.writeEvent(&buf, ev)
+				default:
+					more = false
+				}
+			}
+		case <-keepalive.C:
+			buf.WriteString(": keepalive\n\n")
+		case <-r.Context().Done():
+			return
+		}
+		if !flushTo(w, rc, buf.String()) {
+			return
+		}
+	}
+}
+
+func (s *Server) writeEvent(buf *strings.Builder, ev dledger.RoleEvent) {
+	b, _ := json.Marshal(s.watch.eventJSON(ev))
+	fmt.Fprintf(buf, "id: %d@%s\ndata: %s\n\n", ev.Seq, s.watch.instance, b)
+}
+
+// flushTo writes text within watchWriteTimeout and flushes it; false: the client is gone.
+func flushTo(w http.ResponseWriter, rc *http.ResponseController, text string) bool {
+	if err := rc.SetWriteDeadline(time.Now().Add(watchWriteTimeout)); err != nil {
+		return false
+	}
+	if _, err := io.WriteString(w, text); err != nil {
+		return false
+	}
+	return rc.Flush() == nil
+}
+
+// serveLeaderWait answers GET /v1/leader?wait=D&index=N, the long-poll form of the leader
+// check, and reports false (leaving the request to the health check) when there is no wait
+// parameter. It answers once the member's latest event seq differs from N (N=0 or absent: at
+// once), or after D (at most maxLongPollWait), always 200 with LeaderWaitJSON: a long poll
+// reports the state, whatever it is; the health semantics (200 only on the leader) stay with
+// the plain GET /v1/leader, which load balancers use. 400: bad parameters; 503 with
+// Retry-After: too many watchers.
+func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
+	q := r.URL.Query()
+	if !q.Has("wait") {
+		return false
+	}
+	wait, err := parseWait(q.Get("wait"))
+	if err != nil {
+		badRequest(w, "wait=%q: %v", q.Get("wait"), err)
+		return true
+	}
+	var index uint64
+	if v := q.Get("index"); v != "" {
+		if index, err = strconv.ParseUint(v, 10, 64); err != nil {
+			badRequest(w, "index=%q: want the index (seq) of the last answer", v)
+			return true
+		}
+	}
+	ev, ok, changed, release, err := s.watch.await(index)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: err.Error()})
+		return true
+	}
+	if !ok {
+		defer release()
+		// As for a stream: the listener's write timeout is shorter than a long poll.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + watchWriteTimeout))
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-r.Context().Done():
+			return true
+		}
+		ev, _ = s.watch.latest()
+	}
+	if ev.Seq == 0 { // no event yet (the member is starting): its state as Status sees it
+		st := s.Status()
+		ev = dledger.RoleEvent{Term: st.Term, Role: st.Role, LeaderID: st.LeaderID, At: time.Now()}
+	}
+	w.Header().Set("X-DLedger-Index", strconv.FormatUint(ev.Seq, 10))
+	writeJSON(w, http.StatusOK, LeaderWaitJSON{Index: ev.Seq, EventJSON: s.watch.eventJSON(ev), IsLeader: ev.Role == protocol.LEADER})
+	return true
+}
+
+// parseWait reads ?wait=: a duration ("30s", "2m") or whole seconds ("30"), cut to
+// maxLongPollWait.
+func parseWait(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.ParseUint(v, 10, 32)
+		if nerr != nil {
+			return 0, errors.New("want a duration (30s, 2m) or seconds")
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 {
+		return 0, errors.New("negative wait")
+	}
+	return min(d, maxLongPollWait), nil
+}
