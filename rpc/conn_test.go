@@ -4,8 +4,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -370,5 +372,131 @@ func TestConnFloodFromOneSource(t *testing.T) {
 	}
 	if st := s.Stats(); st.BadFrames != 0 {
 		t.Fatalf("idle or refused connections counted as %d bad frames: %v", st.BadFrames, reasons.n)
+	}
+}
+
+// TestShortCallTimesOutBehindLongOne: the timeout timer is armed for the earliest pending
+// deadline, not for the first call's. A leadership transfer (TransferTimeout of an hour) is
+// pending on a peer that never answers when an ordinary call goes out: that call must still
+// end with ErrTimeout after CallTimeout, not wait behind the transfer's deadline.
+func TestShortCallTimesOutBehindLongOne(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	frames := make(chan struct{}, 16)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for { // reads every request, answers none
+			if _, err := readFrame(c); err != nil {
+				return
+			}
+			frames <- struct{}{}
+		}
+	}()
+	cl := newClient(t, map[string]string{"p": ln.Addr().String()}, func(o *ClientOptions) {
+		o.CallTimeout = 100 * time.Millisecond
+		o.TransferTimeout = time.Hour
+	})
+	eventually(t, "the client to connect", func() bool { return cl.Connected("p") })
+	transfer := make(chan error, 1) // done runs once
+	cl.SendLeadershipTransfer("p", &protocol.LeadershipTransferRequest{Header: protocol.Header{
+		Group: testGroup, RemoteID: "p", LocalID: testSelf, Term: 1}, TransfereeID: "p"},
+		func(_ *protocol.LeadershipTransferResponse, err error) { transfer <- err })
+	select {
+	case <-frames: // the transfer is on the wire, so the timer is armed for its deadline
+	case <-time.After(waitTimeout):
+		t.Fatal("the transfer request never arrived")
+	}
+	if _, err := heartBeat(t, cl, "p", 1); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("heartbeat behind a pending transfer: %v, want ErrTimeout", err)
+	}
+	// The silent connection is then dropped (TestSilentConnectionRedialled), failing the
+	// transfer with it; it must not have timed out.
+	if err := <-transfer; errors.Is(err, ErrTimeout) {
+		t.Fatalf("the transfer timed out: %v", err)
+	}
+}
+
+// TestPeerGoneOnlyWhenNothingListens: OnPeerGone reports a peer whose connection was closed
+// by the other end and whose port then refuses the redial, and nothing else. A peer that
+// closes the connection but still accepts (a restart, an idle close) is not gone.
+func TestPeerGoneOnlyWhenNothingListens(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	next := func(what string) net.Conn {
+		t.Helper()
+		select {
+		case c := <-accepted:
+			return c
+		case <-time.After(waitTimeout):
+			t.Fatalf("no %s", what)
+			return nil
+		}
+	}
+	gone := make(chan string, 4)
+	newClient(t, map[string]string{"p": ln.Addr().String()}, func(o *ClientOptions) {
+		o.OnPeerGone = func(id string) { gone <- id }
+	})
+	next("first connection").Close() // closed by the peer, which still listens
+	next("redial after the close").Close()
+	// The verdict on the first redial was given before that connection was served, so
+	// before this third one was dialled.
+	last := next("redial after the second close")
+	select {
+	case id := <-gone:
+		t.Fatalf("%s reported gone while its port accepts connections", id)
+	default:
+	}
+	ln.Close() // now nothing listens: the close below is followed by a refused redial
+	last.Close()
+	select {
+	case id := <-gone:
+		if id != "p" {
+			t.Fatalf("gone: %q, want p", id)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the peer was never reported gone")
+	}
+}
+
+// TestRedialVerdict: the errors a real dial returns are judged through their wrapping. A
+// reset dial, or a handshake reset by the peer, is a process caught closing its port, so it
+// waits for the next dial's verdict.
+func TestRedialVerdict(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, refused := net.Dial("tcp", addr)
+	reset := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNRESET)}
+	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ETIMEDOUT)}
+	for _, c := range []struct {
+		err  error
+		want int
+	}{{refused, peerGone}, {reset, peerClosing}, {&handshakeError{refusal(reset)}, peerClosing},
+		{timeout, peerMayLive}, {nil, peerMayLive}} {
+		if got := redialVerdict(c.err); got != c.want {
+			t.Errorf("redialVerdict(%v) = %d, want %d", c.err, got, c.want)
+		}
 	}
 }

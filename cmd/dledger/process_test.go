@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -218,4 +220,39 @@ func TestRealProcessesElectCrashRestartRejoin(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A member runs on one Go processor unless GOMAXPROCS says otherwise (useOneProcessor: an idle
+// member costs a third of the CPU). Read back from the Go collector's gauge on /metrics.
+func TestRealProcessOneProcessorUnlessGOMAXPROCS(t *testing.T) {
+	g := newProcGroup(t, 3)
+	for i, env := range []string{"", "2"} {
+		t.Setenv("GOMAXPROCS", env) // the child inherits it; "" counts as unset
+		g.start(i)
+		want := map[string]string{"": "1", "2": "2"}[env]
+		var got string
+		deadline := time.Now().Add(30 * time.Second)
+		for got != want && time.Now().Before(deadline) {
+			got = gauge(g.https[i], "go_sched_gomaxprocs_threads")
+			time.Sleep(20 * time.Millisecond) // polling interval
+		}
+		if got != want {
+			t.Fatalf("GOMAXPROCS=%q: the member runs on %q processors, want %s", env, got, want)
+		}
+	}
+}
+
+// gauge reads an unlabelled series of a member's /metrics ("" if unreachable or absent).
+func gauge(addr, name string) string {
+	resp, err := (&http.Client{Timeout: time.Second}).Get(httpURL(addr, "/metrics"))
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
 }

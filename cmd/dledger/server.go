@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -405,6 +406,18 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	return su, 0, true
 }
 
+// useOneProcessor runs the member on one Go processor (P) unless GOMAXPROCS is set. A
+// member's work is a few requests a second, so a second P buys nothing, and it costs: the
+// rpc server's event loop waits in epoll_wait holding a P, which keeps Go's sysmon thread
+// polling at up to 50 000 wake-ups a second for 10 ms after every frame that arrives. With
+// one P sysmon takes the P back at once and sleeps. Measured on an idle 3-member lan group:
+// a follower's CPU falls from about 0.85 % to 0.28 % of a core (docs/design.md, "Idle cost").
+func useOneProcessor() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
 func runServer(args []string, stdout, stderr io.Writer) int {
 	su, code, ok := resolveServer(args, os.Environ(), stderr)
 	if !ok {
@@ -424,6 +437,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	for _, w := range su.warnings {
 		log.Warn(w)
 	}
+	useOneProcessor()
 	// Only now is anything created (the data dir): bad settings leave no trace.
 	s, err := server.New(su.cfg, server.WithLogger(log))
 	if err != nil {
