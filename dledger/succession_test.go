@@ -83,6 +83,7 @@ func TestPeerGoneLeaderFirstSuccessorCampaignsAtOnce(t *testing.T) {
 	if st := u.e.Status(); st.Role != protocol.CANDIDATE || !u.e.NextPassAt().Equal(u.clock.Now()) {
 		t.Fatalf("after the leader's process went: %v, next pass %v (now %v)", st.Role, u.e.NextPassAt(), u.clock.Now())
 	}
+	saves := u.store.Saves()
 	u.e.Tick()
 	votes := u.tr.takeVotes()
 	if len(votes) != 2 || votes[0].req.Term != 5 {
@@ -90,6 +91,9 @@ func TestPeerGoneLeaderFirstSuccessorCampaignsAtOnce(t *testing.T) {
 	}
 	if d, _ := u.store.Load(); d != (memberstate.Durable{Term: 5, VoteFor: "n0"}) {
 		t.Fatalf("stored %+v before asking", d)
+	}
+	if n := u.store.Saves() - saves; n != 1 {
+		t.Fatalf("the new term and the self vote took %d writes, want 1 (NextTermVotingForSelf)", n)
 	}
 }
 

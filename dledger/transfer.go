@@ -278,7 +278,7 @@ func (e *Elector) beginTakeLeadership(now time.Time) {
 	x := &e.xfer
 	x.targetTerm = x.fromTerm + 1
 	e.becomeCandidate(x.targetTerm, now, "taking leadership")
-	if _, err := e.ms.NextTerm(); err != nil {
+	if _, err := e.ms.NextTermVotingForSelf(); err != nil { // its vote round starts below
 		// Still waiting, so endTakeLeadership answers (it ignores a take that is over).
 		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "cannot persist the new term: "+err.Error())
 		return

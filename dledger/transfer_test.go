@@ -154,13 +154,14 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 			t.Fatal("campaigned before catching up")
 		}
 		u.setLedger(3, 12)
+		saves := u.store.Saves()
 		u.e.Tick()
 		votes := u.tr.takeVotes()
 		if len(votes) != 2 || votes[0].req.Term != 4 {
 			t.Fatalf("campaign: %d requests at term %d, want 2 at 4", len(votes), votes[0].req.Term)
 		}
-		if d, _ := u.store.Load(); d.Term != 4 {
-			t.Fatalf("new term not persisted before campaigning: %+v", d)
+		if d, _ := u.store.Load(); d != (memberstate.Durable{Term: 4, VoteFor: "n0"}) || u.store.Saves()-saves != 1 {
+			t.Fatalf("new term and self vote: %+v in %d writes, want {4 n0} in 1 before campaigning", d, u.store.Saves()-saves)
 		}
 		// An equal-ledger competitor gets nothing (row 7 here: the transferee voted for itself;
 		// row 10 covers the moment before, see TestHandleVote).

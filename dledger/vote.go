@@ -69,7 +69,11 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 	}
 	term := e.ms.CurrTerm() // step 3: the same-term probe, unless
 	if e.lastParseResult == protocol.WaitToVoteNext || e.needIncreaseTerm {
-		t, err := e.ms.NextTerm()
+		next := e.ms.NextTermVotingForSelf // it campaigns at once (step 5): one write
+		if e.needIncreaseTerm {
+			next = e.ms.NextTerm // step 4 casts no vote
+		}
+		t, err := next()
 		if err != nil {
 			// Retry at the next re-vote time, not every pass: "increase immediately" bypasses
 			// the schedule, so it becomes a lost round, which also moves the term up (and

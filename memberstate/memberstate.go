@@ -129,7 +129,16 @@ func (m *MemberState) SetLedgerEnd(l LedgerEnd) error {
 // it was, so no request can ever carry a term it could forget (the store may still hold the
 // new term after a crash: see Store; a higher term with no vote is safe). At protocol.MaxTerm
 // there is no next term: NextTerm fails and changes nothing, rather than wrap.
-func (m *MemberState) NextTerm() (int64, error) {
+func (m *MemberState) NextTerm() (int64, error) { return m.nextTerm(false) }
+
+// NextTermVotingForSelf is NextTerm for a candidate that campaigns in the new term at once: it
+// also casts this member's vote for itself, in the same durable write, so an election costs the
+// candidate one write (two fsyncs) instead of two. The vote is the one its vote round would cast
+// first; it is left out when the member's own ledger term is above the new term, where the vote
+// table would refuse it (docs/protocol.md 7.1 row 9).
+func (m *MemberState) NextTermVotingForSelf() (int64, error) { return m.nextTerm(true) }
+
+func (m *MemberState) nextTerm(voteSelf bool) (int64, error) {
 	if m.role != protocol.CANDIDATE {
 		return m.term, fmt.Errorf("nextTerm as %s: only a candidate may start a term", m.role)
 	}
@@ -141,10 +150,14 @@ func (m *MemberState) NextTerm() (int64, error) {
 		}
 		next = m.term + 1
 	}
-	if err := m.store.Save(Durable{Term: next}); err != nil {
+	vote := ""
+	if voteSelf && m.ledger.Term <= next {
+		vote = m.selfID
+	}
+	if err := m.store.Save(Durable{Term: next, VoteFor: vote}); err != nil {
 		return m.term, err
 	}
-	m.term, m.voteFor = next, ""
+	m.term, m.voteFor = next, vote
 	if next > m.knownMaxTerm {
 		m.knownMaxTerm = next
 	}

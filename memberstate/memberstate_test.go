@@ -170,6 +170,29 @@ func TestTransitionsFollowSpecSection2(t *testing.T) {
 	}
 }
 
+// A candidate that campaigns at once takes the new term and its own vote in one write, unless
+// its ledger term is above the new term (the vote table's row 9 would refuse that vote).
+func TestNextTermVotingForSelf(t *testing.T) {
+	st := NewMemStore()
+	ms, _ := New("g", "n0", threePeers(), st)
+	if term, err := ms.NextTermVotingForSelf(); err != nil || term != 1 || ms.VoteFor() != "n0" {
+		t.Fatalf("= %d, %v, vote %q; want term 1 voting n0", term, err, ms.VoteFor())
+	}
+	if d, _ := st.Load(); d != (Durable{Term: 1, VoteFor: "n0"}) || st.Saves() != 1 {
+		t.Fatalf("durable %+v after %d saves; want {1 n0} in one", d, st.Saves())
+	}
+	if err := ms.SetLedgerEnd(LedgerEnd{Term: 5, Index: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if term, err := ms.NextTermVotingForSelf(); err != nil || term != 2 || ms.VoteFor() != "" {
+		t.Fatalf("with ledger term 5: = %d, %v, vote %q; want term 2 and no vote", term, err, ms.VoteFor())
+	}
+	st.FailSaves(errors.New("disk full"))
+	if _, err := ms.NextTermVotingForSelf(); err == nil || ms.CurrTerm() != 2 || ms.VoteFor() != "" {
+		t.Fatalf("with a failing store: err %v term %d vote %q", err, ms.CurrTerm(), ms.VoteFor())
+	}
+}
+
 func TestFailedWriteChangesNothing(t *testing.T) {
 	st := NewMemStore()
 	ms, _ := New("g", "n0", threePeers(), st)
