@@ -54,8 +54,10 @@ type ClientOptions struct {
 	// OnPeerGone, if set, is called (on the peer's connection goroutine; it must not block)
 	// when a connection to the peer was closed by the other end and the redial made at once
 	// was refused: nothing listens on the peer's port, so its process is not running (a crash,
-	// a stop). A cut link causes neither a close nor a refusal, and a peer that restarted
-	// accepts the redial, so neither is reported. dledger.Elector.PeerGone acts on it.
+	// a stop). A redial that the peer resets (its port caught closing) is repeated at once, up
+	// to three times, and is neither reported nor counted as an authentication failure. A cut
+	// link causes neither a close nor a refusal, and a peer that restarted accepts the redial,
+	// so neither is reported. dledger.Elector.PeerGone acts on it.
 	OnPeerGone func(peer string)
 	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize; with
 	// Auth.Keys at most secure.MaxMessageLen, sealed).

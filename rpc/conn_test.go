@@ -418,8 +418,13 @@ func TestShortCallTimesOutBehindLongOne(t *testing.T) {
 	}
 	// The silent connection is then dropped (TestSilentConnectionRedialled), failing the
 	// transfer with it; it must not have timed out.
-	if err := <-transfer; errors.Is(err, ErrTimeout) {
-		t.Fatalf("the transfer timed out: %v", err)
+	select {
+	case err := <-transfer:
+		if errors.Is(err, ErrTimeout) {
+			t.Fatalf("the transfer timed out: %v", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the transfer did not end with its connection")
 	}
 }
 
@@ -431,6 +436,7 @@ func TestPeerGoneOnlyWhenNothingListens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer ln.Close()
 	accepted := make(chan net.Conn, 16)
 	go func() {
 		for {
@@ -481,13 +487,7 @@ func TestPeerGoneOnlyWhenNothingListens(t *testing.T) {
 // reset dial, or a handshake reset by the peer, is a process caught closing its port, so it
 // waits for the next dial's verdict.
 func TestRedialVerdict(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	_, refused := net.Dial("tcp", addr)
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	reset := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNRESET)}
 	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ETIMEDOUT)}
 	for _, c := range []struct {
@@ -498,5 +498,65 @@ func TestRedialVerdict(t *testing.T) {
 		if got := redialVerdict(c.err); got != c.want {
 			t.Errorf("redialVerdict(%v) = %d, want %d", c.err, got, c.want)
 		}
+	}
+}
+
+// TestPeerGoneAfterResetsWhileClosing: a dying peer's port can complete a redial's TCP
+// handshake and then reset it, as the kernel closes the listening socket (redialVerdict). The
+// client asks again at once instead of giving up on the verdict, so the refusal that follows
+// still reports the peer gone. Keyed, so the reset lands in the authentication handshake, where
+// it is seen in real crashes. The peer's side is a proxy in front of a real server: it closes
+// the served connection, resets the next two dials and then stops listening.
+func TestPeerGoneAfterResetsWhileClosing(t *testing.T) {
+	keys := newKeys(t)
+	var reasons reasonCounter
+	srv := keyedServer(t, &fakeHandler{}, keys, &reasons, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan net.Conn, 1)
+	resets := make(chan struct{}, 4)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", srv.Addr())
+		if err != nil {
+			c.Close()
+			return
+		}
+		go func() { _, _ = io.Copy(up, c); up.Close() }()
+		go func() { _, _ = io.Copy(c, up); c.Close() }()
+		served <- c
+		for i := 0; i < 2; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*net.TCPConn).SetLinger(0)
+			c.Close() // a reset, before the handshake completes
+			resets <- struct{}{}
+		}
+		ln.Close() // the process is gone: the next dial is refused
+	}()
+	gone := make(chan string, 4)
+	newClient(t, map[string]string{testSelf: ln.Addr().String()}, func(o *ClientOptions) {
+		o.Auth = keyedAuth(keys, "n1")
+		o.OnPeerGone = func(id string) { gone <- id }
+	})
+	(<-served).Close() // the peer closes the connection it served
+	select {
+	case id := <-gone:
+		if id != testSelf {
+			t.Fatalf("gone: %q, want %s", id, testSelf)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatalf("the peer was never reported gone (%d resets seen)", len(resets))
+	}
+	if len(resets) != 2 {
+		t.Fatalf("reported gone after %d resets, want 2: it did not wait for the refusal", len(resets))
 	}
 }

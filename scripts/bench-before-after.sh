@@ -2,8 +2,10 @@
 # Before/after failover benchmark: two dledger binaries measured by `dledger bench failover`,
 # interleaved in chunks (CHUNK trials of the old one, then CHUNK of the new one, and again) so
 # that the machine's noise, which on a shared 2-core machine comes and goes over minutes, hits
-# both alike. Prints one markdown row per binary, group size and scenario, with nearest-rank
-# percentiles over all of that binary's trials (with 50 trials, p99 is the slowest trial).
+# both alike; the order within a pair alternates (old-new, new-old, ...) so neither binary
+# always runs on the machine the other just left. Prints one markdown row per binary, group
+# size and scenario, with nearest-rank percentiles over all of that binary's trials (with 50
+# trials, p99 is the slowest trial).
 #
 # Usage: [TRIALS=50] [CHUNK=10] [MEMBERS="3 5"] [SCENARIOS="crash pause cold-start"]
 #        [PROFILE=lan] [OUT=file] scripts/bench-before-after.sh OLD_BINARY NEW_BINARY
@@ -47,13 +49,21 @@ rows() { # label members scenario file
 for members in $members_set; do
   for scenario in $scenarios; do
     : >"$work/old" ; : >"$work/new"
+    order="old new"
     for ((done_ = 0; done_ < trials; done_ += chunk)); do
       n=$((trials - done_ < chunk ? trials - done_ : chunk))
-      for side in old new; do
+      for side in $order; do
         bin=$old; [ "$side" = new ] && bin=$new
+        rc=0
         "$new" bench failover --binary "$bin" --members "$members" --trials "$n" --scenario "$scenario" \
-          --profile "$profile" >>"$work/$side" 2>&1 || echo "trial 0/0: FAILED: exit $?" >>"$work/$side"
+          --profile "$profile" >>"$work/$side" 2>&1 || rc=$?
+        case $rc in
+        0 | 1) ;; # 1: some trials failed; their lines say so
+        130) echo "bench-before-after: interrupted" >&2; exit 130 ;;
+        *) echo "trial 0/0: FAILED: exit $rc" >>"$work/$side" ;; # the run itself failed
+        esac
       done
+      [ "$order" = "old new" ] && order="new old" || order="old new"
     done
     { rows before "$members" "$scenario" "$work/old"; rows after "$members" "$scenario" "$work/new"; } | tee -a "${OUT:-/dev/null}"
   done

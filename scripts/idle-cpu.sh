@@ -37,15 +37,28 @@ for spec in "$@"; do
 done
 
 sleep 10 # start-up and the first election are not idle
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-declare -A before
-for r in "${rows[@]}"; do set -- $r; before[$3]=$(ticks "$3"); done
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo -1; }
+declare -A before after
+for r in "${rows[@]}"; do
+  set -- $r
+  before[$3]=$(ticks "$3")
+  if [ "${before[$3]}" -lt 0 ]; then
+    echo "idle-cpu: $1 $2 is not running; its log:" >&2
+    cat "$work/$1/$2.log" >&2
+    exit 1
+  fi
+done
 sleep "$secs"
+for r in "${rows[@]}"; do set -- $r; after[$3]=$(ticks "$3"); done # all at once, then the roles
 echo "| binary | member | role | CPU, % of one core over ${secs} s |"
 echo "|---|---|---|---|"
 for r in "${rows[@]}"; do
   set -- $r
-  role=$(curl -s --max-time 2 "http://$4/v1/status" | sed -n 's/.*"role": *"\([A-Z]*\)".*/\1/p' | head -1)
-  awk -v l="$1" -v m="$2" -v role="${role:-?}" -v d=$(( $(ticks "$3") - ${before[$3]} )) -v hz="$hz" -v s="$secs" \
+  role=$(curl -s --max-time 2 "http://$4/v1/status" | sed -n 's/.*"role": *"\([A-Z]*\)".*/\1/p' | head -1 || true)
+  if [ "${after[$3]}" -lt 0 ]; then
+    echo "| $1 | $2 | exited | - |"
+    continue
+  fi
+  awk -v l="$1" -v m="$2" -v role="${role:-?}" -v d=$(( after[$3] - before[$3] )) -v hz="$hz" -v s="$secs" \
     'BEGIN { printf "| %s | %s | %s | %.2f |\n", l, m, role, 100 * d / hz / s }'
 done

@@ -33,7 +33,10 @@ commands:
 Run 'dledger <command> -h' for the command's flags.
 `
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	oneProcessorOnceServing = len(os.Args) > 1 && os.Args[1] == "server"
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {

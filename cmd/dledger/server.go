@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/dledger-go/dledger/cmd/dledger/internal/child"
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/secure"
@@ -185,13 +186,12 @@ func newLoggerTo(level, format string, w io.Writer) (*zap.Logger, error) {
 	return zap.New(core, opts...), nil
 }
 
-// logTimeLayout is "ts" in JSON logs: RFC 3339 in UTC with a fixed six-digit fraction
-// ("2025-01-02T15:04:05.123456Z"), which log shippers parse as it is, people read, and which
-// sorts as text; microseconds keep the precision of zap's default epoch-seconds float.
-const logTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
-
+// encodeLogTime writes "ts" in JSON logs as child.LogTimeLayout: RFC 3339 in UTC with a fixed
+// six-digit fraction ("2025-01-02T15:04:05.123456Z"), which log shippers parse as it is, people
+// read, and which sorts as text; microseconds keep the precision of zap's default epoch-seconds
+// float.
 func encodeLogTime(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
-	enc.AppendString(t.UTC().Format(logTimeLayout))
+	enc.AppendString(t.UTC().Format(child.LogTimeLayout))
 }
 
 // defaultHTTPAddr puts the admin API on loopback at the rpc port + 1000 (20911 -> 21911). It
@@ -411,12 +411,18 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 // rpc server's event loop waits in epoll_wait holding a P, which keeps Go's sysmon thread
 // polling at up to 50 000 wake-ups a second for 10 ms after every frame that arrives. With
 // one P sysmon takes the P back at once and sleeps. Measured on an idle 3-member lan group:
-// a follower's CPU falls from about 0.85 % to 0.28 % of a core (docs/design.md, "Idle cost").
+// a follower's CPU falls from about 0.85 % to 0.28 % of a core (docs/design.md, "What an idle
+// member costs"). It is called once the member serves, so start-up (package init, the key, the
+// listeners, the first election of a group started together) still has every processor.
 func useOneProcessor() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
 }
+
+// oneProcessorOnceServing is set by main for the server command: tests that call runServer in
+// their own process keep their processors.
+var oneProcessorOnceServing bool
 
 func runServer(args []string, stdout, stderr io.Writer) int {
 	su, code, ok := resolveServer(args, os.Environ(), stderr)
@@ -437,7 +443,6 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	for _, w := range su.warnings {
 		log.Warn(w)
 	}
-	useOneProcessor()
 	// Only now is anything created (the data dir): bad settings leave no trace.
 	s, err := server.New(su.cfg, server.WithLogger(log))
 	if err != nil {
@@ -446,6 +451,9 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	if err := s.Start(); err != nil {
 		s.Stop(context.Background())
 		return fail(1, "%v", err)
+	}
+	if oneProcessorOnceServing {
+		useOneProcessor()
 	}
 	// systemd (Type=notify) considers the unit started once the member serves.
 	notifySocket := os.Getenv("NOTIFY_SOCKET")

@@ -193,15 +193,16 @@ func (c *cluster) start(i int) error {
 }
 
 // note appends one event to dir/bench-events.log as a JSON line shaped like the members' zap
-// lines (ts in Unix seconds, self, msg), so merging it with their logs by ts gives one
-// timeline of a run: fault, candidates, votes, new leader, agreement seen.
+// lines (ts in RFC 3339 UTC with microseconds, self, msg), so merging it with their logs by ts
+// (a plain sort of the lines' ts strings) gives one timeline of a run: fault, candidates,
+// votes, new leader, agreement seen.
 func (c *cluster) note(format string, args ...any) {
 	f, err := os.OpenFile(filepath.Join(c.dir, "bench-events.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return // the timeline is a diagnostic aid; the benchmark goes on without it
 	}
 	defer f.Close()
-	line, _ := json.Marshal(map[string]any{"ts": float64(time.Now().UnixNano()) / 1e9, "self": "bench",
+	line, _ := json.Marshal(map[string]any{"ts": time.Now().UTC().Format(child.LogTimeLayout), "self": "bench",
 		"msg": fmt.Sprintf(format, args...)})
 	f.Write(append(line, '\n'))
 }

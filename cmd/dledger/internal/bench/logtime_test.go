@@ -1,14 +1,15 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
-	"github.com/dledger-go/dledger/cmd/dledger/internal/child"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/cmd/dledger/internal/child"
 	"github.com/dledger-go/dledger/dledger"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestPhasesReadISOAndEpochTimestamps(t *testing.T) {
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	iso := func(tm time.Time) string { return `"` + tm.UTC().Format("2006-01-02T15:04:05.000000Z07:00") + `"` }
+	iso := func(tm time.Time) string { return `"` + tm.UTC().Format(child.LogTimeLayout) + `"` }
 	epoch := func(tm time.Time) string { return fmt.Sprintf("%.6f", float64(tm.UnixMicro())/1e6) }
 	for _, c := range []struct {
 		name string
@@ -56,5 +57,25 @@ func TestPhasesReadISOAndEpochTimestamps(t *testing.T) {
 				t.Fatalf("phases %s (%+v), want %s", p, p, want)
 			}
 		})
+	}
+}
+
+// TestEventsLogUsesMembersTimeFormat: the benchmark's own timeline lines carry ts in the
+// members' format, so one sort by ts merges them with the members' logs.
+func TestEventsLogUsesMembersTimeFormat(t *testing.T) {
+	c := &cluster{dir: t.TempDir()}
+	before := time.Now().Truncate(time.Microsecond)
+	c.note("kill -9 %s", "n0")
+	b, err := os.ReadFile(filepath.Join(c.dir, "bench-events.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct{ TS, Self, Msg string }
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	ts, err := time.Parse(child.LogTimeLayout, ev.TS)
+	if err != nil || ts.Before(before) || ts.After(time.Now()) || ev.Msg != "kill -9 n0" || ev.Self != "bench" {
+		t.Fatalf("event %s: ts %v (%v)", b, ts, err)
 	}
 }

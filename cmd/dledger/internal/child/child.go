@@ -11,6 +11,10 @@ import (
 	"os/exec"
 )
 
+// LogTimeLayout is the time format of "ts" in a member's JSON log lines (dledger server's
+// encoder), shared so that the benchmarks' own timeline lines sort with the members' lines.
+const LogTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
 // Proc is one member's process across its incarnations. The caller serializes the calls (the
 // benchmarks hold their group's lock); Done may be waited on without it.
 type Proc struct {
