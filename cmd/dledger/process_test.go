@@ -3,12 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -244,15 +242,6 @@ func TestRealProcessOneProcessorUnlessGOMAXPROCS(t *testing.T) {
 
 // gauge reads an unlabelled series of a member's /metrics ("" if unreachable or absent).
 func gauge(addr, name string) string {
-	resp, err := (&http.Client{Timeout: time.Second}).Get(httpURL(addr, "/metrics"))
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(b)
-	if m == nil {
-		return ""
-	}
-	return string(m[1])
+	v, _ := metricValue(addr, name)
+	return v
 }

@@ -121,21 +121,30 @@ func put(t *testing.T, addr, path, body string) {
 	}
 }
 
-// counter reads one series of a member's /metrics ("" and -1 if unreachable or absent).
+// counter reads one series of a member's /metrics (-1 if unreachable or absent).
 func counter(addr, name, label, value string) float64 {
+	v, ok := metricValue(addr, name+`\{[^}]*`+label+`="`+value+`"[^}]*\}`)
+	if !ok {
+		return -1
+	}
+	f, _ := strconv.ParseFloat(v, 64)
+	return f
+}
+
+// metricValue is the value of the first line of a member's /metrics that matches series, a
+// regexp of what precedes the value (false if the member is unreachable or has no such line).
+func metricValue(addr, series string) (string, bool) {
 	resp, err := (&http.Client{Timeout: time.Second}).Get(httpURL(addr, "/metrics"))
 	if err != nil {
-		return -1
+		return "", false
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	re := regexp.MustCompile(`(?m)^` + name + `\{[^}]*` + label + `="` + value + `"[^}]*\} (\S+)$`)
-	m := re.FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^` + series + ` (\S+)$`).FindSubmatch(b)
 	if m == nil {
-		return -1
+		return "", false
 	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	return v
+	return string(m[1]), true
 }
 
 // Issue 12 item 1 on real processes: ledgers (5,100), (5,100), (5,50). The up-to-date follower
