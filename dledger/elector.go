@@ -127,10 +127,10 @@ type Elector struct {
 	// than StallThreshold after it was due.
 	lastPass, stallSeenAt time.Time
 
-	// Pass scheduling (schedule.go): the time NextPassAt last promised the driver, and the
-	// channel that wakes the driver when an entry point makes a pass due earlier.
+	// Pass scheduling (schedule.go): the time of the pass the driver sleeps until, and the
+	// driver's alarm, told whenever that time moves.
 	plannedPass time.Time
-	resched     chan struct{}
+	alarm       func(time.Time)
 
 	// Succession (succession.go): the order of succession announced by the leader
 	// successorsOf; when this elector started; whether it has known a leader since.
@@ -178,7 +178,6 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 		obs:     obs,
 		peers:   make([]peerStatus, len(ms.Peers())),
 		notify:  make(chan struct{}, 1),
-		resched: make(chan struct{}, 1),
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}

@@ -13,11 +13,15 @@ import (
 // (0.37 % at 50 ms, 0.07 % at 1 s), more than an idle member may spend. So a pass runs when the
 // elector says one is due: NextPassAt is the earliest moment at which a pass can change
 // anything (a heartbeat to send, a round deadline, a follower timeout, a re-vote time, a
-// transfer deadline), and every entry point that brings that moment closer (an answer that
-// decides a round, a vote that makes a re-vote due at once) wakes the driver through
-// Reschedule. A pass before NextPassAt would do nothing, so skipping it changes no decision;
-// a due pass runs at once instead of at the next 10 ms tick, which is also what makes a
-// decision take effect as soon as its answers are in.
+// transfer deadline), and every entry point that moves that moment tells the driver through
+// the alarm (SetPassAlarm): earlier (an answer that decides a round, a vote that makes a
+// re-vote due at once) or later (a leader's heartbeat postpones a follower's timeout, so an
+// idle follower's driver sleeps until its leader has been silent for the detection window
+// instead of waking after every other heartbeat to find nothing to do). A pass before
+// NextPassAt would do nothing, so skipping it changes no decision; a due pass runs at once
+// instead of at the next 10 ms tick, which is also what makes a decision take effect as soon
+// as its answers are in. A pass that is already due is never postponed: it is the pass that
+// notices a stall of the member's own process (Tick).
 
 // maxPassGap bounds the time between two passes even when nothing is due, so that a stall of
 // the member's own process (a stop, a long pause) is still noticed by the pass that ends it:
@@ -28,33 +32,46 @@ import (
 func (c Config) maxPassGap() time.Duration { return c.DetectionWindow() + c.HeartBeatInterval }
 
 // NextPassAt returns the time of the next pass the driver should run (now or earlier: at
-// once), never later than maxPassGap from now. The driver sleeps until then, or until
-// Reschedule fires.
+// once), never later than maxPassGap from now, and sets the alarm (if any) for it. The driver
+// sleeps until then, or until the alarm is moved.
 func (e *Elector) NextPassAt() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now()
 	next := e.nextPassAt(now)
-	e.plannedPass = next
+	e.plan(next)
 	return next
 }
 
-// Reschedule is signalled (coalesced) when an entry point made a pass due earlier than the
-// time NextPassAt last returned.
-func (e *Elector) Reschedule() <-chan struct{} { return e.resched }
+// SetPassAlarm gives the elector the driver's alarm: set is called, with the elector's lock
+// held, whenever the time of the next pass changes after NextPassAt named it, earlier or later,
+// and by NextPassAt itself. It must not block or call the elector: resetting a time.Timer is
+// what it is for. Calls are ordered by the lock, so the last one names the pass that is due.
+func (e *Elector) SetPassAlarm(set func(at time.Time)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.alarm = set
+}
+
+// plan records next as the pass the driver sleeps until and tells the alarm.
+func (e *Elector) plan(next time.Time) {
+	e.plannedPass = next
+	if e.alarm != nil {
+		e.alarm(next)
+	}
+}
 
 // noteSchedule runs at the end of every entry point, with the lock held: if the next pass is
-// now due before the time the driver sleeps until, wake it.
+// now due earlier than the time the driver sleeps until, or later and the planned pass is not
+// due yet, move it.
 func (e *Elector) noteSchedule() {
 	if e.plannedPass.IsZero() {
 		return // no driver has asked yet (the simulator and the tests tick on their own)
 	}
-	if next := e.nextPassAt(e.clock.Now()); next.Before(e.plannedPass) {
-		e.plannedPass = next
-		select {
-		case e.resched <- struct{}{}:
-		default:
-		}
+	now := e.clock.Now()
+	next := e.nextPassAt(now)
+	if next.Before(e.plannedPass) || (next.After(e.plannedPass) && now.Before(e.plannedPass)) {
+		e.plan(next)
 	}
 }
 

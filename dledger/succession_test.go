@@ -185,21 +185,62 @@ func TestNextPassAt(t *testing.T) {
 	}
 }
 
-// An answer that makes a pass due wakes the driver (Reschedule), so a decision takes effect at
+// alarmLog records the times the elector sets its driver's alarm to.
+type alarmLog struct{ at []time.Time }
+
+func (a *alarmLog) set(at time.Time) { a.at = append(a.at, at) }
+
+// last is the time of the latest alarm, and how many were set.
+func (a *alarmLog) last() (time.Time, int) {
+	if len(a.at) == 0 {
+		return time.Time{}, 0
+	}
+	return a.at[len(a.at)-1], len(a.at)
+}
+
+// An answer that makes a pass due moves the driver's alarm up, so a decision takes effect at
 // once rather than at the next tick.
-func TestRescheduleWakesTheDriver(t *testing.T) {
+func TestAlarmMovedUpByADecision(t *testing.T) {
 	u := newUnit(t, 3, nil)
+	var alarm alarmLog
+	u.e.SetPassAlarm(alarm.set)
 	votes := startRound(t, u)
-	u.e.NextPassAt() // the driver sleeps until the round's deadline
-	select {
-	case <-u.e.Reschedule():
-		t.Fatal("woken with nothing due")
-	default:
+	planned := u.e.NextPassAt() // the driver sleeps until the round's deadline
+	if at, n := alarm.last(); n != 1 || !at.Equal(planned) {
+		t.Fatalf("NextPassAt set the alarm %d times, last to %v; want once, to %v", n, at, planned)
 	}
 	votes[0].done(voteResp(votes[0].to, protocol.VoteRejectTermNotReady, 0), nil) // REVOTE_IMMEDIATELY
-	select {
-	case <-u.e.Reschedule():
-	default:
-		t.Fatal("a re-vote due at once did not wake the driver")
+	if at, n := alarm.last(); n != 2 || at.After(u.clock.Now()) {
+		t.Fatalf("a re-vote due at once left the alarm at %v (%d sets), now is %v", at, n, u.clock.Now())
+	}
+}
+
+// A leader's heartbeat postpones a follower's pass (the alarm moves later), so an idle
+// follower's driver does not wake for a timeout its leader has already put off; a pass that is
+// already due is not postponed, because it is the one that notices a stall of the process.
+func TestAlarmPostponedByHeartBeatsUnlessDue(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(4, "")
+	u.e.HandleHeartBeat(hbReq("n1", 4))
+	var alarm alarmLog
+	u.e.SetPassAlarm(alarm.set)
+	first := u.e.NextPassAt()
+	dw := u.cfg.DetectionWindow()
+	u.clock.Advance(u.cfg.HeartBeatInterval)
+	u.e.HandleHeartBeat(hbReq("n1", 4))
+	at, n := alarm.last()
+	if want := u.clock.Now().Add(dw + time.Nanosecond); n != 2 || !at.Equal(want) {
+		t.Fatalf("after a heartbeat the alarm is at %v (%d sets), want %v (first %v)", at, n, want, first)
+	}
+	// The process stalls past its planned pass; a heartbeat read before that pass runs must not
+	// postpone it, or the pass would not run late and the stall would go unnoticed.
+	u.clock.Advance(dw + u.cfg.StallThreshold() + time.Millisecond)
+	u.e.HandleHeartBeat(hbReq("n1", 4))
+	if _, n2 := alarm.last(); n2 != n {
+		t.Fatal("a due pass was postponed")
+	}
+	u.e.Tick()
+	if !u.e.stalled(u.clock.Now()) {
+		t.Fatal("the late pass did not count as a stall")
 	}
 }

@@ -146,6 +146,7 @@ type peer struct {
 	closed    bool
 	gen       uint64 // connection generation; frames queued for an older one are dropped
 	pending   map[uint64]*call
+	sweep     *sweep // the current connection's timeout timer; nil between connections
 
 	expired []*call // scratch for the writer goroutine's timeout sweep
 	kick    chan struct{}
@@ -390,6 +391,9 @@ func (p *peer) take(id uint64) *call {
 	c := p.pending[id]
 	if c != nil {
 		delete(p.pending, id)
+		if len(p.pending) == 0 && p.sweep != nil {
+			p.sweep.stop() // nothing left to time out: an answered call costs no later wake-up
+		}
 	}
 	return c
 }
@@ -563,25 +567,35 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 	go func() { readDone <- p.read(rc, sess, &answered) }()
 	w := newConnWriter(conn, p.cl.opts.CallTimeout)
 	sweep := newSweep()
-	defer sweep.timer.Stop()
+	p.mu.Lock()
+	p.sweep = sweep
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.sweep.stop()
+		p.sweep = nil
+		p.mu.Unlock()
+	}()
 
 	var err error
 	if p.cl.hello {
 		err = p.hello(w, sess, gen)
-		sweep.arm(p.earliestDeadline())
+		p.armSweep()
 	}
 	readerExited := false
 	for err == nil {
 		select {
 		case f := <-p.sendq:
 			err = p.write(w, sess, gen, f)
-			sweep.arm(p.earliestDeadline())
+			p.armSweep()
 		case now := <-sweep.timer.C:
+			p.mu.Lock()
 			sweep.at = time.Time{}
+			p.mu.Unlock()
 			if p.expire(now) > 0 && time.Duration(monoNow()-rc.last.Load()) >= p.cl.opts.CallTimeout {
 				err = errSilent
 			}
-			sweep.arm(p.earliestDeadline())
+			p.armSweep()
 		case err = <-readDone:
 			readerExited = true
 			if err == nil {
@@ -720,9 +734,12 @@ func (r *readClock) Read(b []byte) (int, error) {
 }
 
 // sweep is a connection's timeout timer. It is armed for the earliest deadline of the calls
-// pending on the connection and left alone while nothing is pending, so an idle connection
-// costs no wake-ups: a ticker every CallTimeout/10 used to wake an idle member 20 times a
-// second for nothing, and each wake-up costs a thread switch (issue 15's idle CPU).
+// pending on the connection and stopped when the last of them is answered, so an idle
+// connection, and a healthy one between calls, costs no wake-ups: a ticker every
+// CallTimeout/10 used to wake an idle member 20 times a second for nothing, and a timer left
+// to fire at an answered call's deadline woke a leader once a second per peer (issue 15's idle
+// CPU; each wake-up costs a thread switch). Its fields are guarded by the peer's mu: the writer
+// goroutine arms it, the reader stops it.
 type sweep struct {
 	timer *time.Timer
 	at    time.Time // when timer fires; zero while it is stopped or has fired
@@ -743,11 +760,28 @@ func (s *sweep) arm(next time.Time, ok bool) {
 	}
 }
 
-// earliestDeadline is the soonest deadline of the pending calls; ok is false if none is
-// pending.
-func (p *peer) earliestDeadline() (next time.Time, ok bool) {
+// stop disarms the timer. Since Go 1.23 no value from before Stop is received after it, so
+// the writer never wakes for a stopped sweep.
+func (s *sweep) stop() {
+	if !s.at.IsZero() {
+		s.timer.Stop()
+		s.at = time.Time{}
+	}
+}
+
+// armSweep arms the connection's sweep for the earliest deadline of the pending calls, if any
+// is pending.
+func (p *peer) armSweep() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.sweep != nil {
+		p.sweep.arm(p.earliestDeadline())
+	}
+}
+
+// earliestDeadline is the soonest deadline of the pending calls; ok is false if none is
+// pending. The caller holds p.mu.
+func (p *peer) earliestDeadline() (next time.Time, ok bool) {
 	for _, c := range p.pending {
 		if !ok || c.deadline.Before(next) {
 			next, ok = c.deadline, true

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -428,6 +430,44 @@ func TestShortCallTimesOutBehindLongOne(t *testing.T) {
 	}
 }
 
+// TestAnsweredCallsLeaveNoTimerArmed: once every call on a connection is answered, its
+// timeout timer is stopped, so a healthy connection between calls causes no wake-up. A timer
+// left to fire at an answered call's deadline woke an idle leader once a second per peer.
+func TestAnsweredCallsLeaveNoTimerArmed(t *testing.T) {
+	s := startServer(t, &fakeHandler{}, nil)
+	cl := newClient(t, map[string]string{testSelf: s.Addr()}, func(o *ClientOptions) { o.CallTimeout = time.Hour })
+	p := cl.peers[testSelf]
+	armed := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.sweep != nil && !p.sweep.at.IsZero()
+	}
+	for i := range 5 {
+		if _, err := heartBeat(t, cl, testSelf, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		// The answer's done ran after the call left pending; the writer may still be about to
+		// arm the timer for it, which finds nothing pending, so the state settles at once.
+		eventually(t, "the timer to be stopped", func() bool { return !armed() })
+	}
+	// And a pending call does arm it (the check above is not vacuous).
+	h := &fakeHandler{gate: make(chan struct{})}
+	s2 := startServer(t, h, nil)
+	cl2 := newClient(t, map[string]string{testSelf: s2.Addr()}, func(o *ClientOptions) { o.CallTimeout = time.Hour })
+	done := make(chan error, 1)
+	cl2.SendHeartBeat(testSelf, hbRequest(1), func(_ *protocol.HeartBeatResponse, err error) { done <- err })
+	p2 := cl2.peers[testSelf]
+	eventually(t, "the timer to be armed for the pending call", func() bool {
+		p2.mu.Lock()
+		defer p2.mu.Unlock()
+		return p2.sweep != nil && !p2.sweep.at.IsZero()
+	})
+	close(h.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPeerGoneOnlyWhenNothingListens: OnPeerGone reports a peer whose connection was closed
 // by the other end and whose port then refuses the redial, and nothing else. A peer that
 // closes the connection but still accepts (a restart, an idle close) is not gone.
@@ -558,5 +598,34 @@ func TestPeerGoneAfterResetsWhileClosing(t *testing.T) {
 	}
 	if len(resets) != 2 {
 		t.Fatalf("reported gone after %d resets, want 2: it did not wait for the refusal", len(resets))
+	}
+}
+
+var gnetPoolReleased bool
+
+// TestReleaseGnetWorkerPool: after ReleaseGnetWorkerPool no goroutine of gnet's pool is left
+// to wake the process, and a server and a client still exchange calls.
+func TestReleaseGnetWorkerPool(t *testing.T) {
+	poolGoroutines := func() int {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		return strings.Count(string(buf), "panjf2000/ants")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("gnet runs connections on its pool on Windows; the release does nothing there")
+	}
+	if gnetPoolReleased {
+		t.Skip("released by an earlier run of this test in this process (-count)")
+	}
+	if poolGoroutines() == 0 {
+		t.Fatal("no goroutine of gnet's pool before the release: the check below proves nothing")
+	}
+	ReleaseGnetWorkerPool()
+	gnetPoolReleased = true
+	eventually(t, "the pool's goroutines to exit", func() bool { return poolGoroutines() == 0 })
+	s := startServer(t, &fakeHandler{}, nil)
+	cl := newClient(t, map[string]string{testSelf: s.Addr()}, nil)
+	if _, err := heartBeat(t, cl, testSelf, 1); err != nil {
+		t.Fatal(err)
 	}
 }

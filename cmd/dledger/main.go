@@ -34,7 +34,7 @@ Run 'dledger <command> -h' for the command's flags.
 `
 
 func main() {
-	oneProcessorOnceServing = len(os.Args) > 1 && os.Args[1] == "server"
+	quietOnceServing = len(os.Args) > 1 && os.Args[1] == "server"
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

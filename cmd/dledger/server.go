@@ -21,6 +21,7 @@ import (
 	"github.com/dledger-go/dledger/cmd/dledger/internal/child"
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
@@ -420,9 +421,17 @@ func useOneProcessor() {
 	}
 }
 
-// oneProcessorOnceServing is set by main for the server command: tests that call runServer in
-// their own process keep their processors.
-var oneProcessorOnceServing bool
+// quietProcess is what a member process does once it serves to keep its idle cost down: one
+// processor (useOneProcessor), and gnet's goroutine pool released, whose clock woke the
+// process twice a second for a pool the member never uses (rpc.ReleaseGnetWorkerPool).
+func quietProcess() {
+	useOneProcessor()
+	rpc.ReleaseGnetWorkerPool()
+}
+
+// quietOnceServing is set by main for the server command: tests that call runServer in their
+// own process keep their processors (and the process-wide pool).
+var quietOnceServing bool
 
 func runServer(args []string, stdout, stderr io.Writer) int {
 	su, code, ok := resolveServer(args, os.Environ(), stderr)
@@ -452,8 +461,8 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		s.Stop(context.Background())
 		return fail(1, "%v", err)
 	}
-	if oneProcessorOnceServing {
-		useOneProcessor()
+	if quietOnceServing {
+		quietProcess()
 	}
 	// systemd (Type=notify) considers the unit started once the member serves.
 	notifySocket := os.Getenv("NOTIFY_SOCKET")

@@ -50,8 +50,8 @@ type PublishFunc func([]dledger.RoleEvent)
 // Publish calls f(evs).
 func (f PublishFunc) Publish(evs []dledger.RoleEvent) { f(evs) }
 
-// Run is the StateMaintainer: it calls e.Tick whenever a pass is due (e.NextPassAt, or at once
-// when e.Reschedule fires) and delivers e's role events to d until ctx is done. It returns
+// Run is the StateMaintainer: it calls e.Tick whenever a pass is due (e.NextPassAt, moved by
+// e's alarm, SetPassAlarm) and delivers e's role events to d until ctx is done. It returns
 // after both of its goroutines have stopped. An idle member wakes only when something is due
 // (a heartbeat to send, a timeout to check), not every MaintainInterval: see dledger/schedule.go
 // for why and what that costs.
@@ -69,8 +69,13 @@ func Run(ctx context.Context, e *dledger.Elector, d Publisher) {
 			}
 		}
 	}()
-	t := time.NewTimer(time.Until(e.NextPassAt()))
+	// The elector resets the timer, under its lock, whenever the next pass moves: since Go
+	// 1.23 a reset timer never delivers a value of its earlier setting, so no stale pass runs.
+	t := time.NewTimer(time.Hour)
+	e.SetPassAlarm(func(at time.Time) { t.Reset(time.Until(at)) })
+	e.NextPassAt()
 	defer func() {
+		e.SetPassAlarm(nil)
 		t.Stop()
 		wg.Wait()
 		d.Publish(e.TakeEvents()) // events of the last pass still reach listeners, in order
@@ -81,8 +86,7 @@ func Run(ctx context.Context, e *dledger.Elector, d Publisher) {
 			return
 		case <-t.C:
 			e.Tick()
-		case <-e.Reschedule():
+			e.NextPassAt()
 		}
-		t.Reset(time.Until(e.NextPassAt()))
 	}
 }

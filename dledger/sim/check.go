@@ -61,7 +61,6 @@ func (s *sim) touch(m *member) { s.touched |= 1 << m.idx }
 // check runs after every event: the role events, term and vote of every member whose elector
 // ran in it (the others cannot have changed).
 func (s *sim) check() {
-	s.reschedule()
 	for _, m := range s.members {
 		if s.touched&(1<<m.idx) == 0 || !m.up || s.violation != nil {
 			continue

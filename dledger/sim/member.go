@@ -37,7 +37,8 @@ type member struct {
 	stopped bool
 	held    []func()
 	// The member's next pass, as production's driver schedules it (dledger/driver): at the
-	// time its elector's NextPassAt names, earlier when an event makes a pass due sooner.
+	// time its elector's NextPassAt names, moved by the elector's alarm when an event makes it
+	// due sooner, or later while it is not due yet.
 	// tickGen voids the ticks queued before a reschedule; sameInstant counts passes run at one
 	// virtual instant (a pass that leaves itself due again and again would spin the driver).
 	nextTick    time.Duration
@@ -86,6 +87,14 @@ func (s *sim) startMember(m *member) error {
 	}
 	bugs.Set(e, s.opt.Broken.bugs())
 	m.ms, m.e, m.up = ms, e, true
+	// The driver's alarm, as production's (dledger/driver): the elector moves m's next pass
+	// whenever an entry point makes it due earlier, or later while it is not due yet.
+	inc := m.inc
+	e.SetPassAlarm(func(at time.Time) {
+		if m.up && m.inc == inc {
+			s.scheduleTick(m, max(at.Sub(epoch), s.now))
+		}
+	})
 	switch {
 	case s.harness != nil && m.unreported: // Cluster.RestartUnreported: the test reports later
 	case s.sidecar && m.inc > 0: // a restart (inc counts crashes): the report comes later
@@ -116,25 +125,6 @@ func (s *sim) scheduleTick(m *member, at time.Duration) {
 	s.q.push(event{at: at, seq: s.seq, tick: true, m: m, inc: m.inc, gen: m.tickGen})
 }
 
-// passDue is when m's elector wants its next pass, as virtual time, never before now.
-func (s *sim) passDue(m *member) time.Duration {
-	return max(m.e.NextPassAt().Sub(epoch), s.now)
-}
-
-// reschedule runs after every event for the members whose elector ran in it: an answer, a
-// request or a ledger report may have made a pass due sooner (production's driver hears it
-// through Elector.Reschedule).
-func (s *sim) reschedule() {
-	for _, m := range s.members {
-		if s.touched&(1<<m.idx) == 0 || !m.up || m.stopped || s.violation != nil {
-			continue
-		}
-		if at := s.passDue(m); at < m.nextTick {
-			s.scheduleTick(m, at)
-		}
-	}
-}
-
 // maxPassesAtOneInstant bounds the passes one member runs at one virtual instant: a pass may
 // leave another due at once (a round it decided asks for an immediate re-vote), but a pass that
 // always does would spin production's driver.
@@ -163,7 +153,7 @@ func (s *sim) tick(m *member, inc int, gen uint64) {
 	}
 	s.touch(m)
 	m.e.Tick()
-	s.scheduleTick(m, s.passDue(m))
+	m.e.NextPassAt() // the alarm queues the next pass
 }
 
 // crash drops the elector (in-flight callbacks to it will be discarded) and tells the store,
