@@ -174,10 +174,10 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 	}
 	e := &Elector{
 		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
-		log:     log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
-		obs:     obs,
-		peers:   make([]peerStatus, len(ms.Peers())),
-		notify:  make(chan struct{}, 1),
+		log:    log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
+		obs:    obs,
+		peers:  make([]peerStatus, len(ms.Peers())),
+		notify: make(chan struct{}, 1),
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
