@@ -96,7 +96,7 @@ func (c Config) DetectionWindow() time.Duration {
 	return time.Duration(c.MaxHeartBeatLeak) * c.HeartBeatInterval
 }
 
-// StallThreshold is the gap between two StateMaintainer passes above which a member counts
+// StallThreshold is how late a due StateMaintainer pass may run before the member counts
 // as having stalled (a stopped process, a long pause), and refuses to take leadership for a
 // heartbeat interval, since the request may be stale: max(3 x MaintainInterval,
 // HeartBeatInterval/2), 100 ms for "lan", 1 s for "dledger". Three passes, because a busy

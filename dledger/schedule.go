@@ -23,17 +23,20 @@ import (
 // as its answers are in. A pass that is already due is never postponed: it is the pass that
 // notices a stall of the member's own process (Tick).
 
-// maxPassGap bounds the time between two passes even when nothing is due, so that a stall of
-// the member's own process (a stop, a long pause) is still noticed by the pass that ends it:
-// a stall shorter than the remaining sleep goes unnoticed, and a detection window plus a
-// heartbeat interval is shorter than any deadline a peer keeps for this member's answer (a
-// transfer's TransferBound). It is longer than a follower's timeout, so an idle follower
-// wakes once per heartbeat it receives, not more.
+// maxPassGap bounds how far ahead of the latest entry point a pass is planned, even when
+// nothing is due, so that a stall of the member's own process (a stop, a long pause) that
+// outlasts it is noticed by the pass that ends it: a stall shorter than the remaining sleep goes
+// unnoticed, and a detection window plus a heartbeat interval is shorter than any deadline a
+// peer keeps for this member's answer (a transfer's TransferBound). It is longer than a
+// follower's timeout, so a follower's pass is planned by its timeout, which each heartbeat
+// postpones: an idle follower whose leader is heard makes no pass.
 func (c Config) maxPassGap() time.Duration { return c.DetectionWindow() + c.HeartBeatInterval }
 
 // NextPassAt returns the time of the next pass the driver should run (now or earlier: at
 // once), never later than maxPassGap from now, and sets the alarm (if any) for it. The driver
-// sleeps until then, or until the alarm is moved.
+// sleeps until then, or until the alarm is moved. A driver must set the alarm (SetPassAlarm):
+// without it nothing tells the driver when an answer makes a pass due sooner (this replaced
+// the Reschedule channel, which only ever moved a pass earlier).
 func (e *Elector) NextPassAt() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()

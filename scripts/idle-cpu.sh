@@ -30,7 +30,8 @@ done
 # were switched out (voluntary and not), or "-1 -1" if it is not running.
 sample() {
   [ -d "/proc/$1/task" ] || { echo "-1 -1"; return; }
-  { cat /proc/"$1"/task/*/schedstat; grep -h ctxt_switches /proc/"$1"/task/*/status; } 2>/dev/null |
+  # A thread may exit between the glob and the read: tolerate it (set -e and pipefail are on).
+  { cat /proc/"$1"/task/*/schedstat || true; grep -h ctxt_switches /proc/"$1"/task/*/status || true; } 2>/dev/null |
     awk '/ctxt_switches/ { w += $2; next } { s += $1; n++ } END { printf "%.0f %.0f\n", (n ? s : -1), (n ? w : -1) }'
 }
 

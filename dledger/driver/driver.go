@@ -70,7 +70,8 @@ func Run(ctx context.Context, e *dledger.Elector, d Publisher) {
 		}
 	}()
 	// The elector resets the timer, under its lock, whenever the next pass moves: since Go
-	// 1.23 a reset timer never delivers a value of its earlier setting, so no stale pass runs.
+	// 1.23 a reset timer never delivers a value of its earlier setting. A value already
+	// received when the pass is postponed still runs a pass, which finds nothing due.
 	t := time.NewTimer(time.Hour)
 	e.SetPassAlarm(func(at time.Time) { t.Reset(time.Until(at)) })
 	e.NextPassAt()

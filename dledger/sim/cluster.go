@@ -233,6 +233,7 @@ func (c *Cluster) Resume(id string, passFirst bool) {
 	c.s.touch(m)
 	if passFirst {
 		m.e.Tick()
+		m.e.NextPassAt() // re-plan, as the driver does after every pass (the alarm queues it)
 	}
 	held := m.held
 	m.held = nil
