@@ -430,6 +430,13 @@ func TestShortCallTimesOutBehindLongOne(t *testing.T) {
 	}
 }
 
+// sweepArmed says whether p's current connection has its timeout timer armed.
+func sweepArmed(p *peer) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sweep != nil && !p.sweep.at.IsZero()
+}
+
 // TestAnsweredCallsLeaveNoTimerArmed: once every call on a connection is answered, its
 // timeout timer is stopped, so a healthy connection between calls causes no wake-up. A timer
 // left to fire at an answered call's deadline woke an idle leader once a second per peer.
@@ -437,18 +444,13 @@ func TestAnsweredCallsLeaveNoTimerArmed(t *testing.T) {
 	s := startServer(t, &fakeHandler{}, nil)
 	cl := newClient(t, map[string]string{testSelf: s.Addr()}, func(o *ClientOptions) { o.CallTimeout = time.Hour })
 	p := cl.peers[testSelf]
-	armed := func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.sweep != nil && !p.sweep.at.IsZero()
-	}
 	for i := range 5 {
 		if _, err := heartBeat(t, cl, testSelf, int64(i)); err != nil {
 			t.Fatal(err)
 		}
 		// The answer's done ran after the call left pending; the writer may still be about to
 		// arm the timer for it, which finds nothing pending, so the state settles at once.
-		eventually(t, "the timer to be stopped", func() bool { return !armed() })
+		eventually(t, "the timer to be stopped", func() bool { return !sweepArmed(p) })
 	}
 	// And a pending call does arm it (the check above is not vacuous).
 	h := &fakeHandler{gate: make(chan struct{})}
@@ -457,11 +459,7 @@ func TestAnsweredCallsLeaveNoTimerArmed(t *testing.T) {
 	done := make(chan error, 1)
 	cl2.SendHeartBeat(testSelf, hbRequest(1), func(_ *protocol.HeartBeatResponse, err error) { done <- err })
 	p2 := cl2.peers[testSelf]
-	eventually(t, "the timer to be armed for the pending call", func() bool {
-		p2.mu.Lock()
-		defer p2.mu.Unlock()
-		return p2.sweep != nil && !p2.sweep.at.IsZero()
-	})
+	eventually(t, "the timer to be armed for the pending call", func() bool { return sweepArmed(p2) })
 	close(h.gate)
 	if err := <-done; err != nil {
 		t.Fatal(err)

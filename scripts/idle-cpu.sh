@@ -111,12 +111,10 @@ echo "|---|---|---|---|"
 for spec in "${specs[@]}"; do
   label=${spec%%=*}
   for role in LEADER FOLLOWER; do
-    awk -v l="$label" -v r="$role" '$1 == l && $3 == r { print $4, $5 }' "$work/all" | sort -n |
-      awk -v l="$label" -v r="$role" '{ c[NR] = $1; w[NR] = $2 }
-        END { if (NR == 0) exit
-              n = asort_w(w, NR)
-              printf "| %s | %s | %.3f | %.1f |\n", l, r, (NR % 2 ? c[(NR + 1) / 2] : (c[NR / 2] + c[NR / 2 + 1]) / 2), n }
-        function asort_w(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-                                             return (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) }'
+    awk -v l="$label" -v r="$role" '$1 == l && $3 == r { c[++n] = $4; w[n] = $5 }
+      function median(a, n,   i, j, t) { # insertion sort, then the middle (mawk has no asort)
+        for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+        return (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2) }
+      END { if (n) printf "| %s | %s | %.3f | %.1f |\n", l, r, median(c, n), median(w, n) }' "$work/all"
   done
 done
