@@ -1,6 +1,7 @@
 package memberstate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -33,37 +34,67 @@ type Owner struct {
 	SelfID string
 }
 
-// FileStore keeps the Durable state in one small text file in a data dir it holds locked for
-// its life (see OpenFileStore). The file is replaced atomically: write a temporary file, fsync
-// it, close it, rename it over vote.state, fsync the directory. A CRC32C guards against torn or
-// edited files.
+// FileStore keeps the Durable state in one small file in a data dir it holds locked for its
+// life (see OpenFileStore). docs/protocol.md section 3 specifies the file; in short:
 //
-// File format (one line, fields separated by single spaces):
+// The file, vote.state, has two slots of slotSize bytes. Each Save writes the new state, with
+// the next sequence number, into the slot that does not hold the newest record, in place, and
+// then fdatasyncs the file; Load takes the verifying record with the highest sequence number.
+// A write cut short by a crash can only tear the slot being written, so the other slot still
+// holds the previous state: old or new, never a mix. An in-place write needs no new file, no
+// rename and no directory fsync, which makes it about three times cheaper than replacing the
+// file (0.2 ms against 0.67 ms here), and a vote write is on the critical path of every
+// election and transfer.
 //
-//	dledger-vote v2 group=<group> id=<member id> term=<n> voteFor=<id or empty> crc=<8 hex digits>
+// A slot holds one text line ending in '\n', fields separated by single spaces, then zero bytes:
 //
-// The checksum covers everything before " crc=". Group and ids cannot contain a space or a line
-// break (ValidateGroup, ValidateID), and each value runs to the next space, so an '=' inside one
-// is harmless. Version 1 (`dledger-vote v1 term=<n> voteFor=<id> crc=<8 hex>`, no owner) is
-// still read, as belonging to whoever opens it, and the next Save rewrites it as version 2.
+//	dledger-vote v3 seq=<n> group=<group> id=<member id> term=<n> voteFor=<id or empty> crc=<8 hex digits>
+//
+// The checksum (CRC32C) covers everything before " crc=". Group and ids cannot contain a space
+// or a line break (ValidateGroup, ValidateID), and each value runs to the next space, so an '='
+// inside one is harmless.
+//
+// The file is created, or converted from an older version, by writing a whole new file (the
+// record in slot 0, slot 1 empty): write a temporary file, fsync it, close it, rename it over
+// vote.state, fsync the directory. The same happens after an in-place write failed, since the
+// file's state is then unknown. Versions 1 and 2 were that whole file, one line and no slots
+// (`dledger-vote v2 group=<group> id=<id> term=<n> voteFor=<id> crc=<8 hex>`; v1 has no owner
+// and is read as belonging to whoever opens it); they are still read, and the first Save
+// replaces them with version 3.
 type FileStore struct {
 	dir   string
 	owner Owner // zero for a read-only store
 	ops   fsOps // the file system as Save sees it; tests replace it
 
-	mu       sync.Mutex // orders Save and Close: the lock is never released mid-Save
+	mu       sync.Mutex // orders Load, Save and Close: the lock is never released mid-Save
 	lock     *os.File   // nil once closed, and for a read-only store
 	readOnly bool
 	observe  func(op string, d time.Duration) // nil: Save is not timed; guarded by mu
 	now      func() time.Time                 // the clock Save is timed with; tests replace it
+
+	// The file as the last Load or Save left it, guarded by mu. slotted: vote.state is a
+	// version 3 file that Save may write in place; otherwise (missing, an older version, or an
+	// in-place write failed) the next Save writes a whole new file.
+	slotted bool
+	newest  int      // the slot holding the newest record
+	seq     uint64   // that record's sequence number; 0 when there is none
+	slots   slotFile // vote.state open for in-place writes; nil until the first one
+	buf     []byte   // one slot's bytes, reused by every in-place write
 }
+
+// slotSize is one record's slot: a whole page, so that writing one slot rewrites neither the
+// other's page nor, on a disk with 4 KiB sectors, its sector.
+const slotSize = 4096
+
+// slotFileSize is the size of a version 3 vote.state.
+const slotFileSize = 2 * slotSize
 
 // The operations SetObserver reports, with how long each took (failed ones included: an fsync
 // that hung for seconds and then failed is what an operator most needs to see).
 const (
-	OpSave     = "save"      // one whole Save that reached the file system: create, write, fsync, close, rename, directory fsync
-	OpFsync    = "fsync"     // the temporary file's fsync
-	OpFsyncDir = "fsync_dir" // the directory's fsync after the rename
+	OpSave     = "save"      // one whole Save that reached the file system: in place, the slot's write and fdatasync; otherwise create, write, fsync, close, rename, directory fsync
+	OpFsync    = "fsync"     // the file's sync: the in-place write's fdatasync, or the new file's fsync
+	OpFsyncDir = "fsync_dir" // the directory's fsync after a rename (not in an in-place write)
 )
 
 // SetObserver has every later Save report its durations to fn (OpSave, OpFsync, OpFsyncDir);
@@ -158,6 +189,7 @@ func (f *FileStore) Close() error {
 	if f.lock == nil {
 		return nil
 	}
+	f.dropSlots()
 	err := f.lock.Close() // closing the descriptor releases the flock
 	f.lock = nil
 	return err
@@ -165,19 +197,24 @@ func (f *FileStore) Close() error {
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// fileState is vote.state decoded: the state and, from version 2 on, its owner.
+// fileState is one record of vote.state decoded: the state, from version 2 on its owner, and
+// from version 3 on its sequence number.
 type fileState struct {
-	d     Durable
-	owner Owner // zero in a version 1 file
+	d       Durable
+	owner   Owner // zero in a version 1 record
+	version int
+	seq     uint64
 }
 
-func encodeDurable(o Owner, d Durable) []byte {
-	body := "dledger-vote v2 group=" + o.Group + " id=" + o.SelfID +
+// encodeRecord is the version 3 line for d, numbered seq.
+func encodeRecord(o Owner, seq uint64, d Durable) []byte {
+	body := "dledger-vote v3 seq=" + strconv.FormatUint(seq, 10) + " group=" + o.Group + " id=" + o.SelfID +
 		" term=" + strconv.FormatInt(d.Term, 10) + " voteFor=" + d.VoteFor
 	return []byte(fmt.Sprintf("%s crc=%08x\n", body, crc32.Checksum([]byte(body), crcTable)))
 }
 
-func decodeDurable(b []byte) (fileState, error) {
+// decodeRecord decodes one line of any version (the trailing '\n' optional).
+func decodeRecord(b []byte) (fileState, error) {
 	var fs fileState
 	line := strings.TrimSuffix(string(b), "\n")
 	body, crcHex, ok := strings.Cut(line, " crc=")
@@ -205,14 +242,28 @@ func decodeDurable(b []byte) (fileState, error) {
 		}
 		return strings.CutPrefix(f[i], key+"=")
 	}
-	var termAt int
+	var ownerAt, termAt int // 0: no owner
 	switch {
 	case f[1] == "v1" && (len(f) == 3 || len(f) == 4): // voteFor may be absent
-		termAt = 2
+		fs.version, termAt = 1, 2
 	case f[1] == "v2" && len(f) == 6:
+		fs.version, ownerAt, termAt = 2, 2, 4
+	case f[1] == "v3" && len(f) == 7:
+		fs.version, ownerAt, termAt = 3, 3, 5
+		seqStr, ok := field(2, "seq")
+		if !ok {
+			return fs, bad
+		}
+		if fs.seq, err = strconv.ParseUint(seqStr, 10, 64); err != nil || fs.seq == 0 {
+			return fs, fmt.Errorf("bad sequence number %q", seqStr)
+		}
+	default:
+		return fs, bad
+	}
+	if ownerAt > 0 {
 		var okG, okI bool
-		fs.owner.Group, okG = field(2, "group")
-		fs.owner.SelfID, okI = field(3, "id")
+		fs.owner.Group, okG = field(ownerAt, "group")
+		fs.owner.SelfID, okI = field(ownerAt+1, "id")
 		if !okG || !okI {
 			return fs, bad
 		}
@@ -222,9 +273,6 @@ func decodeDurable(b []byte) (fileState, error) {
 		if err := ValidateID(fs.owner.SelfID); err != nil {
 			return fs, err
 		}
-		termAt = 4
-	default:
-		return fs, bad
 	}
 	termStr, ok := field(termAt, "term")
 	if !ok {
@@ -251,9 +299,54 @@ func decodeDurable(b []byte) (fileState, error) {
 	return fs, nil
 }
 
+// decodeFile decodes a whole vote.state. A file of slotFileSize bytes is version 3: the newest
+// verifying slot counts, and newest says which it is. A slot that does not verify is a write a
+// crash tore, which never returned, so the other slot holds the state; with neither verifying
+// the file is corrupt. Any other size is a single line of version 1 or 2.
+func decodeFile(b []byte) (fs fileState, newest int, err error) {
+	if len(b) != slotFileSize {
+		fs, err = decodeRecord(b)
+		if err == nil && fs.version == 3 {
+			err = fmt.Errorf("a version 3 record in a file of %d bytes, not %d", len(b), slotFileSize)
+		}
+		return fs, 0, err
+	}
+	var recs [2]fileState
+	var errs [2]error
+	for i := range recs {
+		s := b[i*slotSize : (i+1)*slotSize]
+		end := bytes.IndexByte(s, '\n')
+		switch {
+		case end < 0 && bytes.Count(s, []byte{0}) == slotSize:
+			errs[i] = errors.New("empty")
+		case end < 0:
+			errs[i] = errors.New("no line end (torn)")
+		default:
+			recs[i], errs[i] = decodeRecord(s[:end+1])
+			if errs[i] == nil && recs[i].version != 3 {
+				errs[i] = fmt.Errorf("a version %d record in a slot", recs[i].version)
+			}
+		}
+	}
+	switch {
+	case errs[0] != nil && errs[1] != nil:
+		return fs, 0, fmt.Errorf("neither slot verifies (slot 0: %v; slot 1: %v)", errs[0], errs[1])
+	case errs[0] == nil && errs[1] == nil && recs[0].seq == recs[1].seq:
+		return fs, 0, fmt.Errorf("both slots hold sequence number %d", recs[0].seq)
+	case errs[1] != nil || errs[0] == nil && recs[0].seq > recs[1].seq:
+		return recs[0], 0, nil
+	default:
+		return recs[1], 1, nil
+	}
+}
+
 // Load reads the state. A missing file is a new member (term 0, no vote); a file that exists
 // but does not verify is an error, never a silent term 0; so is a file of another member.
 func (f *FileStore) Load() (Durable, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slotted, f.newest, f.seq = false, 0, 0
+	f.dropSlots() // the file may have been replaced since it was opened
 	b, err := os.ReadFile(f.Path())
 	if errors.Is(err, os.ErrNotExist) {
 		return Durable{}, nil
@@ -261,7 +354,7 @@ func (f *FileStore) Load() (Durable, error) {
 	if err != nil {
 		return Durable{}, fmt.Errorf("read %s: %w", f.Path(), err)
 	}
-	fs, err := decodeDurable(b)
+	fs, newest, err := decodeFile(b)
 	if err != nil {
 		return Durable{}, fmt.Errorf("%s is corrupt (%v); refusing to start at term 0, which could "+
 			"let this member vote twice in a term. Restore the file or, if this member's vote may "+
@@ -271,12 +364,17 @@ func (f *FileStore) Load() (Durable, error) {
 		return Durable{}, fmt.Errorf("data dir %s belongs to member %s of group %s, not %s of group %s: wrong --data-dir?",
 			f.dir, fs.owner.SelfID, fs.owner.Group, f.owner.SelfID, f.owner.Group)
 	}
+	if fs.version == 3 {
+		f.slotted, f.newest, f.seq = true, newest, fs.seq
+	}
 	return fs.d, nil
 }
 
-// Save replaces the state durably. An error before the rename leaves the previous file in
-// place; an error after it (the directory fsync) leaves the new file visible, and a crash may
-// then keep either. The file is never torn: the rename is atomic and the checksum would tell.
+// Save replaces the state durably: in place when vote.state is a version 3 file this store
+// has read or written, else by writing a whole new file. An error leaves on disk the previous
+// state or, if the failure came after the new bytes were handed to the file system, perhaps
+// the new one; a crash keeps either, never a mix (a torn slot does not verify, and a rename is
+// atomic). After an error the next Save writes a whole new file.
 func (f *FileStore) Save(d Durable) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -289,11 +387,54 @@ func (f *FileStore) Save(d Durable) error {
 	if err := checkDurable(d); err != nil {
 		return fmt.Errorf("save vote state: %w", err)
 	}
-	return f.timed(OpSave, func() error { return f.save(d) })
+	rec := encodeRecord(f.owner, f.seq+1, d)
+	save := f.saveWhole
+	if f.slotted {
+		save = f.saveInPlace
+	}
+	err := f.timed(OpSave, func() error { return save(rec) })
+	if err != nil {
+		f.slotted = false
+		f.dropSlots()
+		return err
+	}
+	f.seq++
+	return nil
 }
 
-// save is Save once the state is known to be worth writing; it runs with f.mu held.
-func (f *FileStore) save(d Durable) error {
+// saveInPlace writes rec into the slot that does not hold the newest record and fdatasyncs
+// the file; it runs with f.mu held.
+func (f *FileStore) saveInPlace(rec []byte) error {
+	if f.slots == nil {
+		s, err := f.ops.openSlots(f.Path())
+		if err != nil {
+			return fmt.Errorf("save vote state: open: %w", err)
+		}
+		f.slots = s
+	}
+	if f.buf == nil {
+		f.buf = make([]byte, slotSize)
+	}
+	clear(f.buf)
+	copy(f.buf, rec)
+	next := 1 - f.newest
+	if n, err := f.slots.WriteAt(f.buf, int64(next)*slotSize); err != nil || n != slotSize {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return fmt.Errorf("save vote state: write: %w", err)
+	}
+	if err := f.timed(OpFsync, f.slots.Datasync); err != nil {
+		return fmt.Errorf("save vote state: fdatasync: %w", err)
+	}
+	f.newest = next
+	return nil
+}
+
+// saveWhole writes a new version 3 file holding rec in slot 0 and renames it over vote.state;
+// it runs with f.mu held.
+func (f *FileStore) saveWhole(rec []byte) error {
+	f.dropSlots() // its descriptor would point at the file the rename replaces
 	tmp, err := f.ops.createTemp(f.dir, tempPattern)
 	if err != nil {
 		return fmt.Errorf("save vote state: %w", err)
@@ -304,7 +445,8 @@ func (f *FileStore) save(d Durable) error {
 			f.ops.remove(tmp.Name())
 		}
 	}()
-	b := encodeDurable(f.owner, d)
+	b := make([]byte, slotFileSize)
+	copy(b, rec)
 	if n, err := tmp.Write(b); err != nil || n != len(b) {
 		tmp.Close()
 		if err == nil {
@@ -327,7 +469,16 @@ func (f *FileStore) save(d Durable) error {
 	if err := f.timed(OpFsyncDir, func() error { return f.ops.syncDir(f.dir) }); err != nil {
 		return fmt.Errorf("save vote state: fsync dir: %w", err)
 	}
+	f.slotted, f.newest = true, 0
 	return nil
+}
+
+// dropSlots closes the in-place descriptor, if open; it runs with f.mu held.
+func (f *FileStore) dropSlots() {
+	if f.slots != nil {
+		f.slots.Close()
+		f.slots = nil
+	}
 }
 
 // fsOps is the file system as Save uses it, in the order it uses it. Tests replace it to record
@@ -337,6 +488,7 @@ type fsOps interface {
 	rename(oldpath, newpath string) error
 	syncDir(dir string) error
 	remove(name string) error
+	openSlots(path string) (slotFile, error)
 }
 
 // tempFile is the part of *os.File that Save uses.
@@ -347,7 +499,26 @@ type tempFile interface {
 	Close() error
 }
 
+// slotFile is vote.state open for in-place writes.
+type slotFile interface {
+	WriteAt(b []byte, off int64) (int, error)
+	Datasync() error
+	Close() error
+}
+
+type osSlotFile struct{ *os.File }
+
+func (s osSlotFile) Datasync() error { return datasync(s.File) }
+
 type osOps struct{}
+
+func (osOps) openSlots(path string) (slotFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	return osSlotFile{f}, nil
+}
 
 func (osOps) createTemp(dir, pattern string) (tempFile, error) { return os.CreateTemp(dir, pattern) }
 func (osOps) rename(oldpath, newpath string) error             { return os.Rename(oldpath, newpath) }

@@ -186,9 +186,8 @@ func TestVoteStateRecordsOwner(t *testing.T) {
 	if err := fs.Save(Durable{Term: 3, VoteFor: "n2"}); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(fs.Path())
-	if want := withCRC("dledger-vote v2 group=demo id=n1 term=3 voteFor=n2"); !bytes.Equal(b, want) {
-		t.Fatalf("vote.state = %q, want %q", b, want)
+	if got, want := slotLines(t, fs.Path()), []string{string(withCRC("dledger-vote v3 seq=1 group=demo id=n1 term=3 voteFor=n2")), ""}; !slices.Equal(got, want) {
+		t.Fatalf("vote.state slots = %q, want %q", got, want)
 	}
 	fs.Close()
 	for _, o := range []Owner{{"demo", "n0"}, {"other", "n1"}} {
@@ -221,7 +220,7 @@ func TestVoteStateRecordsOwner(t *testing.T) {
 }
 
 // TestVoteStateV1IsReadAndRewritten: a file from before owners were recorded is read as the
-// opener's and the next Save rewrites it as version 2.
+// opener's and the next Save rewrites it as version 3.
 func TestVoteStateV1IsReadAndRewritten(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, StateFileName)
@@ -241,8 +240,8 @@ func TestVoteStateV1IsReadAndRewritten(t *testing.T) {
 		if err := fs.Save(Durable{Term: 8}); err != nil {
 			t.Fatal(err)
 		}
-		if b, _ := os.ReadFile(path); !bytes.Equal(b, withCRC("dledger-vote v2 group=g id=n0 term=8 voteFor=")) {
-			t.Fatalf("rewritten as %q", b)
+		if got := slotLines(t, path); !slices.Equal(got, []string{string(withCRC("dledger-vote v3 seq=1 group=g id=n0 term=8 voteFor=")), ""}) {
+			t.Fatalf("rewritten as %q", got)
 		}
 		fs.Close()
 	}
@@ -323,6 +322,40 @@ func (r *recOps) remove(name string) error {
 	return r.real.remove(name)
 }
 
+func (r *recOps) openSlots(path string) (slotFile, error) {
+	if err := r.step("open"); err != nil {
+		return nil, err
+	}
+	f, err := r.real.openSlots(path)
+	if err != nil {
+		return nil, err
+	}
+	return &recSlots{f, r}, nil
+}
+
+type recSlots struct {
+	slotFile
+	r *recOps
+}
+
+func (f *recSlots) WriteAt(b []byte, off int64) (int, error) {
+	if err := f.r.step("pwrite"); err != nil {
+		if f.r.torn { // cut inside the line, as a crash between two of its sectors would
+			n, _ := f.slotFile.WriteAt(b[:bytes.IndexByte(b, '\n')/2], off)
+			return n, err
+		}
+		return 0, err
+	}
+	return f.slotFile.WriteAt(b, off)
+}
+
+func (f *recSlots) Datasync() error {
+	if err := f.r.step("fdatasync"); err != nil {
+		return err
+	}
+	return f.slotFile.Datasync()
+}
+
 type recFile struct {
 	tempFile
 	r *recOps
@@ -354,43 +387,125 @@ func (f *recFile) Close() error {
 	return err
 }
 
-// TestFileStoreSaveOrder: write the temp file, fsync it, close it, rename it over vote.state,
-// fsync the directory; nothing more.
+// TestFileStoreSaveOrder: the first Save writes a whole file: the temp file, its fsync, close,
+// rename over vote.state, the directory's fsync. Later ones, and those of a store reopened on
+// that file, write a slot in place and fdatasync, alternating slots; nothing more.
 func TestFileStoreSaveOrder(t *testing.T) {
 	fs := mustOpen(t, t.TempDir(), owner0)
 	rec := &recOps{real: fs.ops}
 	fs.ops = rec
-	if err := fs.Save(Durable{Term: 1, VoteFor: "n1"}); err != nil {
+	whole := []string{"create", "write", "fsync", "close", "rename", "fsync dir"}
+	saves := []struct {
+		d     Durable
+		steps []string
+		slots []string // the two slots' lines after it
+	}{
+		{Durable{Term: 1, VoteFor: "n1"}, whole, []string{"seq=1 term=1 voteFor=n1", ""}},
+		{Durable{Term: 2}, []string{"open", "pwrite", "fdatasync"}, []string{"seq=1 term=1 voteFor=n1", "seq=2 term=2 voteFor="}},
+		{Durable{Term: 2, VoteFor: "n2"}, []string{"pwrite", "fdatasync"}, []string{"seq=3 term=2 voteFor=n2", "seq=2 term=2 voteFor="}},
+		{Durable{Term: 3, VoteFor: "n0"}, []string{"pwrite", "fdatasync"}, []string{"seq=3 term=2 voteFor=n2", "seq=4 term=3 voteFor=n0"}},
+	}
+	for i, sv := range saves {
+		rec.steps = nil
+		if err := fs.Save(sv.d); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rec.steps, sv.steps) {
+			t.Fatalf("Save %d did %v, want %v", i, rec.steps, sv.steps)
+		}
+		if got := slotSummaries(t, fs.Path()); !slices.Equal(got, sv.slots) {
+			t.Fatalf("after Save %d the slots hold %q, want %q", i, got, sv.slots)
+		}
+	}
+	if st, _ := os.Stat(fs.Path()); st.Size() != slotFileSize {
+		t.Fatalf("vote.state is %d bytes, want %d", st.Size(), slotFileSize)
+	}
+	if d := reload(t, fs); d != (Durable{Term: 3, VoteFor: "n0"}) {
+		t.Fatalf("reloaded %+v", d)
+	}
+	// A reopened store goes on in place, into the older slot, with the next number.
+	fs = mustOpen(t, fs.dir, owner0)
+	rec = &recOps{real: fs.ops}
+	fs.ops = rec
+	if err := fs.Save(Durable{Term: 4}); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"create", "write", "fsync", "close", "rename", "fsync dir"}
-	if !slices.Equal(rec.steps, want) {
-		t.Fatalf("Save did %v, want %v", rec.steps, want)
+	if want := []string{"open", "pwrite", "fdatasync"}; !slices.Equal(rec.steps, want) {
+		t.Fatalf("Save after reopening did %v, want %v", rec.steps, want)
 	}
-	if d := reload(t, fs); d != (Durable{Term: 1, VoteFor: "n1"}) {
-		t.Fatalf("reloaded %+v", d)
+	if got, want := slotSummaries(t, fs.Path()), []string{"seq=5 term=4 voteFor=", "seq=4 term=3 voteFor=n0"}; !slices.Equal(got, want) {
+		t.Fatalf("after reopening and saving the slots hold %q, want %q", got, want)
 	}
 }
 
-// TestFileStoreFailureAtEachStep: a fault at any step fails Save, cleans up its temp file, and
-// leaves on disk the old state (any step up to the rename, byte for byte) or the new one (the
-// directory fsync, after the rename), never a mix; through MemberState the failed Save grants
-// nothing: no vote, no new term.
+// slotLines returns the two slots' lines of a version 3 file, "" for an empty slot; it fails
+// the test if the file is not one or a slot holds anything after its line.
+func slotLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != slotFileSize {
+		t.Fatalf("%s is %d bytes, not a two-slot file", path, len(b))
+	}
+	var lines []string
+	for i := 0; i < 2; i++ {
+		s := b[i*slotSize : (i+1)*slotSize]
+		end := bytes.IndexByte(s, '\n') + 1
+		if bytes.Count(s[end:], []byte{0}) != len(s)-end {
+			t.Fatalf("slot %d holds more than its line: %q", i, s)
+		}
+		lines = append(lines, string(s[:end]))
+	}
+	return lines
+}
+
+// slotSummaries is slotLines with each line cut to its seq, term and voteFor fields, after
+// checking that it verifies as owner0's.
+func slotSummaries(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	for i, l := range slotLines(t, path) {
+		if l == "" {
+			out = append(out, "")
+			continue
+		}
+		fs, err := decodeRecord([]byte(l))
+		if err != nil || fs.owner != owner0 || fs.version != 3 {
+			t.Fatalf("slot %d: %q: %+v %v", i, l, fs, err)
+		}
+		out = append(out, fmt.Sprintf("seq=%d term=%d voteFor=%s", fs.seq, fs.d.Term, fs.d.VoteFor))
+	}
+	return out
+}
+
+// TestFileStoreFailureAtEachStep: a fault at any step of either kind of Save fails it, cleans
+// up its temp file, and leaves on disk the old state (byte for byte, unless a torn slot) or the
+// new one (a whole write's failed directory fsync after the rename; an in-place write whose
+// fdatasync failed), never a mix; through MemberState the failed Save grants nothing: no vote,
+// no new term. The next Save after a failure writes a whole new file.
 func TestFileStoreFailureAtEachStep(t *testing.T) {
 	old := Durable{Term: 4, VoteFor: "n2"}
+	inPlace := []string{"pwrite", "fdatasync"}
 	for _, c := range []struct {
 		failAt  string
 		torn    bool
+		whole   bool     // the faulted Save writes a whole file (else in place, its file open)
 		steps   []string // what Save does, cleanup included
-		keepsIt bool     // the new state is on disk (the rename happened)
+		keepsIt bool     // the new state is visible afterwards
 	}{
-		{"create", false, []string{"create"}, false},
-		{"write", false, []string{"create", "write", "close", "remove"}, false},
-		{"write", true, []string{"create", "write", "close", "remove"}, false},
-		{"fsync", false, []string{"create", "write", "fsync", "close", "remove"}, false},
-		{"close", false, []string{"create", "write", "fsync", "close", "remove"}, false},
-		{"rename", false, []string{"create", "write", "fsync", "close", "rename", "remove"}, false},
-		{"fsync dir", false, []string{"create", "write", "fsync", "close", "rename", "fsync dir"}, true},
+		{"create", false, true, []string{"create"}, false},
+		{"write", false, true, []string{"create", "write", "close", "remove"}, false},
+		{"write", true, true, []string{"create", "write", "close", "remove"}, false},
+		{"fsync", false, true, []string{"create", "write", "fsync", "close", "remove"}, false},
+		{"close", false, true, []string{"create", "write", "fsync", "close", "remove"}, false},
+		{"rename", false, true, []string{"create", "write", "fsync", "close", "rename", "remove"}, false},
+		{"fsync dir", false, true, []string{"create", "write", "fsync", "close", "rename", "fsync dir"}, true},
+		{"open", false, false, []string{"open"}, false},
+		{"pwrite", false, false, []string{"pwrite"}, false},
+		{"pwrite", true, false, []string{"pwrite"}, false},
+		{"fdatasync", false, false, inPlace, true},
 	} {
 		name := c.failAt
 		if c.torn {
@@ -400,10 +515,13 @@ func TestFileStoreFailureAtEachStep(t *testing.T) {
 			for _, op := range []string{"vote", "nextTerm"} {
 				dir := t.TempDir()
 				fs := mustOpen(t, dir, owner0)
-				if err := fs.Save(old); err != nil {
-					t.Fatal(err)
+				// Twice, so that both slots hold a record and a torn slot has older bytes after
+				// the cut; the second Save opens the file for in-place writes.
+				for i := 0; i < 2; i++ {
+					if err := fs.Save(old); err != nil {
+						t.Fatal(err)
+					}
 				}
-				before, _ := os.ReadFile(fs.Path())
 				ms, err := New("g", "n0", threePeers(), fs)
 				if err != nil {
 					t.Fatal(err)
@@ -412,10 +530,23 @@ func TestFileStoreFailureAtEachStep(t *testing.T) {
 					if _, err := ms.NextTerm(); err != nil {
 						t.Fatal(err)
 					}
-					before, _ = os.ReadFile(fs.Path())
+				}
+				before, _ := os.ReadFile(fs.Path())
+				switch {
+				case c.whole: // as after a failed write
+					fs.slotted = false
+					fs.dropSlots()
+				case c.failAt == "open": // as in a store reopened on a version 3 file
+					fs.dropSlots()
 				}
 				rec := &recOps{real: fs.ops, failAt: c.failAt, torn: c.torn}
 				fs.ops = rec
+				want := c.steps
+				if fs.slots != nil {
+					fs.slots = &recSlots{fs.slots, rec}
+				} else if !c.whole && c.failAt != "open" { // New's Load closed it: reopened first
+					want = append([]string{"open"}, want...)
+				}
 				var next Durable
 				switch op {
 				case "vote":
@@ -435,17 +566,29 @@ func TestFileStoreFailureAtEachStep(t *testing.T) {
 						t.Fatalf("a failed Save moved the member to term %d vote %q", ms.CurrTerm(), ms.VoteFor())
 					}
 				}
-				if !slices.Equal(rec.steps, c.steps) {
-					t.Fatalf("%s: Save did %v, want %v", op, rec.steps, c.steps)
+				if !slices.Equal(rec.steps, want) {
+					t.Fatalf("%s: Save did %v, want %v", op, rec.steps, want)
 				}
 				if names := dirNames(t, dir); !slices.Equal(names, []string{"LOCK", "vote.state"}) {
 					t.Fatalf("%s: data dir holds %v after the fault (temp file left?)", op, names)
 				}
 				after, _ := os.ReadFile(fs.Path())
-				if !c.keepsIt && !bytes.Equal(after, before) {
-					t.Fatalf("%s: vote.state changed by a Save that failed before its rename:\n%q\n%q", op, before, after)
+				if !c.keepsIt && !(c.torn && !c.whole) && !bytes.Equal(after, before) {
+					t.Fatalf("%s: vote.state changed by a Save that failed before writing it:\n%q\n%q", op, before, after)
 				}
-				prev, _ := decodeDurable(before)
+				prev, _, err := decodeFile(before)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The next Save, fault-free, writes a whole new file.
+				rec.failAt, rec.steps = "", nil
+				if err := fs.Save(prev.d); err != nil {
+					t.Fatal(err)
+				}
+				if rec.steps[0] != "create" {
+					t.Fatalf("%s: the Save after a failed one did %v, not a whole write", op, rec.steps)
+				}
+				os.WriteFile(fs.Path(), after, 0o600) // back to what the fault left
 				got := reload(t, fs)
 				switch {
 				case c.keepsIt && got != next, !c.keepsIt && got != prev.d:
@@ -465,7 +608,7 @@ func TestCrashLeftoverTempFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs.Close()
-	full := encodeDurable(owner0, Durable{Term: 3})
+	full := encodeRecord(owner0, 2, Durable{Term: 3})
 	os.WriteFile(filepath.Join(dir, ".vote.state-123"), full[:len(full)/2], 0o600)
 	fs = mustOpen(t, dir, owner0)
 	if d, err := fs.Load(); err != nil || d != (Durable{Term: 2, VoteFor: "n1"}) {
@@ -656,5 +799,135 @@ func TestFileStoreObserverTimesSaveAndFsyncs(t *testing.T) {
 	fs.SetObserver(func(string, time.Duration) { called = true })
 	if err := fs.Save(Durable{Term: -1}); err == nil || called {
 		t.Fatalf("Save of term -1: %v, observed %v", err, called)
+	}
+}
+
+// TestVoteStateSlots: Load takes the newest verifying slot; a torn slot (a crash mid-write)
+// leaves the other slot's state, and the next Save writes over the torn one; a file where no
+// slot verifies, or both claim one number, is corrupt, as is a record of one layout in the other.
+func TestVoteStateSlots(t *testing.T) {
+	rec := func(seq uint64, d Durable) []byte { return encodeRecord(owner0, seq, d) }
+	file := func(s0, s1 []byte) []byte {
+		b := make([]byte, slotFileSize)
+		copy(b, s0)
+		copy(b[slotSize:], s1)
+		return b
+	}
+	torn := func(r []byte) []byte { return append(r[:len(r)/2:len(r)/2], "garbage"...) }
+	a, b := Durable{Term: 7, VoteFor: "n1"}, Durable{Term: 8}
+	for _, c := range []struct {
+		name    string
+		content []byte
+		want    Durable
+		newest  int    // the slot Load takes; the next Save writes the other
+		err     string // a corruption error containing this, instead
+	}{
+		{"slot 1 newer", file(rec(4, a), rec(5, b)), b, 1, ""},
+		{"slot 0 newer", file(rec(6, b), rec(5, a)), b, 0, ""},
+		{"slot 1 empty", file(rec(1, a), nil), a, 0, ""},
+		{"slot 0 empty", file(nil, rec(9, a)), a, 1, ""},
+		{"slot 1 torn", file(rec(4, a), torn(rec(5, b))), a, 0, ""},
+		{"slot 0 torn", file(torn(rec(6, b)), rec(5, a)), a, 1, ""},
+		{"slot 0 torn before its line end", file(rec(6, b)[:20], rec(5, a)), a, 1, ""},
+		{"both torn", file(torn(rec(6, b)), torn(rec(5, a))), Durable{}, 0, "neither slot verifies"},
+		{"both empty", file(nil, nil), Durable{}, 0, "slot 0: empty; slot 1: empty"},
+		{"same number", file(rec(3, a), rec(3, b)), Durable{}, 0, "both slots hold sequence number 3"},
+		{"version 2 in a slot", file(withCRC("dledger-vote v2 group=g id=n0 term=9 voteFor="), nil), Durable{}, 0, "a version 2 record in a slot"},
+		{"version 3 alone", rec(1, a), Durable{}, 0, "a version 3 record in a file of"},
+		{"sequence number 0", file(withCRC("dledger-vote v3 seq=0 group=g id=n0 term=9 voteFor="), nil), Durable{}, 0, `bad sequence number "0"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, StateFileName), c.content, 0o600)
+			fs, err := OpenFileStore(dir, owner0)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), "is corrupt") || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("open: %v\nwant a corruption error with %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fs.Close()
+			if d, err := fs.Load(); err != nil || d != c.want {
+				t.Fatalf("Load = %+v, %v; want %+v", d, err, c.want)
+			}
+			slot := func(i int) []byte {
+				b, _ := os.ReadFile(fs.Path())
+				return b[i*slotSize : (i+1)*slotSize]
+			}
+			kept := slot(c.newest)
+			if err := fs.Save(Durable{Term: 10, VoteFor: "n2"}); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(slot(c.newest), kept) {
+				t.Fatalf("Save wrote over the newest slot %d", c.newest)
+			}
+			written := slot(1 - c.newest)
+			got, err := decodeRecord(written[:bytes.IndexByte(written, '\n')+1])
+			if err != nil || got.d != (Durable{Term: 10, VoteFor: "n2"}) {
+				t.Fatalf("slot %d after Save: %+v %v", 1-c.newest, got, err)
+			}
+			if prev, _ := decodeRecord(kept[:bytes.IndexByte(kept, '\n')+1]); got.seq != prev.seq+1 {
+				t.Fatalf("Save numbered its record %d after %d", got.seq, prev.seq)
+			}
+			if d := reload(t, fs); d != (Durable{Term: 10, VoteFor: "n2"}) {
+				t.Fatalf("reloaded %+v", d)
+			}
+		})
+	}
+}
+
+// TestFileStoreObserverInPlace: an in-place Save reports its fdatasync as OpFsync and its own
+// duration, and no directory fsync.
+func TestFileStoreObserverInPlace(t *testing.T) {
+	fs := mustOpen(t, t.TempDir(), owner0)
+	if err := fs.Save(Durable{Term: 1}); err != nil { // the whole write that creates the file
+		t.Fatal(err)
+	}
+	cost := map[string]time.Duration{"open": 1 * time.Millisecond, "pwrite": 2 * time.Millisecond, "fdatasync": 30 * time.Millisecond}
+	clock := time.Unix(1000, 0)
+	fs.now = func() time.Time { return clock }
+	fs.ops = &recOps{real: fs.ops, onStep: func(name string) { clock = clock.Add(cost[name]) }}
+	type obs struct {
+		op string
+		d  time.Duration
+	}
+	var got []obs
+	fs.SetObserver(func(op string, d time.Duration) { got = append(got, obs{op, d}) })
+	if err := fs.Save(Durable{Term: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []obs{{OpFsync, 30 * time.Millisecond}, {OpSave, 33 * time.Millisecond}}; !slices.Equal(got, want) {
+		t.Fatalf("observed %v, want %v", got, want)
+	}
+}
+
+// BenchmarkFileStoreSave compares the two kinds of Save on the disk under the test's temp dir:
+// go test -run - -bench FileStoreSave ./memberstate (docs/protocol.md section 3 quotes it).
+func BenchmarkFileStoreSave(b *testing.B) {
+	for _, kind := range []string{"in-place", "whole"} {
+		b.Run(kind, func(b *testing.B) {
+			fs, err := OpenFileStore(b.TempDir(), owner0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer fs.Close()
+			if err := fs.Save(Durable{Term: 1}); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if kind == "whole" {
+					fs.mu.Lock()
+					fs.slotted = false // as after a failed write: the next Save writes a new file
+					fs.mu.Unlock()
+				}
+				if err := fs.Save(Durable{Term: int64(i + 2), VoteFor: "n1"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

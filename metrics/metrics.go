@@ -118,13 +118,14 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		transfers: cv("dledger_leadership_transfers_total", "Leadership transfers this member led or answered, by result code.", "result"),
 		voteStoreWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "dledger_vote_store_write_seconds", ConstLabels: cl, Buckets: fsyncBuckets,
-			Help: "Duration of one durable write of the vote state (term and vote) to the data dir: temp file, " +
-				"write, fsync, rename, directory fsync; failed writes included. Only with the server's own file store.",
+			Help: "Duration of one durable write of the vote state (term and vote) to the data dir: in place, a slot's " +
+				"write and fdatasync; when the file is created or replaced, temp file, write, fsync, rename, directory " +
+				"fsync; failed writes included. Only with the server's own file store.",
 		}),
 		voteStoreFsync: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "dledger_vote_store_fsync_seconds", ConstLabels: cl, Buckets: fsyncBuckets,
-			Help: "Duration of the fsyncs inside a vote state write, by target: file (the new state file) " +
-				"or dir (the data dir, after the rename); failed fsyncs included.",
+			Help: "Duration of the syncs inside a vote state write, by target: file (the state file's fdatasync, " +
+				"or a new file's fsync) or dir (the data dir, after a rename); failed syncs included.",
 		}, []string{"target"}),
 		peerRTT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "dledger_peer_rtt_seconds", ConstLabels: cl, Buckets: rttBuckets,

@@ -221,7 +221,7 @@ func TestVoteStoreAndRoundTripHistograms(t *testing.T) {
 	m.PeerRoundTrip("LEADERSHIP_TRANSFER", "n2", 3*time.Second) // waits for an election: not a round trip
 	m.PeerRoundTrip("METADATA", "n2", time.Second)
 	const want = `
-# HELP dledger_vote_store_fsync_seconds Duration of the fsyncs inside a vote state write, by target: file (the new state file) or dir (the data dir, after the rename); failed fsyncs included.
+# HELP dledger_vote_store_fsync_seconds Duration of the syncs inside a vote state write, by target: file (the state file's fdatasync, or a new file's fsync) or dir (the data dir, after a rename); failed syncs included.
 # TYPE dledger_vote_store_fsync_seconds histogram
 dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.0001"} 0
 dledger_vote_store_fsync_seconds_bucket{group="g",self_id="n0",target="dir",le="0.00025"} 0
