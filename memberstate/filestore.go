@@ -54,12 +54,12 @@ type Owner struct {
 // or a line break (ValidateGroup, ValidateID), and each value runs to the next space, so an '='
 // inside one is harmless.
 //
-// The file is created, or converted from an older version, by writing a whole new file (the
-// record in slot 0, slot 1 empty): write a temporary file, fsync it, close it, rename it over
-// vote.state, fsync the directory. The same happens after an in-place write failed, since the
-// file's state is then unknown. Versions 1 and 2 were that whole file, one line and no slots
+// A whole new file (the record in slot 0, slot 1 empty) is written as before: a temporary file,
+// fsync, close, rename over vote.state, directory fsync. That creates the file, follows any
+// failed write (the file's state is then unknown), and runs once at every open on an existing
+// file (see prepare). Versions 1 and 2 were that whole file, one line and no slots
 // (`dledger-vote v2 group=<group> id=<id> term=<n> voteFor=<id> crc=<8 hex>`; v1 has no owner
-// and is read as belonging to whoever opens it); they are still read, and the first Save
+// and is read as belonging to whoever opens it); they are still read, and the rewrite at open
 // replaces them with version 3.
 type FileStore struct {
 	dir   string
@@ -88,6 +88,11 @@ const slotSize = 4096
 
 // slotFileSize is the size of a version 3 vote.state.
 const slotFileSize = 2 * slotSize
+
+// maxRecordLen bounds a record: one 512-byte sector, so that a crash cannot tear a record on a
+// disk that writes sectors whole. The longest valid record (group, ids, term and sequence number
+// at their limits) is well under it.
+const maxRecordLen = 512
 
 // The operations SetObserver reports, with how long each took (failed ones included: an fsync
 // that hung for seconds and then failed is what an operator most needs to see).
@@ -148,7 +153,14 @@ func OpenFileStore(dir string, owner Owner) (*FileStore, error) {
 }
 
 // prepare runs with the lock held: it checks that dir takes new files, removes the temporary
-// files of a Save cut short by a crash, and reads vote.state to check its checksum and owner.
+// files of a Save cut short by a crash, reads vote.state to check its checksum and owner, and
+// writes what it read as a whole new file.
+//
+// That last write is why a restart cannot trust a state that was only visible: a write whose
+// fdatasync failed, or a rename whose directory fsync failed, may show in the page cache and yet
+// be lost by a power cut. Without the rewrite, a process restarted after such a failure would
+// take that state as durable (and re-grant a vote it holds without writing), and its in-place
+// writes would never make the rename durable. The rewrite costs one whole write per start.
 func (f *FileStore) prepare() error {
 	probe, err := os.CreateTemp(f.dir, ".probe-*")
 	if err != nil {
@@ -161,8 +173,17 @@ func (f *FileStore) prepare() error {
 			os.Remove(name)
 		}
 	}
-	_, err = f.Load()
-	return err
+	d, exists, err := f.load()
+	if err != nil || !exists {
+		return err
+	}
+	f.mu.Lock()
+	f.slotted = false // a whole write, made durable from memory
+	f.mu.Unlock()
+	if err := f.Save(d); err != nil {
+		return fmt.Errorf("data dir %s: rewriting %s at start-up: %w", f.dir, StateFileName, err)
+	}
+	return nil
 }
 
 // OpenFileStoreReadOnly opens dir to read its vote.state without locking it or checking whose
@@ -343,31 +364,37 @@ func decodeFile(b []byte) (fs fileState, newest int, err error) {
 // Load reads the state. A missing file is a new member (term 0, no vote); a file that exists
 // but does not verify is an error, never a silent term 0; so is a file of another member.
 func (f *FileStore) Load() (Durable, error) {
+	d, _, err := f.load()
+	return d, err
+}
+
+// load is Load, also telling whether vote.state exists.
+func (f *FileStore) load() (d Durable, exists bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slotted, f.newest, f.seq = false, 0, 0
 	f.dropSlots() // the file may have been replaced since it was opened
 	b, err := os.ReadFile(f.Path())
 	if errors.Is(err, os.ErrNotExist) {
-		return Durable{}, nil
+		return Durable{}, false, nil
 	}
 	if err != nil {
-		return Durable{}, fmt.Errorf("read %s: %w", f.Path(), err)
+		return Durable{}, true, fmt.Errorf("read %s: %w", f.Path(), err)
 	}
 	fs, newest, err := decodeFile(b)
 	if err != nil {
-		return Durable{}, fmt.Errorf("%s is corrupt (%v); refusing to start at term 0, which could "+
+		return Durable{}, true, fmt.Errorf("%s is corrupt (%v); refusing to start at term 0, which could "+
 			"let this member vote twice in a term. Restore the file or, if this member's vote may "+
 			"be lost safely, move it away", f.Path(), err)
 	}
 	if f.owner != (Owner{}) && fs.owner != (Owner{}) && fs.owner != f.owner {
-		return Durable{}, fmt.Errorf("data dir %s belongs to member %s of group %s, not %s of group %s: wrong --data-dir?",
+		return Durable{}, true, fmt.Errorf("data dir %s belongs to member %s of group %s, not %s of group %s: wrong --data-dir?",
 			f.dir, fs.owner.SelfID, fs.owner.Group, f.owner.SelfID, f.owner.Group)
 	}
 	if fs.version == 3 {
 		f.slotted, f.newest, f.seq = true, newest, fs.seq
 	}
-	return fs.d, nil
+	return fs.d, true, nil
 }
 
 // Save replaces the state durably: in place when vote.state is a version 3 file this store
@@ -388,6 +415,9 @@ func (f *FileStore) Save(d Durable) error {
 		return fmt.Errorf("save vote state: %w", err)
 	}
 	rec := encodeRecord(f.owner, f.seq+1, d)
+	if len(rec) > maxRecordLen { // cannot happen with valid ids (TestRecordFitsOneSector)
+		return fmt.Errorf("save vote state: a record of %d bytes is over %d", len(rec), maxRecordLen)
+	}
 	save := f.saveWhole
 	if f.slotted {
 		save = f.saveInPlace

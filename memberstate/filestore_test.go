@@ -220,7 +220,7 @@ func TestVoteStateRecordsOwner(t *testing.T) {
 }
 
 // TestVoteStateV1IsReadAndRewritten: a file from before owners were recorded is read as the
-// opener's and the next Save rewrites it as version 3.
+// opener's and rewritten as version 3 at open; the next Save goes in place.
 func TestVoteStateV1IsReadAndRewritten(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, StateFileName)
@@ -237,11 +237,15 @@ func TestVoteStateV1IsReadAndRewritten(t *testing.T) {
 		if d, err := fs.Load(); err != nil || d != c.want {
 			t.Fatalf("%q: %+v %v, want %+v", c.body, d, err, c.want)
 		}
+		converted := string(encodeRecord(owner0, 1, c.want))
+		if got := slotLines(t, path); !slices.Equal(got, []string{converted, ""}) {
+			t.Fatalf("rewritten at open as %q", got)
+		}
 		if err := fs.Save(Durable{Term: 8}); err != nil {
 			t.Fatal(err)
 		}
-		if got := slotLines(t, path); !slices.Equal(got, []string{string(withCRC("dledger-vote v3 seq=1 group=g id=n0 term=8 voteFor=")), ""}) {
-			t.Fatalf("rewritten as %q", got)
+		if got := slotLines(t, path); !slices.Equal(got, []string{converted, string(withCRC("dledger-vote v3 seq=2 group=g id=n0 term=8 voteFor="))}) {
+			t.Fatalf("after a Save: %q", got)
 		}
 		fs.Close()
 	}
@@ -279,6 +283,8 @@ type recOps struct {
 	failAt string
 	torn   bool
 	onStep func(name string) // optional: runs at each step, before any fault
+	// slotCloses counts closes of the in-place file (not a step: they follow any failure).
+	slotCloses int
 }
 
 func (r *recOps) step(name string) error {
@@ -336,6 +342,11 @@ func (r *recOps) openSlots(path string) (slotFile, error) {
 type recSlots struct {
 	slotFile
 	r *recOps
+}
+
+func (f *recSlots) Close() error {
+	f.r.slotCloses++
+	return f.slotFile.Close()
 }
 
 func (f *recSlots) WriteAt(b []byte, off int64) (int, error) {
@@ -423,8 +434,12 @@ func TestFileStoreSaveOrder(t *testing.T) {
 	if d := reload(t, fs); d != (Durable{Term: 3, VoteFor: "n0"}) {
 		t.Fatalf("reloaded %+v", d)
 	}
-	// A reopened store goes on in place, into the older slot, with the next number.
+	// A reopened store rewrites what it loaded as a whole file (reload above did so too), then
+	// goes on in place with the next number.
 	fs = mustOpen(t, fs.dir, owner0)
+	if got, want := slotSummaries(t, fs.Path()), []string{"seq=6 term=3 voteFor=n0", ""}; !slices.Equal(got, want) {
+		t.Fatalf("after reopening the slots hold %q, want %q", got, want)
+	}
 	rec = &recOps{real: fs.ops}
 	fs.ops = rec
 	if err := fs.Save(Durable{Term: 4}); err != nil {
@@ -433,7 +448,7 @@ func TestFileStoreSaveOrder(t *testing.T) {
 	if want := []string{"open", "pwrite", "fdatasync"}; !slices.Equal(rec.steps, want) {
 		t.Fatalf("Save after reopening did %v, want %v", rec.steps, want)
 	}
-	if got, want := slotSummaries(t, fs.Path()), []string{"seq=5 term=4 voteFor=", "seq=4 term=3 voteFor=n0"}; !slices.Equal(got, want) {
+	if got, want := slotSummaries(t, fs.Path()), []string{"seq=6 term=3 voteFor=n0", "seq=7 term=4 voteFor="}; !slices.Equal(got, want) {
 		t.Fatalf("after reopening and saving the slots hold %q, want %q", got, want)
 	}
 }
@@ -515,10 +530,11 @@ func TestFileStoreFailureAtEachStep(t *testing.T) {
 			for _, op := range []string{"vote", "nextTerm"} {
 				dir := t.TempDir()
 				fs := mustOpen(t, dir, owner0)
-				// Twice, so that both slots hold a record and a torn slot has older bytes after
-				// the cut; the second Save opens the file for in-place writes.
-				for i := 0; i < 2; i++ {
-					if err := fs.Save(old); err != nil {
+				// Two states, so that both slots hold a record, each different, and a torn slot has
+				// an older record's bytes after the cut; the second Save opens the file for
+				// in-place writes.
+				for _, d := range []Durable{{Term: 3, VoteFor: "n1"}, old} {
+					if err := fs.Save(d); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -532,6 +548,7 @@ func TestFileStoreFailureAtEachStep(t *testing.T) {
 					}
 				}
 				before, _ := os.ReadFile(fs.Path())
+				newest := fs.newest
 				switch {
 				case c.whole: // as after a failed write
 					fs.slotted = false
@@ -575,6 +592,10 @@ func TestFileStoreFailureAtEachStep(t *testing.T) {
 				after, _ := os.ReadFile(fs.Path())
 				if !c.keepsIt && !(c.torn && !c.whole) && !bytes.Equal(after, before) {
 					t.Fatalf("%s: vote.state changed by a Save that failed before writing it:\n%q\n%q", op, before, after)
+				}
+				at := newest * slotSize
+				if !c.whole && !bytes.Equal(after[at:at+slotSize], before[at:at+slotSize]) {
+					t.Fatalf("%s: the failed in-place Save touched the newest slot %d", op, newest)
 				}
 				prev, _, err := decodeFile(before)
 				if err != nil {
@@ -838,24 +859,33 @@ func TestVoteStateSlots(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			os.WriteFile(filepath.Join(dir, StateFileName), c.content, 0o600)
-			fs, err := OpenFileStore(dir, owner0)
+			fs := mustOpen(t, dir, owner0) // on an empty dir: nothing to rewrite at open
+			os.WriteFile(fs.Path(), c.content, 0o600)
+			d, err := fs.Load()
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), "is corrupt") || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("Load: %v\nwant a corruption error with %q", err, c.err)
+				}
+				fs.Close()
+				if _, err := OpenFileStore(dir, owner0); err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("open: %v\nwant a corruption error with %q", err, c.err)
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fs.Close()
-			if d, err := fs.Load(); err != nil || d != c.want {
+			if err != nil || d != c.want {
 				t.Fatalf("Load = %+v, %v; want %+v", d, err, c.want)
 			}
 			slot := func(i int) []byte {
 				b, _ := os.ReadFile(fs.Path())
 				return b[i*slotSize : (i+1)*slotSize]
+			}
+			record := func(s []byte) fileState {
+				t.Helper()
+				r, err := decodeRecord(s[:bytes.IndexByte(s, '\n')+1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
 			}
 			kept := slot(c.newest)
 			if err := fs.Save(Durable{Term: 10, VoteFor: "n2"}); err != nil {
@@ -864,16 +894,17 @@ func TestVoteStateSlots(t *testing.T) {
 			if !bytes.Equal(slot(c.newest), kept) {
 				t.Fatalf("Save wrote over the newest slot %d", c.newest)
 			}
-			written := slot(1 - c.newest)
-			got, err := decodeRecord(written[:bytes.IndexByte(written, '\n')+1])
-			if err != nil || got.d != (Durable{Term: 10, VoteFor: "n2"}) {
-				t.Fatalf("slot %d after Save: %+v %v", 1-c.newest, got, err)
+			got := record(slot(1 - c.newest))
+			if got.d != (Durable{Term: 10, VoteFor: "n2"}) || got.seq != record(kept).seq+1 {
+				t.Fatalf("slot %d after Save: %+v, after a record numbered %d", 1-c.newest, got, record(kept).seq)
 			}
-			if prev, _ := decodeRecord(kept[:bytes.IndexByte(kept, '\n')+1]); got.seq != prev.seq+1 {
-				t.Fatalf("Save numbered its record %d after %d", got.seq, prev.seq)
-			}
-			if d := reload(t, fs); d != (Durable{Term: 10, VoteFor: "n2"}) {
-				t.Fatalf("reloaded %+v", d)
+			// A store opened on the file rewrites what it loads as a whole file, numbered next.
+			fs.Close()
+			os.WriteFile(fs.Path(), c.content, 0o600)
+			fs = mustOpen(t, dir, owner0)
+			want := fmt.Sprintf("seq=%d term=%d voteFor=%s", record(kept).seq+1, c.want.Term, c.want.VoteFor)
+			if got := slotSummaries(t, fs.Path()); !slices.Equal(got, []string{want, ""}) {
+				t.Fatalf("after open the slots hold %q, want %q and an empty one", got, want)
 			}
 		})
 	}
@@ -929,5 +960,50 @@ func BenchmarkFileStoreSave(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecordFitsOneSector: the longest record the store can be asked to write (group and ids
+// at their length limits, the largest term and sequence number) fits maxRecordLen, one sector;
+// Save refuses a longer one rather than cut it.
+func TestRecordFitsOneSector(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("x", n) }
+	o := Owner{Group: long(128), SelfID: long(64)}
+	if err := ValidateGroup(o.Group); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{long(129), long(65)} {
+		if ValidateGroup(bad) == nil && ValidateID(bad) == nil {
+			t.Fatalf("a %d-character name is valid: the limits this test assumes moved", len(bad))
+		}
+	}
+	rec := encodeRecord(o, 1<<64-1, Durable{Term: protocol.MaxTerm, VoteFor: long(64)})
+	if len(rec) > maxRecordLen {
+		t.Fatalf("the longest record is %d bytes, over %d", len(rec), maxRecordLen)
+	}
+	fs := mustOpen(t, t.TempDir(), owner0)
+	fs.owner = Owner{Group: long(600), SelfID: "n0"} // past ValidateGroup, as only a bug could be
+	if err := fs.Save(Durable{Term: 1}); err == nil || !strings.Contains(err.Error(), "is over 512") {
+		t.Fatalf("Save of an over-long record: %v", err)
+	}
+}
+
+// TestFileStoreCloseDropsSlotFile: Close closes the descriptor in-place writes use, once.
+func TestFileStoreCloseDropsSlotFile(t *testing.T) {
+	fs := mustOpen(t, t.TempDir(), owner0)
+	for _, term := range []int64{1, 2} { // the second Save opens the file for in-place writes
+		if err := fs.Save(Durable{Term: term}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := &recOps{real: fs.ops}
+	if fs.slots == nil {
+		t.Fatal("no in-place descriptor after an in-place Save")
+	}
+	fs.slots = &recSlots{fs.slots, rec}
+	fs.Close()
+	fs.Close()
+	if rec.slotCloses != 1 || fs.slots != nil {
+		t.Fatalf("Close closed the in-place descriptor %d times, left %v", rec.slotCloses, fs.slots)
 	}
 }

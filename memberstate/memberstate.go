@@ -133,7 +133,7 @@ func (m *MemberState) NextTerm() (int64, error) { return m.nextTerm(false) }
 
 // NextTermVotingForSelf is NextTerm for a candidate that campaigns in the new term at once: it
 // also casts this member's vote for itself, in the same durable write, so an election costs the
-// candidate one write (two fsyncs) instead of two. The vote is the one its vote round would cast
+// candidate one durable write instead of two. The vote is the one its vote round would cast
 // first; it is left out when the member's own ledger term is above the new term, where the vote
 // table would refuse it (docs/protocol.md 7.1 row 9). The caller must know its ledger: a member
 // that abstains (row A) never votes, and this type does not track that.

@@ -17,8 +17,9 @@ type Durable struct {
 
 // Store keeps the Durable state. Save returns nil only once the new state is durable. A failed
 // Save may or may not have replaced the state: Load, now or after a crash, returns either the
-// previous state or the new one, never a mix of the two (FileStore's directory fsync can fail
-// after its rename, and a failed fsync says nothing about what reached the disk). So a caller
+// previous state or the new one, never a mix of the two (FileStore's fdatasync, or its directory
+// fsync after a rename, can fail after the data reached the file system, and a failed sync says
+// nothing about what reached the disk). So a caller
 // must treat a failed Save as "nothing granted" (no vote given, no term used), never as
 // "nothing changed".
 type Store interface {
