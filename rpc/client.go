@@ -561,11 +561,12 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
 
 	var answered atomic.Bool
-	rc := &readClock{conn: conn}
+	sr, sw := socketIO(conn)
+	rc := &readClock{r: sr}
 	rc.last.Store(monoNow())
 	readDone := make(chan error, 1)
 	go func() { readDone <- p.read(rc, sess, &answered) }()
-	w := newConnWriter(conn, p.cl.opts.CallTimeout)
+	w := newConnWriter(conn, sw, p.cl.opts.CallTimeout)
 	sweep := newSweep()
 	p.mu.Lock()
 	p.sweep = sweep
@@ -638,16 +639,18 @@ func (cl *Client) Kick(peer string) {
 	}
 }
 
-// newConnWriter buffers writes to conn and gives each write to the socket its own deadline
-// of timeout. The deadline keeps a peer that stopped reading from holding the writer (and so
-// the timeout sweep) forever; renewing it per write means a healthy connection under a
-// steady stream is never cut off because a whole batch took longer than one deadline.
-func newConnWriter(conn net.Conn, timeout time.Duration) *bufio.Writer {
-	return bufio.NewWriterSize(&deadlineWriter{conn: conn, timeout: timeout}, 16<<10)
+// newConnWriter buffers writes to conn, made through w (conn itself or its socket, see
+// socketIO), and gives each write to the socket its own deadline of timeout. The deadline
+// keeps a peer that stopped reading from holding the writer (and so the timeout sweep)
+// forever; renewing it per write means a healthy connection under a steady stream is never
+// cut off because a whole batch took longer than one deadline.
+func newConnWriter(conn net.Conn, w io.Writer, timeout time.Duration) *bufio.Writer {
+	return bufio.NewWriterSize(&deadlineWriter{conn: conn, w: w, timeout: timeout}, 16<<10)
 }
 
 type deadlineWriter struct {
 	conn    net.Conn
+	w       io.Writer
 	timeout time.Duration
 }
 
@@ -655,7 +658,7 @@ func (d *deadlineWriter) Write(b []byte) (int, error) {
 	if err := d.conn.SetWriteDeadline(time.Now().Add(d.timeout)); err != nil {
 		return 0, err
 	}
-	return d.conn.Write(b)
+	return d.w.Write(b)
 }
 
 // hello sends the connection's first frame, a METADATA request made here rather than by a
@@ -721,12 +724,12 @@ var errSilent = errors.New("rpc: calls timed out and nothing arrived for a call 
 
 // readClock is the connection as the reader sees it; it notes when bytes last arrived.
 type readClock struct {
-	conn net.Conn
+	r    io.Reader    // the connection, or its socket (socketIO)
 	last atomic.Int64 // monoNow of the last read that returned data
 }
 
 func (r *readClock) Read(b []byte) (int, error) {
-	n, err := r.conn.Read(b)
+	n, err := r.r.Read(b)
 	if n > 0 {
 		r.last.Store(monoNow())
 	}

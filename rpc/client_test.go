@@ -150,7 +150,7 @@ func TestWriterUnderSteadyStream(t *testing.T) {
 	// Each socket write takes 0.4 of the deadline, and meanwhile callers queue more frames
 	// than the write carried (a 16 KiB write holds 15 of them).
 	conn := &budgetConn{cost: timeout * 4 / 10, onWrite: func() { queue(20) }}
-	w := newConnWriter(conn, timeout)
+	w := newConnWriter(conn, conn, timeout)
 	if err := p.write(w, nil, 1, <-p.sendq); err != nil {
 		t.Fatalf("healthy connection failed after %d socket writes: %v", conn.writes, err)
 	}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package rpc
+
+import (
+	"io"
+	"net"
+)
+
+// socketIO returns the connection as it is: the raw-syscall path is Linux only (rawio_linux.go).
+func socketIO(c net.Conn) (io.Reader, io.Writer) { return c, c }
