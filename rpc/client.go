@@ -19,11 +19,12 @@ import (
 	"github.com/dledger-go/dledger/rpc/secure"
 )
 
-// The client side uses plain net.Conn with two goroutines per connected peer (a reader and a
+// The client side uses net.Conn with two goroutines per connected peer (a reader and a
 // writer) rather than gnet. A member has only a few peers, so a few goroutines cost nothing,
-// and blocking I/O gives us dial timeouts, write deadlines and reconnection in straight-line
-// code, free of gnet's client pitfalls (no Dial/Enroll from callbacks, none after Stop, a
-// specific balancer for Register).
+// and blocking-style I/O gives us dial timeouts, write deadlines and reconnection in
+// straight-line code, free of gnet's client pitfalls (no Dial/Enroll from callbacks, none after
+// Stop, a specific balancer for Register). Once connected, the reader and writer go through
+// socketIO, which on Linux reads and writes the socket with raw system calls (rawio_linux.go).
 
 // ClientOptions configure a Client. Zero values take the documented defaults.
 type ClientOptions struct {
