@@ -139,6 +139,11 @@ type Elector struct {
 	successorsRaw string
 	startedAt     time.Time
 	hadLeader     bool
+	// Start-up retry (PeerReachable): startupRetryAt is the re-vote time that a start-up round
+	// short of answers scheduled (zero if none is pending); peersReached counts the transport's
+	// new connections, so a round can tell whether one came up while it was out.
+	startupRetryAt time.Time
+	peersReached   uint64
 }
 
 // peerStatus is the leader's liveness table entry for one member.

@@ -321,3 +321,38 @@ func TestAbstainerAtAHigherTermDoesNotMakeTheLeaderFlap(t *testing.T) {
 		t.Fatalf("no leader at the abstainer's term: %q@%d", id, tm)
 	}
 }
+
+// A group started together whose other members come up late: the first of the start-up order,
+// whose round nobody answered, asks again as soon as a member connects to it
+// (Elector.PeerReachable), not at its start-up retry two passes after that round.
+func TestScenarioStartUpRetryWhenAMemberConnects(t *testing.T) {
+	cfg, _ := dledger.Profile(dledger.ProfileLAN)
+	for _, late := range []string{"n1", "n2"} {
+		t.Run(late, func(t *testing.T) {
+			c := newClusterWith(t, sim.ClusterOptions{Seed: 1, Members: 3, Config: cfg, RPCTimeout: 3 * time.Millisecond})
+			c.Crash("n1") // both still starting: nothing listens yet
+			c.Crash("n2")
+			// n0's first pass (at 10 ms on the harness's grid) asks; the calls fail 3 ms later and
+			// the round is decided short of a quorum, to be retried two passes (20 ms) later.
+			c.run(cfg.MaintainInterval + 5*time.Millisecond)
+			if st := c.Status("n0"); st.Role != protocol.CANDIDATE || st.LastParseResult != protocol.WaitToRevote {
+				t.Fatalf("n0 before anyone else is up: %v, %v", st.Role, st.LastParseResult)
+			}
+			c.Restart(late)
+			from := c.Now()
+			for c.Status("n0").Role != protocol.LEADER {
+				if c.Now()-from > 2*cfg.MaintainInterval {
+					t.Fatalf("n0 not elected within two passes of %s's start:\n%s", late, c.Describe())
+				}
+				c.run(time.Millisecond)
+			}
+			// The connection (two one-way delays), the request and its answer: 4 ms.
+			if took := c.Now() - from; took > 5*time.Millisecond {
+				t.Fatalf("n0 was elected %v after %s started; the connection should have made it ask at once", took, late)
+			}
+			if st := c.Status("n0"); st.Term != 0 {
+				t.Fatalf("elected at term %d, want 0: a retry at the same term", st.Term)
+			}
+		})
+	}
+}

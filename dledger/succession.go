@@ -140,6 +140,32 @@ func (e *Elector) startingUp(now time.Time) bool {
 	return !e.hadLeader && now.Sub(e.startedAt) <= e.cfg.DetectionWindow()
 }
 
+// PeerReachable tells the elector that the transport has just connected to member id (a new
+// connection, ready to carry requests). While the first member of the start-up order waits to
+// retry a round that too few members answered (decideVote, rule 3), the member that just
+// became reachable is most likely one that had not started yet: the retry happens at once
+// instead of after its two passes, so a group started all at once elects as soon as a quorum
+// is connected, not up to two passes later (docs/protocol.md 7.11). It changes only when that
+// member asks again, at the same term; any other time it does nothing. It may block on the
+// elector's lock (which a vote's fsync can hold): call it from a connection's goroutine, not a
+// network event loop.
+func (e *Elector) PeerReachable(id string) {
+	e.mu.Lock()
+	defer e.unlockAndDeliver()
+	if id == e.ms.SelfID() || !e.ms.IsPeerMember(id) {
+		return
+	}
+	e.peersReached++
+	now := e.clock.Now()
+	if e.startupRetryAt.IsZero() || !e.nextTimeToRequestVote.Equal(e.startupRetryAt) || e.vote != nil ||
+		e.ms.Role() != protocol.CANDIDATE || !now.Before(e.nextTimeToRequestVote) {
+		return // no start-up retry pending: whatever set the re-vote time since wins
+	}
+	e.startupRetryAt = time.Time{}
+	e.nextTimeToRequestVote = now
+	e.log.Debug("start-up retry at once: a member became reachable", e.fields(zap.String("peer", id))...)
+}
+
 // PeerGone tells the elector that member id's process is not running: the transport saw the
 // connection to it closed by the other end and a new connection refused (nothing listens on
 // its port), which a crashed or stopped process causes and a cut link does not. If id is this

@@ -244,3 +244,87 @@ func TestAlarmPostponedByHeartBeatsUnlessDue(t *testing.T) {
 		t.Fatal("the late pass did not count as a stall")
 	}
 }
+
+// While the first member of the start-up order waits to retry a round too few members
+// answered, a new connection to a member makes the retry due at once; a connection that came
+// up while the round was out makes the round's retry immediate. Nothing else moves.
+func TestStartUpRetryOnPeerReachable(t *testing.T) {
+	refuseAll := func(votes []sentVote) {
+		for _, v := range votes {
+			v.done(nil, errors.New("connection refused"))
+		}
+	}
+	starting := func() *unit {
+		u := newUnit(t, 3, nil)
+		u.e.hadLeader = false // just started
+		return u
+	}
+
+	u := starting()
+	refuseAll(startRound(t, u))
+	u.clock.Advance(time.Millisecond)
+	u.e.PeerReachable("n0")   // itself: ignored
+	u.e.PeerReachable("nine") // not a member: ignored
+	if got := u.e.NextPassAt().Sub(u.clock.Now()); got != 2*u.cfg.MaintainInterval-time.Millisecond {
+		t.Fatalf("after a self or unknown id: retry in %v", got)
+	}
+	u.e.PeerReachable("n1")
+	if !u.e.NextPassAt().Equal(u.clock.Now()) {
+		t.Fatalf("n1 connected: next pass at %v, want now (%v)", u.e.NextPassAt(), u.clock.Now())
+	}
+	u.e.Tick()
+	votes := u.tr.takeVotes()
+	if len(votes) != 2 || votes[0].req.Term != 0 {
+		t.Fatalf("%d vote requests at term %v after the connection; want a retry at term 0", len(votes), votes)
+	}
+
+	// Connected while the round was out: the round's retry is immediate.
+	refuseAll(votes[1:]) // n2 still down
+	u.e.PeerReachable("n2")
+	if u.e.vote == nil {
+		t.Fatal("the round was decided by a connection")
+	}
+	votes[0].done(nil, errors.New("connection reset")) // n1's answer lost
+	if !u.e.NextPassAt().Equal(u.clock.Now()) {
+		t.Fatalf("n2 connected during the round: retry at %v, want now (%v)", u.e.NextPassAt(), u.clock.Now())
+	}
+
+	// Not starting up (it has known a leader): the ordinary re-vote delay stands.
+	u = newUnit(t, 3, nil)
+	refuseAll(startRound(t, u))
+	before := u.e.NextPassAt()
+	u.e.PeerReachable("n1")
+	if got := u.e.NextPassAt(); !got.Equal(before) || got.Equal(u.clock.Now()) {
+		t.Fatalf("a member past start-up moved its re-vote from %v to %v", before, got)
+	}
+
+	// Another rule set the re-vote time since (granting another candidate restarts the wait):
+	// a connection does not override it.
+	u = starting()
+	refuseAll(startRound(t, u))
+	u.clock.Advance(time.Millisecond)
+	if r := u.e.HandleVote(voteReq("n1", 1, -1, -1)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("n1's request at term 1: %v", r.VoteResult)
+	}
+	before = u.e.NextPassAt()
+	u.e.PeerReachable("n2")
+	if got := u.e.NextPassAt(); !got.Equal(before) || got.Equal(u.clock.Now()) {
+		t.Fatalf("after granting n1, a connection moved the next pass from %v to %v", before, got)
+	}
+
+	// Not first in the start-up order: it waits its rank whatever connects.
+	ms, err := memberstate.New("g", "n2", peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	e, err := New(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = e.NextPassAt()
+	e.PeerReachable("n0")
+	if got := e.NextPassAt(); !got.Equal(before) {
+		t.Fatalf("rank 2 moved its first probe from %v to %v", before, got)
+	}
+}

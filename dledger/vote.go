@@ -16,6 +16,8 @@ type voteRound struct {
 	got      []bool // per member, in peer order
 	answered int
 	lost     int // the peer index of the leader this candidate lost at this term, or -1
+	// reached is the elector's peersReached when the round started (PeerReachable).
+	reached uint64
 
 	valid, accepted, notReady, biggerLedger int
 	alreadyHasLeader                        bool
@@ -127,6 +129,7 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 		got:      make([]bool, len(peers)),
 		knownMax: -1,
 		lost:     -1,
+		reached:  e.peersReached,
 	}
 	for i, p := range peers {
 		if p.ID == e.lostLeader && term == e.lostTerm && p.ID != e.ms.SelfID() {
@@ -205,6 +208,7 @@ func (e *Elector) canDecideEarly(r *voteRound) bool {
 func (e *Elector) decideVote(now time.Time) {
 	r := e.vote
 	e.vote = nil
+	e.startupRetryAt = time.Time{}
 	delay := e.voteDelay()
 	var res protocol.ParseResult
 	switch {
@@ -218,8 +222,14 @@ func (e *Elector) decideVote(now time.Time) {
 	case !e.ms.Quorum(r.valid): // rule 3
 		res = protocol.WaitToRevote
 		if e.startingUp(now) && e.startupRank() == 0 {
-			// The others are most likely still starting: retry soon (succession.go).
+			// The others are most likely still starting: retry when the transport connects to
+			// one of them (PeerReachable), at once if one connected while this round was out
+			// (it may have been asked before), and after two passes at the latest.
 			delay = 2 * e.cfg.MaintainInterval
+			if e.peersReached != r.reached {
+				delay = 0
+			}
+			e.startupRetryAt = now.Add(delay)
 		}
 		e.nextTimeToRequestVote = now.Add(delay)
 	case !e.ms.Quorum(r.valid - r.biggerLedger): // rule 4

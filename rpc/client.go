@@ -60,6 +60,11 @@ type ClientOptions struct {
 	// link causes neither a close nor a refusal, and a peer that restarted accepts the redial,
 	// so neither is reported. dledger.Elector.PeerGone acts on it.
 	OnPeerGone func(peer string)
+	// OnPeerConnected, if set, is called (on the peer's connection goroutine, before it sends
+	// anything but the hello; it must not block for long) each time a connection to the peer
+	// is up and ready for calls. dledger.Elector.PeerReachable acts on it: a group starting
+	// at once retries its first round as soon as the members it needs are connected.
+	OnPeerConnected func(peer string)
 	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize; with
 	// Auth.Keys at most secure.MaxMessageLen, sealed).
 	MaxFrameSize int
@@ -583,6 +588,9 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 	if p.cl.hello {
 		err = p.hello(w, sess, gen)
 		p.armSweep()
+	}
+	if err == nil && p.cl.opts.OnPeerConnected != nil {
+		p.cl.opts.OnPeerConnected(p.id)
 	}
 	readerExited := false
 	for err == nil {

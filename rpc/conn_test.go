@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -625,5 +627,56 @@ func TestReleaseGnetWorkerPool(t *testing.T) {
 	cl := newClient(t, map[string]string{testSelf: s.Addr()}, nil)
 	if _, err := heartBeat(t, cl, testSelf, 1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOnPeerConnected: the callback comes once per connection, for the peer dialled, when the
+// connection can carry calls (a heartbeat sent from inside it is answered on it), and not
+// while the peer's port refuses: a member that starts after us is reported as soon as we reach
+// it, and again after each reconnection.
+func TestOnPeerConnected(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the client's dials are refused until a server takes the port
+	var cl atomic.Pointer[Client]
+	var callbacks atomic.Int32
+	answered := make(chan error, 8)
+	c, err := NewClient(ClientOptions{Peers: map[string]string{"p": addr}, Auth: insecure, Logger: zaptest.NewLogger(t),
+		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 50 * time.Millisecond,
+		OnPeerConnected: func(id string) {
+			callbacks.Add(1)
+			if id != "p" {
+				answered <- errors.New("callback for " + id)
+				return
+			}
+			cl.Load().SendHeartBeat("p", hbRequest(1), func(_ *protocol.HeartBeatResponse, err error) { answered <- err })
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.Store(c)
+	t.Cleanup(func() { _ = c.Close() })
+	time.Sleep(30 * time.Millisecond) // several refused dials (ReconnectMin 5 ms)
+	if n := callbacks.Load(); n != 0 {
+		t.Fatalf("%d callbacks while nothing listened", n)
+	}
+	for i := 1; i <= 2; i++ {
+		srv := startServer(t, &fakeHandler{}, func(o *ServerOptions) { o.Addr = addr })
+		select {
+		case err := <-answered:
+			if err != nil {
+				t.Fatalf("connection %d: the call made from the callback: %v", i, err)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("connection %d: no callback", i)
+		}
+		stopServer(t, srv) // closes the connection; the next server is a new one
+		eventually(t, "the client to see the close", func() bool { return !c.Connected("p") })
+		if n := callbacks.Load(); n != int32(i) {
+			t.Fatalf("%d callbacks after %d connections", n, i)
+		}
 	}
 }

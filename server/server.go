@@ -208,6 +208,13 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 			if e := elector.Load(); e != nil {
 				e.PeerGone(id)
 			}
+		},
+		// A new connection lets a group starting at once retry its first round without waiting
+		// (docs/protocol.md 7.11, start-up order).
+		OnPeerConnected: func(id string) {
+			if e := elector.Load(); e != nil {
+				e.PeerReachable(id)
+			}
 		}})
 	if err != nil {
 		return nil, err

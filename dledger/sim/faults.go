@@ -165,10 +165,22 @@ func (s *sim) cutLink(a, b *member) {
 }
 
 func (s *sim) mend() {
+	var was [][2]*member
+	for _, a := range s.members {
+		for _, b := range s.members {
+			if a.idx < b.idx && a.up && b.up && (s.net.cut[a.idx][b.idx] || s.net.cut[b.idx][a.idx]) {
+				was = append(was, [2]*member{a, b})
+			}
+		}
+	}
 	for _, row := range s.net.cut {
 		clear(row)
 	}
 	s.note("all links mended")
+	for _, ab := range was { // the connections the cut broke come back (announceReachable)
+		s.connectLater(ab[0], ab[1])
+		s.connectLater(ab[1], ab[0])
+	}
 }
 
 func (s *sim) setDisk(m *member, fail bool) {

@@ -105,6 +105,7 @@ func (s *sim) startMember(m *member) error {
 		}
 	}
 	s.touch(m)
+	s.announceReachable(m)
 	// A random phase within the first pass, so members do not tick in lockstep; a Cluster's
 	// members pass together, on one grid.
 	var first time.Duration
@@ -245,6 +246,49 @@ func (ep *endpoint) SendLeadershipTransfer(to string, req *protocol.LeadershipTr
 	// The transferee answers after its own election, so this call waits longer (as the rpc
 	// client's documentation asks of a real deployment).
 	transmit(ep.s, c, ep.s.net.timeout+ep.s.cfg.TransferBound(), req, done, ep.s.handleTransfer)
+}
+
+// announceReachable models the transport's new connections (rpc.ClientOptions.OnPeerConnected,
+// Elector.PeerReachable): a member that starts and every running member whose link to it
+// carries packets both ways connect to each other, and each side's elector hears of it once its
+// connection is up. A connection takes two network delays (the TCP and the authentication
+// handshakes), drawn from a stream of its own so that the rest of a seed's schedule is as it
+// was. mend announces the connections a heal brings back.
+func (s *sim) announceReachable(m *member) {
+	for _, p := range s.members {
+		if p != m && p.up {
+			s.connectLater(m, p)
+			s.connectLater(p, m)
+		}
+	}
+}
+
+// connectLater tells from's elector, after a connection's delay, that to is reachable: unless
+// either has crashed since or the link is cut by then. A stopped member hears it when it resumes.
+func (s *sim) connectLater(from, to *member) {
+	if s.net.cut[from.idx][to.idx] || s.net.cut[to.idx][from.idx] {
+		return
+	}
+	p := &s.net.p
+	d := 2 * p.delayMin
+	if p.jitter > 0 {
+		d += time.Duration(s.rngConnect.Int64N(2 * int64(p.jitter)))
+	}
+	fromInc, toInc := from.inc, to.inc
+	var deliver func()
+	deliver = func() {
+		if !from.up || from.inc != fromInc || !to.up || to.inc != toInc ||
+			s.net.cut[from.idx][to.idx] || s.net.cut[to.idx][from.idx] {
+			return
+		}
+		if from.stopped {
+			from.held = append(from.held, deliver)
+			return
+		}
+		s.touch(from)
+		from.e.PeerReachable(to.id)
+	}
+	s.at(d, deliver)
 }
 
 // announceGone models what a crash does to the sockets: the kernel closes the dead process's

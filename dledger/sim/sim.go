@@ -40,6 +40,7 @@ type sim struct {
 	// rngDisk drives the torn-write fault (maybeTear).
 	rngFault, rngNet, rngLedger, rngDisk *rand.Rand
 	rngSidecar                           *rand.Rand // sidecar report delays (start.go)
+	rngConnect                           *rand.Rand // new connections' delays (announceReachable)
 	tear                                 float64    // this phase's probability that a Save tears
 	// How the run starts (start.go): terms and ledgers near the ceilings, sidecar members.
 	extreme   Extreme
@@ -99,6 +100,7 @@ func newGroup(o Options, cfg dledger.Config) *sim {
 	stream := s.stream
 	s.rngFault, s.rngNet, s.rngLedger, s.rngDisk = stream(1), stream(2), stream(3), stream(4)
 	s.rngSidecar = stream(9)
+	s.rngConnect = stream(10)
 	parts := make([]string, o.Members)
 	ids := make([]string, o.Members)
 	for i := range parts {
@@ -144,18 +146,36 @@ func (s *sim) inPhase(d time.Duration, fn func()) {
 }
 
 func (s *sim) run() error {
+	delays := s.startDelays()
+	var lastStart time.Duration
 	for _, m := range s.members {
+		if d := delays[m.idx]; d > 0 {
+			lastStart = max(lastStart, d)
+			s.at(d, func() {
+				if err := s.startMember(m); err != nil {
+					s.fail("SIM", "%v", err)
+				}
+			})
+			continue
+		}
 		if err := s.startMember(m); err != nil {
 			return err
 		}
 	}
 	s.check()
 	s.at(0, s.ledgerStep)
-	switch s.opt.Scenario {
-	case ScenarioRejoin:
-		s.beginRejoin()
-	default:
-		s.beginHeal("start")
+	begin := func() {
+		switch s.opt.Scenario {
+		case ScenarioRejoin:
+			s.beginRejoin()
+		default:
+			s.beginHeal("start")
+		}
+	}
+	if lastStart > 0 {
+		s.at(lastStart, begin) // queued after the last start at that instant
+	} else {
+		begin()
 	}
 	for s.q.len() > 0 && s.violation == nil && !s.finished {
 		s.step()

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -89,4 +91,24 @@ func (s *sim) reportLater(m *member) {
 		s.tr.add(record{at: s.now, kind: rNote, a: int8(m.idx), b: -1, term: m.ledger.Term, x: m.ledger.Index,
 			note: fmt.Sprintf("%s's storage reports ledger (%d,%d)", m.id, m.ledger.Term, m.ledger.Index)})
 	})
+}
+
+// startDelays is when each member's process starts, from a stream of its own: at once in three
+// runs out of four; in the fourth, as processes started together really do, each after a random
+// delay of up to a third of a detection window, so members of the start-up order come up late
+// or early and the first of them retries as the others connect (Elector.PeerReachable). The
+// faults begin once every member has started.
+func (s *sim) startDelays() []time.Duration {
+	d := make([]time.Duration, len(s.members))
+	r := s.stream(11)
+	if r.IntN(4) != 0 {
+		return d
+	}
+	var parts []string
+	for i := range d {
+		d[i] = time.Duration(r.Int64N(int64(s.cfg.DetectionWindow() / 3)))
+		parts = append(parts, fmt.Sprintf("%s +%v", s.members[i].id, d[i].Round(time.Millisecond)))
+	}
+	s.tr.add(record{at: 0, kind: rPhase, a: -1, b: -1, note: "staggered start: " + strings.Join(parts, ", ")})
+	return d
 }
