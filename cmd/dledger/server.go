@@ -413,17 +413,18 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 // polling at up to 50 000 wake-ups a second for 10 ms after every frame that arrives. With
 // one P sysmon takes the P back at once and sleeps. Measured on an idle 3-member lan group:
 // a follower's CPU falls from about 0.85 % to 0.28 % of a core (docs/design.md, "What an idle
-// member costs"). It is called once the member serves, so start-up (package init, the key, the
-// listeners, the first election of a group started together) still has every processor.
+// member costs"). It is called one detection window after the member starts serving, so
+// start-up (package init, the key, the listeners) and the first election of a group started
+// together still have every processor.
 func useOneProcessor() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
 }
 
-// quietProcess is what a member process does once it serves to keep its idle cost down: one
-// processor (useOneProcessor), and gnet's goroutine pool released, whose clock woke the
-// process twice a second for a pool the member never uses (rpc.ReleaseGnetWorkerPool).
+// quietProcess is what a member process does once it has served a while, to keep its idle
+// cost down: one processor (useOneProcessor), and gnet's goroutine pool released, whose clock
+// woke the process twice a second for a pool the member never uses (rpc.ReleaseGnetWorkerPool).
 func quietProcess() {
 	useOneProcessor()
 	rpc.ReleaseGnetWorkerPool()
@@ -462,7 +463,11 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		return fail(1, "%v", err)
 	}
 	if quietOnceServing {
-		quietProcess()
+		// One detection window later, not at once: dropping the second processor hands its
+		// cached memory back to the heap, a few milliseconds of page faults that a group started
+		// together would otherwise spend during its first election (docs/design.md).
+		quiet := time.AfterFunc(su.cfg.Election.DetectionWindow(), quietProcess)
+		defer quiet.Stop()
 	}
 	// systemd (Type=notify) considers the unit started once the member serves.
 	notifySocket := os.Getenv("NOTIFY_SOCKET")
