@@ -194,7 +194,7 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 	e.startedAt = e.lastPass
 	// Start-up order (succession.go): the first probe waits this member's start-up rank in
 	// slots, so members started together do not all campaign at once.
-	e.nextTimeToRequestVote = e.startedAt.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot())
+	e.setNextVote(e.startedAt.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
 	e.last = RoleEvent{Term: ms.CurrTerm(), Role: protocol.UNKNOWN}
 	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
 	return e, nil
@@ -372,9 +372,16 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 		// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
 		// (With passes on a 10 ms grid that slack came from the grid; passes now run when due.)
 		if grace := now.Add(2 * e.cfg.MaintainInterval); e.nextTimeToRequestVote.Before(grace) {
-			e.nextTimeToRequestVote = grace
+			e.setNextVote(grace)
 		}
 	}
+}
+
+// setNextVote sets when the next vote round may start. Whatever sets it cancels a pending
+// start-up retry (PeerReachable only ever brings that retry's own time forward).
+func (e *Elector) setNextVote(t time.Time) {
+	e.nextTimeToRequestVote = t
+	e.startupRetryAt = time.Time{}
 }
 
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is

@@ -157,12 +157,15 @@ func (e *Elector) PeerReachable(id string) {
 	}
 	e.peersReached++
 	now := e.clock.Now()
-	if e.startupRetryAt.IsZero() || !e.nextTimeToRequestVote.Equal(e.startupRetryAt) || e.vote != nil ||
-		e.ms.Role() != protocol.CANDIDATE || !now.Before(e.nextTimeToRequestVote) {
-		return // no start-up retry pending: whatever set the re-vote time since wins
+	// Pending: rule 3 scheduled it and nothing has set the re-vote time since (setNextVote
+	// cancels it); nor has a higher term been heard of, which the next pass adopts first.
+	pending := !e.startupRetryAt.IsZero() && e.vote == nil && !e.needIncreaseTerm &&
+		e.ms.Role() == protocol.CANDIDATE && e.lastParseResult == protocol.WaitToRevote &&
+		e.startingUp(now) && now.Before(e.nextTimeToRequestVote)
+	if !pending {
+		return
 	}
-	e.startupRetryAt = time.Time{}
-	e.nextTimeToRequestVote = now
+	e.setNextVote(now)
 	e.log.Debug("start-up retry at once: a member became reachable", e.fields(zap.String("peer", id))...)
 }
 
@@ -187,7 +190,7 @@ func (e *Elector) PeerGone(id string) {
 		e.becomeCandidate(term, now, "the leader's process is gone (connection closed, reconnection refused)")
 		e.lostLeader, e.lostTerm = id, term
 		e.lastParseResult = protocol.WaitToVoteNext
-		e.nextTimeToRequestVote = now.Add(e.successionDelay(id))
+		e.setNextVote(now.Add(e.successionDelay(id)))
 		e.log.Info("leader gone: campaigns after its succession delay", e.fields(zap.String("lost", id),
 			zap.Duration("delay", e.nextTimeToRequestVote.Sub(now)))...)
 	case protocol.LEADER:

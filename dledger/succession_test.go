@@ -312,13 +312,15 @@ func TestStartUpRetryOnPeerReachable(t *testing.T) {
 		t.Fatalf("after granting n1, a connection moved the next pass from %v to %v", before, got)
 	}
 
-	// Not first in the start-up order: it waits its rank whatever connects.
+	// Not first in the start-up order: it waits its rank whatever connects, and a round of
+	// its own that too few answered waits the ordinary re-vote delay.
 	ms, err := memberstate.New("g", "n2", peersOf(3), memberstate.NewMemStore())
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := newFakeClock()
-	e, err := New(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}})
+	tr := &recTransport{}
+	e, err := New(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,5 +328,16 @@ func TestStartUpRetryOnPeerReachable(t *testing.T) {
 	e.PeerReachable("n0")
 	if got := e.NextPassAt(); !got.Equal(before) {
 		t.Fatalf("rank 2 moved its first probe from %v to %v", before, got)
+	}
+	clock.Advance(before.Sub(clock.Now()))
+	e.Tick()
+	refuseAll(tr.takeVotes())
+	before = e.NextPassAt()
+	if got := before.Sub(clock.Now()); got != e.cfg.MinVoteInterval {
+		t.Fatalf("rank 2, its round short of answers: retry in %v, want the re-vote delay %v", got, e.cfg.MinVoteInterval)
+	}
+	e.PeerReachable("n0")
+	if got := e.NextPassAt(); !got.Equal(before) {
+		t.Fatalf("rank 2 moved its re-vote from %v to %v on a connection", before, got)
 	}
 }

@@ -287,7 +287,7 @@ func (e *Elector) beginTakeLeadership(now time.Time) {
 	x.takeDeadline = now.Add(e.cfg.takeBudget())
 	e.needIncreaseTerm = false
 	e.lastParseResult = protocol.WaitToRevote
-	e.nextTimeToRequestVote = time.Time{}
+	e.setNextVote(time.Time{})
 	e.emit(now)
 	e.maintainAsCandidate(now)
 }
@@ -306,7 +306,7 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 			e.vote = nil
 		}
 		e.lastParseResult = protocol.WaitToRevote
-		e.nextTimeToRequestVote = e.clock.Now().Add(e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval))
+		e.setNextVote(e.clock.Now().Add(e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval)))
 	}
 	askers := x.takeAskers
 	// bugs.EndlessTake answers but forgets to leave the take (checker tests only, bugs.go).

@@ -83,7 +83,7 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 			e.log.Error("cannot persist the next term; not campaigning", e.fields(zap.Error(err))...)
 			e.needIncreaseTerm = false
 			e.lastParseResult = protocol.WaitToVoteNext
-			e.nextTimeToRequestVote = now.Add(e.voteDelay())
+			e.setNextVote(now.Add(e.voteDelay()))
 			return
 		}
 		term = t
@@ -94,7 +94,7 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 		// Adopt the higher term but cast no vote this pass, so this member can still grant the
 		// candidate that made it step up when that candidate re-votes.
 		e.needIncreaseTerm = false
-		e.nextTimeToRequestVote = now.Add(e.voteDelay())
+		e.setNextVote(now.Add(e.voteDelay()))
 		return
 	}
 	e.startVoteRound(now, term) // step 5
@@ -215,10 +215,10 @@ func (e *Elector) decideVote(now time.Time) {
 	case r.knownMax > r.term: // rule 1
 		res = protocol.WaitToVoteNext
 		e.becomeCandidate(r.knownMax, now, "a voter is at a higher term")
-		e.nextTimeToRequestVote = now.Add(delay)
+		e.setNextVote(now.Add(delay))
 	case r.alreadyHasLeader: // rule 2
 		res = protocol.WaitToRevote
-		e.nextTimeToRequestVote = now.Add(delay + e.cfg.DetectionWindow())
+		e.setNextVote(now.Add(delay + e.cfg.DetectionWindow()))
 	case !e.ms.Quorum(r.valid): // rule 3
 		res = protocol.WaitToRevote
 		if e.startingUp(now) && e.startupRank() == 0 {
@@ -229,17 +229,19 @@ func (e *Elector) decideVote(now time.Time) {
 			if e.peersReached != r.reached {
 				delay = 0
 			}
-			e.startupRetryAt = now.Add(delay)
+			e.setNextVote(now.Add(delay))
+			e.startupRetryAt = e.nextTimeToRequestVote // pending until anything sets the time again
+			break
 		}
-		e.nextTimeToRequestVote = now.Add(delay)
+		e.setNextVote(now.Add(delay))
 	case !e.ms.Quorum(r.valid - r.biggerLedger): // rule 4
 		res = protocol.WaitToRevote
-		e.nextTimeToRequestVote = now.Add(delay + e.cfg.MaxVoteInterval)
+		e.setNextVote(now.Add(delay + e.cfg.MaxVoteInterval))
 	case e.ms.Quorum(r.accepted): // rule 5
 		res = protocol.Passed
 	case e.ms.Quorum(r.accepted + r.notReady): // rule 6
 		res = protocol.RevoteImmediately
-		e.nextTimeToRequestVote = time.Time{}
+		e.setNextVote(time.Time{})
 	default: // rule 7
 		res = protocol.WaitToVoteNext
 		if r.lost >= 0 {
@@ -247,7 +249,7 @@ func (e *Elector) decideVote(now time.Time) {
 			// (docs/protocol.md 7.11), the first successor at once.
 			delay = e.successionDelay(e.lostLeader)
 		}
-		e.nextTimeToRequestVote = now.Add(delay)
+		e.setNextVote(now.Add(delay))
 	}
 	e.lastParseResult = res
 	e.obs.VoteRoundDecided(res)
@@ -334,7 +336,7 @@ func (e *Elector) handleVote(req *protocol.VoteRequest, fromSelf bool, now time.
 				// then probe at the new term rather than start another (Raft resets its
 				// election timer when it grants a vote, for the same reason).
 				e.lastParseResult = protocol.WaitToRevote
-				e.nextTimeToRequestVote = now.Add(e.voteDelay())
+				e.setNextVote(now.Add(e.voteDelay()))
 				e.emit(now)
 				e.obs.VoteGranted()
 				resp.Term = req.Term

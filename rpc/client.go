@@ -60,10 +60,13 @@ type ClientOptions struct {
 	// link causes neither a close nor a refusal, and a peer that restarted accepts the redial,
 	// so neither is reported. dledger.Elector.PeerGone acts on it.
 	OnPeerGone func(peer string)
-	// OnPeerConnected, if set, is called (on the peer's connection goroutine, before it sends
-	// anything but the hello; it must not block for long) each time a connection to the peer
-	// is up and ready for calls. dledger.Elector.PeerReachable acts on it: a group starting
-	// at once retries its first round as soon as the members it needs are connected.
+	// OnPeerConnected, if set, is called (on the peer's connection goroutine, after the hello
+	// is written and before anything else is sent) each time a connection to the peer is up
+	// and ready for calls; calls made from it go out on that connection. While it runs, that
+	// connection's writer and timeout sweep wait, and so does Close, so it must not block for
+	// long. dledger.Elector.PeerReachable acts on it (it may wait for the elector's lock, held
+	// at most for a vote's fsync): a group starting at once retries its first round as soon
+	// as the members it needs are connected.
 	OnPeerConnected func(peer string)
 	// MaxFrameSize bounds a frame body in either direction (default DefaultMaxFrameSize; with
 	// Auth.Keys at most secure.MaxMessageLen, sealed).

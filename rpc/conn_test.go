@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap"
+	zapobserver "go.uber.org/zap/zaptest/observer"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -631,40 +633,88 @@ func TestReleaseGnetWorkerPool(t *testing.T) {
 }
 
 // TestOnPeerConnected: the callback comes once per connection, for the peer dialled, when the
-// connection can carry calls (a heartbeat sent from inside it is answered on it), and not
-// while the peer's port refuses: a member that starts after us is reported as soon as we reach
-// it, and again after each reconnection.
+// connection can carry calls (a heartbeat sent from inside the callback is answered, and the
+// hello, if the client sends one, went out too), and not while the peer's port refuses. So a member that starts after us is reported as soon as we reach it, and again
+// after each reconnection. Without a hello, keyed, and with a hello in the clear.
 func TestOnPeerConnected(t *testing.T) {
+	keys := newKeys(t)
+	for _, c := range []struct {
+		name   string
+		client Auth
+		server Auth
+		hello  bool
+	}{
+		{"insecure-no-hello", insecure, insecure, false},
+		{"insecure-hello", Auth{Insecure: true, Group: testGroup, SelfID: "n1"}, insecure, true},
+		{"keyed", keyedAuth(keys, "n1"), Auth{Keys: keys, Group: testGroup, SelfID: testSelf, Members: []string{"n1", testSelf}}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) { testOnPeerConnected(t, c.client, c.server, c.hello) })
+	}
+}
+
+// orderHandler records the hellos and heartbeats a server receives.
+type orderHandler struct {
+	*fakeHandler
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *orderHandler) note(what string) {
+	h.mu.Lock()
+	h.got = append(h.got, what)
+	h.mu.Unlock()
+}
+
+func (h *orderHandler) seen() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.got...)
+}
+
+func (h *orderHandler) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse {
+	h.note("heartbeat")
+	return h.fakeHandler.HandleHeartBeat(req)
+}
+
+func testOnPeerConnected(t *testing.T, clientAuth, serverAuth Auth, hello bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens: the client's dials are refused until a server takes the port
+	logs, observed := zapobserver.New(zap.DebugLevel)
 	var cl atomic.Pointer[Client]
 	var callbacks atomic.Int32
 	answered := make(chan error, 8)
-	c, err := NewClient(ClientOptions{Peers: map[string]string{"p": addr}, Auth: insecure, Logger: zaptest.NewLogger(t),
+	c, err := NewClient(ClientOptions{Peers: map[string]string{testSelf: addr}, Auth: clientAuth, Logger: zap.New(logs),
 		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 50 * time.Millisecond,
 		OnPeerConnected: func(id string) {
 			callbacks.Add(1)
-			if id != "p" {
+			if id != testSelf {
 				answered <- errors.New("callback for " + id)
 				return
 			}
-			cl.Load().SendHeartBeat("p", hbRequest(1), func(_ *protocol.HeartBeatResponse, err error) { answered <- err })
+			cl.Load().SendHeartBeat(testSelf, hbRequest(1), func(_ *protocol.HeartBeatResponse, err error) { answered <- err })
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cl.Store(c)
 	t.Cleanup(func() { _ = c.Close() })
-	time.Sleep(30 * time.Millisecond) // several refused dials (ReconnectMin 5 ms)
+	eventually(t, "three refused dials", func() bool {
+		return observed.FilterMessage("rpc: dial failed").Len() >= 3
+	})
 	if n := callbacks.Load(); n != 0 {
 		t.Fatalf("%d callbacks while nothing listened", n)
 	}
 	for i := 1; i <= 2; i++ {
-		srv := startServer(t, &fakeHandler{}, func(o *ServerOptions) { o.Addr = addr })
+		h := &orderHandler{fakeHandler: &fakeHandler{}}
+		srv := startServer(t, h, func(o *ServerOptions) {
+			o.Addr = addr
+			o.Auth = serverAuth
+			o.OnPeerHello = func(string) { h.note("hello") }
+		})
 		select {
 		case err := <-answered:
 			if err != nil {
@@ -673,8 +723,18 @@ func TestOnPeerConnected(t *testing.T) {
 		case <-time.After(waitTimeout):
 			t.Fatalf("connection %d: no callback", i)
 		}
+		// The server's workers may run the two in either order, so the set is what is checked.
+		want := []string{"heartbeat"}
+		if hello {
+			want = []string{"heartbeat", "hello"}
+		}
+		eventually(t, "the server to see "+strings.Join(want, " and "), func() bool {
+			got := h.seen()
+			slices.Sort(got)
+			return slices.Equal(got, want)
+		})
 		stopServer(t, srv) // closes the connection; the next server is a new one
-		eventually(t, "the client to see the close", func() bool { return !c.Connected("p") })
+		eventually(t, "the client to see the close", func() bool { return !c.Connected(testSelf) })
 		if n := callbacks.Load(); n != int32(i) {
 			t.Fatalf("%d callbacks after %d connections", n, i)
 		}

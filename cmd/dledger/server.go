@@ -462,12 +462,12 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		s.Stop(context.Background())
 		return fail(1, "%v", err)
 	}
+	var quiet *time.Timer
 	if quietOnceServing {
 		// One detection window later, not at once: dropping the second processor hands its
 		// cached memory back to the heap, a few milliseconds of page faults that a group started
 		// together would otherwise spend during its first election (docs/design.md).
-		quiet := time.AfterFunc(su.cfg.Election.DetectionWindow(), quietProcess)
-		defer quiet.Stop()
+		quiet = time.AfterFunc(su.cfg.Election.DetectionWindow(), quietProcess)
 	}
 	// systemd (Type=notify) considers the unit started once the member serves.
 	notifySocket := os.Getenv("NOTIFY_SOCKET")
@@ -478,6 +478,9 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	return stopOnSignal(sig, log, stderr, "server", func() error {
+		if quiet != nil {
+			quiet.Stop() // not in the middle of stopping (gnet's pool, hooks)
+		}
 		if err := sdNotify(notifySocket, "STOPPING=1"); err != nil {
 			log.Warn("could not tell the service manager the member is stopping", zap.Error(err))
 		}

@@ -61,10 +61,11 @@ type Summary struct {
 	// MaxTerm is the most terms one run moved up (Result.TermsUsed): the absolute term means
 	// little when some runs start near the ceiling.
 	MaxTerm int64
-	// Runs that started near or at the term ceiling, runs that reached it, and sidecar runs.
-	NearCeiling, AtCeiling, CeilingReached, Sidecar int
-	SimTime, Wall                                   time.Duration
-	Steps                                           int
+	// Runs that started near or at the term ceiling, runs that reached it, sidecar runs, and
+	// runs whose members started at staggered times.
+	NearCeiling, AtCeiling, CeilingReached, Sidecar, Staggered int
+	SimTime, Wall                                              time.Duration
+	Steps                                                      int
 	// MaxRecovery is the heal-to-stable-leader time closest to its L1 bound, over all seeds,
 	// and MaxRecoveryBound that bound (profiles have different bounds).
 	MaxRecovery, MaxRecoveryBound time.Duration
@@ -77,9 +78,9 @@ func (s Summary) Line() string {
 	if s.Wall > 0 {
 		rate = float64(s.Seeds) / s.Wall.Seconds()
 	}
-	return fmt.Sprintf("sim: seeds=%d violations=%d elections=%d max_term=%d sim_seconds=%.0f wall_seconds=%.1f seeds_per_sec=%.1f steps=%d max_recovery_ms=%d recovery_bound_ms=%d near_ceiling=%d at_ceiling=%d ceiling_reached=%d sidecar=%d",
+	return fmt.Sprintf("sim: seeds=%d violations=%d elections=%d max_term=%d sim_seconds=%.0f wall_seconds=%.1f seeds_per_sec=%.1f steps=%d max_recovery_ms=%d recovery_bound_ms=%d near_ceiling=%d at_ceiling=%d ceiling_reached=%d sidecar=%d staggered=%d",
 		s.Seeds, s.Violations, s.Elections, s.MaxTerm, s.SimTime.Seconds(), s.Wall.Seconds(), rate, s.Steps,
-		s.MaxRecovery.Milliseconds(), s.MaxRecoveryBound.Milliseconds(), s.NearCeiling, s.AtCeiling, s.CeilingReached, s.Sidecar)
+		s.MaxRecovery.Milliseconds(), s.MaxRecoveryBound.Milliseconds(), s.NearCeiling, s.AtCeiling, s.CeilingReached, s.Sidecar, s.Staggered)
 }
 
 // Campaign runs seeds SeedStart .. SeedStart+Seeds-1. It stops early only for invalid options.
@@ -203,6 +204,9 @@ func (s *Summary) add(r Result) {
 	}
 	if r.Sidecar {
 		s.Sidecar++
+	}
+	if r.Staggered {
+		s.Staggered++
 	}
 	s.SimTime += r.SimTime
 	s.Steps += r.Steps

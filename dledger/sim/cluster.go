@@ -198,6 +198,10 @@ func (c *Cluster) Cut(from, to string, cut bool) {
 	if c.s.net.cut[a.idx][b.idx] {
 		c.s.net.cut[a.idx][b.idx] = false
 		c.s.note("link %s->%s mended", from, to)
+		if a.up && b.up && !c.s.net.cut[b.idx][a.idx] { // both ways open again: they reconnect
+			c.s.connectLater(a, b)
+			c.s.connectLater(b, a)
+		}
 	}
 }
 

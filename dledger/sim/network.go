@@ -12,6 +12,9 @@ import (
 // errTimeout is what done receives for a call that got no answer within the rpc timeout.
 var errTimeout = errors.New("sim: rpc timeout")
 
+// errPeerDown is what done receives for a call to a member that is down (see transmit).
+var errPeerDown = errors.New("sim: peer down")
+
 // linkParams are the network conditions of a phase, the same on every link.
 type linkParams struct {
 	delayMin time.Duration // every message takes at least this long
@@ -102,6 +105,15 @@ func (s *sim) newCall(msg msgKind, ep *endpoint, to string, term, x, y int64) *c
 // at send + timeout.
 func transmit[Req any, Resp any](s *sim, c *call, timeout time.Duration, req Req,
 	done func(Resp, error), handle func(dst *member, c *call, req Req, reply func(Resp))) {
+	if !c.to.up && !s.net.cut[c.from.idx][c.to.idx] {
+		// Nothing listens on the peer's port, so the rpc client holds no connection to it and
+		// the call fails at once (rpc.ErrPeerDown), not after a timeout: a crashed process's
+		// sockets are closed by its kernel. Behind a cut link the sender cannot know.
+		s.tr.add(record{at: s.now, kind: rDrop, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id,
+			note: c.to.id + " is down: the call fails at once"})
+		failAfter(s, c, 0, errPeerDown, done)
+		return
+	}
 	expire(s, c, timeout, done)
 	copies := 1
 	if s.net.p.dup > 0 && s.rngNet.Float64() < s.net.p.dup {
@@ -129,18 +141,25 @@ func transmit[Req any, Resp any](s *sim, c *call, timeout time.Duration, req Req
 
 // expire calls done with errTimeout at send + timeout, unless the call has been answered.
 func expire[Resp any](s *sim, c *call, timeout time.Duration, done func(Resp, error)) {
-	s.at(timeout, func() {
+	failAfter(s, c, timeout, errTimeout, done)
+}
+
+// failAfter calls done with err d after now, unless the call has been answered by then.
+func failAfter[Resp any](s *sim, c *call, d time.Duration, err error, done func(Resp, error)) {
+	s.at(d, func() {
 		if !s.finish(c) {
 			return
 		}
-		s.tr.add(record{at: s.now, kind: rTimeout, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id})
+		if err == errTimeout {
+			s.tr.add(record{at: s.now, kind: rTimeout, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id})
+		}
 		var zero Resp
 		if c.from.stopped {
-			c.from.held = append(c.from.held, func() { done(zero, errTimeout) })
+			c.from.held = append(c.from.held, func() { done(zero, err) })
 			return
 		}
 		s.touch(c.from)
-		done(zero, errTimeout)
+		done(zero, err)
 	})
 }
 

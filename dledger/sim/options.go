@@ -143,9 +143,11 @@ type Result struct {
 	CeilingReached bool
 	// Sidecar: the members were sidecars, a restarted one reporting its ledger after a delay.
 	Sidecar bool
-	SimTime time.Duration // virtual time simulated
-	Steps   int           // events processed
-	Heals   int           // heal phases that ended with a stable leader
+	// Staggered: the members started at different times (startDelays).
+	Staggered bool
+	SimTime   time.Duration // virtual time simulated
+	Steps     int           // events processed
+	Heals     int           // heal phases that ended with a stable leader
 	// MaxRecovery is the longest time from the start of a heal phase to a stable leader,
 	// against Bound (L1Bound of the run's config).
 	MaxRecovery time.Duration

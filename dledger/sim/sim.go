@@ -45,6 +45,7 @@ type sim struct {
 	// How the run starts (start.go): terms and ledgers near the ceilings, sidecar members.
 	extreme   Extreme
 	sidecar   bool
+	staggered bool  // the members start at different times (startDelays)
 	startTerm int64 // the lowest persisted term at the start
 	tr        *tracer
 	chk       checker
@@ -154,7 +155,9 @@ func (s *sim) run() error {
 			s.at(d, func() {
 				if err := s.startMember(m); err != nil {
 					s.fail("SIM", "%v", err)
+					return
 				}
+				s.note("%s starts (staggered start)", m.id)
 			})
 			continue
 		}
@@ -248,6 +251,7 @@ func (s *sim) result() Result {
 		Seed: s.opt.Seed, Members: s.opt.Members, Profile: s.opt.Profile, Scenario: s.opt.Scenario,
 		Violation: s.violation, Elections: s.chk.elections, MaxTerm: s.chk.maxTermSeen(),
 		TermsUsed: s.chk.maxTermSeen() - s.startTerm, Extreme: s.extreme, Sidecar: s.sidecar,
+		Staggered:      s.staggered,
 		CeilingReached: s.ceilingReached(),
 		SimTime:        s.now, Steps: s.steps, Heals: s.live.heals, MaxRecovery: s.live.maxRecovery,
 		Bound: L1Bound(s.cfg), TraceHash: s.tr.hash, ReplayOptions: replay,

@@ -104,6 +104,7 @@ func (s *sim) startDelays() []time.Duration {
 	if r.IntN(4) != 0 {
 		return d
 	}
+	s.staggered = true
 	var parts []string
 	for i := range d {
 		d[i] = time.Duration(r.Int64N(int64(s.cfg.DetectionWindow() / 3)))

@@ -80,3 +80,29 @@ func TestSidecarRestartsReportLate(t *testing.T) {
 	}
 	t.Logf("%d late ledger reports, %d votes refused as REJECT_LEDGER_UNKNOWN", reports, abstained)
 }
+
+// One run in four starts its members at staggered times (startDelays): the trace says when each
+// starts, and the invariants, L1 included, hold as in any run.
+func TestStaggeredStart(t *testing.T) {
+	cfg, _ := dledger.Profile(dledger.ProfileLAN)
+	staggered := 0
+	for seed := uint64(1); seed <= 80; seed++ {
+		var trace strings.Builder
+		o := Options{Seed: seed, Members: 3 + 2*int(seed%2), Profile: dledger.ProfileLAN, Scenario: ScenarioChaos,
+			Duration: 4 * cfg.DetectionWindow(), Trace: &trace}
+		r := mustRun(t, o)
+		if r.Violation != nil {
+			t.Fatalf("seed %d:\n%s", seed, r.Report())
+		}
+		if !r.Staggered {
+			continue
+		}
+		staggered++
+		if !strings.Contains(trace.String(), "staggered start: n0 +") || !strings.Contains(trace.String(), "starts (staggered start)") {
+			t.Fatalf("seed %d: staggered, but the trace does not say when the members start", seed)
+		}
+	}
+	if staggered < 10 || staggered > 30 { // one in four of 80
+		t.Fatalf("%d of 80 runs staggered, want about 20", staggered)
+	}
+}
