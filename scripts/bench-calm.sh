@@ -29,7 +29,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 harness=$work/dledger
 echo "building the harness $harness" >&2
-go build -o "$harness" ./cmd/dledger
+CGO_ENABLED=0 go build -o "$harness" ./cmd/dledger
 bin=${BIN:-$harness}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 [ -x "$bin" ] || { echo "BIN=$bin is not an executable" >&2; exit 2; }

@@ -62,7 +62,7 @@ fi
 # 2. Build the harness (and our members, unless BINARY was given).
 harness=$work/dledger
 echo "building $harness" >&2
-go build -o "$harness" ./cmd/dledger || { echo "build failed" >&2; exit 1; }
+CGO_ENABLED=0 go build -o "$harness" ./cmd/dledger || { echo "build failed" >&2; exit 1; }
 [ -n "$member_bin" ] || member_bin=$harness
 
 # 3. Versions and machine.

@@ -29,7 +29,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bin=$work/dledger
 echo "building $bin" >&2
-go build -o "$bin" ./cmd/dledger
+# Static, as shipped (the container image too): it starts faster (BENCHMARKS.md, "Start-up").
+CGO_ENABLED=0 go build -o "$bin" ./cmd/dledger
 
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 if [ -z "${COMMIT:-}" ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then
@@ -143,7 +144,7 @@ DLedger's defaults) heartbeat 2000 ms x 3 = 6 s, re-vote delay [300, 1000) ms, v
   before ${load_before}, after ${load_after} (other work shared the machine)
 - Code: $commit
 - Command: \`TRIALS=$trials TRIALS_DLEDGER=$trials_dledger scripts/bench-failover.sh\`, which built
-  the binary once (\`go build -o \$BIN ./cmd/dledger\`) and ran, in this order:
+  the binary once (\`CGO_ENABLED=0 go build -o \$BIN ./cmd/dledger\`) and ran, in this order:
 
 \`\`\`
 EOF

@@ -15,7 +15,8 @@ rpc_base=${RPC_BASE:-23911}; http_base=${HTTP_BASE:-$((rpc_base + 1000))}
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 bin=$work/dledger
-go build -o "$bin" ./cmd/dledger
+# Static, as shipped (the container image too): it starts faster (BENCHMARKS.md, "Start-up").
+CGO_ENABLED=0 go build -o "$bin" ./cmd/dledger
 "$bin" dev --profile "$profile" --base-port "$rpc_base" --http-base-port "$http_base" >"$work/dev.log" 2>&1 &
 dev=$!
 trap 'kill $dev 2>/dev/null; wait $dev 2>/dev/null; rm -rf "$work"' EXIT
