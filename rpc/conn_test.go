@@ -634,8 +634,9 @@ func TestReleaseGnetWorkerPool(t *testing.T) {
 
 // TestOnPeerConnected: the callback comes once per connection, for the peer dialled, when the
 // connection can carry calls (a heartbeat sent from inside the callback is answered, and the
-// hello, if the client sends one, went out too), and not while the peer's port refuses. So a member that starts after us is reported as soon as we reach it, and again
-// after each reconnection. Without a hello, keyed, and with a hello in the clear.
+// hello, if the client sends one, went out too), and not while the peer's port refuses. So a
+// member that starts after us is reported as soon as we reach it, and again after each
+// reconnection. Without a hello, keyed, and with a hello in the clear.
 func TestOnPeerConnected(t *testing.T) {
 	keys := newKeys(t)
 	for _, c := range []struct {
