@@ -98,11 +98,12 @@ func (s *sim) newCall(msg msgKind, ep *endpoint, to string, term, x, y int64) *c
 	return c
 }
 
-// transmit carries one request and its response. The request may be lost, delayed,
-// duplicated (the handler then runs twice; the second answer is ignored, as a real client
-// ignores an answer to a finished call) or dropped on arrival (destination down, link cut).
-// Whatever happens, the caller's done runs once: with the first response, or with errTimeout
-// at send + timeout.
+// transmit carries one request and its response. A request to a member that is down when it
+// is sent fails at once (errPeerDown). Otherwise it may be lost, delayed, duplicated (the
+// handler then runs twice; the second answer is ignored, as a real client ignores an answer to
+// a finished call) or dropped on arrival (the destination went down meanwhile, link cut).
+// Whatever happens, the caller's done runs once: with the first response, with errPeerDown, or
+// with errTimeout at send + timeout.
 func transmit[Req any, Resp any](s *sim, c *call, timeout time.Duration, req Req,
 	done func(Resp, error), handle func(dst *member, c *call, req Req, reply func(Resp))) {
 	if !c.to.up && !s.net.cut[c.from.idx][c.to.idx] {
