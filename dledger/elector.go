@@ -139,11 +139,11 @@ type Elector struct {
 	successorsRaw string
 	startedAt     time.Time
 	hadLeader     bool
-	// Start-up retry (PeerReachable): startupRetryAt is the re-vote time that a start-up round
-	// short of answers scheduled (zero if none is pending); peersReached counts the transport's
-	// new connections, so a round can tell whether one came up while it was out.
-	startupRetryAt time.Time
-	peersReached   uint64
+	// Start-up retry (PeerReachable): startupRetry says the re-vote time is the one a start-up
+	// round short of answers scheduled (setNextVote clears it); peersReached counts the
+	// transport's new connections, so a round can tell whether one came up while it was out.
+	startupRetry bool
+	peersReached uint64
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -381,7 +381,7 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 // start-up retry (PeerReachable only ever brings that retry's own time forward).
 func (e *Elector) setNextVote(t time.Time) {
 	e.nextTimeToRequestVote = t
-	e.startupRetryAt = time.Time{}
+	e.startupRetry = false
 }
 
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is

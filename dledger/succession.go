@@ -159,7 +159,7 @@ func (e *Elector) PeerReachable(id string) {
 	now := e.clock.Now()
 	// Pending: rule 3 scheduled it and nothing has set the re-vote time since (setNextVote
 	// cancels it); nor has a higher term been heard of, which the next pass adopts first.
-	pending := !e.startupRetryAt.IsZero() && e.vote == nil && !e.needIncreaseTerm &&
+	pending := e.startupRetry && e.vote == nil && !e.needIncreaseTerm &&
 		e.ms.Role() == protocol.CANDIDATE && e.lastParseResult == protocol.WaitToRevote &&
 		e.startingUp(now) && now.Before(e.nextTimeToRequestVote)
 	if !pending {

@@ -208,7 +208,7 @@ func (e *Elector) canDecideEarly(r *voteRound) bool {
 func (e *Elector) decideVote(now time.Time) {
 	r := e.vote
 	e.vote = nil
-	e.startupRetryAt = time.Time{}
+	e.startupRetry = false
 	delay := e.voteDelay()
 	var res protocol.ParseResult
 	switch {
@@ -230,7 +230,7 @@ func (e *Elector) decideVote(now time.Time) {
 				delay = 0
 			}
 			e.setNextVote(now.Add(delay))
-			e.startupRetryAt = e.nextTimeToRequestVote // pending until anything sets the time again
+			e.startupRetry = true // pending until anything sets the time again
 			break
 		}
 		e.setNextVote(now.Add(delay))
