@@ -119,8 +119,9 @@ processes on 127.0.0.1, and the benchmark polls each live member's \`GET /v1/sta
 After the agreement the benchmark keeps watching for twice the detection window and counts
 every further leader as a needless change; rejoin counts leader changes caused by the failed
 member coming back (SPEC L2 says there should be none). Phases are means from the members' own
-info logs: *detect* = fault to the first "becomes candidate" (cold start: to the last member
-up), *elect* = to "becomes leader", *spread* = to the quorum agreement seen by the benchmark.
+info logs: *detect* = fault to the first "becomes candidate" (cold start: to a quorum of members
+serving, the earliest any election can end), *elect* = to "becomes leader", *spread* = to the
+quorum agreement seen by the benchmark.
 Rounds are vote rounds of the live members per trial (\`dledger_elections_total\`).
 
 ## Results

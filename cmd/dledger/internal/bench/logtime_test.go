@@ -79,3 +79,54 @@ func TestEventsLogUsesMembersTimeFormat(t *testing.T) {
 		t.Fatalf("event %s: ts %v (%v)", b, ts, err)
 	}
 }
+
+// TestColdStartPhasesEndDetectAtQuorum: a cold start's first phase ends when a quorum of the
+// group is serving, not when the last member is: a leader can be elected before the slowest
+// member starts (with the last member as the mark such a trial had no phases at all), and the
+// quorum's start-up is the part no election rule can shorten. The summary reports that
+// phase's percentiles.
+func TestColdStartPhasesEndDetectAtQuorum(t *testing.T) {
+	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	at := func(ms int) string { return `"` + t0.Add(time.Duration(ms)*time.Millisecond).UTC().Format(child.LogTimeLayout) + `"` }
+	line := func(ms int, msg, self string) string {
+		return fmt.Sprintf(`{"level":"info","ts":%s,"msg":%q,"self":%q,"term":0}`, at(ms), msg, self)
+	}
+	// Five members up at 200, 50, 90, 80 and 120 ms: the third is up at 90 ms. n1 wins at
+	// 110 ms, before the last member (200 ms) is up.
+	upAt := []int{200, 50, 90, 80, 120}
+	dir := t.TempDir()
+	c0 := &cluster{}
+	var idxs []int
+	for i, ms := range upAt {
+		id := fmt.Sprintf("n%d", i)
+		l := []string{line(ms, dledger.EventMemberStarted, id)}
+		if id == "n1" {
+			l = append(l, line(110, dledger.EventBecomesLeader, id))
+		}
+		path := filepath.Join(dir, id+".log")
+		if err := os.WriteFile(path, []byte(strings.Join(l, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c0.members = append(c0.members, &member{id: id, Proc: child.Proc{LogPath: path}})
+		idxs = append(idxs, i)
+	}
+	b := &bench{c: c0, opts: Options{Scenario: ScenarioColdStart}}
+	r := trialResult{key: leaderKey{id: "n1", term: 0}, elapsed: 130 * time.Millisecond}
+	r.phases = b.readPhases(idxs, make([]int64, len(upAt)), t0, r, t0.Add(130*time.Millisecond))
+	want := phases{ok: true, detect: 90 * time.Millisecond, elect: 20 * time.Millisecond, spread: 20 * time.Millisecond}
+	if r.phases != want {
+		t.Fatalf("phases %s (%+v), want %s", r.phases, r.phases, want)
+	}
+
+	var s benchStats
+	s.add(r)
+	r2 := r
+	r2.phases.detect = 140 * time.Millisecond
+	s.add(r2)
+	sum := s.summaryLine(Options{Scenario: ScenarioColdStart, Members: 5, Profile: "lan"})
+	for _, f := range []string{"p50_detect_phase_ms=90.0", "p99_detect_phase_ms=140.0", "mean_detect_phase_ms=115.0"} {
+		if !strings.Contains(sum, " "+f) {
+			t.Errorf("summary lacks %s:\n%s", f, sum)
+		}
+	}
+}

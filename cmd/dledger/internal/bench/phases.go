@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/dledger-go/dledger/dledger"
@@ -16,7 +17,8 @@ import (
 // messages are dledger's Event* constants):
 //
 //	detect  fault -> the first member gives up on the leader (EventBecomesCandidate);
-//	        for a cold start: first process start -> the last member is up (EventMemberStarted)
+//	        for a cold start: first process start -> a quorum of members is up (the quorum-th
+//	        EventMemberStarted), the earliest a leader can be elected, however fast the protocol
 //	elect   -> the winner becomes leader (EventBecomesLeader, with its self and term)
 //	spread  -> a quorum reports it to the benchmark (its first heartbeat, plus polling)
 //
@@ -89,7 +91,8 @@ func (c *cluster) logOffsets() []int64 {
 // readPhases reads the log lines the members in idxs wrote since offsets and splits the trial
 // at t0 (wall clock) into phases.
 func (b *bench) readPhases(idxs []int, offsets []int64, t0 time.Time, r trialResult, converged time.Time) phases {
-	var firstCandidate, lastStarted, leader time.Time
+	var firstCandidate, leader time.Time
+	var started []time.Time
 	for _, i := range idxs {
 		readLogLines(b.c.members[i].LogPath, offsets[i], func(l logLine) {
 			t := l.time()
@@ -97,8 +100,8 @@ func (b *bench) readPhases(idxs []int, offsets []int64, t0 time.Time, r trialRes
 			case t.Before(t0):
 			case l.Msg == dledger.EventBecomesCandidate && (firstCandidate.IsZero() || t.Before(firstCandidate)):
 				firstCandidate = t
-			case l.Msg == dledger.EventMemberStarted && t.After(lastStarted):
-				lastStarted = t
+			case l.Msg == dledger.EventMemberStarted:
+				started = append(started, t)
 			case l.Msg == dledger.EventBecomesLeader && l.Self == r.key.id && l.Term == r.key.term:
 				leader = t
 			}
@@ -106,7 +109,13 @@ func (b *bench) readPhases(idxs []int, offsets []int64, t0 time.Time, r trialRes
 	}
 	mark := firstCandidate
 	if b.opts.Scenario == ScenarioColdStart {
-		mark = lastStarted
+		// A quorum must serve before anyone can win: the moment the quorum-th member came up
+		// ends the part of a cold start that no election rule can shorten.
+		mark = time.Time{}
+		if q := len(b.c.members)/2 + 1; len(started) >= q {
+			slices.SortFunc(started, time.Time.Compare)
+			mark = started[q-1]
+		}
 	}
 	if mark.IsZero() || leader.IsZero() || leader.Before(mark) {
 		return phases{}

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -70,6 +71,7 @@ type benchStats struct {
 	roundN   int         // trials in rounds
 	phaseSum phases      // summed over trials whose phases could be read
 	phaseN   int
+	detects  []time.Duration // each such trial's detect phase, for its percentiles
 	// idleChanges counts leader changes in a stable, idle group between trials.
 	idleChanges int
 }
@@ -89,6 +91,7 @@ func (s *benchStats) add(r trialResult) {
 		s.phaseSum.elect += r.phases.elect
 		s.phaseSum.spread += r.phases.spread
 		s.phaseN++
+		s.detects = append(s.detects, r.phases.detect)
 	}
 	if r.rounds.ok {
 		if s.rounds.results == nil {
@@ -132,6 +135,7 @@ func (s *benchStats) summaryLine(o Options) string {
 	if s.roundN > 0 {
 		meanRounds = s.rounds.total() / float64(s.roundN)
 	}
+	detects := slices.Sorted(slices.Values(s.detects))
 	phase := func(d time.Duration) float64 {
 		if s.phaseN == 0 {
 			return math.NaN()
@@ -140,12 +144,14 @@ func (s *benchStats) summaryLine(o Options) string {
 	}
 	return fmt.Sprintf("bench: scenario=%s members=%d profile=%s trials=%d p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f detect_ms=%d"+
 		" min_ms=%.1f mean_ms=%.1f failed=%d needless_changes=%d mean_term_delta=%.2f mean_rounds=%.2f rejoin_changes=%d"+
-		" mean_detect_phase_ms=%.1f mean_elect_phase_ms=%.1f mean_spread_phase_ms=%.1f idle_changes=%d",
+		" mean_detect_phase_ms=%.1f mean_elect_phase_ms=%.1f mean_spread_phase_ms=%.1f idle_changes=%d"+
+		" p50_detect_phase_ms=%.1f p99_detect_phase_ms=%.1f",
 		o.Scenario, o.Members, o.Profile, s.trials,
 		percentile(sorted, 50), percentile(sorted, 90), percentile(sorted, 99), percentile(sorted, 100),
 		o.cfg.DetectionWindow().Milliseconds(),
 		percentile(sorted, 0), mean, s.failed, s.needless, meanTerm, meanRounds, s.rejoin,
-		phase(s.phaseSum.detect), phase(s.phaseSum.elect), phase(s.phaseSum.spread), s.idleChanges)
+		phase(s.phaseSum.detect), phase(s.phaseSum.elect), phase(s.phaseSum.spread), s.idleChanges,
+		percentile(detects, 50), percentile(detects, 99))
 }
 
 // breakdownLine lists the vote rounds by result and the answers candidates got, summed over
