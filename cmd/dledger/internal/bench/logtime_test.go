@@ -87,7 +87,9 @@ func TestEventsLogUsesMembersTimeFormat(t *testing.T) {
 // phase's percentiles.
 func TestColdStartPhasesEndDetectAtQuorum(t *testing.T) {
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
-	at := func(ms int) string { return `"` + t0.Add(time.Duration(ms)*time.Millisecond).UTC().Format(child.LogTimeLayout) + `"` }
+	at := func(ms int) string {
+		return `"` + t0.Add(time.Duration(ms)*time.Millisecond).UTC().Format(child.LogTimeLayout) + `"`
+	}
 	line := func(ms int, msg, self string) string {
 		return fmt.Sprintf(`{"level":"info","ts":%s,"msg":%q,"self":%q,"term":0}`, at(ms), msg, self)
 	}
