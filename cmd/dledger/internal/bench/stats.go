@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -67,10 +66,9 @@ type benchStats struct {
 	needless int
 	rejoin   int
 	termSum  int64
-	rounds   roundCounts // summed over trials whose counters could be read
-	roundN   int         // trials in rounds
-	phaseSum phases      // summed over trials whose phases could be read
-	phaseN   int
+	rounds   roundCounts     // summed over trials whose counters could be read
+	roundN   int             // trials in rounds
+	phaseSum phases          // summed over trials whose phases could be read
 	detects  []time.Duration // each such trial's detect phase, for its percentiles
 	// idleChanges counts leader changes in a stable, idle group between trials.
 	idleChanges int
@@ -90,7 +88,6 @@ func (s *benchStats) add(r trialResult) {
 		s.phaseSum.detect += r.phases.detect
 		s.phaseSum.elect += r.phases.elect
 		s.phaseSum.spread += r.phases.spread
-		s.phaseN++
 		s.detects = append(s.detects, r.phases.detect)
 	}
 	if r.rounds.ok {
@@ -122,8 +119,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // summaryLine is the last line of a run; scripts parse it, so fields are only ever added at
 // the end.
 func (s *benchStats) summaryLine(o Options) string {
-	sorted := append([]time.Duration(nil), s.elapsed...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	sorted := slices.Sorted(slices.Values(s.elapsed))
 	var sum time.Duration
 	for _, d := range sorted {
 		sum += d
@@ -137,10 +133,10 @@ func (s *benchStats) summaryLine(o Options) string {
 	}
 	detects := slices.Sorted(slices.Values(s.detects))
 	phase := func(d time.Duration) float64 {
-		if s.phaseN == 0 {
+		if len(s.detects) == 0 {
 			return math.NaN()
 		}
-		return ms(d) / float64(s.phaseN)
+		return ms(d) / float64(len(s.detects))
 	}
 	return fmt.Sprintf("bench: scenario=%s members=%d profile=%s trials=%d p50_ms=%.1f p90_ms=%.1f p99_ms=%.1f max_ms=%.1f detect_ms=%d"+
 		" min_ms=%.1f mean_ms=%.1f failed=%d needless_changes=%d mean_term_delta=%.2f mean_rounds=%.2f rejoin_changes=%d"+
