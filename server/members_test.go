@@ -26,6 +26,7 @@ func getMembers(t *testing.T, s *Server) []MemberJSON {
 func TestMembersRouteFindsEveryAdminAddress(t *testing.T) {
 	g := startGroupWith(t, 3, nil, calmTimings())
 	g.awaitAllFollow(electionLimit)
+	g.awaitConnected(electionLimit) // a member is listed reachable over its own connection
 	for i, s := range g.servers {
 		ms := getMembers(t, s)
 		if len(ms) != 3 {

@@ -161,6 +161,23 @@ func (g *group) awaitAllFollow(limit time.Duration) (string, int64) {
 	return "", 0
 }
 
+// awaitConnected waits until every running member's rpc client is connected to every other
+// running member. Following a leader does not imply it: a follower's own connection to a peer
+// may still wait out a redial back-off.
+func (g *group) awaitConnected(limit time.Duration) {
+	g.t.Helper()
+	dledgertest.Eventually(g.t, limit, "every running member connected to every other", func() bool {
+		for i, s := range g.servers {
+			for j, p := range g.servers {
+				if i != j && !g.stopped[i] && !g.stopped[j] && !s.client.Connected(p.cfg.SelfID) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
 func (g *group) index(id string) int {
 	var i int
 	fmt.Sscanf(id, "n%d", &i)
