@@ -57,13 +57,7 @@ type outFrame struct {
 // keeps its connection.
 func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer bool) {
 	start := time.Now()
-	p.mu.Lock()
-	p.gen++
-	gen := p.gen
-	p.connected = !p.closed
-	p.mu.Unlock()
-	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
-
+	gen := p.up()
 	var answered atomic.Bool
 	sr, sw := socketIO(conn)
 	rc := &readClock{r: sr}
@@ -71,49 +65,103 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 	readDone := make(chan error, 1)
 	go func() { readDone <- p.read(rc, sess, &answered) }()
 	w := newConnWriter(conn, sw, p.cl.opts.CallTimeout)
-	sweep := newSweep()
-	p.mu.Lock()
-	p.sweep = sweep
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.sweep.stop()
-		p.sweep = nil
-		p.mu.Unlock()
-	}()
+	sweep := p.useSweep()
+	defer p.dropSweep()
 
-	var err error
-	if p.cl.hello {
-		err = p.hello(w, sess, gen)
-		p.armSweep()
+	readerExited := false
+	err := p.greet(w, sess, gen)
+	if err == nil {
+		readerExited, err = p.pump(w, sess, gen, sweep, rc, readDone)
 	}
-	if err == nil && p.cl.opts.OnPeerConnected != nil {
+	closedByPeer = readerExited && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
+	p.hangUp(conn, err, readerExited, readDone)
+	return answered.Load() || time.Since(start) >= p.cl.opts.ReconnectMax, closedByPeer
+}
+
+// up marks the peer connected, on a new connection generation, which it returns.
+func (p *peer) up() uint64 {
+	p.mu.Lock()
+	p.gen++
+	gen := p.gen
+	p.connected = !p.closed
+	p.mu.Unlock()
+	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
+	return gen
+}
+
+// useSweep gives the connection a timeout sweep; dropSweep stops and removes it.
+func (p *peer) useSweep() *sweep {
+	s := newSweep()
+	p.mu.Lock()
+	p.sweep = s
+	p.mu.Unlock()
+	return s
+}
+
+func (p *peer) dropSweep() {
+	p.mu.Lock()
+	p.sweep.stop()
+	p.sweep = nil
+	p.mu.Unlock()
+}
+
+// greet sends the connection's hello, if the client has one, and then tells
+// OnPeerConnected that the connection is ready for calls.
+func (p *peer) greet(w *bufio.Writer, sess *secure.Session, gen uint64) error {
+	if p.cl.hello {
+		err := p.hello(w, sess, gen)
+		p.armSweep()
+		if err != nil {
+			return err
+		}
+	}
+	if p.cl.opts.OnPeerConnected != nil {
 		p.cl.opts.OnPeerConnected(p.id)
 	}
-	readerExited := false
+	return nil
+}
+
+// pump is the writer's loop: it writes queued frames and expires overdue calls until the
+// connection fails (readerExited: the reader failed, with err), the connection goes silent
+// or the client closes.
+func (p *peer) pump(w *bufio.Writer, sess *secure.Session, gen uint64, sweep *sweep, rc *readClock,
+	readDone <-chan error) (readerExited bool, err error) {
 	for err == nil {
 		select {
 		case f := <-p.sendq:
 			err = p.write(w, sess, gen, f)
 			p.armSweep()
 		case now := <-sweep.timer.C:
-			p.mu.Lock()
-			sweep.at = time.Time{}
-			p.mu.Unlock()
-			if p.expire(now) > 0 && time.Duration(monoNow()-rc.last.Load()) >= p.cl.opts.CallTimeout {
-				err = errSilent
-			}
-			p.armSweep()
+			err = p.sweepFired(sweep, now, rc)
 		case err = <-readDone:
-			readerExited = true
 			if err == nil {
 				err = io.EOF
 			}
-			closedByPeer = errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+			return true, err
 		case <-p.cl.ctx.Done():
 			err = ErrClosed
 		}
 	}
+	return false, err
+}
+
+// sweepFired fails the calls that are overdue at now; it returns errSilent if there were any
+// and not a byte arrived for a whole CallTimeout.
+func (p *peer) sweepFired(sweep *sweep, now time.Time, rc *readClock) error {
+	p.mu.Lock()
+	sweep.at = time.Time{}
+	p.mu.Unlock()
+	var err error
+	if p.expire(now) > 0 && time.Duration(monoNow()-rc.last.Load()) >= p.cl.opts.CallTimeout {
+		err = errSilent
+	}
+	p.armSweep()
+	return err
+}
+
+// hangUp closes the connection that ended with err, waits for its reader and fails what was
+// pending on it.
+func (p *peer) hangUp(conn net.Conn, err error, readerExited bool, readDone <-chan error) {
 	if errors.Is(err, errSilent) {
 		// Every call on it has failed or is about to, so what is still unsent or unacknowledged
 		// is of no use to anyone: discard it (RST) rather than have the kernel deliver stale
@@ -130,7 +178,6 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 	if !errors.Is(err, ErrClosed) {
 		p.cl.obs.log.Debug("rpc: connection lost", zap.String("peer", p.id), zap.Error(err))
 	}
-	return answered.Load() || time.Since(start) >= p.cl.opts.ReconnectMax, closedByPeer
 }
 
 // newConnWriter buffers writes to conn, made through w (conn itself or its socket, see
@@ -234,62 +281,86 @@ func (r *readClock) Read(b []byte) (int, error) {
 // Responses are as untrusted as requests: the same size limit and validation apply, and a
 // bad frame closes the connection.
 func (p *peer) read(conn io.Reader, sess *secure.Session, answered *atomic.Bool) error {
-	r := bufio.NewReaderSize(conn, 4<<10)
-	hdr := make([]byte, frameHeaderLen)
-	var body []byte
+	fr := frameReader{r: bufio.NewReaderSize(conn, 4<<10), hdr: make([]byte, frameHeaderLen)}
 	var fd frameDecoder
 	var resp response
 	for {
-		if _, err := io.ReadFull(r, hdr); err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return p.badFrame(ReasonTruncated, err)
-			}
-			return err
-		}
-		n, err := frameLength(hdr, p.cl.maxBody)
+		body, err := p.readFrame(&fr)
 		if err != nil {
-			return p.badFrame(badFrameReason(err), err)
-		}
-		if cap(body) < n {
-			body = make([]byte, n)
-		}
-		body = body[:n]
-		if _, err := io.ReadFull(r, body); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return p.badFrame(ReasonTruncated, err)
-			}
 			return err
 		}
-		plain := body
 		if sess != nil {
-			if plain, err = sess.Open(body[:0], body); err != nil { // in place: body is ours
+			if body, err = sess.Open(body[:0], body); err != nil { // in place: body is ours
 				p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
 				return err
 			}
 		}
-		if err := fd.decodeResponse(plain, &resp); err != nil {
+		if err := fd.decodeResponse(body, &resp); err != nil {
 			return p.badFrame(badFrameReason(err), err)
 		}
-		c := p.take(resp.id)
-		if c == nil {
-			// A late answer to a call that timed out is normal. An answer to an id we never
-			// sent (ids count up from 1) means a broken peer: its answers can not be matched.
-			if resp.id == 0 || resp.id > p.nextID.Load() {
-				return p.badFrame(ReasonUnknownID, errUnknownID)
-			}
-			answered.Store(true)
-			continue
+		if err := p.answer(&resp, answered); err != nil {
+			return err
 		}
-		if c.m.requestCode() != resp.code {
-			p.cl.finish(c, nil, ErrBadResponse, p.id)
-			return p.badFrame(ReasonUnexpectedKind, errUnexpectedKind)
-		}
-		// Only a well-formed answer to one of our calls shows the connection healthy (it
-		// resets the reconnect back-off); a peer that sends only broken answers does not.
-		answered.Store(true)
-		p.cl.obs.roundTrip(resp.code, p.id, c.sent)
-		p.cl.finish(c, &resp, nil, p.id)
 	}
+}
+
+// frameReader is the reader's buffered connection and its frame buffers, reused frame to
+// frame.
+type frameReader struct {
+	r    *bufio.Reader
+	hdr  []byte
+	body []byte
+}
+
+// readFrame reads the next frame and returns its body, bounded by the maximum frame size
+// before it is read. A connection that ends inside a frame is a truncated frame.
+func (p *peer) readFrame(fr *frameReader) ([]byte, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, p.badFrame(ReasonTruncated, err)
+		}
+		return nil, err
+	}
+	n, err := frameLength(fr.hdr, p.cl.maxBody)
+	if err != nil {
+		return nil, p.badFrame(badFrameReason(err), err)
+	}
+	if cap(fr.body) < n {
+		fr.body = make([]byte, n)
+	}
+	fr.body = fr.body[:n]
+	if _, err := io.ReadFull(fr.r, fr.body); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, p.badFrame(ReasonTruncated, err)
+		}
+		return nil, err
+	}
+	return fr.body, nil
+}
+
+// answer completes the call resp answers; answered is set once the connection carried a
+// well-formed answer. An answer the connection can not have been sent is a bad frame.
+func (p *peer) answer(resp *response, answered *atomic.Bool) error {
+	c := p.take(resp.id)
+	if c == nil {
+		// A late answer to a call that timed out is normal. An answer to an id we never
+		// sent (ids count up from 1) means a broken peer: its answers can not be matched.
+		if resp.id == 0 || resp.id > p.nextID.Load() {
+			return p.badFrame(ReasonUnknownID, errUnknownID)
+		}
+		answered.Store(true)
+		return nil
+	}
+	if c.m.requestCode() != resp.code {
+		p.cl.finish(c, nil, ErrBadResponse, p.id)
+		return p.badFrame(ReasonUnexpectedKind, errUnexpectedKind)
+	}
+	// Only a well-formed answer to one of our calls shows the connection healthy (it
+	// resets the reconnect back-off); a peer that sends only broken answers does not.
+	answered.Store(true)
+	p.cl.obs.roundTrip(resp.code, p.id, c.sent)
+	p.cl.finish(c, resp, nil, p.id)
+	return nil
 }
 
 var errUnknownID = errors.New("rpc: response to a request id never sent")

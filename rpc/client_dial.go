@@ -21,70 +21,98 @@ import (
 // refuses them.
 func (p *peer) run() {
 	defer p.cl.wg.Done()
-	opts := &p.cl.opts
-	backoff := opts.ReconnectMin
+	backoff := p.cl.opts.ReconnectMin
 	closedByPeer, resets := false, 0
 	for {
-		healthy, silentNet := false, false
 		conn, sess, err := p.dial()
-		if closedByPeer && p.cl.ctx.Err() == nil {
-			switch redialVerdict(err) {
-			case peerClosing:
-				if resets < maxClosingResets {
-					resets++
-					continue // ask again at once: the next dial is refused if the process is gone
-				}
-			case peerGone:
-				if opts.OnPeerGone != nil {
-					p.cl.obs.log.Debug("rpc: peer gone (connection closed, redial refused)", zap.String("peer", p.id))
-					opts.OnPeerGone(p.id)
-				}
-			}
+		if closedByPeer && p.cl.ctx.Err() == nil && p.redialAtOnce(err, &resets) {
+			continue // ask again at once: the next dial is refused if the process is gone
 		}
 		closedByPeer, resets = false, 0
+		healthy, silentNet := false, false
 		if err == nil {
 			healthy, closedByPeer = p.serve(conn, sess)
-		} else if p.cl.ctx.Err() == nil {
-			var ne net.Error
-			var he *handshakeError
-			silentNet = errors.As(err, &ne) && ne.Timeout()
-			if errors.As(err, &he) {
-				p.cl.obs.authFailure(authReason(he.err), p.addr, p.id, he.err)
-			} else {
-				p.cl.obs.log.Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
-			}
+		} else {
+			silentNet = p.dialFailed(err)
 		}
 		if healthy {
 			// Redial at once: the peer closed an idle connection (Server.IdleTimeout), or went
 			// away after serving us; a call made before the new connection is up fails with
 			// ErrPeerDown, so the gap should be a dial, not a back-off.
-			backoff = opts.ReconnectMin
+			backoff = p.cl.opts.ReconnectMin
 			if p.cl.ctx.Err() != nil {
 				return
 			}
 			continue
 		}
-		wait := backoff
-		if silentNet {
-			wait = opts.ReconnectMin
-		}
-		// Jitter keeps members that lost the same peer from redialling in lockstep.
-		wait = wait/2 + rand.N(wait/2+1)
-		t := time.NewTimer(wait)
-		select {
-		case <-p.cl.ctx.Done():
-			t.Stop()
+		var ok bool
+		if backoff, ok = p.backOff(backoff, silentNet); !ok {
 			return
-		case <-p.kick: // the peer connected to us: it is up, dial now (Kick)
-			t.Stop()
-			backoff = opts.ReconnectMin
-			continue
-		case <-t.C:
-		}
-		if !silentNet {
-			backoff = min(2*backoff, opts.ReconnectMax)
 		}
 	}
+}
+
+// redialAtOnce judges the dial made right after the peer closed our connection (err is its
+// outcome): true to dial again at once (the peer's port was caught closing; at most
+// maxClosingResets times in a row, counted in resets). A refused dial reports the peer gone.
+func (p *peer) redialAtOnce(err error, resets *int) bool {
+	switch redialVerdict(err) {
+	case peerClosing:
+		if *resets < maxClosingResets {
+			*resets++
+			return true
+		}
+	case peerGone:
+		if p.cl.opts.OnPeerGone != nil {
+			p.cl.obs.log.Debug("rpc: peer gone (connection closed, redial refused)", zap.String("peer", p.id))
+			p.cl.opts.OnPeerGone(p.id)
+		}
+	}
+	return false
+}
+
+// dialFailed counts or logs a failed dial (unless the client is closing) and reports whether
+// it timed out: nothing answered, the network between us is down.
+func (p *peer) dialFailed(err error) (silentNet bool) {
+	if p.cl.ctx.Err() != nil {
+		return false
+	}
+	var ne net.Error
+	var he *handshakeError
+	silentNet = errors.As(err, &ne) && ne.Timeout()
+	if errors.As(err, &he) {
+		p.cl.obs.authFailure(authReason(he.err), p.addr, p.id, he.err)
+	} else {
+		p.cl.obs.log.Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
+	}
+	return silentNet
+}
+
+// backOff waits before the next dial: about backoff, or ReconnectMin after a dial that timed
+// out (silentNet), less if the peer is kicked (Kick). It returns the next backoff, doubled
+// unless the dial timed out or a kick cut the wait, and false once the client closes.
+func (p *peer) backOff(backoff time.Duration, silentNet bool) (time.Duration, bool) {
+	opts := &p.cl.opts
+	wait := backoff
+	if silentNet {
+		wait = opts.ReconnectMin
+	}
+	// Jitter keeps members that lost the same peer from redialling in lockstep.
+	wait = wait/2 + rand.N(wait/2+1)
+	t := time.NewTimer(wait)
+	select {
+	case <-p.cl.ctx.Done():
+		t.Stop()
+		return backoff, false
+	case <-p.kick: // the peer connected to us: it is up, dial now (Kick)
+		t.Stop()
+		return opts.ReconnectMin, true
+	case <-t.C:
+	}
+	if !silentNet {
+		backoff = min(2*backoff, opts.ReconnectMax)
+	}
+	return backoff, true
 }
 
 // What a redial made right after the peer closed our connection says about its process.
