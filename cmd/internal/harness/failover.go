@@ -63,24 +63,10 @@ type Options struct {
 // Resolve checks the options and fills in the defaults that depend on the profile: Settle 2 x
 // the detection window, Timeout generousBound, Binary this executable.
 func (o *Options) Resolve() error {
-	var err error
-	switch {
-	case o.Members < 3 || o.Members > 9:
-		return fmt.Errorf("--members %d: want 3 to 9 (a failover needs a quorum left after losing one)", o.Members)
-	case o.Trials < 1:
-		return fmt.Errorf("--trials %d: want at least 1", o.Trials)
-	case !validScenario(o.Scenario):
-		return fmt.Errorf("--scenario %q: want one of %s", o.Scenario, strings.Join(scenarios, ", "))
-	case o.Poll < time.Millisecond || o.Poll > 10*time.Millisecond:
-		return fmt.Errorf("--poll %v: want 1ms to 10ms (coarser polling blurs the measurement)", o.Poll)
-	case o.Settle < 0 || o.Timeout < 0:
-		return errors.New("--settle and --timeout must not be negative")
-	case o.Group == "" || strings.ContainsAny(o.Group, " ;"):
-		return fmt.Errorf("--group %q: want a non-empty name without spaces or ';'", o.Group)
-	}
-	if err := checkLogLevel(o.LogLevel); err != nil {
+	if err := o.check(); err != nil {
 		return err
 	}
+	var err error
 	if o.cfg, err = dledger.Profile(o.Profile); err != nil {
 		return fmt.Errorf("--profile: %v", err)
 	}
@@ -90,10 +76,40 @@ func (o *Options) Resolve() error {
 	if o.Timeout == 0 {
 		o.Timeout = o.GenerousBound()
 	}
-	if err := o.resolveBinary(); err != nil {
+	if o.Binary, err = ResolveBinary(o.Binary); err != nil {
 		return err
 	}
 	o.resolved = true
+	return nil
+}
+
+// check checks the options that need nothing resolved, in flag order.
+func (o *Options) check() error {
+	switch {
+	case o.Members < 3 || o.Members > 9:
+		return fmt.Errorf("--members %d: want 3 to 9 (a failover needs a quorum left after losing one)", o.Members)
+	case o.Trials < 1:
+		return fmt.Errorf("--trials %d: want at least 1", o.Trials)
+	case !validScenario(o.Scenario):
+		return fmt.Errorf("--scenario %q: want one of %s", o.Scenario, strings.Join(scenarios, ", "))
+	}
+	if err := CheckPoll(o.Poll); err != nil {
+		return err
+	}
+	switch {
+	case o.Settle < 0 || o.Timeout < 0:
+		return errors.New("--settle and --timeout must not be negative")
+	case o.Group == "" || strings.ContainsAny(o.Group, " ;"):
+		return fmt.Errorf("--group %q: want a non-empty name without spaces or ';'", o.Group)
+	}
+	return checkLogLevel(o.LogLevel)
+}
+
+// CheckPoll bounds a status polling period (--poll): coarser polling blurs the measurement.
+func CheckPoll(d time.Duration) error {
+	if d < time.Millisecond || d > 10*time.Millisecond {
+		return fmt.Errorf("--poll %v: want 1ms to 10ms (coarser polling blurs the measurement)", d)
+	}
 	return nil
 }
 
@@ -126,24 +142,25 @@ func validScenario(s string) bool {
 	return false
 }
 
-// resolveBinary defaults to this executable: the benchmark builds nothing, it runs the
-// `dledger server` it was built with.
-func (o *Options) resolveBinary() error {
-	if o.Binary == "" {
+// ResolveBinary checks the dledger executable run as members (--binary); "" is this
+// executable: the failover benchmark builds nothing, it runs the `dledger server` it was built
+// with.
+func ResolveBinary(path string) (string, error) {
+	if path == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("cannot find this executable (%v); pass --binary", err)
+			return "", fmt.Errorf("cannot find this executable (%v); pass --binary", err)
 		}
-		o.Binary = exe
+		path = exe
 	}
-	fi, err := os.Stat(o.Binary)
+	fi, err := os.Stat(path)
 	if err != nil {
-		return fmt.Errorf("--binary: %v", err)
+		return "", fmt.Errorf("--binary: %v", err)
 	}
 	if fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("--binary %s: not an executable file", o.Binary)
+		return "", fmt.Errorf("--binary %s: not an executable file", path)
 	}
-	return nil
+	return path, nil
 }
 
 // errLeaderMoved: the leader changed while the group was idle between trials. A stable group

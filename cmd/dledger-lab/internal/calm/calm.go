@@ -111,28 +111,8 @@ func contains(xs []string, x string) bool {
 
 // Resolve checks the options and fills in the defaults.
 func (o *Options) Resolve() error {
-	switch {
-	case o.Members < 3 || o.Members > 9:
-		return fmt.Errorf("--members %d: want 3 to 9", o.Members)
-	case len(o.Scenarios) == 0:
-		return errors.New("--scenario: name at least one")
-	case o.Duration < time.Second:
-		return fmt.Errorf("--duration %v: want at least 1s", o.Duration)
-	case o.Poll < time.Millisecond || o.Poll > 10*time.Millisecond:
-		return fmt.Errorf("--poll %v: want 1ms to 10ms", o.Poll)
-	case o.Settle < 0:
-		return errors.New("--settle must not be negative")
-	case o.CPUQuota <= 0 || o.CPUQuota >= 1:
-		return fmt.Errorf("--cpu-quota %v: want a share of one CPU between 0 and 1", o.CPUQuota)
-	case o.CPUPeriod < time.Millisecond || o.CPUPeriod > time.Second:
-		return fmt.Errorf("--cpu-period %v: want 1ms to 1s (the kernel's bounds)", o.CPUPeriod)
-	case !contains([]string{CPUMethodAuto, CPUMethodCgroup, CPUMethodSIGSTOP}, o.CPUMethod):
-		return fmt.Errorf("--cpu-method %q: want auto, cgroup or sigstop", o.CPUMethod)
-	}
-	for _, s := range o.Scenarios {
-		if !contains(CalmScenarios, s) {
-			return fmt.Errorf("--scenario %q: unknown", s)
-		}
+	if err := o.check(); err != nil {
+		return err
 	}
 	// The failover options check the shared flags (profile, binary, log level, group).
 	o.base = harness.Options{Members: o.Members, Trials: 1, Scenario: harness.ScenarioCrash, Profile: o.Profile, Binary: o.Binary,
@@ -145,6 +125,44 @@ func (o *Options) Resolve() error {
 		o.Settle = 2 * o.base.Timings().DetectionWindow()
 	}
 	o.resolved = true
+	return nil
+}
+
+// check checks calm's own options.
+func (o *Options) check() error {
+	switch {
+	case o.Members < 3 || o.Members > 9:
+		return fmt.Errorf("--members %d: want 3 to 9", o.Members)
+	case len(o.Scenarios) == 0:
+		return errors.New("--scenario: name at least one")
+	case o.Duration < time.Second:
+		return fmt.Errorf("--duration %v: want at least 1s", o.Duration)
+	case harness.CheckPoll(o.Poll) != nil:
+		return harness.CheckPoll(o.Poll)
+	case o.Settle < 0:
+		return errors.New("--settle must not be negative")
+	}
+	if err := o.checkCPU(); err != nil {
+		return err
+	}
+	for _, s := range o.Scenarios {
+		if !contains(CalmScenarios, s) {
+			return fmt.Errorf("--scenario %q: unknown", s)
+		}
+	}
+	return nil
+}
+
+// checkCPU checks cpu-starved's options.
+func (o *Options) checkCPU() error {
+	switch {
+	case o.CPUQuota <= 0 || o.CPUQuota >= 1:
+		return fmt.Errorf("--cpu-quota %v: want a share of one CPU between 0 and 1", o.CPUQuota)
+	case o.CPUPeriod < time.Millisecond || o.CPUPeriod > time.Second:
+		return fmt.Errorf("--cpu-period %v: want 1ms to 1s (the kernel's bounds)", o.CPUPeriod)
+	case !contains([]string{CPUMethodAuto, CPUMethodCgroup, CPUMethodSIGSTOP}, o.CPUMethod):
+		return fmt.Errorf("--cpu-method %q: want auto, cgroup or sigstop", o.CPUMethod)
+	}
 	return nil
 }
 
@@ -295,107 +313,43 @@ type calmRun struct {
 	out io.Writer
 	dw  time.Duration
 	res *calmResult
+	// releases undo what the fault prepared (namespaces, a cgroup), after the members are gone.
+	releases []func()
 }
 
 // runCalmScenario runs one scenario on a fresh group and cleans up after it, whatever happens.
 func runCalmScenario(ctx context.Context, o Options, scenario, dir string, out io.Writer) (res calmResult) {
 	res.scenario = scenario
-	skip := func(why string) calmResult {
-		res.skipped = why
-		fmt.Fprintf(out, "calm: %s skipped: %s\n", scenario, why)
-		return res
-	}
 	c := harness.NewCluster(o.base, dir)
 	if err := c.Layout(scenario); err != nil {
 		res.broken = err.Error()
 		return res
 	}
-	var mnet *memberNet
-	var cg *cpuCgroup
-	defer func() { // no orphans; the members go before their network and cgroup
-		c.Shutdown()
-		if mnet != nil {
-			mnet.close()
-		}
-		if cg != nil {
-			cg.remove()
-		}
-	}()
+	r := &calmRun{o: o, b: harness.New(o.base, c), out: out, dw: o.base.Timings().DetectionWindow(), res: &res}
+	defer r.release()                          // no orphans; the members go before their network and cgroup
 	defer context.AfterFunc(ctx, c.Shutdown)() // a signal stops the members at once
 
-	// What the scenario needs from the machine; without it, skip with the reason.
-	switch scenario {
-	case CalmFlapLink:
-		var err error
-		if mnet, err = newMemberNet(o.Members); err != nil {
-			return skip(err.Error())
-		}
-		mnet.place(c)
-		res.method = "netns blackhole rules"
-	case CalmLeaderResets:
-		if err := checkConnReset(); err != nil {
-			return skip(err.Error())
-		}
-		res.method = "ss -K"
-	case CalmCPUStarved:
-		res.method = "SIGSTOP duty cycle " + dutyStop.String() + "/" + dutyPeriod.String()
-		if o.CPUMethod != CPUMethodSIGSTOP {
-			quota := time.Duration(float64(o.CPUPeriod) * o.CPUQuota)
-			g, err := newCPUCgroup(quota, o.CPUPeriod)
-			switch {
-			case err == nil:
-				cg = g
-				res.method = fmt.Sprintf("cgroup quota %v/%v", quota, o.CPUPeriod)
-				fmt.Fprintf(out, "calm: %s: %s, quota %v every %v\n", scenario, cg, quota, o.CPUPeriod)
-			case o.CPUMethod == CPUMethodCgroup:
-				return skip("--cpu-method cgroup: " + err.Error())
-			default:
-				fmt.Fprintf(out, "calm: %s: no cgroup (%v); falling back to a SIGSTOP duty cycle, %v stopped of every %v\n",
-					scenario, err, dutyStop, dutyPeriod)
-			}
-		}
-	case CalmFlapFollower, CalmRestartLoop:
-		res.method = map[string]string{CalmFlapFollower: "SIGSTOP", CalmRestartLoop: "kill -9 and SIGTERM"}[scenario]
+	// What the fault needs from the machine; without it, skip with the reason.
+	fp := r.failpoint(scenario)
+	if err := fp.Available(); err != nil {
+		res.skipped = err.Error()
+		fmt.Fprintf(out, "calm: %s skipped: %s\n", scenario, res.skipped)
+		return res
 	}
-
-	b := harness.New(o.base, c)
 	if err := c.StartAll(); err != nil {
 		res.broken = err.Error()
 		return res
 	}
-	leader, _, err := b.AwaitStable(ctx, harness.Leader{})
+	leader, _, err := r.b.AwaitStable(ctx, harness.Leader{})
 	if err != nil {
 		res.broken = "the group never became stable at start-up: " + err.Error()
 		return res
 	}
 	offsets := c.LogOffsets()
 	start := time.Now()
-	r := &calmRun{o: o, b: b, tr: newCalmTracker(c.Size(), leader, start), out: out,
-		dw: o.base.Timings().DetectionWindow(), res: &res}
+	r.tr = newCalmTracker(c.Size(), leader, start)
 	c.Note("calm %s: start, leader %s", scenario, leader)
-
-	// Count from every member's reports in the background while the faults run.
-	wctx, stopWatch := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var watchErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		watchErr = b.Watch(wctx, c.Others(-1), o.Poll, time.Now().Add(100*time.Hour), func(ob harness.Observation) bool {
-			r.tr.observe(ob)
-			return false
-		})
-		if !errors.Is(watchErr, context.Canceled) {
-			stopWatch() // a member exited on its own: stop the faults too
-		}
-	}()
-	faultErr := r.faults(wctx, scenario, start.Add(o.Duration), mnet, cg)
-	if faultErr == nil {
-		// Late effects count too: keep watching for the settle window after the last fault.
-		sleepCtx(wctx, o.Settle)
-	}
-	stopWatch()
-	wg.Wait()
+	watchErr, faultErr := r.inject(ctx, fp, start.Add(o.Duration))
 	res.ran = time.Since(start)
 	res.counts = r.tr.result(time.Now())
 	res.candidacies, res.elected = countEvents(c, offsets)
@@ -415,6 +369,42 @@ func runCalmScenario(ctx context.Context, o Options, scenario, dir string, out i
 	}
 	r.describe()
 	return res
+}
+
+// inject runs the fault until end while every member's reports are counted in the background,
+// then keeps counting for the settle window. It returns the watch's error (a member exited on
+// its own: that also stops the fault) and the fault's.
+func (r *calmRun) inject(ctx context.Context, fp harness.Failpoint, end time.Time) (watchErr, faultErr error) {
+	c := r.b.Cluster()
+	wctx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		watchErr = r.b.Watch(wctx, c.Others(-1), r.o.Poll, time.Now().Add(100*time.Hour), func(ob harness.Observation) bool {
+			r.tr.observe(ob)
+			return false
+		})
+		if !errors.Is(watchErr, context.Canceled) {
+			stopWatch() // a member exited on its own: stop the faults too
+		}
+	}()
+	faultErr = fp.Inject(wctx, end)
+	if faultErr == nil {
+		// Late effects count too: keep watching for the settle window after the last fault.
+		sleepCtx(wctx, r.o.Settle)
+	}
+	stopWatch()
+	wg.Wait()
+	return watchErr, faultErr
+}
+
+// release stops the members, then undoes what the fault prepared.
+func (r *calmRun) release() {
+	r.b.Cluster().Shutdown()
+	for _, f := range r.releases {
+		f()
+	}
 }
 
 // describe prints what a scenario counted beyond zero, for the reader of the run.
@@ -526,97 +516,6 @@ func (r *calmRun) progress(what string) {
 	c := r.tr.result(time.Now())
 	fmt.Fprintf(r.out, "%s #%d: %s; leader %s; leader_changes=%d term_increases=%d faulted_term_increases=%d\n",
 		r.res.scenario, r.res.faults, what, r.tr.current(), len(c.leaderChanges), c.termSteps, c.faultedSteps)
-}
-
-// faults injects the scenario's fault until end; it leaves every member running, resumed and
-// connected.
-func (r *calmRun) faults(ctx context.Context, scenario string, end time.Time, mnet *memberNet, cg *cpuCgroup) error {
-	c := r.b.Cluster()
-	switch scenario {
-	case CalmFlapFollower:
-		for f := -1; time.Now().Before(end) && ctx.Err() == nil; {
-			f = r.follower(f)
-			d := r.scaled(flapFactors[r.res.faults%len(flapFactors)])
-			if err := c.Pause(f); err != nil {
-				return err
-			}
-			r.tr.forget(f, time.Now())
-			sleepCtx(ctx, d)
-			if err := c.Resume(f); err != nil {
-				return err
-			}
-			r.res.faults++
-			r.progress(fmt.Sprintf("%s stopped %.0f ms", c.Members[f].ID, harness.Ms(d)))
-			r.awaitWhole(ctx)
-			sleepCtx(ctx, r.between(1, 2))
-		}
-	case CalmFlapLink:
-		for f := -1; time.Now().Before(end) && ctx.Err() == nil; {
-			f = r.follower(f)
-			d := r.scaled(flapFactors[r.res.faults%len(flapFactors)])
-			c.Note("cut %s", c.Members[f].ID)
-			t0 := time.Now()
-			if err := mnet.cut(f); err != nil {
-				mnet.heal(f)
-				return err
-			}
-			c.Note("cut %s: rules in place after %.0f ms", c.Members[f].ID, harness.Ms(time.Since(t0)))
-			sleepCtx(ctx, d-time.Since(t0))
-			c.Note("heal %s", c.Members[f].ID)
-			t0 = time.Now()
-			if err := mnet.heal(f); err != nil {
-				return err
-			}
-			c.Note("heal %s: rules gone after %.0f ms", c.Members[f].ID, harness.Ms(time.Since(t0)))
-			r.res.faults++
-			r.progress(fmt.Sprintf("%s cut off %.0f ms", c.Members[f].ID, harness.Ms(d)))
-			r.awaitWhole(ctx)
-			sleepCtx(ctx, r.between(1, 2))
-		}
-	case CalmLeaderResets:
-		for time.Now().Before(end) && ctx.Err() == nil {
-			l := c.Index(r.tr.current().ID)
-			if l < 0 {
-				return fmt.Errorf("agreed leader %s is no member", r.tr.current())
-			}
-			r.tr.markFaulted(c.Members[l].ID)
-			n, err := r.resetLeader(l)
-			if err != nil {
-				return err
-			}
-			r.res.faults++
-			r.progress(fmt.Sprintf("%d sockets of %s reset", n, c.Members[l].ID))
-			sleepCtx(ctx, r.between(0.5, 1.5))
-		}
-	case CalmRestartLoop:
-		for f := -1; time.Now().Before(end) && ctx.Err() == nil; {
-			f = r.follower(f)
-			down := r.scaled(restartFactors[r.res.faults%len(restartFactors)])
-			how := "kill -9"
-			var err error
-			if r.res.faults%2 == 0 {
-				err = c.Kill(f)
-			} else {
-				how = "SIGTERM"
-				err = c.Terminate(f, 10*time.Second)
-			}
-			if err != nil {
-				return err
-			}
-			r.tr.forget(f, time.Now())
-			sleepCtx(ctx, down)
-			if err := c.Start(f); err != nil {
-				return err
-			}
-			r.res.faults++
-			r.progress(fmt.Sprintf("%s %s, restarted after %.0f ms", how, c.Members[f].ID, harness.Ms(down)))
-			r.awaitWhole(ctx)
-			sleepCtx(ctx, r.between(0.5, 1.5))
-		}
-	case CalmCPUStarved:
-		return r.starve(ctx, end, cg)
-	}
-	return nil
 }
 
 // resetLeader destroys the leader's end of every TCP connection but the poller's: its rpc

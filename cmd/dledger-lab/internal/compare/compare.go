@@ -80,6 +80,29 @@ type Options struct {
 
 // Resolve checks the options and fills in the defaults.
 func (o *Options) Resolve() error {
+	if err := o.checkNames(); err != nil {
+		return err
+	}
+	switch {
+	case len(o.Sets) == 0 || len(o.Systems) == 0:
+		return errors.New("--sets and --systems must name at least one each")
+	case o.Trials < 1 || o.TrialsDefaults < 1:
+		return fmt.Errorf("--trials %d, --trials-defaults %d: want at least 1", o.Trials, o.TrialsDefaults)
+	case harness.CheckPoll(o.Poll) != nil:
+		return harness.CheckPoll(o.Poll)
+	case o.Idle < 0 || o.IdleWarmup < 0 || o.Gap < 0:
+		return errors.New("--idle, --idle-warmup and --gap must not be negative")
+	}
+	var err error
+	if o.Binary, err = harness.ResolveBinary(o.Binary); err != nil {
+		return err
+	}
+	o.resolved = true
+	return nil
+}
+
+// checkNames checks that every set and system named is known.
+func (o *Options) checkNames() error {
 	for _, s := range o.Sets {
 		if s != SetMatched && s != SetDefaults {
 			return fmt.Errorf("--sets: unknown set %q (want %s, %s)", s, SetMatched, SetDefaults)
@@ -90,27 +113,6 @@ func (o *Options) Resolve() error {
 			return fmt.Errorf("--systems: unknown system %q (want %s, %s, %s)", s, SysOurs, SysEtcd, SysZooKeeper)
 		}
 	}
-	switch {
-	case len(o.Sets) == 0 || len(o.Systems) == 0:
-		return errors.New("--sets and --systems must name at least one each")
-	case o.Trials < 1 || o.TrialsDefaults < 1:
-		return fmt.Errorf("--trials %d, --trials-defaults %d: want at least 1", o.Trials, o.TrialsDefaults)
-	case o.Poll < time.Millisecond || o.Poll > 10*time.Millisecond:
-		return fmt.Errorf("--poll %v: want 1ms to 10ms (coarser polling blurs the measurement)", o.Poll)
-	case o.Idle < 0 || o.IdleWarmup < 0 || o.Gap < 0:
-		return errors.New("--idle, --idle-warmup and --gap must not be negative")
-	}
-	if o.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("cannot find this executable (%v); pass --binary", err)
-		}
-		o.Binary = exe
-	}
-	if fi, err := os.Stat(o.Binary); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("--binary %s: not an executable file", o.Binary)
-	}
-	o.resolved = true
 	return nil
 }
 
