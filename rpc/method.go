@@ -43,9 +43,9 @@ type method interface {
 // kind is the table entry for one request code; Q and P are its request and response
 // messages.
 //
-// Q and P are not constrained to the message types: a constraint that is a union of pointer
-// types can not name the pointer to a type parameter, and the entries below are the only
-// instantiations. encodeMessage and inBounds refuse any other type at run time.
+// Q and P are not constrained to the message types: interface{ *Q; message } has an empty type
+// set as far as the compiler can tell, which allows no pointer operations on it. The entries
+// below are the only instantiations, and encodeFrameOf refuses any other type (inBounds).
 type kind[Q, P any] struct {
 	code protocol.RequestCode
 	// req and resp are the request's and response's members of the decode unions.
