@@ -1,7 +1,7 @@
 package dledger
 
 // Log messages that tools outside the process depend on: the failover benchmark
-// (cmd/dledger/internal/bench) splits every measured failover into phases by finding these
+// (cmd/internal/harness) splits every measured failover into phases by finding these
 // messages, with their "self" and "term" fields, in the members' JSON logs at info level. They
 // are part of the log's interface: the code that logs them and the benchmark use these
 // constants, and the benchmark's tests fail if one is no longer logged.

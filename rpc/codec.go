@@ -70,6 +70,13 @@ type message interface {
 // (errFrameSize). (Those are the only errors in practice: the writer never fails, and the
 // messages hold only strings and integers.)
 func encodeFrame[M message](id uint64, code protocol.RequestCode, response bool, msg M, maxSize int) (*frameBuf, error) {
+	return encodeFrameOf(id, code, response, msg, maxSize)
+}
+
+// encodeFrameOf is encodeFrame for the method table (method.go), whose type parameters can
+// not be constrained to message; msg is one of the message pointer types (anything else is
+// refused as out of range), and converting it to any does not allocate.
+func encodeFrameOf(id uint64, code protocol.RequestCode, response bool, msg any, maxSize int) (*frameBuf, error) {
 	if !inBounds(msg) {
 		return nil, errOutOfRange
 	}
@@ -82,7 +89,7 @@ func encodeFrame[M message](id uint64, code protocol.RequestCode, response bool,
 }
 
 // encodeInto replaces fb's contents with the frame, using fb's encoder.
-func encodeInto[M message](fb *frameBuf, id uint64, code protocol.RequestCode, response bool, msg M, maxSize int) error {
+func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response bool, msg any, maxSize int) error {
 	fb.b = append(fb.b[:0], 0, 0, 0, 0) // the length, written below
 	e := fb.enc
 	err := e.EncodeArrayLen(envelopeLen)
@@ -168,7 +175,11 @@ func (fd *frameDecoder) open(body []byte) (envelope, error) {
 		fd.dec = msgpack.NewDecoder(&fd.r) // a bytes.Reader is a ByteScanner: no extra buffering
 	}
 	fd.lastLen = len(body)
-	d := fd.dec
+	return readEnvelope(fd.dec)
+}
+
+// readEnvelope reads the envelope of a validated body, up to the message.
+func readEnvelope(d *msgpack.Decoder) (envelope, error) {
 	if c, _ := d.PeekCode(); !isArray(c) {
 		return envelope{}, errEnvelope
 	}
@@ -180,14 +191,9 @@ func (fd *frameDecoder) open(body []byte) (envelope, error) {
 	if env.id, err = decodeID(d); err != nil {
 		return envelope{}, err
 	}
-	if c, _ := d.PeekCode(); !isInt(c) {
-		return envelope{}, errEnvelope
+	if env.code, err = decodeCode(d); err != nil {
+		return envelope{}, err
 	}
-	code, err := d.DecodeInt64()
-	if err != nil || code < math.MinInt32 || code > math.MaxInt32 {
-		return envelope{}, errEnvelope
-	}
-	env.code = protocol.RequestCode(code)
 	if c, _ := d.PeekCode(); c != msgpcode.True && c != msgpcode.False && c != msgpcode.Nil {
 		return envelope{}, errEnvelope
 	}
@@ -198,6 +204,19 @@ func (fd *frameDecoder) open(body []byte) (envelope, error) {
 		return envelope{}, errMessage // the library would also take nil or an array here
 	}
 	return env, nil
+}
+
+// decodeCode reads the request code, an int32 written as any integer; a value beyond int32 is
+// refused rather than narrowed.
+func decodeCode(d *msgpack.Decoder) (protocol.RequestCode, error) {
+	if c, _ := d.PeekCode(); !isInt(c) {
+		return 0, errEnvelope
+	}
+	code, err := d.DecodeInt64()
+	if err != nil || code < math.MinInt32 || code > math.MaxInt32 {
+		return 0, errEnvelope
+	}
+	return protocol.RequestCode(code), nil
 }
 
 // decodeID reads the request id, an unsigned integer. A sender may write a non-negative id in
@@ -250,13 +269,13 @@ func ledgerOK(v int64) bool { return v >= -1 && v <= protocol.MaxLedgerValue }
 func inBounds(m any) bool {
 	switch m := m.(type) {
 	case *protocol.VoteRequest:
-		return termOK(m.Term) && ledgerOK(m.LedgerEndTerm) && ledgerOK(m.LedgerEndIndex)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.VoteResponse:
 		return termOK(m.Term)
 	case *protocol.HeartBeatRequest:
 		return termOK(m.Term)
 	case *protocol.HeartBeatResponse:
-		return termOK(m.Term) && ledgerOK(m.LedgerEndTerm) && ledgerOK(m.LedgerEndIndex)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.LeadershipTransferRequest:
 		return termOK(m.Term) && ledgerOK(m.TakeLeadershipLedgerIndex)
 	case *protocol.LeadershipTransferResponse:
@@ -264,10 +283,13 @@ func inBounds(m any) bool {
 	case *protocol.MetadataRequest:
 		return termOK(m.Term)
 	case *protocol.MetadataResponse:
-		return termOK(m.Term) && ledgerOK(m.LedgerEndTerm) && ledgerOK(m.LedgerEndIndex)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
 	}
 	return false
 }
+
+// ledgerEndOK bounds a ledger end (its term and index).
+func ledgerEndOK(term, index int64) bool { return ledgerOK(term) && ledgerOK(index) }
 
 // decodeMessage resets m, then lets the library decode the message map into it. The reset
 // matters: the library leaves fields absent from the map untouched, and m is reused from
@@ -344,40 +366,16 @@ func (fd *frameDecoder) finish(env envelope, msg any, err error) error {
 }
 
 // request holds one decoded request. Only the field selected by code is meaningful; the
-// union lets a pooled request serve every code without an interface{} anywhere.
+// union lets a pooled request serve every code without an interface{} anywhere. m is code's
+// entry in the method table.
 type request struct {
 	id   uint64
 	code protocol.RequestCode
+	m    method
 	vote protocol.VoteRequest
 	hb   protocol.HeartBeatRequest
 	lt   protocol.LeadershipTransferRequest
 	meta protocol.MetadataRequest
-}
-
-// decodeRequest decodes a request frame body (the server side).
-func (fd *frameDecoder) decodeRequest(body []byte, r *request) error {
-	env, err := fd.open(body)
-	if err != nil {
-		return err
-	}
-	if env.response {
-		return errUnexpectedKind
-	}
-	r.id, r.code = env.id, env.code
-	var msg any
-	switch env.code {
-	case protocol.RequestVote:
-		msg, err = &r.vote, decodeMessage(fd.dec, &r.vote)
-	case protocol.RequestHeartBeat:
-		msg, err = &r.hb, decodeMessage(fd.dec, &r.hb)
-	case protocol.RequestLeadershipTransfer:
-		msg, err = &r.lt, decodeMessage(fd.dec, &r.lt)
-	case protocol.RequestMetadata:
-		msg, err = &r.meta, decodeMessage(fd.dec, &r.meta)
-	default:
-		return errUnknownCode
-	}
-	return fd.finish(env, msg, err)
 }
 
 // response holds one decoded response, like request does for requests.
@@ -390,28 +388,40 @@ type response struct {
 	meta protocol.MetadataResponse
 }
 
-// decodeResponse decodes a response frame body (the client side).
-func (fd *frameDecoder) decodeResponse(body []byte, r *response) error {
-	env, err := fd.open(body)
+// decodeRequest decodes a request frame body (the server side).
+func (fd *frameDecoder) decodeRequest(body []byte, r *request) error {
+	env, err := fd.openAs(body, false)
 	if err != nil {
 		return err
 	}
-	if !env.response {
-		return errUnexpectedKind
-	}
-	r.id, r.code = env.id, env.code
-	var msg any
-	switch env.code {
-	case protocol.RequestVote:
-		msg, err = &r.vote, decodeMessage(fd.dec, &r.vote)
-	case protocol.RequestHeartBeat:
-		msg, err = &r.hb, decodeMessage(fd.dec, &r.hb)
-	case protocol.RequestLeadershipTransfer:
-		msg, err = &r.lt, decodeMessage(fd.dec, &r.lt)
-	case protocol.RequestMetadata:
-		msg, err = &r.meta, decodeMessage(fd.dec, &r.meta)
-	default:
+	r.id, r.code, r.m = env.id, env.code, methodOf(env.code)
+	if r.m == nil {
 		return errUnknownCode
 	}
+	msg, err := r.m.decodeRequest(fd.dec, r)
 	return fd.finish(env, msg, err)
+}
+
+// decodeResponse decodes a response frame body (the client side).
+func (fd *frameDecoder) decodeResponse(body []byte, r *response) error {
+	env, err := fd.openAs(body, true)
+	if err != nil {
+		return err
+	}
+	r.id, r.code = env.id, env.code
+	m := methodOf(env.code)
+	if m == nil {
+		return errUnknownCode
+	}
+	msg, err := m.decodeResponse(fd.dec, r)
+	return fd.finish(env, msg, err)
+}
+
+// openAs opens a body that must be a response (or a request).
+func (fd *frameDecoder) openAs(body []byte, response bool) (envelope, error) {
+	env, err := fd.open(body)
+	if err == nil && env.response != response {
+		err = errUnexpectedKind
+	}
+	return env, err
 }

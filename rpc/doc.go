@@ -115,6 +115,17 @@
 // handshake that fails (other than by timing out) is counted and backs off like a refused
 // dial.
 //
+// # Where things are
+//
+// The per-request plumbing is one table, one entry per request code (method.go): the
+// decoders, the server's workers and the client's calls go through it and never switch on
+// the code. The server is split by who runs the code: server.go (options, start, stop),
+// server_conn.go (a connection's bounds, timers and one close reason), server_frames.go (the
+// event loop: framing, handshake, decoding) and server_work.go (the workers). The client
+// likewise: client.go (options, Send), client_call.go (a call from submit to completion and
+// the timeout sweep), client_dial.go (dialling and backoff) and client_conn.go (a connection's
+// writer and reader).
+//
 // # Allocations
 //
 // Each pooled frame buffer carries its own encoder, writing straight into the buffer, so

@@ -61,55 +61,73 @@ func skipValue(b []byte, depth int) ([]byte, error) {
 	case c <= 0xbf: // fixstr
 		return skipBytes(b, int(c&0x1f))
 	}
+	if n, ok := fixedSize(c); ok {
+		return skipBytes(b, n)
+	}
+	if size, extra, ok := sizedHeader(c); ok {
+		return skipSized(b, size, extra)
+	}
+	return skipContainer(b, c, depth)
+}
+
+// fixedSize is the number of bytes after type code c (0xc0-0xdf) of a value of fixed size.
+func fixedSize(c byte) (int, bool) {
 	switch c {
 	case 0xcc, 0xd0: // uint8, int8
-		return skipBytes(b, 1)
+		return 1, true
 	case 0xcd, 0xd1: // uint16, int16
-		return skipBytes(b, 2)
+		return 2, true
 	case 0xca, 0xce, 0xd2: // float32, uint32, int32
-		return skipBytes(b, 4)
+		return 4, true
 	case 0xcb, 0xcf, 0xd3: // float64, uint64, int64
-		return skipBytes(b, 8)
+		return 8, true
 	case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1/2/4/8/16: a type byte and the data
-		return skipBytes(b, 1+1<<(c-0xd4))
-	case 0xc4, 0xd9: // bin8, str8
-		return skipSized(b, 1, 0)
-	case 0xc5, 0xda: // bin16, str16
-		return skipSized(b, 2, 0)
-	case 0xc6, 0xdb: // bin32, str32
-		return skipSized(b, 4, 0)
-	case 0xc7: // ext8: length, type byte, data
-		return skipSized(b, 1, 1)
-	case 0xc8:
-		return skipSized(b, 2, 1)
-	case 0xc9:
-		return skipSized(b, 4, 1)
-	case 0xdc: // array16
-		n, b, err := readLen(b, 2)
-		if err != nil {
-			return nil, err
-		}
-		return skipElems(b, n, depth)
-	case 0xdd: // array32
-		n, b, err := readLen(b, 4)
-		if err != nil {
-			return nil, err
-		}
-		return skipElems(b, n, depth)
-	case 0xde: // map16
-		n, b, err := readLen(b, 2)
-		if err != nil {
-			return nil, err
-		}
-		return skipElems(b, 2*n, depth)
-	case 0xdf: // map32
-		n, b, err := readLen(b, 4)
-		if err != nil {
-			return nil, err
-		}
-		return skipElems(b, 2*n, depth)
+		return 1 + 1<<(c-0xd4), true
 	}
-	return nil, errBadCode // 0xc1 is never used
+	return 0, false
+}
+
+// sizedHeader describes a value stored as a length of size bytes, extra header bytes, then
+// the data (strings, binaries, extensions).
+func sizedHeader(c byte) (size, extra int, ok bool) {
+	switch c {
+	case 0xc4, 0xd9: // bin8, str8
+		return 1, 0, true
+	case 0xc5, 0xda: // bin16, str16
+		return 2, 0, true
+	case 0xc6, 0xdb: // bin32, str32
+		return 4, 0, true
+	case 0xc7: // ext8: length, type byte, data
+		return 1, 1, true
+	case 0xc8:
+		return 2, 1, true
+	case 0xc9:
+		return 4, 1, true
+	}
+	return 0, 0, false
+}
+
+// skipContainer skips an array or map with a 2- or 4-byte element count; any other code left
+// is invalid (0xc1 is never used).
+func skipContainer(b []byte, c byte, depth int) ([]byte, error) {
+	var size, per int // bytes of the count, values per element
+	switch c {
+	case 0xdc: // array16
+		size, per = 2, 1
+	case 0xdd: // array32
+		size, per = 4, 1
+	case 0xde: // map16
+		size, per = 2, 2
+	case 0xdf: // map32
+		size, per = 4, 2
+	default:
+		return nil, errBadCode
+	}
+	n, b, err := readLen(b, size)
+	if err != nil {
+		return nil, err
+	}
+	return skipElems(b, per*n, depth)
 }
 
 // skipElems skips n values nested one level below depth. Each value takes at least one byte,

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Calm benchmark: runs `dledger bench calm` (faults that must not move leadership: flap-follower,
+# Calm benchmark: runs `dledger-lab calm` (faults that must not move leadership: flap-follower,
 # flap-link, leader-resets, restart-loop, cpu-starved) against a given dledger binary and prints
 # a markdown table of what each scenario counted. The target is 0 leader changes and 0 term
 # increases everywhere; the numbers are reported, not judged (unless STRICT=1).
 #
 # Usage: [BIN=path/to/dledger] [DURATION=60s] [MEMBERS="3"] [PROFILES=lan] [SCENARIOS=all]
 #        [STRICT=0] [OUT=file] scripts/bench-calm.sh
-#   BIN        the members' binary (default: built from this tree). The harness itself is
-#              always built from this tree, so an older BIN without `bench calm` can be measured.
+#   BIN        the members' binary (default: built from this tree). The lab command itself is
+#              always built from this tree, so an older BIN can be measured.
 #   DURATION   how long each scenario injects faults (default 60s; each also settles 2 x the
 #              detection window, and start-up takes a second or two)
 #   MEMBERS, PROFILES  space-separated group sizes and timing profiles (default "3", "lan")
@@ -27,10 +27,11 @@ cd "$(dirname "$0")/.."
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-harness=$work/dledger
-echo "building the harness $harness" >&2
-CGO_ENABLED=0 go build -o "$harness" ./cmd/dledger
-bin=${BIN:-$harness}
+harness=$work/dledger-lab
+echo "building the lab command $harness and the members' dledger" >&2
+CGO_ENABLED=0 go build -o "$harness" ./cmd/dledger-lab
+CGO_ENABLED=0 go build -o "$work/dledger" ./cmd/dledger
+bin=${BIN:-$work/dledger}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 [ -x "$bin" ] || { echo "BIN=$bin is not an executable" >&2; exit 2; }
 
@@ -48,12 +49,12 @@ commands=()
 : >"$work/notes"
 for profile in $profiles; do
   for members in $members_set; do
-    args=(bench calm --scenario "$scenarios" --members "$members" --duration "$duration" --profile "$profile" --binary "$bin")
-    commands+=("dledger ${args[*]}")
-    echo "+ dledger ${args[*]}" >&2
+    args=(calm --scenario "$scenarios" --members "$members" --duration "$duration" --profile "$profile" --binary "$bin")
+    commands+=("dledger-lab ${args[*]}")
+    echo "+ dledger-lab ${args[*]}" >&2
     rc=0
     "$harness" "${args[@]}" 2>&1 | tee "$work/run.log" >&2 || rc=${PIPESTATUS[0]}
-    [ "$rc" -eq 0 ] || { broken=$((broken + 1)); echo "exit $rc: dledger ${args[*]}" >>"$work/notes"; }
+    [ "$rc" -eq 0 ] || { broken=$((broken + 1)); echo "exit $rc: dledger-lab ${args[*]}" >>"$work/notes"; }
     grep '^calm: scenario=' "$work/run.log" >>"$work/lines" || true
     # Skip reasons, cgroup fallbacks and anything counted beyond zero, verbatim.
     grep -E '^calm: [a-z-]+( skipped)?: ' "$work/run.log" | sed "s/^calm: /$profile $members: /" >>"$work/notes" || true

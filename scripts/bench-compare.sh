@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Side-by-side failover benchmark: our members against etcd 3.4 and ZooKeeper 3.8 from
-# Debian's packages, 3 members each on 127.0.0.1 (`dledger bench compare`).
+# Debian's packages, 3 members each on 127.0.0.1 (`dledger-lab compare`).
 #
 # Usage: [TRIALS=20] [TRIALS_DEFAULTS=10] [OUT=FILE] scripts/bench-compare.sh [BINARY] [-- extra flags]
 #   BINARY           the dledger executable to run as our members (default: built from this
-#                    tree). The harness itself is always built from this tree, so an older
+#                    tree). The lab command is always built from this tree, so an older
 #                    BINARY (before or after a change of the election core) can be measured.
 #   TRIALS           trials per system at matched tolerance (default 20)
 #   TRIALS_DEFAULTS  trials per system at each system's defaults (default 10)
 #   OUT              also write the report (versions, machine, command, output) to this file
-#   extra flags      passed to `dledger bench compare`, e.g. -- --sets matched --idle 60s
+#   extra flags      passed to `dledger-lab compare`, e.g. -- --sets matched --idle 60s
 #
 # Installs what it needs with apt-get when run as root (etcd-server, zookeeper and the two
 # Java libraries ZooKeeper's AdminServer and logging need); whatever it could not install is
@@ -59,11 +59,14 @@ if pgrep -x etcd >/dev/null 2>&1 || pgrep -f QuorumPeerMain >/dev/null 2>&1; the
   echo "warning: an etcd or ZooKeeper process is already running and will add load; stop it for clean numbers" >&2
 fi
 
-# 2. Build the harness (and our members, unless BINARY was given).
-harness=$work/dledger
+# 2. Build the lab command (and our members, unless BINARY was given).
+harness=$work/dledger-lab
 echo "building $harness" >&2
-CGO_ENABLED=0 go build -o "$harness" ./cmd/dledger || { echo "build failed" >&2; exit 1; }
-[ -n "$member_bin" ] || member_bin=$harness
+CGO_ENABLED=0 go build -o "$harness" ./cmd/dledger-lab || { echo "build failed" >&2; exit 1; }
+if [ -z "$member_bin" ]; then
+  member_bin=$work/dledger
+  CGO_ENABLED=0 go build -o "$member_bin" ./cmd/dledger || { echo "build failed" >&2; exit 1; }
+fi
 
 # 3. Versions and machine.
 version() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "not installed"; }
@@ -78,14 +81,14 @@ report=$work/report
   echo "- ZooKeeper: Debian zookeeper $(version zookeeper), libzookeeper-java $(version libzookeeper-java); $(java -version 2>&1 | sed -n 1p)"
   [ ${#not_installed[@]} -gt 0 ] && echo "- NOT INSTALLED: ${not_installed[*]}"
   echo "- Command: TRIALS=$trials TRIALS_DEFAULTS=$trials_defaults scripts/bench-compare.sh${1:+ -- $*}, which ran:"
-  echo "  dledger bench compare --binary $member_bin --trials $trials --trials-defaults $trials_defaults $*"
+  echo "  dledger-lab compare --binary $member_bin --trials $trials --trials-defaults $trials_defaults $*"
   echo
 } >"$report"
 cat "$report" >&2
 
 # 4. Run.
 rc=0
-"$harness" bench compare --binary "$member_bin" --trials "$trials" --trials-defaults "$trials_defaults" "$@" \
+"$harness" compare --binary "$member_bin" --trials "$trials" --trials-defaults "$trials_defaults" "$@" \
   2>&1 | tee "$work/run.log" || rc=${PIPESTATUS[0]}
 echo "- Finished $(date -u '+%H:%M UTC'); load average after $(cut -d' ' -f1-3 /proc/loadavg); exit status $rc" >>"$report"
 if [ -n "${OUT:-}" ]; then

@@ -13,7 +13,7 @@ import (
 )
 
 // The CLI side of `dledger bench failover`: flags, exit codes, the summary line. The harness's
-// own tests are in internal/bench.
+// own tests are in cmd/internal/harness.
 
 // TestBenchFailoverSmoke runs the real harness end to end: one crash trial on a 3-member group
 // of real processes. It checks that the harness works (exit 0, a well-formed summary), never
@@ -98,6 +98,19 @@ func TestBenchBadFlags(t *testing.T) {
 		msg := strings.TrimSpace(stderr.String())
 		if code != 2 || msg == "" || strings.Contains(msg, "\n") {
 			t.Errorf("bench %v: exit %d, stderr %q; want exit 2 and one error line", args, code, msg)
+		}
+	}
+}
+
+// TestBenchMovedToLab: the old spellings of the lab's benchmarks print one line naming the new
+// command and exit 2, whatever flags follow.
+func TestBenchMovedToLab(t *testing.T) {
+	for _, name := range []string{"calm", "compare"} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"bench", name, "--scenario", "all"}, &stdout, &stderr)
+		msg := strings.TrimSpace(stderr.String())
+		if code != 2 || strings.Contains(msg, "\n") || !strings.Contains(msg, "dledger-lab "+name) {
+			t.Errorf("bench %s: exit %d, stderr %q; want exit 2 and one line naming dledger-lab %s", name, code, msg, name)
 		}
 	}
 }

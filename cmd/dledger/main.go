@@ -27,7 +27,7 @@ commands:
   transfer  hand leadership to a member: dledger transfer --http ADDR --to n2
   watch     print a member's role events as they happen: dledger watch --http ADDR [-o json]
   sim       run the deterministic simulator: dledger sim --seeds N
-  bench     measure with real processes: dledger bench failover|calm|compare ...
+  bench     measure failover with real processes: dledger bench failover ... (lab: dledger-lab)
   version   print the version, VCS commit and Go version (also: dledger --version)
 
 Run 'dledger <command> -h' for the command's flags.

@@ -102,28 +102,13 @@ func Respond(keys KeySet, group, selfID string, msg1 []byte, accept func(peerID 
 	if err := checkMsg1(msg1); err != nil {
 		return nil, nil, "", err
 	}
-	var (
-		hs      *noise.HandshakeState
-		payload []byte
-		keyID   string
-	)
-	for i := range keys.keys {
-		try, err := newHandshake(&keys.keys[i], group, false)
-		if err != nil {
-			return nil, nil, "", fmt.Errorf("secure: %w", err)
-		}
-		if p, _, _, err := try.ReadMessage(nil, msg1[1:]); err == nil {
-			hs, payload, keyID = try, p, KeyID(keys.keys[i])
-			break
-		}
+	hs, payload, keyID, err := readMsg1(keys, group, msg1)
+	if err != nil {
+		return nil, nil, "", err
 	}
-	if hs == nil {
-		return nil, nil, "", ErrBadKey
-	}
-	peerID, rest, ok := readID(payload)
-	target, rest, ok2 := readID(rest)
-	if !ok || !ok2 || len(rest) != 0 {
-		return nil, nil, "", fmt.Errorf("%w: msg1 payload", ErrMalformed)
+	peerID, target, err := msg1Payload(payload)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	if target != selfID {
 		return nil, nil, peerID, fmt.Errorf("%w: %q dialled %q, this is %q", ErrWrongPeer, peerID, target, selfID)
@@ -136,6 +121,31 @@ func Respond(keys KeySet, group, selfID string, msg1 []byte, accept func(peerID 
 		return nil, nil, peerID, fmt.Errorf("secure: %w", err) // only a failing random source
 	}
 	return msg2, newSession(peerID, keyID, cs2, cs1), peerID, nil // the responder sends with the second
+}
+
+// readMsg1 tries msg1 with every key, each with a fresh handshake state, and returns the
+// state and payload of the key that verifies it (ErrBadKey if none does).
+func readMsg1(keys KeySet, group string, msg1 []byte) (*noise.HandshakeState, []byte, string, error) {
+	for i := range keys.keys {
+		try, err := newHandshake(&keys.keys[i], group, false)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("secure: %w", err)
+		}
+		if p, _, _, err := try.ReadMessage(nil, msg1[1:]); err == nil {
+			return try, p, KeyID(keys.keys[i]), nil
+		}
+	}
+	return nil, nil, "", ErrBadKey
+}
+
+// msg1Payload reads msg1's payload: the initiator's id and the id it dialled.
+func msg1Payload(payload []byte) (peerID, target string, err error) {
+	peerID, rest, ok := readID(payload)
+	target, rest, ok2 := readID(rest)
+	if !ok || !ok2 || len(rest) != 0 {
+		return "", "", fmt.Errorf("%w: msg1 payload", ErrMalformed)
+	}
+	return peerID, target, nil
 }
 
 // checkMsg1 bounds msg1 and reads its version byte before any cryptography. An

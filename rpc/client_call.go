@@ -1,0 +1,222 @@
+package rpc
+
+// A call's life on the client: registered with its peer, completed exactly once (answered,
+// failed, timed out by the connection's sweep, or failed with the connection).
+
+import (
+	"time"
+)
+
+// call is one request waiting for its answer. done is the caller's callback, a
+// func(*Response, error) of m's response type, which m.complete runs; whoever removes the call
+// from its peer's pending map completes it, which is what makes done run exactly once.
+type call struct {
+	m        method
+	deadline time.Time
+	sent     time.Time // when submit registered it: where its round trip (Hooks.OnRoundTrip) starts
+	done     any
+}
+
+func (cl *Client) newCall(m method) *call {
+	c := cl.callPool.Get().(*call)
+	c.m = m
+	return c
+}
+
+// begin finds the peer and picks the request id; on failure it completes the call and
+// returns a nil peer. A peer that is down fails here, before any encoding work.
+func (cl *Client) begin(to string, c *call) (*peer, uint64) {
+	p := cl.peers[to]
+	if p == nil {
+		cl.finish(c, nil, ErrUnknownPeer, to)
+		return nil, 0
+	}
+	if err := p.usable(); err != nil {
+		cl.finish(c, nil, err, to)
+		return nil, 0
+	}
+	return p, p.nextID.Add(1)
+}
+
+// finish completes a call: it recycles the call first (done may send again), then runs done
+// with a fresh copy of the response, since the caller may keep it.
+func (cl *Client) finish(c *call, r *response, err error, peerID string) {
+	if err != nil {
+		cl.obs.rpcError(c.m.requestCode(), callErrReason(err), peerID)
+	}
+	m, done := c.m, c.done
+	*c = call{}
+	cl.callPool.Put(c)
+	m.complete(done, r, err)
+}
+
+// usable fails fast while the peer is down: the caller learns at once instead of after a
+// timeout, and nothing is queued for a connection that does not exist.
+func (p *peer) usable() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closed:
+		return ErrClosed
+	case !p.connected:
+		return ErrPeerDown
+	}
+	return nil
+}
+
+// submit registers the call and queues its frame for the writer, without blocking. encErr
+// is encodeFrame's error: the call then fails at once (and fb is nil).
+func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
+	cl := p.cl
+	if encErr != nil {
+		cl.finish(c, nil, encodeErr(encErr), p.id)
+		return
+	}
+	var err error
+	var gen uint64
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		err = ErrClosed
+	case !p.connected:
+		err = ErrPeerDown
+	default:
+		c.sent = time.Now()
+		c.deadline = c.sent.Add(c.m.timeout(&cl.opts))
+		p.pending[id] = c
+		gen = p.gen
+	}
+	p.mu.Unlock()
+	if err != nil {
+		putFrameBuf(fb)
+		cl.finish(c, nil, err, p.id)
+		return
+	}
+	cl.obs.requests.Add(1)
+	select {
+	case p.sendq <- outFrame{gen: gen, fb: fb}:
+	default:
+		putFrameBuf(fb)
+		if c := p.take(id); c != nil { // the connection may have failed it meanwhile
+			cl.finish(c, nil, ErrOverloaded, p.id)
+		}
+	}
+}
+
+// take removes and returns a pending call, or nil if it already completed.
+func (p *peer) take(id uint64) *call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.pending[id]
+	if c != nil {
+		delete(p.pending, id)
+		if len(p.pending) == 0 && p.sweep != nil {
+			p.sweep.stop() // nothing left to time out: an answered call costs no later wake-up
+		}
+	}
+	return c
+}
+
+// sweep is a connection's timeout timer. It is armed for the earliest deadline of the calls
+// pending on the connection and stopped when the last of them is answered, so an idle
+// connection, and a healthy one between calls, costs no wake-ups: a ticker every
+// CallTimeout/10 used to wake an idle member 20 times a second for nothing, and a timer left
+// to fire at an answered call's deadline woke a leader once a second per peer (issue 15's idle
+// CPU; each wake-up costs a thread switch). Its fields are guarded by the peer's mu: the writer
+// goroutine arms it, the reader stops it.
+type sweep struct {
+	timer *time.Timer
+	at    time.Time // when timer fires; zero while it is stopped or has fired
+}
+
+func newSweep() *sweep {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &sweep{timer: t}
+}
+
+// arm makes the timer fire by next, if ok (a call is pending). A timer already due sooner
+// is kept; one due later (a transfer's longer timeout, then an ordinary call) is moved up.
+func (s *sweep) arm(next time.Time, ok bool) {
+	if ok && (s.at.IsZero() || next.Before(s.at)) {
+		s.timer.Reset(time.Until(next))
+		s.at = next
+	}
+}
+
+// stop disarms the timer. Since Go 1.23 no value from before Stop is received after it, so
+// the writer never wakes for a stopped sweep.
+func (s *sweep) stop() {
+	if !s.at.IsZero() {
+		s.timer.Stop()
+		s.at = time.Time{}
+	}
+}
+
+// armSweep arms the connection's sweep for the earliest deadline of the pending calls, if any
+// is pending.
+func (p *peer) armSweep() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sweep != nil {
+		p.sweep.arm(p.earliestDeadline())
+	}
+}
+
+// earliestDeadline is the soonest deadline of the pending calls; ok is false if none is
+// pending. The caller holds p.mu.
+func (p *peer) earliestDeadline() (next time.Time, ok bool) {
+	for _, c := range p.pending {
+		if !ok || c.deadline.Before(next) {
+			next, ok = c.deadline, true
+		}
+	}
+	return next, ok
+}
+
+// expire fails the calls whose deadline has passed by now and returns how many there were.
+func (p *peer) expire(now time.Time) int {
+	p.mu.Lock()
+	for id, c := range p.pending {
+		if !now.Before(c.deadline) {
+			delete(p.pending, id)
+			p.expired = append(p.expired, c)
+		}
+	}
+	p.mu.Unlock()
+	n := len(p.expired)
+	for i, c := range p.expired {
+		p.cl.finish(c, nil, ErrTimeout, p.id)
+		p.expired[i] = nil
+	}
+	p.expired = p.expired[:0]
+	return n
+}
+
+// disconnect marks the peer down and fails its pending calls and queued frames.
+func (p *peer) disconnect() {
+	reason := ErrPeerDown
+	p.mu.Lock()
+	p.connected = false
+	if p.closed {
+		reason = ErrClosed
+	}
+	for id, c := range p.pending {
+		delete(p.pending, id)
+		p.expired = append(p.expired, c)
+	}
+	p.mu.Unlock()
+	for i, c := range p.expired {
+		p.cl.finish(c, nil, reason, p.id)
+		p.expired[i] = nil
+	}
+	p.expired = p.expired[:0]
+	for {
+		select {
+		case f := <-p.sendq:
+			putFrameBuf(f.fb)
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package rpc
+
+// One connection to a peer: the writer (hello, queued frames, the timeout sweep) and the
+// reader (responses, matched to their calls).
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
+)
+
+// peer is the connection to one member.
+type peer struct {
+	cl     *Client
+	id     string
+	addr   string
+	sendq  chan outFrame
+	nextID atomic.Uint64
+
+	mu        sync.Mutex
+	connected bool
+	closed    bool
+	gen       uint64 // connection generation; frames queued for an older one are dropped
+	pending   map[uint64]*call
+	sweep     *sweep // the current connection's timeout timer; nil between connections
+
+	expired []*call // scratch for the writer goroutine's timeout sweep
+	kick    chan struct{}
+}
+
+type outFrame struct {
+	gen uint64
+	fb  *frameBuf
+}
+
+// serve runs one connection: this goroutine writes queued frames and expires overdue calls,
+// a second one reads responses. When either side fails, or the client closes, the connection
+// is closed and every pending call fails. It reports whether the connection was healthy: a
+// response arrived on it, or it stayed up for at least ReconnectMax.
+//
+// A connection is also dropped when it has gone silent: a call timed out and not a byte
+// arrived for a whole CallTimeout. Across a partition that drops packets the connection
+// would otherwise stay open, with TCP retransmitting at ever longer intervals, so after the
+// heal the peer would hear from us only at the next retransmission (seconds later, growing
+// with the partition's length: issue 18). Dropped, it is redialled, and the first dial after
+// the heal gets through. A slow peer that still answers (late answers count: any byte read)
+// keeps its connection.
+func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer bool) {
+	start := time.Now()
+	gen := p.up()
+	var answered atomic.Bool
+	sr, sw := socketIO(conn)
+	rc := &readClock{r: sr}
+	rc.last.Store(monoNow())
+	readDone := make(chan error, 1)
+	go func() { readDone <- p.read(rc, sess, &answered) }()
+	w := newConnWriter(conn, sw, p.cl.opts.CallTimeout)
+	sweep := p.useSweep()
+	defer p.dropSweep()
+
+	readerExited := false
+	err := p.greet(w, sess, gen)
+	if err == nil {
+		readerExited, err = p.pump(w, sess, gen, sweep, rc, readDone)
+	}
+	closedByPeer = readerExited && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
+	p.hangUp(conn, err, readerExited, readDone)
+	return answered.Load() || time.Since(start) >= p.cl.opts.ReconnectMax, closedByPeer
+}
+
+// up marks the peer connected, on a new connection generation, which it returns.
+func (p *peer) up() uint64 {
+	p.mu.Lock()
+	p.gen++
+	gen := p.gen
+	p.connected = !p.closed
+	p.mu.Unlock()
+	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
+	return gen
+}
+
+// useSweep gives the connection a timeout sweep; dropSweep stops and removes it.
+func (p *peer) useSweep() *sweep {
+	s := newSweep()
+	p.mu.Lock()
+	p.sweep = s
+	p.mu.Unlock()
+	return s
+}
+
+func (p *peer) dropSweep() {
+	p.mu.Lock()
+	p.sweep.stop()
+	p.sweep = nil
+	p.mu.Unlock()
+}
+
+// greet sends the connection's hello, if the client has one, and then tells
+// OnPeerConnected that the connection is ready for calls.
+func (p *peer) greet(w *bufio.Writer, sess *secure.Session, gen uint64) error {
+	if p.cl.hello {
+		err := p.hello(w, sess, gen)
+		p.armSweep()
+		if err != nil {
+			return err
+		}
+	}
+	if p.cl.opts.OnPeerConnected != nil {
+		p.cl.opts.OnPeerConnected(p.id)
+	}
+	return nil
+}
+
+// pump is the writer's loop: it writes queued frames and expires overdue calls until the
+// connection fails (readerExited: the reader failed, with err), the connection goes silent
+// or the client closes.
+func (p *peer) pump(w *bufio.Writer, sess *secure.Session, gen uint64, sweep *sweep, rc *readClock,
+	readDone <-chan error) (readerExited bool, err error) {
+	for err == nil {
+		select {
+		case f := <-p.sendq:
+			err = p.write(w, sess, gen, f)
+			p.armSweep()
+		case now := <-sweep.timer.C:
+			err = p.sweepFired(sweep, now, rc)
+		case err = <-readDone:
+			if err == nil {
+				err = io.EOF
+			}
+			return true, err
+		case <-p.cl.ctx.Done():
+			err = ErrClosed
+		}
+	}
+	return false, err
+}
+
+// sweepFired fails the calls that are overdue at now; it returns errSilent if there were any
+// and not a byte arrived for a whole CallTimeout.
+func (p *peer) sweepFired(sweep *sweep, now time.Time, rc *readClock) error {
+	p.mu.Lock()
+	sweep.at = time.Time{}
+	p.mu.Unlock()
+	var err error
+	if p.expire(now) > 0 && time.Duration(monoNow()-rc.last.Load()) >= p.cl.opts.CallTimeout {
+		err = errSilent
+	}
+	p.armSweep()
+	return err
+}
+
+// hangUp closes the connection that ended with err, waits for its reader and fails what was
+// pending on it.
+func (p *peer) hangUp(conn net.Conn, err error, readerExited bool, readDone <-chan error) {
+	if errors.Is(err, errSilent) {
+		// Every call on it has failed or is about to, so what is still unsent or unacknowledged
+		// is of no use to anyone: discard it (RST) rather than have the kernel deliver stale
+		// requests after the heal, and free the socket at once.
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+	}
+	_ = conn.Close()
+	if !readerExited {
+		<-readDone // the reader returns once the connection is closed
+	}
+	p.disconnect()
+	if !errors.Is(err, ErrClosed) {
+		p.cl.obs.log.Debug("rpc: connection lost", zap.String("peer", p.id), zap.Error(err))
+	}
+}
+
+// newConnWriter buffers writes to conn, made through w (conn itself or its socket, see
+// socketIO), and gives each write to the socket its own deadline of timeout. The deadline
+// keeps a peer that stopped reading from holding the writer (and so the timeout sweep)
+// forever; renewing it per write means a healthy connection under a steady stream is never
+// cut off because a whole batch took longer than one deadline.
+func newConnWriter(conn net.Conn, w io.Writer, timeout time.Duration) *bufio.Writer {
+	return bufio.NewWriterSize(&deadlineWriter{conn: conn, w: w, timeout: timeout}, 16<<10)
+}
+
+type deadlineWriter struct {
+	conn    net.Conn
+	w       io.Writer
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(b []byte) (int, error) {
+	if err := d.conn.SetWriteDeadline(time.Now().Add(d.timeout)); err != nil {
+		return 0, err
+	}
+	return d.w.Write(b)
+}
+
+// hello sends the connection's first frame, a METADATA request made here rather than by a
+// caller, before anything queued. It is what keeps a member's idle connections open: the
+// server closes a connection that has not completed a first frame within its
+// FirstFrameTimeout, and a follower's connections carry no requests while a leader lives.
+// With Auth.Keys it is also the proof the server waits for: the first frame that opens shows
+// the peer holds the session keys (a replayed msg1 gets a session too, but cannot use it).
+// Its answer is dropped; it counts as any answer (the connection is healthy).
+func (p *peer) hello(w *bufio.Writer, sess *secure.Session, gen uint64) error {
+	a := &p.cl.opts.Auth
+	req := protocol.MetadataRequest{Header: protocol.Header{Group: a.Group, RemoteID: p.id, LocalID: a.SelfID}}
+	id := p.nextID.Add(1)
+	fb, err := encodeFrameOf(id, metadataMethod.code, false, &req, p.cl.maxPlain)
+	if err != nil {
+		return err // ids and group are bounded by Auth.check: cannot happen
+	}
+	c := p.cl.newCall(metadataMethod)
+	c.done = dropHelloAnswer
+	c.deadline = time.Now().Add(p.cl.opts.CallTimeout)
+	p.mu.Lock()
+	p.pending[id] = c
+	p.mu.Unlock()
+	p.cl.obs.requests.Add(1)
+	return p.write(w, sess, gen, outFrame{gen: gen, fb: fb})
+}
+
+func dropHelloAnswer(*protocol.MetadataResponse, error) {}
+
+// write sends f and what else was queued when it began, then flushes. The batch is capped
+// at what was queued so that under a steady stream serve still gets back to expiring
+// overdue calls and to noticing a failed reader. With a session each frame is sealed here,
+// in the order it goes on the wire.
+func (p *peer) write(w *bufio.Writer, sess *secure.Session, gen uint64, f outFrame) error {
+	for more := len(p.sendq); ; more-- {
+		var err error
+		if f.gen == gen { // a frame queued for an earlier connection: its call already failed
+			if sess != nil {
+				if err = sealFrame(sess, f.fb); err != nil {
+					p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
+				}
+			}
+			if err == nil {
+				_, err = w.Write(f.fb.b)
+			}
+		}
+		putFrameBuf(f.fb)
+		if err != nil {
+			return err
+		}
+		if more <= 0 {
+			return w.Flush()
+		}
+		select {
+		case f = <-p.sendq:
+		default:
+			return w.Flush()
+		}
+	}
+}
+
+var errSilent = errors.New("rpc: calls timed out and nothing arrived for a call timeout")
+
+// readClock is the connection as the reader sees it; it notes when bytes last arrived.
+type readClock struct {
+	r    io.Reader    // the connection, or its socket (socketIO)
+	last atomic.Int64 // monoNow of the last read that returned data
+}
+
+func (r *readClock) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if n > 0 {
+		r.last.Store(monoNow())
+	}
+	return n, err
+}
+
+// read decodes responses until the connection fails; answered is set once one arrived.
+// Responses are as untrusted as requests: the same size limit and validation apply, and a
+// bad frame closes the connection.
+func (p *peer) read(conn io.Reader, sess *secure.Session, answered *atomic.Bool) error {
+	fr := frameReader{r: bufio.NewReaderSize(conn, 4<<10), hdr: make([]byte, frameHeaderLen)}
+	var fd frameDecoder
+	var resp response
+	for {
+		body, err := p.readFrame(&fr)
+		if err != nil {
+			return err
+		}
+		if sess != nil {
+			if body, err = sess.Open(body[:0], body); err != nil { // in place: body is ours
+				p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
+				return err
+			}
+		}
+		if err := fd.decodeResponse(body, &resp); err != nil {
+			return p.badFrame(badFrameReason(err), err)
+		}
+		if err := p.answer(&resp, answered); err != nil {
+			return err
+		}
+	}
+}
+
+// frameReader is the reader's buffered connection and its frame buffers, reused frame to
+// frame.
+type frameReader struct {
+	r    *bufio.Reader
+	hdr  []byte
+	body []byte
+}
+
+// readFrame reads the next frame and returns its body, bounded by the maximum frame size
+// before it is read. A connection that ends inside a frame is a truncated frame.
+func (p *peer) readFrame(fr *frameReader) ([]byte, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, p.badFrame(ReasonTruncated, err)
+		}
+		return nil, err
+	}
+	n, err := frameLength(fr.hdr, p.cl.maxBody)
+	if err != nil {
+		return nil, p.badFrame(badFrameReason(err), err)
+	}
+	if cap(fr.body) < n {
+		fr.body = make([]byte, n)
+	}
+	fr.body = fr.body[:n]
+	if _, err := io.ReadFull(fr.r, fr.body); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, p.badFrame(ReasonTruncated, err)
+		}
+		return nil, err
+	}
+	return fr.body, nil
+}
+
+// answer completes the call resp answers; answered is set once the connection carried a
+// well-formed answer. An answer the connection can not have been sent is a bad frame.
+func (p *peer) answer(resp *response, answered *atomic.Bool) error {
+	c := p.take(resp.id)
+	if c == nil {
+		// A late answer to a call that timed out is normal. An answer to an id we never
+		// sent (ids count up from 1) means a broken peer: its answers can not be matched.
+		if resp.id == 0 || resp.id > p.nextID.Load() {
+			return p.badFrame(ReasonUnknownID, errUnknownID)
+		}
+		answered.Store(true)
+		return nil
+	}
+	if c.m.requestCode() != resp.code {
+		p.cl.finish(c, nil, ErrBadResponse, p.id)
+		return p.badFrame(ReasonUnexpectedKind, errUnexpectedKind)
+	}
+	// Only a well-formed answer to one of our calls shows the connection healthy (it
+	// resets the reconnect back-off); a peer that sends only broken answers does not.
+	answered.Store(true)
+	p.cl.obs.roundTrip(resp.code, p.id, c.sent)
+	p.cl.finish(c, resp, nil, p.id)
+	return nil
+}
+
+var errUnknownID = errors.New("rpc: response to a request id never sent")
+
+func (p *peer) badFrame(reason string, err error) error {
+	p.cl.obs.badFrame(reason, p.addr, err)
+	return err
+}
