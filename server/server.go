@@ -1,5 +1,4 @@
-// Package server runs one member of a replica group: it wires the durable store, MemberState,
-// the elector, the rpc layer, metrics and the HTTP admin API from one Config. It is also the Go
+// Package server runs one member of a replica group: it wires the durable store, the elector, the rpc layer, metrics and the HTTP admin API from one Config. It is also the Go
 // API a storage broker embeds: New, Start, Stop, Status, UpdateLedger, Subscribe and
 // TransferLeadership, with role events whose term is the fencing token.
 //
@@ -71,7 +70,6 @@ func WithStore(s memberstate.Store) Option { return func(o *options) { o.store =
 type Server struct {
 	cfg      Config
 	log      *zap.Logger
-	ms       *memberstate.MemberState
 	elector  *dledger.Elector
 	dispatch *driver.Dispatcher
 	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
@@ -146,11 +144,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}()
 		store = fileStore
 	}
-	ms, err := memberstate.New(cfg.Group, cfg.SelfID, peers, store)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, ms: ms, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
+	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
 		log: o.logger.With(zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
 	s.deliver = s.dispatch.Publish
 
@@ -219,7 +213,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.elector, err = dledger.New(cfg.Election, ms, dledger.Options{
+	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store}
+	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
 		Transport: s.client, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
