@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -43,27 +45,43 @@ func dash(s string) string {
 	return s
 }
 
+// Exit statuses of `dledger transfer`.
+const (
+	transferDone    = 0 // the transferee leads
+	transferRefused = 1 // a definite no (nothing changed), or the request could not be sent
+	transferUsage   = 2 // a usage error
+	transferUnknown = 3 // no answer in time: the transfer may still happen
+)
+
 // runTransfer asks a member (any member: followers forward to the leader) to hand leadership
-// to --to. Exit status 0 only on SUCCESS.
+// to --to. Exit status 0 only on SUCCESS; 1 for a refusal, which stderr explains (the
+// transferee abstains, is unreachable, is N entries behind, ...); 3 when the outcome is
+// unknown (no answer within --timeout, or the member's own 504); 2 for a usage error.
 func runTransfer(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("transfer", flag.ContinueOnError)
 	addr := fs.String("http", "", "admin API address of any member (required)")
 	to := fs.String("to", "", "member id to hand leadership to (required)")
-	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer")
+	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer; past it the outcome is unknown (exit 3)")
 	tokenFile := fs.String("token-file", "", "file holding the member's admin bearer token (its --admin-token-file)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: dledger transfer --http ADDR --to ID [--timeout D] [--token-file FILE]\n\n"+
+			"Exit status: 0 the transferee leads; 1 refused, with the reason on stderr (nothing changed); 2 usage error;\n"+
+			"3 outcome unknown (no answer in time: the transfer may still happen; check with dledger status).")
+		fs.PrintDefaults()
+	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
 	if *addr == "" || *to == "" {
 		fmt.Fprintln(stderr, "dledger transfer: --http and --to are required")
-		return 2
+		return transferUsage
 	}
 	var token string
 	if *tokenFile != "" {
 		var err error
 		if token, err = readTokenFile(*tokenFile); err != nil {
 			fmt.Fprintf(stderr, "dledger transfer: --token-file: %v\n", err)
-			return 2
+			return transferUsage
 		}
 	}
 	body, _ := json.Marshal(server.TransferRequestJSON{To: *to})
@@ -71,29 +89,46 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 	req, err := http.NewRequest("POST", httpURL(*addr, "/v1/transfer"), bytes.NewReader(body))
 	if err != nil {
 		fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
-		return 2
+		return transferUsage
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	unknown := func(why string) int {
+		fmt.Fprintf(stderr, "dledger transfer: the outcome is unknown: %s; the transfer may still happen. "+
+			"Check which member leads in a few seconds: dledger status --http %s\n", why, *addr)
+		return transferUnknown
+	}
 	started := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
-		return 1
+		// A timeout may have come after the request reached the member, which goes on with it;
+		// any other error (refused connection, bad address) means nothing was asked.
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return unknown(fmt.Sprintf("no answer within --timeout %v", *timeout))
+		}
+		fmt.Fprintf(stderr, "dledger transfer: %v (no transfer was asked)\n", err)
+		return transferRefused
 	}
 	defer resp.Body.Close()
 	var res server.TransferJSON
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err := json.Unmarshal(raw, &res); err != nil || res.Code == "" {
 		fmt.Fprintf(stderr, "dledger transfer: HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(raw)))
-		return 1
+		return transferRefused
 	}
 	fmt.Fprintf(stdout, "transfer to %s: %s term=%d leader=%s (%.0f ms)\n", *to, res.Code, res.Term,
 		dash(res.LeaderID), float64(time.Since(started).Microseconds())/1000)
-	if res.Code != "SUCCESS" {
-		return 1
+	switch {
+	case res.Code == "SUCCESS":
+		return transferDone
+	case res.Reason == "outcome-unknown" || resp.StatusCode == http.StatusGatewayTimeout:
+		return unknown("the member got no answer in time (" + res.Error + ")")
 	}
-	return 0
+	if res.Error != "" {
+		fmt.Fprintf(stderr, "dledger transfer: %s\n", res.Error)
+	}
+	return transferRefused
 }
