@@ -25,10 +25,6 @@ type (
 	Timings = dledger.Config
 	// KeySet is the group key of Config.Keys (LoadKeyFile).
 	KeySet = secure.KeySet
-	// Store keeps the term and vote durably (WithStore); FileStore is the default.
-	Store = memberstate.Store
-	// Durable is what a Store keeps.
-	Durable = memberstate.Durable
 )
 
 // The roles of RoleEvent.Role and Status.Role.
@@ -38,12 +34,6 @@ const (
 	Candidate Role = protocol.CANDIDATE
 	// Unknown is only the last event of a stopped member: it leads nothing.
 	Unknown Role = protocol.UNKNOWN
-)
-
-// The timing profiles of Config.Profile.
-const (
-	ProfileLAN     = dledger.ProfileLAN
-	ProfileDLedger = dledger.ProfileDLedger
 )
 
 // LoadKeyFile reads a group key file (`dledger keygen FILE` writes one) for Config.Keys.

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -112,7 +111,7 @@ func (e *TransferError) Error() string {
 // cause.
 func (e *TransferError) Unwrap() []error {
 	errs := []error{e.Reason}
-	if e.Refused() {
+	if e.Reason != ErrOutcomeUnknown {
 		errs = append(errs, ErrTransferRefused)
 	}
 	if e.Cause != nil {
@@ -121,14 +120,9 @@ func (e *TransferError) Unwrap() []error {
 	return errs
 }
 
-// Refused says the transfer certainly did not happen because of this request.
-func (e *TransferError) Refused() bool {
-	return e.Reason != ErrOutcomeUnknown
-}
-
 // reasonOf maps a transfer's wire code to its reason. FALL_BEHIND_TOO_MUCH covers three
-// reasons on the leader (unreachable, abstaining, behind); explain narrows it where the
-// leader's own view is at hand.
+// reasons on the leader (unreachable, abstaining, behind) and TAKE_LEADERSHIP_FAILED several;
+// transferError narrows them where the leader's own view is at hand.
 func reasonOf(c protocol.ResponseCode) error {
 	switch c {
 	case protocol.CodeNotLeader:
@@ -160,8 +154,7 @@ func transferError(to string, code protocol.ResponseCode, term int64, leader str
 	}
 	var self, peer *dledger.PeerStatus
 	for i := range st.Peers {
-		switch st.Peers[i].ID {
-		case st.SelfID:
+		if st.Peers[i].ID == st.SelfID {
 			self = &st.Peers[i]
 		}
 		if st.Peers[i].ID == to {
@@ -175,10 +168,17 @@ func transferError(to string, code protocol.ResponseCode, term int64, leader str
 		e.Reason = ErrTransfereeAbstaining // the transferee is this member: it knows
 		return e
 	case st.Role != protocol.LEADER:
-		if code == protocol.CodeFallBehindTooMuch {
+		// Forwarded: the leader's answer carries its code only, and this member does not know
+		// the transferee's liveness or lag. Say what the code allows, not one guess.
+		switch code {
+		case protocol.CodeFallBehindTooMuch:
+			e.Reason = ErrTransferRefused
 			e.Detail = "the leader " + leader + " refused it: the transferee is unreachable from it, abstains, or is " +
 				strconv.FormatInt(cfg.MaxLeadershipTransferWaitIndex, 10) + " or more entries behind; " +
 				"ask the leader for the reason"
+		case protocol.CodeTakeLeadershipFailed:
+			e.Detail = "it may have been behind the leader's ledger for leadershipTransferWaitTimeout " +
+				cfg.LeadershipTransferWaitTimeout.String() + ", stalled, or lost the election; ask the leader for the reason"
 		}
 		return e
 	}
@@ -211,5 +211,3 @@ func outcomeUnknown(to string, term int64, leader string, cause error, waited ti
 	return &TransferError{To: to, Reason: ErrOutcomeUnknown, Code: protocol.CodeTimeout, Term: term, LeaderID: leader,
 		Cause: cause, Detail: "gave up after " + waited.Round(time.Millisecond).String()}
 }
-
-var _ = fmt.Sprint

@@ -120,6 +120,7 @@ var transferReasons = []struct {
 	{ErrTransfereeUnreachable, "transferee-unreachable"}, {ErrTransfereeAbstaining, "transferee-abstaining"},
 	{ErrTransfereeBehind, "transferee-behind"}, {ErrTermChanged, "term-changed"},
 	{ErrTransfereeFailed, "transferee-failed"}, {ErrOutcomeUnknown, "outcome-unknown"}, {ErrStopped, "stopped"},
+	{ErrTransferRefused, "refused"}, // a forwarded refusal whose reason only the leader knows
 }
 
 // transferJSON is TransferLeadership's answer as POST /v1/transfer's body, with the wire code.

@@ -50,7 +50,8 @@ func awaitPeerView(t *testing.T, leader *Server, id string, what string, ok func
 
 // Each refusal of a real group names its reason for errors.Is, and the wire code stays on the
 // error for diagnostics: a member that knows no leader (ErrNotLeader), an id that is no member
-// (ErrUnknownMember), a transferee whose ledger is not reported (ErrTransfereeAbstaining), one
+// (ErrUnknownMember), a transferee whose ledger is not reported (ErrTransfereeAbstaining; a
+// follower that forwards the request names no single reason), one
 // behind by more than maxLeadershipTransferWaitIndex (ErrTransfereeBehind, with the lag and the
 // limit), one that is stopped (ErrTransfereeUnreachable), and a member that is stopped
 // (ErrStopped).
@@ -84,6 +85,12 @@ func TestTransferRefusalsNameTheirReason(t *testing.T) {
 	// The transferee itself, asked, knows it abstains though the leader answers with the code only.
 	te = transferErr(t, context.Background(), g.servers[2], "n2")
 	wantReason(t, te, ErrTransfereeAbstaining, true)
+	// Another follower forwards and gets the code only: it names no single guess.
+	te = transferErr(t, context.Background(), g.servers[g.index(other)], "n2")
+	wantReason(t, te, ErrTransferRefused, true)
+	if errors.Is(te, ErrTransfereeBehind) || !strings.Contains(te.Error(), "ask the leader") {
+		t.Fatalf("forwarded refusal: %v", te)
+	}
 
 	// Reported, 50 entries behind: refused at once for reaching the limit of 10.
 	if err := g.servers[2].UpdateLedger(1, 50); err != nil {
