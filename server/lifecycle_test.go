@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
 // A Start that fails (its rpc port is taken) releases what New took: the data dir's lock and
@@ -83,8 +85,26 @@ func TestLibraryErrorsNameNoFlag(t *testing.T) {
 	noDir := soloConfig(t)
 	noDir.DataDir = ""
 	_, newErr := New(noDir)
+	first := soloConfig(t)
+	s, err := New(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	_, lockedErr := New(first)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	awaitRole(t, s, protocol.LEADER) // its term is in vote.state now, with its owner
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	other := first
+	other.SelfID, other.Peers = "n1", "n1-127.0.0.1:1"
+	_, foreignErr := New(other)
 	for name, err := range map[string]error{"no key": noKey.Validate(), "no data dir": newErr,
-		"no ledger": ErrNoLedger, "no storage": ErrNoStorage} {
+		"no ledger": ErrNoLedger, "no storage": ErrNoStorage, "data dir in use": lockedErr,
+		"another member's data dir": foreignErr} {
 		if err == nil {
 			t.Fatalf("%s: no error", name)
 		}
