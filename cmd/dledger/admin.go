@@ -84,24 +84,14 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 			return transferUsage
 		}
 	}
-	body, _ := json.Marshal(server.TransferRequestJSON{To: *to})
 	client := &http.Client{Timeout: *timeout}
-	req, err := http.NewRequest("POST", httpURL(*addr, "/v1/transfer"), bytes.NewReader(body))
-	if err != nil {
-		fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
-		return transferUsage
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
 	unknown := func(why string) int {
 		fmt.Fprintf(stderr, "dledger transfer: the outcome is unknown: %s; the transfer may still happen. "+
 			"Check which member leads in a few seconds: dledger status --http %s\n", why, *addr)
 		return transferUnknown
 	}
 	started := time.Now()
-	resp, err := client.Do(req)
+	res, status, err := askTransfer(client, *addr, *to, token)
 	if err != nil {
 		// A timeout may have come after the request reached the member, which goes on with it;
 		// any other error (refused connection, bad address) means nothing was asked.
@@ -109,26 +99,80 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &ne) && ne.Timeout() {
 			return unknown(fmt.Sprintf("no answer within --timeout %v", *timeout))
 		}
-		fmt.Fprintf(stderr, "dledger transfer: %v (no transfer was asked)\n", err)
+		if status == 0 {
+			fmt.Fprintf(stderr, "dledger transfer: %v (no transfer was asked)\n", err)
+		} else {
+			fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
+		}
 		return transferRefused
 	}
-	defer resp.Body.Close()
-	var res server.TransferJSON
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err := json.Unmarshal(raw, &res); err != nil || res.Code == "" {
-		fmt.Fprintf(stderr, "dledger transfer: HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(raw)))
-		return transferRefused
+	if res.Reason == "refused" && res.LeaderID != "" {
+		// A follower forwarded the request and the leader refused it with a code only the
+		// leader can explain (unreachable, abstaining or behind). Nothing changed, so asking
+		// the leader itself is safe, and it names the reason.
+		if leaderAddr := adminAddrOf(client, *addr, res.LeaderID); leaderAddr != "" {
+			fmt.Fprintf(stderr, "dledger transfer: the leader %s refused the forwarded request; asking it at %s for the reason\n",
+				res.LeaderID, leaderAddr)
+			if lres, lstatus, err := askTransfer(client, leaderAddr, *to, token); err == nil {
+				res, status = lres, lstatus
+			}
+		}
 	}
 	fmt.Fprintf(stdout, "transfer to %s: %s term=%d leader=%s (%.0f ms)\n", *to, res.Code, res.Term,
 		dash(res.LeaderID), float64(time.Since(started).Microseconds())/1000)
 	switch {
 	case res.Code == "SUCCESS":
 		return transferDone
-	case res.Reason == "outcome-unknown" || resp.StatusCode == http.StatusGatewayTimeout:
+	case res.Reason == "outcome-unknown" || status == http.StatusGatewayTimeout:
 		return unknown("the member got no answer in time (" + res.Error + ")")
 	}
 	if res.Error != "" {
 		fmt.Fprintf(stderr, "dledger transfer: %s\n", res.Error)
 	}
 	return transferRefused
+}
+
+// askTransfer posts one transfer request to the member at addr. An answer that is not a
+// transfer's JSON is an error naming its HTTP status.
+func askTransfer(client *http.Client, addr, to, token string) (server.TransferJSON, int, error) {
+	var res server.TransferJSON
+	body, _ := json.Marshal(server.TransferRequestJSON{To: to})
+	req, err := http.NewRequest("POST", httpURL(addr, "/v1/transfer"), bytes.NewReader(body))
+	if err != nil {
+		return res, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return res, 0, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err := json.Unmarshal(raw, &res); err != nil || res.Code == "" {
+		return res, resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	return res, resp.StatusCode, nil
+}
+
+// adminAddrOf is member id's admin address as the member at addr lists it (GET /v1/members),
+// or "" when it does not know it.
+func adminAddrOf(client *http.Client, addr, id string) string {
+	resp, err := client.Get(httpURL(addr, "/v1/members"))
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var members []server.MemberJSON
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&members) != nil {
+		return ""
+	}
+	for _, m := range members {
+		if m.ID == id && m.Reachable {
+			return m.AdminAddr
+		}
+	}
+	return ""
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // `dledger transfer` names the real reason of each refusal and has an exit status of its own
-// for an unknown outcome (issue 34 items 5 and 6): a transfer to an abstaining sidecar member,
+// for an unknown outcome (issue 34 items 5 and 6): a transfer to an abstaining sidecar member
+// (asked of the leader, or of a follower that forwards it),
 // to one 50 entries behind, to a stopped member (1, with the reason on stderr), with --timeout
 // 1ms (3: the outcome is unknown, and how to check), a usage error (2), and a transfer that
 // works (0). The group runs in this process, over loopback.
@@ -95,6 +96,17 @@ func TestTransferExitCodesNameTheReason(t *testing.T) {
 
 	peerView("the leader to hear n2 abstain", func(p server.PeerStatus) bool { return p.Alive && !p.LedgerSet })
 	transfer(1, "abstains", "--to", "n2")
+	// Through a follower: the leader's forwarded answer is a code only, so the command asks the
+	// leader itself (found through the follower's /v1/members) for the reason.
+	follower := members[0]
+	if follower == leader {
+		follower = members[1]
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runTransfer([]string{"--http", follower.HTTPAddr(), "--to", "n2"}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "asking it at "+leader.HTTPAddr()) || !strings.Contains(stderr.String(), "abstains") {
+		t.Fatalf("dledger transfer through a follower: exit %d, stderr %q", code, stderr.String())
+	}
 
 	if err := members[2].UpdateLedger(1, 50); err != nil {
 		t.Fatal(err)
