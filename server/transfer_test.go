@@ -135,6 +135,9 @@ func TestTransferToALaggingMemberSaysByHowMuch(t *testing.T) {
 		other = "n1"
 	}
 	awaitPeerView(t, leader, "n2", "the leader to hear n2's ledger", func(p dledger.PeerStatus) bool { return p.Alive && p.LedgerSet })
+	// The second transfer's target must pass the leader's earlier checks (docs/protocol.md 7.8
+	// row 5) for row 6, the transfer in progress, to answer.
+	awaitPeerView(t, leader, other, "the leader to hear "+other+"'s ledger", func(p dledger.PeerStatus) bool { return p.Alive && p.LedgerSet })
 
 	gone, cancel := context.WithCancel(context.Background())
 	cancel() // the transferee waits a whole leadershipTransferWaitTimeout: no answer can be there
