@@ -252,7 +252,7 @@ func (s *Server) healthRoute(mux *http.ServeMux, path string, ok func(dledger.St
 // ReadOnlyHandler serves only what reads: /v1/status, the health checks (/v1/leader,
 // /v1/follower, /readyz, /healthz), the watch stream (/v1/watch) and long poll
 // (/v1/leader?wait=), /v1/members and /metrics.
-// It is what Config.MetricsAddr listens with.
+// It is what DaemonConfig.MetricsAddr listens with.
 func (s *Server) ReadOnlyHandler() http.Handler {
 	mux := http.NewServeMux()
 	s.readOnlyRoutes(mux)
@@ -287,7 +287,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 //	POST /v1/transfer {"to":"n2"}: hand leadership to n2 (forwarded to the leader)
 //	GET  /metrics     Prometheus
 //
-// With Config.AdminToken set, PUT and POST need it as a bearer token.
+// With DaemonConfig.AdminToken set, PUT and POST need it as a bearer token.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	s.readOnlyRoutes(mux)

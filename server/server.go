@@ -87,7 +87,7 @@ type Server struct {
 	admin    *httpEndpoint // nil: no admin API
 	metricsL *httpEndpoint // nil: no separate metrics listener
 	watch    *watchHub     // GET /v1/watch and the long poll (watch.go)
-	hooks    *hookRunner   // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
+	hooks    *hookRunner   // runs DaemonConfig.OnRoleChange and OnStop (hooks.go); nil: neither set
 	hookObs  *metrics.Hooks
 	peers    []memberstate.Peer
 	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
@@ -114,8 +114,9 @@ type Server struct {
 
 // New validates cfg and builds the member without opening any socket: every configuration
 // error (peers string, ids, timings, data dir, corrupt vote file) is reported here. It
-// validates first (Config.Validate), then creates the data dir, then registers the metrics;
-// on any error nothing is left behind but a data dir it may have created.
+// validates first (Config.Validate, and DaemonConfig.Validate with WithDaemon), then creates
+// the data dir, then registers the metrics; on any error nothing is left behind but a data dir
+// it may have created.
 func New(config Config, opts ...Option) (*Server, error) {
 	var o options
 	for _, f := range opts {
