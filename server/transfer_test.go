@@ -174,3 +174,29 @@ func TestTransferToALaggingMemberSaysByHowMuch(t *testing.T) {
 		}
 	}
 }
+
+// The codes no real group here provokes on demand (a race with another election, a transferee
+// that stalls or loses its campaign, a leader gone while forwarding) still map to their
+// reasons, and only a timeout is not a refusal.
+func TestTransferCodesMapToReasons(t *testing.T) {
+	follower := dledger.Status{SelfID: "n1", Role: protocol.FOLLOWER, LedgerKnown: true,
+		Peers: []dledger.PeerStatus{{ID: "n0"}, {ID: "n1", Self: true}, {ID: "n2"}}}
+	cfg := dledger.DefaultConfig()
+	for code, want := range map[protocol.ResponseCode]error{
+		protocol.CodeInconsistentTerm:     ErrTermChanged,
+		protocol.CodeInconsistentLeader:   ErrTermChanged,
+		protocol.CodeExpiredTerm:          ErrTermChanged,
+		protocol.CodeTakeLeadershipFailed: ErrTransfereeFailed,
+		protocol.CodeNetworkError:         ErrNotLeader,
+		protocol.CodeNotLeader:            ErrNotLeader,
+		protocol.CodeLeaderTransferring:   ErrTransferInProgress,
+		protocol.CodeUnknownMember:        ErrUnknownMember,
+		protocol.CodeTimeout:              ErrOutcomeUnknown,
+	} {
+		err := transferError("n2", code, 3, "n0", follower, cfg)
+		wantReason(t, err, want, code != protocol.CodeTimeout)
+		if err.Code != code {
+			t.Errorf("%v: the error keeps code %v", code, err.Code)
+		}
+	}
+}
