@@ -104,7 +104,11 @@ type TransferJSON struct {
 	LeaderID string `json:"leaderId"`
 	// Error says why the transfer failed, in words (absent on SUCCESS).
 	Error string `json:"error,omitempty"`
-	// Reason names the failure for programs (absent on SUCCESS): see transferReasons.
+	// Reason names the failure for programs (absent on SUCCESS), one per TransferLeadership
+	// reason: not-leader, unknown-member, transfer-in-progress, transferee-unreachable,
+	// transferee-abstaining, transferee-behind, term-changed, transferee-failed,
+	// outcome-unknown (not a refusal: it may still happen), stopped, or refused (forwarded by
+	// a follower: only the leader can say why).
 	Reason string `json:"reason,omitempty"`
 	// Behind: with reason transferee-behind, how many entries the transferee's ledger was
 	// behind the leader's, when the leader knew.
