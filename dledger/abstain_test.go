@@ -22,7 +22,7 @@ func newAbstainingUnit(t *testing.T) *unit {
 		t.Fatal(err)
 	}
 	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
-	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, LedgerFromStorage: true})
+	u.e, err = newElector(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, LedgerFromStorage: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,9 @@
 package dledger
 
-import "github.com/dledger-go/dledger/dledger/internal/bugs"
+import (
+	"github.com/dledger-go/dledger/dledger/internal/bugs"
+	"github.com/dledger-go/dledger/memberstate"
+)
 
 // The simulator's checker tests switch deliberate bugs on through dledger/internal/bugs, so
 // the Elector's public API has no test switch. Two transitions read e.bugs (becomeFollower and
@@ -12,4 +15,5 @@ func init() {
 		defer e.mu.Unlock()
 		e.bugs = b
 	}
+	bugs.MemberState = func(elector any) *memberstate.MemberState { return elector.(*Elector).ms }
 }

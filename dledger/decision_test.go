@@ -634,7 +634,7 @@ func TestFailedTermWriteRetriesAtTheReVoteTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), cfg: testConfig()}
-	if u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr}); err != nil {
+	if u.e, err = newElector(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr}); err != nil {
 		t.Fatal(err)
 	}
 	u.setTerm(4, "")

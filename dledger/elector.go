@@ -156,8 +156,33 @@ type peerStatus struct {
 	known   bool                  // ledger reported at least once
 }
 
-// New builds an elector over ms. cfg must be valid.
-func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error) {
+// Member is who an Elector is: its group, its own id, every member of the group (itself
+// included, in the order all members list them) and the durable store of its term and vote.
+type Member struct {
+	Group  string
+	SelfID string
+	Peers  []memberstate.Peer
+	// Store keeps the term and vote across restarts; its Save must be durable when it returns.
+	Store memberstate.Store
+}
+
+// New builds the elector of member m, with the term and vote m.Store holds. The elector owns
+// the member's term, vote and role from then on: it builds them itself, so nothing outside it
+// can change them behind its lock. cfg must be valid.
+func New(cfg Config, m Member, opt Options) (*Elector, error) {
+	if m.Store == nil {
+		return nil, fmt.Errorf("dledger.New: Member.Store is required")
+	}
+	ms, err := memberstate.New(m.Group, m.SelfID, m.Peers, m.Store)
+	if err != nil {
+		return nil, err
+	}
+	return newElector(cfg, ms, opt)
+}
+
+// newElector builds an elector over ms, which it owns from then on (the package's tests build
+// ms themselves to look at it).
+func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

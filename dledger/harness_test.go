@@ -124,7 +124,7 @@ func newUnitWithConfig(t *testing.T, n int, store *memberstate.MemStore, cfg Con
 		t.Fatal(err)
 	}
 	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: cfg}
-	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr})
+	u.e, err = newElector(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr})
 	if err != nil {
 		t.Fatal(err)
 	}

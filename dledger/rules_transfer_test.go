@@ -316,7 +316,7 @@ func TestRulesOnlyTheLeaderHandsOverToAPreferredMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: cfg}
-	if u.e, err = New(cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Observer: obs}); err != nil {
+	if u.e, err = newElector(cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Observer: obs}); err != nil {
 		t.Fatal(err)
 	}
 	leaderWithFollowers(t, u, map[string]memberstate.LedgerEnd{"n1": {Term: -1, Index: -1}, "n2": {Term: -1, Index: -1}})

@@ -26,7 +26,7 @@ func newRulesUnit(t *testing.T, n int, cfg Config, rnd Rand) *unit {
 		t.Fatal(err)
 	}
 	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: cfg}
-	if u.e, err = New(cfg, ms, Options{Clock: u.clock, Rand: rnd, Transport: u.tr}); err != nil {
+	if u.e, err = newElector(cfg, ms, Options{Clock: u.clock, Rand: rnd, Transport: u.tr}); err != nil {
 		t.Fatal(err)
 	}
 	u.e.hadLeader = true // steady state; the start-up rules are tested in succession_test.go

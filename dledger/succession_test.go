@@ -135,7 +135,7 @@ func TestStartUpOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		clock := newFakeClock()
-		e, err := New(cfg, ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}})
+		e, err := newElector(cfg, ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +320,7 @@ func TestStartUpRetryOnPeerReachable(t *testing.T) {
 	}
 	clock := newFakeClock()
 	tr := &recTransport{}
-	e, err := New(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr})
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func TestAnotherGroupLearnsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(DefaultConfig(), ms, Options{Clock: newFakeClock(), Rand: zeroRand, Transport: &recTransport{}})
+	e, err := newElector(DefaultConfig(), ms, Options{Clock: newFakeClock(), Rand: zeroRand, Transport: &recTransport{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -388,7 +388,7 @@ func (f *FileStore) load() (d Durable, exists bool, err error) {
 			"be lost safely, move it away", f.Path(), err)
 	}
 	if f.owner != (Owner{}) && fs.owner != (Owner{}) && fs.owner != f.owner {
-		return Durable{}, true, fmt.Errorf("data dir %s belongs to member %s of group %s, not %s of group %s: wrong --data-dir?",
+		return Durable{}, true, fmt.Errorf("data dir %s belongs to member %s of group %s, not %s of group %s: wrong data dir?",
 			f.dir, fs.owner.SelfID, fs.owner.Group, f.owner.SelfID, f.owner.Group)
 	}
 	if fs.version == 3 {

@@ -76,7 +76,7 @@ func TestDataDirLockInProcess(t *testing.T) {
 	for _, path := range []string{dir, link, dir + "/."} {
 		_, err := OpenFileStore(path, owner0)
 		want := fmt.Sprintf("data dir %s is in use by another member in this process (pid %d); "+
-			"each member needs its own --data-dir", path, os.Getpid())
+			"each member needs its own data dir", path, os.Getpid())
 		if err == nil || err.Error() != want {
 			t.Fatalf("second open via %s: %v\nwant: %s", path, err, want)
 		}
@@ -158,7 +158,7 @@ func TestDataDirLockAcrossProcesses(t *testing.T) {
 	pid := cmd.Process.Pid
 
 	_, err = OpenFileStore(dir, owner0)
-	want := fmt.Sprintf("data dir %s is in use by another dledger process (pid %d); each member needs its own --data-dir", dir, pid)
+	want := fmt.Sprintf("data dir %s is in use by another dledger process (pid %d); each member needs its own data dir", dir, pid)
 	if err == nil || err.Error() != want {
 		t.Fatalf("open of a dir another process holds: %v\nwant: %s", err, want)
 	}
@@ -192,7 +192,7 @@ func TestVoteStateRecordsOwner(t *testing.T) {
 	fs.Close()
 	for _, o := range []Owner{{"demo", "n0"}, {"other", "n1"}} {
 		_, err := OpenFileStore(dir, o)
-		want := fmt.Sprintf("data dir %s belongs to member n1 of group demo, not %s of group %s: wrong --data-dir?",
+		want := fmt.Sprintf("data dir %s belongs to member n1 of group demo, not %s of group %s: wrong data dir?",
 			dir, o.SelfID, o.Group)
 		if err == nil || err.Error() != want {
 			t.Fatalf("open as %+v: %v\nwant: %s", o, err, want)

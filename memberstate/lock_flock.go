@@ -68,10 +68,10 @@ func inUseError(dir, lockPath string) error {
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	switch {
 	case err != nil || pid <= 0:
-		return fmt.Errorf("data dir %s is in use by another dledger member (pid unknown); each member needs its own --data-dir", dir)
+		return fmt.Errorf("data dir %s is in use by another dledger member (pid unknown); each member needs its own data dir", dir)
 	case pid == os.Getpid():
-		return fmt.Errorf("data dir %s is in use by another member in this process (pid %d); each member needs its own --data-dir", dir, pid)
+		return fmt.Errorf("data dir %s is in use by another member in this process (pid %d); each member needs its own data dir", dir, pid)
 	default:
-		return fmt.Errorf("data dir %s is in use by another dledger process (pid %d); each member needs its own --data-dir", dir, pid)
+		return fmt.Errorf("data dir %s is in use by another dledger process (pid %d); each member needs its own data dir", dir, pid)
 	}
 }

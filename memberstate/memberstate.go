@@ -2,7 +2,8 @@
 // the peers are, the role, the current term and vote, the known leader and the ledger end,
 // plus the durable store that keeps term and vote across crashes (section 8, D1).
 //
-// MemberState is not safe for concurrent use: the elector guards it with its one lock.
+// MemberState is not safe for concurrent use: the elector guards it with its one lock, and
+// builds it itself (dledger.New takes the store, not a MemberState), so no caller holds one.
 package memberstate
 
 import (

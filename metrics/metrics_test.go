@@ -131,10 +131,8 @@ func TestLedgerKnownGauge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := memberstate.New("g", "n0", []memberstate.Peer{{ID: "n0", Addr: "127.0.0.1:1"}}, memberstate.NewMemStore())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ms := dledger.Member{Group: "g", SelfID: "n0", Peers: []memberstate.Peer{{ID: "n0", Addr: "127.0.0.1:1"}},
+		Store: memberstate.NewMemStore()}
 	e, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: driver.WallClock{}, Rand: driver.NewRand(1),
 		Transport: nopTransport{}, Observer: m, LedgerFromStorage: true})
 	if err != nil {

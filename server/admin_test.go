@@ -35,8 +35,7 @@ func sendWithToken(t *testing.T, method, url, body, token string) (int, string) 
 func TestAdminTokenGuardsMutatingEndpoints(t *testing.T) {
 	c := soloConfig(t)
 	c.Ledger = LedgerSidecar
-	c.HTTPAddr, c.MetricsAddr, c.AdminToken = "127.0.0.1:0", "127.0.0.1:0", testToken
-	s, err := New(c)
+	s, err := New(c, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", AdminToken: testToken}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +83,7 @@ func TestAdminTokenGuardsMutatingEndpoints(t *testing.T) {
 
 // An admin address other hosts can reach, with no token, is refused at start; loopback is not.
 func TestAdminAddressReachableFromOtherHostsNeedsAToken(t *testing.T) {
-	base := Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Ledger: LedgerNone}
+	var base DaemonConfig
 	for addr, ok := range map[string]bool{"127.0.0.1:9": true, "[::1]:9": true, "localhost:9": true,
 		"0.0.0.0:9": false, ":9": false, "[::]:9": false, "10.1.2.3:9": false} {
 		c := base
@@ -113,8 +112,7 @@ func TestAdminSlowlorisDoesNotHurtTheMember(t *testing.T) {
 	httpReadHeaderTimeout = 300 * time.Millisecond
 	t.Cleanup(func() { httpReadHeaderTimeout = old })
 	c := soloConfig(t)
-	c.HTTPAddr = "127.0.0.1:0"
-	s, err := New(c)
+	s, err := New(c, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,14 +6,16 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/secure"
 )
 
-// Config describes one member.
+// Config is what a broker sets for the member it embeds: who it is (group, id, peers), how
+// it authenticates its peers, where its term and vote live, where its ledger end comes from,
+// and its timings. What only the `dledger server` process adds (the HTTP admin API, the
+// metrics listener, hooks) is in DaemonConfig. Validate checks it without side effects.
 type Config struct {
 	Group  string // replica group name
 	SelfID string // this member's id, one of Peers
@@ -34,30 +36,8 @@ type Config struct {
 	// while this member's entry in Peers stays the address the others dial (its advertised
 	// address, a pod's DNS name). Empty: bind this member's own entry in Peers.
 	Listen string
-	// AdminAdvertise, if set, is the admin address this member tells the other members (so
-	// `dledger status` can find every member from one), when HTTPAddr binds an address others
-	// cannot use as it is (0.0.0.0, a pod IP behind a Service). Empty: the bound admin address.
-	AdminAdvertise string
 	// DataDir holds the durable term and vote (vote.state). Required unless WithStore is used.
 	DataDir string
-	// HTTPAddr is the admin API's listen address ("" disables it). An address other hosts can
-	// reach needs an AdminToken.
-	HTTPAddr string
-	// AdminToken, if set, must be presented as "Authorization: Bearer <token>" by the admin
-	// API's mutating requests (PUT /v1/ledger, POST /v1/transfer); reads stay open.
-	AdminToken string
-	// MetricsAddr is a read-only listener for /metrics, the health routes, /v1/status, /v1/watch
-	// and /v1/members ("" disables it), so Prometheus, load balancers and watchers never need
-	// the admin address.
-	MetricsAddr string
-	// OnRoleChange, if set, is a command run with /bin/sh -c on role changes, with the event in
-	// its environment (DLEDGER_ROLE, DLEDGER_TERM, DLEDGER_LEADER, ...): in order, one at a
-	// time, a newer event cancelling a run still going (see hooks.go for the rules).
-	OnRoleChange string
-	// OnStop, if set, is a command run once at Stop, after the hook for the final event.
-	OnStop string
-	// HookTimeout bounds each hook run; a hook still running is killed. Zero: DefaultHookTimeout.
-	HookTimeout time.Duration
 	// Ledger says where this member's ledger end comes from (see LedgerMode). The zero value,
 	// LedgerStorage, is for a broker that embeds the member: Start refuses to run before its
 	// first UpdateLedger.
@@ -112,9 +92,17 @@ func ParseLedgerMode(s string) (LedgerMode, error) {
 	return 0, fmt.Errorf("ledger mode %q: want %s", s, strings.Join(ledgerModeNames[:], ", "))
 }
 
+// settings are everything a member runs with: the broker's Config and the daemon's settings
+// (zero for an embedded member). Server.cfg is one, so the code reads cfg.Group and
+// cfg.HTTPAddr alike.
+type settings struct {
+	Config
+	DaemonConfig
+}
+
 // resolved is a Config checked and parsed once: what New builds the member from.
 type resolved struct {
-	Config
+	settings
 	peers    []memberstate.Peer
 	selfAddr string
 	// listenAddr is the address the rpc server binds: Listen, else selfAddr.
@@ -131,9 +119,6 @@ func (c Config) resolve() (resolved, error) {
 		return resolved{}, err
 	}
 	c.Election = c.Election.WithDefaults(base)
-	if c.HookTimeout, err = resolveHookTimeout(c); err != nil {
-		return resolved{}, err
-	}
 	if err := c.Election.Validate(); err != nil {
 		return resolved{}, err
 	}
@@ -147,7 +132,7 @@ func (c Config) resolve() (resolved, error) {
 	if err != nil {
 		return resolved{}, err
 	}
-	r := resolved{Config: c, peers: peers}
+	r := resolved{settings: settings{Config: c}, peers: peers}
 	ids := map[string]bool{}
 	for _, p := range peers {
 		ids[p.ID] = true
@@ -179,25 +164,6 @@ func (c Config) resolve() (resolved, error) {
 	if c.Ledger < LedgerStorage || c.Ledger > LedgerNone {
 		return resolved{}, fmt.Errorf("unknown ledger mode %d", c.Ledger)
 	}
-	for _, a := range []struct{ name, addr string }{{"http", c.HTTPAddr}, {"metrics", c.MetricsAddr}} {
-		if a.addr == "" {
-			continue
-		}
-		if _, port, err := net.SplitHostPort(a.addr); err != nil {
-			return resolved{}, fmt.Errorf("%s address %q: %w", a.name, a.addr, err)
-		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-			return resolved{}, fmt.Errorf("%s address %q: bad port %q", a.name, a.addr, port)
-		}
-	}
-	if c.HTTPAddr != "" && c.AdminToken == "" && !isLoopback(c.HTTPAddr) {
-		return resolved{}, fmt.Errorf("admin address %q can be reached from other hosts, and its PUT /v1/ledger and "+
-			"POST /v1/transfer change the election: give it a token (--admin-token-file) or listen on loopback",
-			c.HTTPAddr)
-	}
-	if c.AdminToken != "" && len(c.AdminToken) < minAdminTokenLen {
-		return resolved{}, fmt.Errorf("admin token is %d bytes: use at least %d (e.g. head -c 32 /dev/urandom | base64)",
-			len(c.AdminToken), minAdminTokenLen)
-	}
 	return r, nil
 }
 
@@ -216,11 +182,8 @@ func validateListen(addr string) error {
 }
 
 // errNoKey: secure by default, a member does not start without a key unless told it is insecure.
-var errNoKey = errors.New("peer authentication needs a key: set Config.Keys (secure.LoadKeyFile; `dledger keygen FILE` " +
-	"writes one; --key-file on the command line), or set Config.Insecure (--insecure-no-peer-auth) to run without it")
-
-// minAdminTokenLen: a shorter token could be guessed.
-const minAdminTokenLen = 16
+var errNoKey = errors.New("peer authentication needs a key: set Config.Keys (secure.LoadKeyFile reads a key file, " +
+	"secure.NewKeySet builds one), or set Config.Insecure to run without it")
 
 // Validate checks everything in c that can be checked without touching the disk or the
 // network (see resolve). New calls it first, so a bad config creates no data dir and registers
@@ -237,8 +200,3 @@ func (c Config) ElectionConfig() (dledger.Config, error) {
 	r, err := c.resolve()
 	return r.Election, err
 }
-
-// errNoLedger is Start's answer in LedgerStorage mode before the first UpdateLedger.
-var errNoLedger = errors.New("server: Start before the first UpdateLedger: this member's ledger comes from its " +
-	"storage (Config.Ledger is LedgerStorage), and voting on an unknown ledger could elect a stale replica; " +
-	"report the ledger end first, or set Config.Ledger to LedgerNone for a member without storage")

@@ -53,8 +53,8 @@ func TestStorageModeRefusesToStartBeforeTheLedgerIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop(context.Background())
-	if err := s.Start(); !errors.Is(err, errNoLedger) {
-		t.Fatalf("Start without a ledger: %v, want errNoLedger", err)
+	if err := s.Start(); !errors.Is(err, ErrNoLedger) {
+		t.Fatalf("Start without a ledger: %v, want ErrNoLedger", err)
 	}
 	if err := s.UpdateLedger(3, 10); err != nil {
 		t.Fatal(err)

@@ -1,16 +1,16 @@
 package server_test
 
+// The example needs this module's server package only: role events, roles, status, errors
+// and keys are all reachable from it.
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"sync/atomic"
 	"time"
 
-	"github.com/dledger-go/dledger/dledger"
-	"github.com/dledger-go/dledger/rpc/protocol"
-	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -21,8 +21,8 @@ type broker struct {
 	srv        *server.Server
 }
 
-func (b *broker) onRoleChange(ev dledger.RoleEvent) {
-	if ev.Role == protocol.LEADER {
+func (b *broker) onRoleChange(ev server.RoleEvent) {
+	if ev.Role == server.Leader {
 		b.leaderTerm.Store(ev.Term) // start accepting writes stamped with ev.Term
 	} else {
 		b.leaderTerm.Store(-1) // fence at once: losing leadership is announced as it happens
@@ -45,16 +45,6 @@ func Example_embeddedBroker() {
 	dir, _ := os.MkdirTemp("", "broker-")
 	defer os.RemoveAll(dir)
 
-	// The group key every member shares. A broker loads it from a file that `dledger keygen`
-	// wrote (secure.LoadKeyFile); this example writes one.
-	key, _ := secure.GenerateKey()
-	_ = secure.WriteKeyFile(dir+"/group.key", key)
-	keys, err := secure.LoadKeyFile(dir + "/group.key")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-
 	b := &broker{}
 	b.leaderTerm.Store(-1)
 	leading := make(chan struct{}, 1)
@@ -63,10 +53,13 @@ func Example_embeddedBroker() {
 		SelfID:  "n0",
 		Peers:   "n0-" + addr, // a real group lists 3 or 5 members
 		DataDir: dir + "/election",
-		Keys:    keys, // peer authentication: required unless Insecure
-	}, server.WithListener(func(ev dledger.RoleEvent) {
+		// Peer authentication with the group key `dledger keygen FILE` wrote is required unless
+		// Insecure: a real member sets Keys from server.LoadKeyFile(FILE). This example's one
+		// member has no peer to authenticate.
+		Insecure: true,
+	}, server.WithListener(func(ev server.RoleEvent) {
 		b.onRoleChange(ev)
-		if ev.Role == protocol.LEADER {
+		if ev.Role == server.Leader {
 			select {
 			case leading <- struct{}{}:
 			default:
@@ -86,7 +79,7 @@ func Example_embeddedBroker() {
 		fmt.Println(err)
 		return
 	}
-	defer srv.Stop(context.Background())
+	defer srv.Stop(context.Background()) // on the early returns; a second Stop returns the first's result
 
 	select {
 	case <-leading:
@@ -97,7 +90,17 @@ func Example_embeddedBroker() {
 	fmt.Println("append:", b.append(0))
 	st := srv.Status()
 	fmt.Println("role:", st.Role, "ledger end index:", st.Ledger.Index)
+
+	// Every refused transfer is an error that errors.Is understands.
+	_, err = srv.TransferLeadership(context.Background(), "n9")
+	fmt.Println("refused:", errors.Is(err, server.ErrTransferRefused), "unknown member:", errors.Is(err, server.ErrUnknownMember))
+
+	ctx, cancel := context.WithTimeout(context.Background(), srv.StopTimeout())
+	defer cancel()
+	fmt.Println("stop:", srv.Stop(ctx))
 	// Output:
 	// append: <nil>
 	// role: LEADER ledger end index: 0
+	// refused: true unknown member: true
+	// stop: <nil>
 }

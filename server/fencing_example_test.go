@@ -8,9 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/dledger-go/dledger/dledger"
-	"github.com/dledger-go/dledger/rpc/protocol"
-	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -22,15 +19,13 @@ func ExampleServer_LeadershipContext() {
 	ln.Close()
 	dir, _ := os.MkdirTemp("", "fencing-")
 	defer os.RemoveAll(dir)
-	key, _ := secure.GenerateKey()
-	keys, _ := secure.NewKeySet(key)
 
 	leading := make(chan struct{}, 1)
 	srv, err := server.New(server.Config{Group: "broker-a", SelfID: "n0", Peers: "n0-" + addr,
-		DataDir: dir, Keys: keys, Ledger: server.LedgerNone,
+		DataDir: dir, Insecure: true, Ledger: server.LedgerNone, // a real member sets Keys (server.LoadKeyFile)
 		LeaderReadyGate: true, // /v1/leader says 503 until SetLeaderReady
-	}, server.WithListener(func(ev dledger.RoleEvent) {
-		if ev.Role == protocol.LEADER {
+	}, server.WithListener(func(ev server.RoleEvent) {
+		if ev.Role == server.Leader {
 			select {
 			case leading <- struct{}{}:
 			default:

@@ -88,8 +88,8 @@ func TestHAProxySnippetChecksFindTheRightMembers(t *testing.T) {
 func TestHealthRoutesOnACandidate(t *testing.T) {
 	ports := freePorts(t, 3)
 	c := Config{Group: "g", SelfID: "n0", Peers: peersString(ports), DataDir: t.TempDir(),
-		HTTPAddr: "127.0.0.1:0", Ledger: LedgerNone, Election: calmTimings(), Insecure: true}
-	s, err := New(c)
+		Ledger: LedgerNone, Election: calmTimings(), Insecure: true}
+	s, err := New(c, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@ package server
 
 // Hooks: commands a member runs on role changes and when it stops, as keepalived's notify
 // scripts and Patroni's on_role_change callbacks, for an application that does not embed the
-// member. Config.OnRoleChange runs (with /bin/sh -c) for role events, Config.OnStop once at
+// member. DaemonConfig.OnRoleChange runs (with /bin/sh -c) for role events, OnStop once at
 // Stop, each with the event in its environment:
 //
 //	DLEDGER_GROUP DLEDGER_ID DLEDGER_ROLE DLEDGER_TERM DLEDGER_LEADER DLEDGER_SEQ
@@ -15,11 +15,11 @@ package server
 //   - A newer event cancels a hook still running (SIGTERM to its process group, SIGKILL after
 //     hookKillGrace); the hook then runs for the newest event only: events in between are
 //     skipped (coalesced), since only the latest role is true.
-//   - A hook running past Config.HookTimeout is killed the same way.
+//   - A hook running past DaemonConfig.HookTimeout is killed the same way.
 //   - Failures are logged and counted (dledger_hook_runs_total{hook,result}); they change
 //     nothing else. Hooks run on a goroutine of their own: the member never waits for them,
 //     except Stop, which runs the hook for the final event (UNKNOWN) and then OnStop within
-//     its ctx (HookStopTimeout is what to add to a deadline for them), killing them when ctx ends.
+//     its ctx (Server.StopTimeout includes their bound), killing them when ctx ends.
 
 import (
 	"context"
@@ -46,7 +46,7 @@ const (
 	hookStop       = "on_stop"
 )
 
-// DefaultHookTimeout is Config.HookTimeout's zero value.
+// DefaultHookTimeout is DaemonConfig.HookTimeout's zero value.
 const DefaultHookTimeout = 10 * time.Second
 
 // hookKillGrace is how long a cancelled or timed-out hook has between SIGTERM and SIGKILL (a
@@ -62,14 +62,14 @@ var (
 	errHookStopBound  = errors.New("Stop's deadline")
 )
 
-// HookStopTimeout is what Stop may spend on hooks beyond StopTimeout: the on-role-change hook
-// for the final event and the on-stop hook, each bounded by the hook timeout and the kill
-// grace. It is 0 when c sets no hook.
-func HookStopTimeout(c Config) time.Duration {
-	if c.OnRoleChange == "" && c.OnStop == "" {
+// hookStopTimeout is what Stop may spend on hooks beyond the hand-over and the close: the
+// on-role-change hook for the final event and the on-stop hook, each bounded by the hook
+// timeout and the kill grace. It is 0 when d sets no hook.
+func hookStopTimeout(d DaemonConfig) time.Duration {
+	if d.OnRoleChange == "" && d.OnStop == "" {
 		return 0
 	}
-	t := c.HookTimeout
+	t := d.HookTimeout
 	if t <= 0 {
 		t = DefaultHookTimeout
 	}
@@ -77,7 +77,7 @@ func HookStopTimeout(c Config) time.Duration {
 }
 
 // resolveHookTimeout checks the hook settings and returns the timeout to use.
-func resolveHookTimeout(c Config) (time.Duration, error) {
+func resolveHookTimeout(c DaemonConfig) (time.Duration, error) {
 	for _, h := range []struct{ name, cmd string }{{"on-role-change", c.OnRoleChange}, {"on-stop", c.OnStop}} {
 		if strings.ContainsRune(h.cmd, 0) {
 			return 0, fmt.Errorf("%s hook: the command contains a NUL byte", h.name)

@@ -341,23 +341,20 @@ func TestStopDeadlineKillsAStuckOnStopHook(t *testing.T) {
 
 func TestHookSettingsAreValidated(t *testing.T) {
 	base := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Insecure: true, Ledger: LedgerNone}
-	r, err := base.resolve()
+	r, err := resolve(base, DaemonConfig{})
 	if err != nil || r.HookTimeout != DefaultHookTimeout {
 		t.Fatalf("zero hook timeout resolves to %v, %v", r.HookTimeout, err)
 	}
-	for _, c := range []Config{{HookTimeout: -time.Second}, {OnRoleChange: "echo \x00"}, {OnStop: "a\x00b"}} {
-		cfg := base
-		cfg.HookTimeout, cfg.OnRoleChange, cfg.OnStop = c.HookTimeout, c.OnRoleChange, c.OnStop
-		if err := cfg.Validate(); err == nil {
+	for _, c := range []DaemonConfig{{HookTimeout: -time.Second}, {OnRoleChange: "echo \x00"}, {OnStop: "a\x00b"}} {
+		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
 	}
-	if HookStopTimeout(base) != 0 {
-		t.Error("HookStopTimeout without hooks")
+	if hookStopTimeout(DaemonConfig{}) != 0 {
+		t.Error("hookStopTimeout without hooks")
 	}
-	base.OnStop = "true"
-	if d := HookStopTimeout(base); d < 2*DefaultHookTimeout {
-		t.Errorf("HookStopTimeout %v", d)
+	if d := hookStopTimeout(DaemonConfig{OnStop: "true"}); d < 2*DefaultHookTimeout {
+		t.Errorf("hookStopTimeout %v", d)
 	}
 }
 
@@ -367,10 +364,11 @@ func TestServerRunsHooksOnItsRoleEvents(t *testing.T) {
 	dir := t.TempDir()
 	reg := prometheus.NewRegistry()
 	cfg := Config{Group: "g", SelfID: "n0", Peers: peersString(freePorts(t, 1)), DataDir: t.TempDir(), Insecure: true,
-		Ledger: LedgerNone, Election: fastTimings(),
+		Ledger: LedgerNone, Election: fastTimings()}
+	hooks := WithDaemon(DaemonConfig{
 		OnRoleChange: fmt.Sprintf(`echo "$DLEDGER_SEQ $DLEDGER_ROLE $DLEDGER_LEADER" >> '%s/log'`, dir),
-		OnStop:       fmt.Sprintf(`echo "stop $DLEDGER_ROLE $DLEDGER_PREVIOUS_ROLE" >> '%s/log'`, dir)}
-	s, err := New(cfg, WithRegisterer(reg))
+		OnStop:       fmt.Sprintf(`echo "stop $DLEDGER_ROLE $DLEDGER_PREVIOUS_ROLE" >> '%s/log'`, dir)})
+	s, err := New(cfg, hooks, WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +392,7 @@ func TestServerRunsHooksOnItsRoleEvents(t *testing.T) {
 		t.Fatalf("hook log %q: want the final UNKNOWN run, then on-stop", lines)
 	}
 	// The hook metrics went with the member: a new one registers on the same registry.
-	s2, err := New(cfg, WithRegisterer(reg))
+	s2, err := New(cfg, hooks, WithRegisterer(reg))
 	if err != nil {
 		t.Fatalf("a second member on the registry: %v", err)
 	}

@@ -67,8 +67,8 @@ func msAgo(t time.Time, now time.Time) int64 {
 	return now.Sub(t).Milliseconds()
 }
 
-// ToJSON converts a status snapshot to the API's JSON shape.
-func ToJSON(st dledger.Status, now time.Time) StatusJSON {
+// toJSON converts a status snapshot to the API's JSON shape.
+func toJSON(st dledger.Status, now time.Time) StatusJSON {
 	out := StatusJSON{Group: st.Group, SelfID: st.SelfID, Role: st.Role.String(), Term: st.Term,
 		LeaderID: st.LeaderID, VoteFor: st.VoteFor, LedgerEndTerm: st.Ledger.Term, LedgerEndIndex: st.Ledger.Index,
 		KnownMaxTermInGroup: st.KnownMaxTermInGroup, LastParseResult: st.LastParseResult.String(),
@@ -99,10 +99,47 @@ type TransferRequestJSON struct {
 
 // TransferJSON answers POST /v1/transfer.
 type TransferJSON struct {
-	Code     string `json:"code"`
+	Code     string `json:"code"` // the protocol's code, for diagnostics: Reason says why
 	Term     int64  `json:"term"`
 	LeaderID string `json:"leaderId"`
-	Error    string `json:"error,omitempty"`
+	// Error says why the transfer failed, in words (absent on SUCCESS).
+	Error string `json:"error,omitempty"`
+	// Reason names the failure for programs (absent on SUCCESS), one per TransferLeadership
+	// reason: not-leader, unknown-member, transfer-in-progress, transferee-unreachable,
+	// transferee-abstaining, transferee-behind, term-changed, transferee-failed,
+	// outcome-unknown (not a refusal: it may still happen), stopped, or refused (forwarded by
+	// a follower: only the leader can say why).
+	Reason string `json:"reason,omitempty"`
+	// Behind: with reason transferee-behind, how many entries the transferee's ledger was
+	// behind the leader's, when the leader knew.
+	Behind int64 `json:"behind,omitempty"`
+}
+
+// transferReasons names each TransferLeadership reason in TransferJSON.Reason.
+var transferReasons = []struct {
+	err  error
+	name string
+}{
+	{ErrNotLeader, "not-leader"}, {ErrUnknownMember, "unknown-member"}, {ErrTransferInProgress, "transfer-in-progress"},
+	{ErrTransfereeUnreachable, "transferee-unreachable"}, {ErrTransfereeAbstaining, "transferee-abstaining"},
+	{ErrTransfereeBehind, "transferee-behind"}, {ErrTermChanged, "term-changed"},
+	{ErrTransfereeFailed, "transferee-failed"}, {ErrOutcomeUnknown, "outcome-unknown"}, {ErrStopped, "stopped"},
+	{ErrTransferRefused, "refused"}, // a forwarded refusal whose reason only the leader knows
+}
+
+// transferJSON is TransferLeadership's answer as POST /v1/transfer's body, with the wire code.
+func transferJSON(res TransferResult, err error) (TransferJSON, protocol.ResponseCode) {
+	var te *TransferError
+	if !errors.As(err, &te) {
+		return TransferJSON{Code: protocol.CodeSuccess.String(), Term: res.Term, LeaderID: res.LeaderID}, protocol.CodeSuccess
+	}
+	out := TransferJSON{Code: te.Code.String(), Term: te.Term, LeaderID: te.LeaderID, Error: te.Error(), Behind: te.Behind}
+	for _, r := range transferReasons {
+		if te.Reason == r.err {
+			out.Reason = r.name
+		}
+	}
+	return out, te.Code
 }
 
 type errorJSON struct {
@@ -162,8 +199,8 @@ func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
 	// GET /v1/members (members.go)
 	s.membersRoute(mux)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		st := s.Status()
-		j := ToJSON(st, time.Now())
+		st := s.fullStatus()
+		j := toJSON(st, time.Now())
 		j.LedgerMode = s.cfg.Ledger.String()
 		j.Ready = s.readyJSON(st) // fencing.go
 		writeJSON(w, http.StatusOK, j)
@@ -196,7 +233,7 @@ func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
 // small JSON body with role, leader and term.
 func (s *Server) healthRoute(mux *http.ServeMux, path string, ok func(dledger.Status) bool) {
 	status := func() (int, dledger.Status) {
-		st := s.Status()
+		st := s.fullStatus()
 		if ok(st) {
 			return http.StatusOK, st
 		}
@@ -219,7 +256,7 @@ func (s *Server) healthRoute(mux *http.ServeMux, path string, ok func(dledger.St
 // ReadOnlyHandler serves only what reads: /v1/status, the health checks (/v1/leader,
 // /v1/follower, /readyz, /healthz), the watch stream (/v1/watch) and long poll
 // (/v1/leader?wait=), /v1/members and /metrics.
-// It is what Config.MetricsAddr listens with.
+// It is what DaemonConfig.MetricsAddr listens with.
 func (s *Server) ReadOnlyHandler() http.Handler {
 	mux := http.NewServeMux()
 	s.readOnlyRoutes(mux)
@@ -254,7 +291,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 //	POST /v1/transfer {"to":"n2"}: hand leadership to n2 (forwarded to the leader)
 //	GET  /metrics     Prometheus
 //
-// With Config.AdminToken set, PUT and POST need it as a bearer token.
+// With DaemonConfig.AdminToken set, PUT and POST need it as a bearer token.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	s.readOnlyRoutes(mux)
@@ -295,11 +332,8 @@ func (s *Server) AdminHandler() http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Election.TransferBound()+time.Second)
 		defer cancel()
 		res, err := s.TransferLeadership(ctx, body.To)
-		out := TransferJSON{Code: res.Code.String(), Term: res.Term, LeaderID: res.LeaderID}
-		if err != nil {
-			out.Error = err.Error()
-		}
-		writeJSON(w, transferHTTPStatus(res.Code), out)
+		out, code := transferJSON(res, err)
+		writeJSON(w, transferHTTPStatus(code), out)
 	})
 	return mux
 }

@@ -22,7 +22,7 @@ import (
 type MemberJSON struct {
 	ID      string `json:"id"`
 	RPCAddr string `json:"rpcAddr"` // from the peers string
-	// AdminAddr is the member's admin API address as it advertises it (Config.AdminAdvertise,
+	// AdminAddr is the member's admin API address as it advertises it (DaemonConfig.AdminAdvertise,
 	// else its bound address); "" when unknown: unreachable, no admin API, or a member too old
 	// to tell.
 	AdminAddr string `json:"adminAddr"`
@@ -53,7 +53,7 @@ func (h metadataHandler) HandleMetadata(req *protocol.MetadataRequest) *protocol
 	return resp
 }
 
-// advertisedAdminAddr is the admin address this member tells others: Config.AdminAdvertise,
+// advertisedAdminAddr is the admin address this member tells others: DaemonConfig.AdminAdvertise,
 // else the bound admin address, with an unspecified host (0.0.0.0, ::) replaced by the host of
 // this member's rpc address in the peers string, which the others already dial. "" with no
 // admin API.

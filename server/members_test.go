@@ -59,8 +59,7 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 			Header: protocol.Header{Group: group, RemoteID: "n0", LocalID: "tool"}})
 	}
 	cfg := soloConfig(t)
-	cfg.HTTPAddr, cfg.AdminToken = "0.0.0.0:0", strings.Repeat("t", 32)
-	s, err := New(cfg)
+	s, err := New(cfg, WithDaemon(DaemonConfig{HTTPAddr: "0.0.0.0:0", AdminToken: strings.Repeat("t", 32)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,15 +78,14 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 		t.Fatalf("another group was told %+v", got)
 	}
 
-	cfg = soloConfig(t)
-	cfg.AdminAdvertise = "n0.dledger.svc:21911"
-	s2, err := New(cfg)
+	d := DaemonConfig{AdminAdvertise: "n0.dledger.svc:21911"}
+	s2, err := New(soloConfig(t), WithDaemon(d))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s2.Stop(context.Background()) })
-	if got := ask(s2, "g").AdminAddr; got != cfg.AdminAdvertise {
-		t.Fatalf("advertised %q, want AdminAdvertise %q", got, cfg.AdminAdvertise)
+	if got := ask(s2, "g").AdminAddr; got != d.AdminAdvertise {
+		t.Fatalf("advertised %q, want AdminAdvertise %q", got, d.AdminAdvertise)
 	}
 }
 

@@ -10,7 +10,8 @@ import (
 
 // The README's embedding snippet must compile as written: it is the first code an embedder
 // copies. The test wraps it in a function whose parameters are the snippet's free names and
-// vets it inside this module (a directory starting with "_" is left out of ./... patterns).
+// vets it inside this module, importing nothing from the module but package server (one
+// import for the common case) (a directory starting with "_" is left out of ./... patterns).
 func TestREADMEEmbeddingSnippetCompiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a package with the go command")
@@ -36,15 +37,13 @@ func TestREADMEEmbeddingSnippetCompiles(t *testing.T) {
 
 import (
 	"context"
+	"errors"
 	"log"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/dledger-go/dledger/dledger"
-	"github.com/dledger-go/dledger/rpc/protocol"
-	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -53,7 +52,7 @@ type storageBroker interface {
 	Fence()
 }
 
-var _, _, _, _ = log.Printf, time.Second, dledger.RoleEvent{}, secure.LoadKeyFile
+var _, _, _ = log.Printf, time.Second, errors.Is
 
 func embed(ctx context.Context, zapLogger *zap.Logger, promRegistry *prometheus.Registry, broker storageBroker,
 	lastEntryTerm, lastEntryIndex int64) error {

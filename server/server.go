@@ -1,7 +1,10 @@
-// Package server runs one member of a replica group: it wires the durable store, MemberState,
-// the elector, the rpc layer, metrics and the HTTP admin API from one Config. It is also the Go
-// API a storage broker embeds: New, Start, Stop, Status, UpdateLedger, Subscribe and
-// TransferLeadership, with role events whose term is the fencing token.
+// Package server runs one member of a replica group: it wires the durable store, the elector,
+// the rpc layer, metrics and the HTTP admin API. It is also the Go API a storage broker
+// embeds, and the one package it imports for the common case: New, Start, Stop, Status,
+// UpdateLedger, Subscribe and TransferLeadership, with role events whose term is the fencing
+// token, and the names they use (RoleEvent, Role, Status, Timings, KeySet: api.go) and their
+// errors, sentinels for errors.Is (errors.go). Config holds what a broker sets; DaemonConfig
+// what only the `dledger server` process adds (listeners, admin token, hooks).
 //
 // Role events and the end of a member: when a started member stops, its listeners receive one
 // last event after every election event, {Role: UNKNOWN, LeaderID: "", Term: the last term}.
@@ -41,6 +44,7 @@ type options struct {
 	gatherer   prometheus.Gatherer
 	listeners  []func(dledger.RoleEvent)
 	store      memberstate.Store
+	daemon     DaemonConfig
 }
 
 // WithLogger sets the logger (default: none). Every election line carries group, self, term
@@ -69,9 +73,8 @@ func WithStore(s memberstate.Store) Option { return func(o *options) { o.store =
 
 // Server is one running member.
 type Server struct {
-	cfg      Config
+	cfg      settings
 	log      *zap.Logger
-	ms       *memberstate.MemberState
 	elector  *dledger.Elector
 	dispatch *driver.Dispatcher
 	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
@@ -84,7 +87,7 @@ type Server struct {
 	admin    *httpEndpoint // nil: no admin API
 	metricsL *httpEndpoint // nil: no separate metrics listener
 	watch    *watchHub     // GET /v1/watch and the long poll (watch.go)
-	hooks    *hookRunner   // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
+	hooks    *hookRunner   // runs DaemonConfig.OnRoleChange and OnStop (hooks.go); nil: neither set
 	hookObs  *metrics.Hooks
 	peers    []memberstate.Peer
 	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
@@ -111,9 +114,10 @@ type Server struct {
 
 // New validates cfg and builds the member without opening any socket: every configuration
 // error (peers string, ids, timings, data dir, corrupt vote file) is reported here. It
-// validates first (Config.Validate), then creates the data dir, then registers the metrics;
-// on any error nothing is left behind but a data dir it may have created.
-func New(cfg Config, opts ...Option) (*Server, error) {
+// validates first (Config.Validate, and DaemonConfig.Validate with WithDaemon), then creates
+// the data dir, then registers the metrics; on any error nothing is left behind but a data dir
+// it may have created.
+func New(config Config, opts ...Option) (*Server, error) {
 	var o options
 	for _, f := range opts {
 		f(&o)
@@ -121,11 +125,11 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
-	r, err := cfg.resolve()
+	r, err := resolve(config, o.daemon)
 	if err != nil {
 		return nil, err
 	}
-	cfg, peers := r.Config, r.peers
+	cfg, peers := r.settings, r.peers
 	// From the data dir's lock on, every error path must release what was taken.
 	ok := false
 	store := o.store
@@ -146,11 +150,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		}()
 		store = fileStore
 	}
-	ms, err := memberstate.New(cfg.Group, cfg.SelfID, peers, store)
-	if err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: cfg, ms: ms, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
+	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
 		log: o.logger.With(zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
 	s.deliver = s.dispatch.Publish
 
@@ -219,7 +219,8 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.elector, err = dledger.New(cfg.Election, ms, dledger.Options{
+	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store}
+	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
 		Transport: s.client, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
@@ -269,19 +270,38 @@ func callTimeout(c dledger.Config) time.Duration {
 	return max(time.Second, c.DetectionWindow()-c.HeartBeatInterval)
 }
 
-// Start opens the rpc and HTTP listeners and starts electing. On any error nothing is left
-// running.
+// Start opens the rpc and HTTP listeners and starts electing. It refuses, changing nothing,
+// with ErrNoLedger (LedgerStorage before the first UpdateLedger: report the ledger and call
+// Start again), ErrAlreadyStarted or ErrStopped. Any other error (a listener that cannot bind)
+// is final: the member is released as by Stop (its data dir unlocked, its metrics
+// unregistered), so a new member can be created on the same data dir at once; Stop is then
+// a no-op.
 func (s *Server) Start() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	err := s.start()
+	if err == nil || errors.Is(err, ErrNoLedger) || errors.Is(err, ErrAlreadyStarted) || errors.Is(err, ErrStopped) {
+		s.mu.Unlock()
+		return err
+	}
+	// What New took (the data dir's lock, the metrics, the rpc client) goes back now: a
+	// caller that drops a member whose Start failed must not keep its data dir locked.
+	s.stopDone, s.state = make(chan struct{}), 2
+	s.mu.Unlock()
+	s.stopErr = s.stop(context.Background(), false)
+	close(s.stopDone)
+	return err
+}
+
+// start is Start under s.mu.
+func (s *Server) start() error {
 	switch s.state {
 	case 1:
-		return errors.New("server: Start called twice")
+		return ErrAlreadyStarted
 	case 2:
-		return errors.New("server: Start after Stop (create a new Server)")
+		return fmt.Errorf("%w: Start after Stop (create a new Server)", ErrStopped)
 	}
 	if s.cfg.Ledger == LedgerStorage && !s.ledgerReported.Load() {
-		return errNoLedger
+		return ErrNoLedger
 	}
 	var eps []*httpEndpoint
 	for _, ep := range []*httpEndpoint{s.admin, s.metricsL} {
@@ -397,10 +417,13 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	return errors.Join(errs...)
 }
 
-// StopTimeout is a deadline Stop can keep with election config c: its hand-over takes at most
-// two transfer bounds (one waited out, one of its own), and closing the listeners a few
-// seconds more. A shorter deadline may cut the hand-over or the clean close short.
-func StopTimeout(c dledger.Config) time.Duration { return 2*c.TransferBound() + 5*time.Second }
+// StopTimeout is a deadline Stop can keep with this member's resolved timings and hooks: its
+// hand-over takes at most two transfer bounds (one waited out, one of its own), closing the
+// listeners a few seconds more, and the hooks for the final event and the stop their own
+// timeouts. A shorter deadline may cut the hand-over, the clean close or a hook short.
+func (s *Server) StopTimeout() time.Duration {
+	return 2*s.cfg.Election.TransferBound() + 5*time.Second + hookStopTimeout(s.cfg.DaemonConfig)
+}
 
 // handOver gives leadership to the most up-to-date live follower before this leader stops. A
 // transfer already in flight (a preferred-leader hand-over) makes the request fail with
@@ -415,9 +438,8 @@ func (s *Server) handOver(ctx context.Context) {
 			return
 		}
 		res, err := s.transfer(ctx, to, false)
-		s.log.Info("hand-over before stopping", zap.String("to", to), zap.Stringer("code", res.Code),
-			zap.Int64("term", res.Term), zap.Error(err))
-		if err != nil || res.Code != protocol.CodeLeaderTransferring {
+		s.log.Info("hand-over before stopping", zap.String("to", to), zap.Int64("term", res.Term), zap.Error(err))
+		if !errors.Is(err, ErrTransferInProgress) {
 			return
 		}
 		for s.elector.Status().TransferringTo != "" {
@@ -450,7 +472,16 @@ func (s *Server) publishStopped() {
 // Status is a snapshot of the member. After a started member stopped it reports the final
 // event's role (UNKNOWN), no leader and its term, and none of the leader-only peer data: the
 // elector's own state is frozen at whatever it was, which may be LEADER.
-func (s *Server) Status() dledger.Status {
+func (s *Server) Status() Status {
+	st := s.fullStatus()
+	return Status{Group: st.Group, SelfID: st.SelfID, Role: st.Role, Term: st.Term, LeaderID: st.LeaderID,
+		Ledger: st.Ledger, LedgerKnown: st.LedgerKnown, LastHeartBeat: st.LastHeartBeat,
+		TransferringTo: st.TransferringTo, Peers: st.Peers}
+}
+
+// fullStatus is Status with the elector's internals the admin API reports (vote, last vote
+// round, highest term heard of, peers string).
+func (s *Server) fullStatus() dledger.Status {
 	st := s.elector.Status()
 	s.mu.Lock()
 	final := s.final
@@ -467,10 +498,6 @@ func (s *Server) Status() dledger.Status {
 	}
 	return st
 }
-
-// ErrNoStorage is UpdateLedger's answer on a member configured with LedgerNone.
-var ErrNoStorage = errors.New("this member has no storage (ledger mode none), so it has no ledger to report; " +
-	"a member whose ledger comes from storage needs ledger mode storage (embedded) or sidecar")
 
 // UpdateLedger reports the storage's ledger end: the term of its last entry (not the current
 // term) and its index; (-1, -1) is an empty ledger. Call it before Start (LedgerStorage refuses
@@ -496,19 +523,31 @@ func (s *Server) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
 	return s.dispatch.Subscribe(fn)
 }
 
-// TransferResult is the outcome of a leadership transfer.
-type TransferResult struct {
-	Code     protocol.ResponseCode
-	Term     int64  // the answering member's term (the new leader's term on SUCCESS)
-	LeaderID string // the leader as the answering member knows it
-}
-
-// TransferLeadership hands leadership to member `to`. On a follower the request is forwarded to
-// the leader. It returns when the transfer has an answer, or ctx ends (the transfer itself is
-// bounded by Config.Election.TransferBound()).
+// TransferLeadership hands leadership to member `to`; on a follower the request is forwarded
+// to the leader. It returns when the transfer has an answer, or when ctx ends. The transfer
+// itself is bounded by the transfer bound of the member's resolved election config
+// (TransferTimeout), so a ctx longer than that always gets the real answer.
+//
+// The error is nil only when `to` leads (or already did). Otherwise it is a *TransferError:
+// errors.Is(err, ErrTransferRefused) for a definite refusal, with its reason (ErrNotLeader,
+// ErrTransferInProgress, ErrTransfereeBehind, ErrTransfereeAbstaining, ...), or
+// errors.Is(err, ErrOutcomeUnknown) when no answer came in time and the transfer may still
+// happen. A member that was just started knows no leader yet: it refuses with ErrNotLeader
+// until it leads or follows (wait for a role event first).
 func (s *Server) TransferLeadership(ctx context.Context, to string) (TransferResult, error) {
+	s.mu.Lock()
+	stopped := s.state == 2
+	s.mu.Unlock()
+	if stopped {
+		return TransferResult{}, &TransferError{To: to, Reason: ErrStopped, Code: protocol.CodeNotLeader}
+	}
 	return s.transfer(ctx, to, true)
 }
+
+// TransferTimeout is the longest a transfer can take before its leader answers, with this
+// member's resolved timings: a TransferLeadership ctx at least this long (plus a round trip)
+// never ends in ErrOutcomeUnknown for want of waiting.
+func (s *Server) TransferTimeout() time.Duration { return s.cfg.Election.TransferBound() }
 
 // transfer is TransferLeadership; forward says whether a follower asks its leader. A stopping
 // member's hand-over does not forward: if it stepped down meanwhile, NOT_LEADER is the right
@@ -517,6 +556,7 @@ func (s *Server) transfer(ctx context.Context, to string, forward bool) (Transfe
 	ch := make(chan *protocol.LeadershipTransferResponse, 1)
 	reply := func(r *protocol.LeadershipTransferResponse) { ch <- r }
 	st := s.elector.Status()
+	began := time.Now()
 	switch {
 	case !forward || st.Role == protocol.LEADER || st.LeaderID == "":
 		s.elector.TransferLeadership(to, -1, reply)
@@ -541,9 +581,14 @@ func (s *Server) transfer(ctx context.Context, to string, forward bool) (Transfe
 	}
 	select {
 	case r := <-ch:
-		return TransferResult{Code: r.Code, Term: r.Term, LeaderID: r.LeaderID}, nil
+		if r.Code == protocol.CodeSuccess {
+			return TransferResult{Term: r.Term, LeaderID: r.LeaderID}, nil
+		}
+		// Explained from this member's view when the answer came: a leader knows the
+		// transferee's liveness and ledger, a transferee knows whether it abstains.
+		return TransferResult{}, transferError(to, r.Code, r.Term, r.LeaderID, s.elector.Status(), s.cfg.Election)
 	case <-ctx.Done():
-		return TransferResult{Code: protocol.CodeTimeout, Term: st.Term}, ctx.Err()
+		return TransferResult{}, outcomeUnknown(to, st.Term, st.LeaderID, ctx.Err(), time.Since(began))
 	}
 }
 

@@ -47,6 +47,7 @@ type group struct {
 	peers   string
 	stopped []bool
 	keys    map[int]secure.KeySet // a member's key set instead of testKeys (key rotation)
+	tweak   func(i int, c *Config) bool
 }
 
 func startGroup(t *testing.T, n int, ledgers map[int][2]int64) *group {
@@ -64,7 +65,15 @@ func calmTimings() dledger.Config {
 
 func startGroupWith(t *testing.T, n int, ledgers map[int][2]int64, cfg dledger.Config) *group {
 	t.Helper()
-	g := &group{t: t, cfg: cfg, peers: peersString(freePorts(t, n)), stopped: make([]bool, n)}
+	return startGroupTweaked(t, n, ledgers, cfg, nil)
+}
+
+// startGroupTweaked is startGroupWith with tweak applied to each member's Config before New;
+// a member whose tweak returns false gets no UpdateLedger before Start (a sidecar that has
+// not reported).
+func startGroupTweaked(t *testing.T, n int, ledgers map[int][2]int64, cfg dledger.Config, tweak func(i int, c *Config) bool) *group {
+	t.Helper()
+	g := &group{t: t, cfg: cfg, peers: peersString(freePorts(t, n)), stopped: make([]bool, n), tweak: tweak}
 	for i := 0; i < n; i++ {
 		g.dirs = append(g.dirs, t.TempDir())
 		g.servers = append(g.servers, nil)
@@ -88,16 +97,22 @@ func (g *group) start(i int, ledger [2]int64) {
 	if k, ok := g.keys[i]; ok {
 		keys = k
 	}
-	s, err := New(Config{Keys: keys, Group: "g", SelfID: fmt.Sprintf("n%d", i), Peers: g.peers, DataDir: g.dirs[i],
-		HTTPAddr: "127.0.0.1:0", Election: g.cfg})
+	c := Config{Keys: keys, Group: "g", SelfID: fmt.Sprintf("n%d", i), Peers: g.peers, DataDir: g.dirs[i], Election: g.cfg}
+	report := true
+	if g.tweak != nil {
+		report = g.tweak(i, &c)
+	}
+	s, err := New(c, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	if ledger == [2]int64{} {
 		ledger = [2]int64{-1, -1} // an empty ledger, reported as an embedding broker must
 	}
-	if err := s.UpdateLedger(ledger[0], ledger[1]); err != nil {
-		g.t.Fatal(err)
+	if report {
+		if err := s.UpdateLedger(ledger[0], ledger[1]); err != nil {
+			g.t.Fatal(err)
+		}
 	}
 	if err := s.Start(); err != nil {
 		g.t.Fatal(err)
@@ -432,7 +447,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"datadir":    func(c *Config) { c.DataDir = "" },
 		"timings":    func(c *Config) { c.Election = fastTimings(); c.Election.MinVoteInterval = c.Election.MaxVoteInterval },
 		"preferred":  func(c *Config) { c.Election = fastTimings(); c.Election.PreferredLeaderIDs = []string{"n8"} },
-		"http":       func(c *Config) { c.HTTPAddr = "localhost" },
 		"profile":    func(c *Config) { c.Profile = "wan" },
 		"ledger":     func(c *Config) { c.Ledger = LedgerNone + 1 },
 		"unwritable": func(c *Config) { c.DataDir = "/proc/dledger-cannot-write-here" },
@@ -453,6 +467,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("Validate of a good config: %v", err)
 	}
+	// A bad daemon setting is refused by New too, before anything is created.
+	if _, err := New(good, WithDaemon(DaemonConfig{HTTPAddr: "localhost"})); err == nil {
+		t.Error("http: bad daemon config accepted")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("http: the rejected config created the data dir (%v)", err)
+	}
 }
 
 func TestStartFailsCleanlyWhenThePortIsTaken(t *testing.T) {
@@ -463,7 +484,8 @@ func TestStartFailsCleanlyWhenThePortIsTaken(t *testing.T) {
 	defer ln.Close()
 	ports := freePorts(t, 2)
 	peers := fmt.Sprintf("n0-%s;n1-127.0.0.1:%d;n2-127.0.0.1:%d", ln.Addr(), ports[0], ports[1])
-	s, err := New(Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: peers, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Ledger: LedgerNone})
+	s, err := New(Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: peers, DataDir: t.TempDir(), Ledger: LedgerNone},
+		WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +505,8 @@ func TestStopHandsOverAfterAPreferredTransferInFlight(t *testing.T) {
 	cfg := fastTimings()
 	cfg.PreferredLeaderIDs = []string{"n1"}
 	start := func(id string, index int64) *Server {
-		s, err := New(Config{Keys: testKeys, Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Election: cfg})
+		s, err := New(Config{Keys: testKeys, Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), Election: cfg},
+			WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,7 @@ func soloConfig(t *testing.T) Config {
 		Election: fastTimings(), Ledger: LedgerNone}
 }
 
-func awaitRole(t *testing.T, s *Server, role protocol.Role) dledger.Status {
+func awaitRole(t *testing.T, s *Server, role protocol.Role) Status {
 	t.Helper()
 	deadline := time.Now().Add(electionLimit)
 	for {
@@ -245,7 +245,7 @@ func TestStatusJSONShowsLeaderOnlyPeerFieldsOnlyOnTheLeader(t *testing.T) {
 	leaderOnly := []string{`"alive"`, `"ledgerKnown"`, `"lastAckMsAgo"`}
 	for _, role := range []protocol.Role{protocol.FOLLOWER, protocol.CANDIDATE, protocol.UNKNOWN, protocol.LEADER} {
 		st.Role = role
-		b, err := json.Marshal(ToJSON(st, now))
+		b, err := json.Marshal(toJSON(st, now))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func TestStatusJSONShowsLeaderOnlyPeerFieldsOnlyOnTheLeader(t *testing.T) {
 		}
 	}
 	st.Role = protocol.LEADER
-	j := ToJSON(st, now)
+	j := toJSON(st, now)
 	if p := j.Peers[1]; p.Alive == nil || !*p.Alive || *p.LedgerEndIndex != 8 || *p.LastAckMsAgo != 40 {
 		b, _ := json.Marshal(p)
 		t.Fatalf("leader's view of n1: %s", b)

@@ -433,7 +433,7 @@ func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
 		ev, _ = s.watch.latest()
 	}
 	if ev.Seq == 0 { // no event yet (the member is starting): its state as Status sees it
-		st := s.Status()
+		st := s.fullStatus()
 		ev = dledger.RoleEvent{Term: st.Term, Role: st.Role, LeaderID: st.LeaderID, At: time.Now()}
 	}
 	w.Header().Set("X-DLedger-Index", strconv.FormatUint(ev.Seq, 10))

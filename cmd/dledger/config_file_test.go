@@ -93,9 +93,9 @@ func TestServerSettingsPrecedence(t *testing.T) {
 			su := resolveOK(t, append(append([]string{}, base...), c.args...), c.env)
 			e := su.election
 			if su.cfg.Group != c.group || e.HeartBeatInterval != c.heartbeat || e.MaxHeartBeatLeak != c.leak ||
-				su.cfg.MetricsAddr != c.metrics || e.MaxVoteInterval != c.maxVote {
+				su.daemon.MetricsAddr != c.metrics || e.MaxVoteInterval != c.maxVote {
 				t.Fatalf("group %q, heartbeat %v, leak %d, metrics %q, max vote %v; want %q, %v, %d, %q, %v",
-					su.cfg.Group, e.HeartBeatInterval, e.MaxHeartBeatLeak, su.cfg.MetricsAddr, e.MaxVoteInterval,
+					su.cfg.Group, e.HeartBeatInterval, e.MaxHeartBeatLeak, su.daemon.MetricsAddr, e.MaxVoteInterval,
 					c.group, c.heartbeat, c.leak, c.metrics, c.maxVote)
 			}
 			if got := su.origins.of("group"); got != c.groupOrigin {
@@ -126,9 +126,9 @@ func settingChecks(t *testing.T) map[string]flagCheck {
 		// The base leaves the key out when key-file is tested: a key means the file was read.
 		"key-file":              {cfgKeyFile(t), el(func(su serverSetup) any { return su.cfg.Keys.Len() }, 1)},
 		"insecure-no-peer-auth": {"true", el(func(su serverSetup) any { return su.cfg.Insecure }, true)},
-		"http":                  {"127.0.0.1:30003", el(func(su serverSetup) any { return su.cfg.HTTPAddr }, "127.0.0.1:30003")},
-		"admin-token-file":      {tokenFile, el(func(su serverSetup) any { return su.cfg.AdminToken }, "0123456789abcdef0123")},
-		"metrics":               {"127.0.0.1:30004", el(func(su serverSetup) any { return su.cfg.MetricsAddr }, "127.0.0.1:30004")},
+		"http":                  {"127.0.0.1:30003", el(func(su serverSetup) any { return su.daemon.HTTPAddr }, "127.0.0.1:30003")},
+		"admin-token-file":      {tokenFile, el(func(su serverSetup) any { return su.daemon.AdminToken }, "0123456789abcdef0123")},
+		"metrics":               {"127.0.0.1:30004", el(func(su serverSetup) any { return su.daemon.MetricsAddr }, "127.0.0.1:30004")},
 		"ledger":                {"sidecar", el(func(su serverSetup) any { return su.cfg.Ledger }, server.LedgerSidecar)},
 		"log-level":             {"debug", func(su serverSetup, _ *bytes.Buffer) bool { return su.log.Core().Enabled(zap.DebugLevel) }},
 		"log-format": {"console", func(su serverSetup, stderr *bytes.Buffer) bool {
@@ -151,13 +151,13 @@ func settingChecks(t *testing.T) map[string]flagCheck {
 			el(func(su serverSetup) any { return su.election.MaxTakeLeadershipVoteInterval }, 90*time.Millisecond)},
 		"leadership-transfer-wait-timeout": {"1500",
 			el(func(su serverSetup) any { return su.election.LeadershipTransferWaitTimeout }, 1500*time.Millisecond)},
-		"on-role-change": {"echo $DLEDGER_ROLE", el(func(su serverSetup) any { return su.cfg.OnRoleChange }, "echo $DLEDGER_ROLE")},
-		"on-stop":        {"echo stopped", el(func(su serverSetup) any { return su.cfg.OnStop }, "echo stopped")},
-		"hook-timeout":   {"3s", el(func(su serverSetup) any { return su.cfg.HookTimeout }, 3*time.Second)},
+		"on-role-change": {"echo $DLEDGER_ROLE", el(func(su serverSetup) any { return su.daemon.OnRoleChange }, "echo $DLEDGER_ROLE")},
+		"on-stop":        {"echo stopped", el(func(su serverSetup) any { return su.daemon.OnStop }, "echo stopped")},
+		"hook-timeout":   {"3s", el(func(su serverSetup) any { return su.daemon.HookTimeout }, 3*time.Second)},
 		// The base leaves --id out when id-from-pod-name is tested (they exclude each other).
 		"id-from-pod-name": {"dledger-1", el(func(su serverSetup) any { return su.cfg.SelfID }, "n1")},
 		"listen":           {"0.0.0.0:30005", el(func(su serverSetup) any { return su.cfg.Listen }, "0.0.0.0:30005")},
-		"admin-advertise":  {"n1.example:30006", el(func(su serverSetup) any { return su.cfg.AdminAdvertise }, "n1.example:30006")},
+		"admin-advertise":  {"n1.example:30006", el(func(su serverSetup) any { return su.daemon.AdminAdvertise }, "n1.example:30006")},
 	}
 }
 
@@ -255,7 +255,7 @@ func TestEnvironmentVariableNames(t *testing.T) {
 	// Everything from the environment, as a container would run it.
 	su := resolveOK(t, nil, []string{"DLEDGER_ID=n1", "DLEDGER_PEERS=" + cfgPeers2, "DLEDGER_DATA_DIR=" + data,
 		"DLEDGER_KEY_FILE=" + key, "PATH=/bin", "DLEDGER_HTTP=", "HOME=/root"})
-	if su.cfg.SelfID != "n1" || su.cfg.DataDir != data || su.cfg.HTTPAddr != "127.0.0.1:21912" || len(su.warnings) != 0 {
+	if su.cfg.SelfID != "n1" || su.cfg.DataDir != data || su.daemon.HTTPAddr != "127.0.0.1:21912" || len(su.warnings) != 0 {
 		t.Fatalf("from the environment: %+v, warnings %q (an empty DLEDGER_HTTP is unset: the default address)", su.cfg, su.warnings)
 	}
 	// A variable that is no setting is a warning, not an error: Kubernetes sets DLEDGER_SERVICE_HOST
@@ -342,7 +342,7 @@ func TestExampleConfigFile(t *testing.T) {
 	file := filepath.Join("..", "..", "scripts", "systemd", "n0.yaml")
 	su := resolveOK(t, []string{"--config", file, "--key-file", cfgKeyFile(t), "--data-dir", filepath.Join(t.TempDir(), "n0")}, nil)
 	if su.cfg.Group != "broker-a" || su.cfg.SelfID != "n0" || su.cfg.Peers != "n0-10.0.0.10:20911;n1-10.0.0.11:20911;n2-10.0.0.12:20911" ||
-		su.cfg.HTTPAddr != "127.0.0.1:21911" || su.cfg.Profile != "lan" {
+		su.daemon.HTTPAddr != "127.0.0.1:21911" || su.cfg.Profile != "lan" {
 		t.Fatalf("example: %+v", su.cfg)
 	}
 	// The commented-out timings are known keys with their profile values.

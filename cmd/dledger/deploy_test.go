@@ -440,14 +440,14 @@ func TestKubernetesManifests(t *testing.T) {
 	if got := addrPort(t, su.cfg.Listen); got != rpcPort {
 		t.Errorf("--listen %s, but the rpc container port is %d", su.cfg.Listen, rpcPort)
 	}
-	if got := addrPort(t, su.cfg.HTTPAddr); got != adminPort {
-		t.Errorf("--http %s, but the admin container port is %d", su.cfg.HTTPAddr, adminPort)
+	if got := addrPort(t, su.daemon.HTTPAddr); got != adminPort {
+		t.Errorf("--http %s, but the admin container port is %d", su.daemon.HTTPAddr, adminPort)
 	}
-	if got := addrPort(t, su.cfg.MetricsAddr); got != metricsPort {
-		t.Errorf("--metrics %s, but the metrics container port is %d", su.cfg.MetricsAddr, metricsPort)
+	if got := addrPort(t, su.daemon.MetricsAddr); got != metricsPort {
+		t.Errorf("--metrics %s, but the metrics container port is %d", su.daemon.MetricsAddr, metricsPort)
 	}
-	if want := fmt.Sprintf("%s.%s.%s.svc.cluster.local:%d", podName, sts.ServiceName, ns, adminPort); su.cfg.AdminAdvertise != want {
-		t.Errorf("--admin-advertise %q, want %q", su.cfg.AdminAdvertise, want)
+	if want := fmt.Sprintf("%s.%s.%s.svc.cluster.local:%d", podName, sts.ServiceName, ns, adminPort); su.daemon.AdminAdvertise != want {
+		t.Errorf("--admin-advertise %q, want %q", su.daemon.AdminAdvertise, want)
 	}
 	if len(svc.Ports) != len(c.Ports) {
 		t.Errorf("the Service has %d ports, the container %d", len(svc.Ports), len(c.Ports))
@@ -468,7 +468,7 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("probe %s on port %d, not the metrics listener's %d", p.HTTPGet.Path, got, metricsPort)
 		}
 	}
-	s, err := server.New(su.cfg)
+	s, err := server.New(su.cfg, server.WithDaemon(su.daemon))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,22 +485,25 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 
 	// A leader hands over before it exits; Kubernetes must not kill it first.
-	if grace, stop := pod.TerminationGracePeriodSeconds, server.StopTimeout(su.election)+server.HookStopTimeout(su.cfg); grace == nil ||
+	if grace, stop := pod.TerminationGracePeriodSeconds, s.StopTimeout(); grace == nil ||
 		time.Duration(*grace)*time.Second <= stop {
 		t.Errorf("terminationGracePeriodSeconds %v is not above the stop bound %v", grace, stop)
 	}
 	// The same bound with Java DLedger's timings, which an operator may switch to.
-	if grace, stop := *pod.TerminationGracePeriodSeconds, dledgerProfileStopTimeout(t); time.Duration(grace)*time.Second <= stop {
+	if grace, stop := *pod.TerminationGracePeriodSeconds, dledgerProfileStopTimeout(t, su); time.Duration(grace)*time.Second <= stop {
 		t.Errorf("terminationGracePeriodSeconds %d is not above the stop bound %v of --profile dledger", grace, stop)
 	}
 }
 
-func dledgerProfileStopTimeout(t *testing.T) time.Duration {
-	cfg, err := dledger.Profile(dledger.ProfileDLedger)
+func dledgerProfileStopTimeout(t *testing.T, su serverSetup) time.Duration {
+	cfg := su.cfg
+	cfg.Profile, cfg.Election, cfg.DataDir = dledger.ProfileDLedger, dledger.Config{}, t.TempDir()
+	s, err := server.New(cfg, server.WithDaemon(su.daemon))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return server.StopTimeout(cfg)
+	defer s.Stop(context.Background())
+	return s.StopTimeout()
 }
 
 // secretFiles checks the path from the Secret to the member's key and token files and runs the

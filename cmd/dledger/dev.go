@@ -108,7 +108,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	var servers []*server.Server
 	stopAll := func() {
 		for _, s := range servers { // one after another, each with a full deadline
-			ctx, cancel := context.WithTimeout(context.Background(), server.StopTimeout(cfg))
+			ctx, cancel := context.WithTimeout(context.Background(), s.StopTimeout())
 			s.Stop(ctx)
 			cancel()
 		}
@@ -118,8 +118,9 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		id := fmt.Sprintf("n%d", i)
 		httpAddr := fmt.Sprintf("127.0.0.1:%d", *httpBase+i)
 		s, err := server.New(server.Config{Group: "dev", SelfID: id, Peers: peers,
-			DataDir: fmt.Sprintf("%s/%s", root, id), HTTPAddr: httpAddr, Ledger: server.LedgerNone, Election: cfg,
+			DataDir: fmt.Sprintf("%s/%s", root, id), Ledger: server.LedgerNone, Election: cfg,
 			Keys: keys},
+			server.WithDaemon(server.DaemonConfig{HTTPAddr: httpAddr}),
 			server.WithLogger(log),
 			server.WithListener(func(ev dledger.RoleEvent) {
 				leader, note := ev.LeaderID, ""

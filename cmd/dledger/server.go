@@ -262,7 +262,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 // without touching the disk (beyond reading the key and token files) or the network.
 type serverSetup struct {
 	cfg      server.Config
-	election dledger.Config // cfg.Election with the profile filled in
+	daemon   server.DaemonConfig // the admin API, metrics listener and hooks
+	election dledger.Config      // cfg.Election with the profile filled in
 	log      *zap.Logger
 	validate bool
 	warnings []string       // unknown DLEDGER_ variables
@@ -376,31 +377,35 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 		return fail("%s %q: want none or sidecar", from("ledger"), *f.ledger)
 	}
 	su.cfg = server.Config{Group: *f.group, SelfID: *f.id, Peers: *f.peers, DataDir: *f.dataDir, Ledger: mode,
-		Profile: f.timing.profile, Election: su.election, MetricsAddr: *f.metricsAddr, Insecure: *f.insecure}
-	su.cfg.OnRoleChange, su.cfg.OnStop, su.cfg.HookTimeout = *f.onRoleChange, *f.onStop, *f.hookTimeout
-	su.cfg.Listen, su.cfg.AdminAdvertise = *f.listen, *f.adminAdvertise
+		Profile: f.timing.profile, Election: su.election, Insecure: *f.insecure}
+	su.daemon.MetricsAddr = *f.metricsAddr
+	su.daemon.OnRoleChange, su.daemon.OnStop, su.daemon.HookTimeout = *f.onRoleChange, *f.onStop, *f.hookTimeout
+	su.cfg.Listen, su.daemon.AdminAdvertise = *f.listen, *f.adminAdvertise
 	if *f.keyFile != "" {
 		if su.cfg.Keys, err = secure.LoadKeyFile(*f.keyFile); err != nil {
 			return fail("%s: %v", from("key-file"), err)
 		}
 	}
 	if *f.tokenFile != "" {
-		if su.cfg.AdminToken, err = readTokenFile(*f.tokenFile); err != nil {
+		if su.daemon.AdminToken, err = readTokenFile(*f.tokenFile); err != nil {
 			return fail("%s: %v", from("admin-token-file"), err)
 		}
 	}
 	if err := su.cfg.Validate(); err != nil {
 		return fail("%v", err)
 	}
+	if err := su.daemon.Validate(); err != nil {
+		return fail("%v", err)
+	}
 	switch *f.httpAddr {
 	case "off":
 	case "":
-		if su.cfg.HTTPAddr, err = defaultHTTPAddr(*f.peers, *f.id); err != nil {
+		if su.daemon.HTTPAddr, err = defaultHTTPAddr(*f.peers, *f.id); err != nil {
 			return fail("%v", err)
 		}
 	default:
-		su.cfg.HTTPAddr = *f.httpAddr
-		if err := su.cfg.Validate(); err != nil {
+		su.daemon.HTTPAddr = *f.httpAddr
+		if err := su.daemon.Validate(); err != nil {
 			return fail("%s: %v", from("http"), err)
 		}
 	}
@@ -454,7 +459,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		log.Warn(w)
 	}
 	// Only now is anything created (the data dir): bad settings leave no trace.
-	s, err := server.New(su.cfg, server.WithLogger(log))
+	s, err := server.New(su.cfg, server.WithDaemon(su.daemon), server.WithLogger(log))
 	if err != nil {
 		return fail(1, "%v", err)
 	}
@@ -484,7 +489,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		if err := sdNotify(notifySocket, "STOPPING=1"); err != nil {
 			log.Warn("could not tell the service manager the member is stopping", zap.Error(err))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), server.StopTimeout(su.election)+server.HookStopTimeout(su.cfg))
+		ctx, cancel := context.WithTimeout(context.Background(), s.StopTimeout())
 		defer cancel()
 		return s.Stop(ctx)
 	})
@@ -509,7 +514,7 @@ func validateServer(su serverSetup, stdout, stderr io.Writer) int {
 	if su.cfg.Insecure {
 		auth = "peer authentication OFF"
 	}
-	admin, metricsAddr := su.cfg.HTTPAddr, su.cfg.MetricsAddr
+	admin, metricsAddr := su.daemon.HTTPAddr, su.daemon.MetricsAddr
 	if admin == "" {
 		admin = "off"
 	}

@@ -75,10 +75,7 @@ func TestRunElectsSingleMemberAndPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := memberstate.New("g", "n0", peers, memberstate.NewMemStore())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ms := dledger.Member{Group: "g", SelfID: "n0", Peers: peers, Store: memberstate.NewMemStore()}
 	e, err := dledger.New(dledger.DefaultConfig(), ms, dledger.Options{Clock: WallClock{}, Rand: NewRand(1), Transport: noTransport{}})
 	if err != nil {
 		t.Fatal(err)

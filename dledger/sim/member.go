@@ -70,23 +70,20 @@ type pcgRand struct{ r *rand.Rand }
 
 func (p pcgRand) Int63n(n int64) int64 { return p.r.Int64N(n) }
 
-// startMember builds a new MemberState and Elector over the member's store (a start or a
+// startMember builds a new Elector over the member's store (a start or a
 // restart), hands it the ledger end and schedules its StateMaintainer passes.
 func (s *sim) startMember(m *member) error {
-	ms, err := memberstate.New(group, m.id, s.peers, memberStore{m.store, s, m})
-	if err != nil {
-		return fmt.Errorf("start %s: %w", m.id, err)
-	}
 	// The member's randomness depends on the run seed, the member and the incarnation only.
 	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
 	ep := &endpoint{s: s, m: m, inc: m.inc}
-	e, err := dledger.New(s.cfg, ms, s.electorOptions(dledger.Options{Clock: vclock{s}, Rand: rnd, Transport: ep,
+	who := dledger.Member{Group: group, SelfID: m.id, Peers: s.peers, Store: memberStore{m.store, s, m}}
+	e, err := dledger.New(s.cfg, who, s.electorOptions(dledger.Options{Clock: vclock{s}, Rand: rnd, Transport: ep,
 		LedgerFromStorage: s.sidecar || s.harness.fromStorage()}, ep))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}
 	bugs.Set(e, s.opt.Broken.bugs())
-	m.ms, m.e, m.up = ms, e, true
+	m.ms, m.e, m.up = bugs.MemberState(e), e, true
 	// The driver's alarm, as production's (dledger/driver): the elector moves m's next pass
 	// whenever an entry point makes it due earlier, or later while it is not due yet.
 	inc := m.inc
