@@ -48,6 +48,15 @@ func haproxyBinary(t *testing.T) string {
 	return bin
 }
 
+// TestHAProxyShippedConfigIsComplete: the shipped file is a whole configuration HAProxy accepts
+// as it is (before, `haproxy -c` refused the snippet: no listener, no timeouts).
+func TestHAProxyShippedConfigIsComplete(t *testing.T) {
+	bin := haproxyBinary(t)
+	if out, err := exec.Command(bin, "-c", "-f", "../../scripts/haproxy.cfg").CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c -f scripts/haproxy.cfg: %v\n%s", err, out)
+	}
+}
+
 // renderHAProxyConfig turns the shipped configuration into one for this test: the servers are
 // the group's members (their admin address serves the traffic and the checks, so a request
 // through a frontend says which member answered), the frontends bind free loopback ports, the
