@@ -142,7 +142,10 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	}
 	// What issue 17 asks the rules to cover.
 	for _, want := range []string{"DLedgerNoLeader", "DLedgerMultipleLeaders", "DLedgerTwoLeadersInOneTerm",
-		"DLedgerLeaderFlapping", "DLedgerLeaderlessTime", "DLedgerHostileFrames", "DLedgerAuthFailures"} {
+		"DLedgerLeaderFlapping", "DLedgerLeaderlessTime", "DLedgerHostileFrames", "DLedgerAuthFailures",
+		// and issue 33: a member down, fewer members than configured (the leaderless one above
+		// is the member that cannot reach a quorum).
+		"DLedgerMemberDown", "DLedgerFewerMembersThanConfigured"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("alert %s missing from %s", want, alertsFile)
 		}
@@ -170,6 +173,63 @@ func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	for _, a := range alerts {
 		if !firing[a] || !quiet[a] {
 			t.Errorf("alert %s: unit tests show it firing: %v, not firing: %v; want both", a, firing[a], quiet[a])
+		}
+	}
+}
+
+// byClause finds the grouping of every aggregation in a PromQL expression; wholeAggregation
+// an aggregation over every series (no grouping).
+var (
+	byClause         = regexp.MustCompile(`\b(by|without)\s*\(([^)]*)\)`)
+	wholeAggregation = regexp.MustCompile(`\b(sum|max|min|count|avg)\s*\(`)
+)
+
+// countsEachMemberOnce says why expr could count a member twice when two jobs scrape it
+// (its --metrics listener and its admin address: two instances, the same self_id), or "":
+// the expression must aggregate, and keep neither instance nor job in any grouping.
+func countsEachMemberOnce(expr string) string {
+	ms := byClause.FindAllStringSubmatch(expr, -1)
+	if len(ms) == 0 && !wholeAggregation.MatchString(expr) {
+		return "it does not aggregate, so it keeps every scrape job's series"
+	}
+	for _, m := range ms {
+		if m[1] == "without" {
+			return "it aggregates without(...), which keeps instance and job"
+		}
+		for _, l := range strings.Split(m[2], ",") {
+			if l = strings.TrimSpace(l); l == "instance" || l == "job" {
+				return fmt.Sprintf("it groups by %s", l)
+			}
+		}
+	}
+	return ""
+}
+
+// TestMonitoringCountsEachMemberOnce: every alert and every dashboard query counts a member
+// once, however many jobs scrape it; before, member alerts fired once per job and per-member
+// panels drew every line twice. The promtool unit tests show it for alerts with two jobs.
+func TestMonitoringCountsEachMemberOnce(t *testing.T) {
+	var rules ruleFile
+	readYAML(t, alertsFile, &rules, true)
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if why := countsEachMemberOnce(r.Expr); why != "" {
+				t.Errorf("alert %s: %s: %q", r.Alert, why, r.Expr)
+			}
+		}
+	}
+	_, panels := readDashboard(t)
+	for _, p := range panels {
+		for _, tg := range p.Targets {
+			if why := countsEachMemberOnce(tg.Expr); why != "" {
+				t.Errorf("panel %q: %s: %q", p.Title, why, tg.Expr)
+			}
+		}
+	}
+	// The check itself can fail.
+	for _, bad := range []string{"dledger_term", "sum by (self_id, instance) (dledger_term)", "sum without (le) (x)"} {
+		if countsEachMemberOnce(bad) == "" {
+			t.Errorf("countsEachMemberOnce passes %q", bad)
 		}
 	}
 }

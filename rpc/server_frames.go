@@ -176,10 +176,14 @@ func (s *Server) respond(c gnet.Conn, sc *serverConn, msg1 []byte) error {
 }
 
 // refuseHandshake refuses a first frame longer than any msg1: a plaintext request (a member
-// without a key) if its body starts as an rpc envelope does, else a malformed handshake.
+// without a key) if its length is one an rpc frame may have and its body starts as an rpc
+// envelope does, else a malformed handshake. The first byte alone called one random input in
+// 14 plaintext, sending operators to check keys for what was a scanner.
 func (s *Server) refuseHandshake(c gnet.Conn, sc *serverConn, err error) gnet.Action {
 	if b, _ := c.Peek(frameHeaderLen + 1); len(b) > frameHeaderLen && isArray(b[frameHeaderLen]) {
-		return s.refuse(sc, "", secure.ErrPlaintext)
+		if _, lerr := frameLength(b, s.opts.MaxFrameSize); lerr == nil {
+			return s.refuse(sc, "", secure.ErrPlaintext)
+		}
 	}
 	return s.refuse(sc, "", fmt.Errorf("%w: %v", secure.ErrMalformed, err))
 }
