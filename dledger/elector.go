@@ -84,12 +84,8 @@ type Elector struct {
 	// Candidate.
 	lastParseResult       protocol.ParseResult
 	nextTimeToRequestVote time.Time
-	needIncreaseTerm      bool // "increase term immediately"
-	// lostLeader led lostTerm when this member, its follower, timed out on it; kept until this
-	// member follows or leads again. Rounds at lostTerm need not wait for its answer (see
-	// canDecideEarly).
-	lostLeader string
-	lostTerm   int64
+	needIncreaseTerm      bool       // "increase term immediately"
+	lost                  lostLeader // succession.go
 
 	vote     *voteRound
 	roundSeq uint64
@@ -108,8 +104,11 @@ type Elector struct {
 	peers            []peerStatus // aligned with ms.Peers()
 	ackScratch       []time.Time  // quorumAck's buffer, so a steady heartbeat does not allocate
 
-	// Leadership transfer (transfer.go).
-	xfer transferState
+	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
+	// preferred-leader check.
+	handOver  handOver
+	take      take
+	preferred preferredCheck
 
 	// Role events, waiting to be taken by the driver (or the simulator).
 	last    RoleEvent
@@ -132,18 +131,9 @@ type Elector struct {
 	plannedPass time.Time
 	alarm       func(time.Time)
 
-	// Succession (succession.go): the order of succession announced by the leader
-	// successorsOf; when this elector started; whether it has known a leader since.
-	successors    []string
-	successorsOf  string
-	successorsRaw string
-	startedAt     time.Time
-	hadLeader     bool
-	// Start-up retry (PeerReachable): startupRetry says the re-vote time is the one a start-up
-	// round short of answers scheduled (setNextVote clears it); peersReached counts the
-	// transport's new connections, so a round can tell whether one came up while it was out.
-	startupRetry bool
-	peersReached uint64
+	// Succession and the start-up order (succession.go).
+	succession succession
+	startUp    startUp
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -191,10 +181,10 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 		e.log.Info("abstains until the storage reports the ledger: grants no vote, does not campaign", e.fields()...)
 	}
 	e.lastPass = e.clock.Now() // a new elector has not stalled
-	e.startedAt = e.lastPass
+	e.startUp.at = e.lastPass
 	// Start-up order (succession.go): the first probe waits this member's start-up rank in
 	// slots, so members started together do not all campaign at once.
-	e.setNextVote(e.startedAt.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
+	e.setNextVote(e.startUp.at.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
 	e.last = RoleEvent{Term: ms.CurrTerm(), Role: protocol.UNKNOWN}
 	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
 	return e, nil
@@ -298,8 +288,8 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	// pass, perhaps much later, start a new term instead of the same-term probe, and a member
 	// that was only cut off would depose a healthy leader on rejoining (L2). DLedger keeps it.
 	e.needIncreaseTerm = false
-	e.lostLeader = ""
-	e.hadLeader = true
+	e.lost = lostLeader{}
+	e.startUp.hadLeader = true
 	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)
 }
@@ -310,10 +300,10 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 		return
 	}
 	e.vote, e.hb = nil, nil
-	e.lostLeader = ""
+	e.lost = lostLeader{}
 	// A new leadership starts the preferred-leader checks afresh: a back-off earned in an
 	// earlier one (perhaps a minute) would otherwise delay the first hand-over of this one.
-	e.xfer.preferredFailures, e.xfer.nextPreferredCheck = 0, time.Time{}
+	e.preferred.reset()
 	e.leaderSince = now // D3: the quorum-ack clock starts at election
 	e.leadFromRound = e.roundSeq
 	e.lastSendHeartBeat = time.Time{}
@@ -321,7 +311,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	for i := range e.peers {
 		e.peers[i] = peerStatus{}
 	}
-	e.hadLeader = true
+	e.startUp.hadLeader = true
 	e.log.Info(EventBecomesLeader, e.fields()...)
 	e.emit(now)
 	// The first heartbeat round leaves at once, not at the next pass: until it arrives the
@@ -366,7 +356,7 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 	if now.Sub(e.lastLeaderHeartBeat) > e.cfg.DetectionWindow() {
 		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
 		e.becomeCandidate(term, now, "no heartbeat from leader "+lost)
-		e.lostLeader, e.lostTerm = lost, term
+		e.lost = lostLeader{id: lost, term: term}
 		// The probe waits two passes' worth, so that the other followers, which heard the same
 		// last heartbeat, have timed out too: one still following would answer
 		// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
@@ -377,17 +367,22 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 	}
 }
 
+// followerDeadline is the follower pass's deadline: its leader silent for more than DW.
+func (e *Elector) followerDeadline() deadline {
+	return dueAfter(e.lastLeaderHeartBeat.Add(e.cfg.DetectionWindow()))
+}
+
 // setNextVote sets when the next vote round may start. Whatever sets it cancels a pending
 // start-up retry (PeerReachable only ever brings that retry's own time forward).
 func (e *Elector) setNextVote(t time.Time) {
 	e.nextTimeToRequestVote = t
-	e.startupRetry = false
+	e.startUp.retry = false
 }
 
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is
 // used while this member is taking leadership.
 func (e *Elector) voteDelay() time.Duration {
-	if e.xfer.taking {
+	if e.take.taking {
 		return e.randomDelay(e.cfg.MinTakeLeadershipVoteInterval, e.cfg.MaxTakeLeadershipVoteInterval)
 	}
 	return e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval)

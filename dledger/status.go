@@ -74,7 +74,7 @@ func (e *Elector) Status() Status {
 		Group: ms.Group(), SelfID: ms.SelfID(), Role: ms.Role(), Term: ms.CurrTerm(),
 		LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor(), Ledger: ms.Ledger(), LedgerKnown: e.ledgerKnown,
 		KnownMaxTermInGroup: ms.KnownMaxTermInGroup(), LastParseResult: e.lastParseResult,
-		TakingLeadership: e.xfer.taking, TransferringTo: e.xfer.to,
+		TakingLeadership: e.take.taking, TransferringTo: e.handOver.to,
 		Peerstring: memberstate.FormatPeers(ms.Peers()),
 	}
 	switch ms.Role() {

@@ -144,7 +144,7 @@ func TestStartUpOrder(t *testing.T) {
 		}
 	}
 	u := newUnit(t, 3, nil)
-	u.e.hadLeader = false // just started
+	u.e.startUp.hadLeader = false // just started
 	votes := startRound(t, u)
 	for _, v := range votes {
 		v.done(nil, errors.New("connection refused"))
@@ -256,7 +256,7 @@ func TestStartUpRetryOnPeerReachable(t *testing.T) {
 	}
 	starting := func() *unit {
 		u := newUnit(t, 3, nil)
-		u.e.hadLeader = false // just started
+		u.e.startUp.hadLeader = false // just started
 		return u
 	}
 
