@@ -98,11 +98,22 @@ func dueAfter(t time.Time) deadline { return dueAt(t.Add(time.Nanosecond)) }
 
 // nextPassAt is the earliest time at which a pass changes anything: the earliest of the
 // deadlines every part of the elector names (deadlines), and never later than maxPassGap.
+//
+// A deadline at the zero time means "at once" (REVOTE_IMMEDIATELY, a take's first round, a new
+// leader's first preferred-leader check): it is due now, the moment it was decided. Planned at
+// the zero time, the pass would count as planned by no driver (plannedPass), its due time
+// would fall back to the previous pass (passDue), and a member whose previous pass ran more
+// than StallThreshold earlier would take that pass, run at once, for the end of a stall of its
+// own process, and refuse to take leadership for a heartbeat interval.
 func (e *Elector) nextPassAt(now time.Time) time.Time {
 	next := now.Add(e.cfg.maxPassGap())
 	for _, d := range e.deadlines(now) {
-		if d.ok && d.t.Before(next) {
-			next = d.t
+		t := d.t
+		if t.IsZero() {
+			t = now
+		}
+		if d.ok && t.Before(next) {
+			next = t
 		}
 	}
 	return next
