@@ -353,7 +353,7 @@ func TestAPassDueAtOnceIsNoStall(t *testing.T) {
 	u.e.SetPassAlarm(alarm.set)
 	votes := startRound(t, u)
 	u.e.NextPassAt()
-	u.clock.Advance(u.cfg.StallThreshold() + time.Millisecond) // within the round's deadline
+	u.clock.Advance(u.cfg.StallThreshold() + time.Millisecond)                    // within the round's deadline
 	votes[0].done(voteResp(votes[0].to, protocol.VoteRejectTermNotReady, 0), nil) // REVOTE_IMMEDIATELY
 	if at, _ := alarm.last(); !at.Equal(u.clock.Now()) {
 		t.Fatalf("a pass due at once planned at %v, want now (%v)", at, u.clock.Now())
