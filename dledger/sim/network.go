@@ -94,6 +94,10 @@ func (s *sim) newCall(msg msgKind, ep *endpoint, to string, term, x, y int64) *c
 		dst = ep.m
 	}
 	c := &call{id: s.net.calls, msg: msg, from: ep.m, to: dst, fromInc: ep.inc}
+	if s.probing {
+		s.fail("PASS", "%s sent a %s to %s from a pass run before the pass its elector planned (%v)",
+			ep.m.id, msgNames[msg], to, ep.m.plannedAt)
+	}
 	s.tr.add(record{at: s.now, kind: rSend, msg: msg, a: int8(c.from.idx), b: int8(dst.idx), term: term, x: x, y: y, call: c.id})
 	return c
 }

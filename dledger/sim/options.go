@@ -38,6 +38,9 @@ const (
 	BrokenKeepLostRound   Broken = "keep-lost-round"   // a follower keeps its lost round's result: L2 (rejoin scenario)
 	BrokenEndlessTake     Broken = "endless-take"      // a transferee never leaves the take: L3
 	BrokenGoneOnCut       Broken = "gone-on-cut"       // a cut link is reported as the peer's process gone: L2 (rejoin scenario)
+	// BrokenForgetDeadline: the preferred-leader check's deadline is left out of NextPassAt, so
+	// the check waits for whatever pass comes next: PASS (the oracle of passes.go).
+	BrokenForgetDeadline Broken = "forget-deadline"
 	// BrokenNoAbstain: sidecar members run without Options.LedgerFromStorage, so a restarted
 	// one votes on the empty ledger its elector starts with until the report (issue 12): S4,
 	// checked against the true ledger.
@@ -47,7 +50,8 @@ const (
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
-		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut}
+		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut,
+		BrokenForgetDeadline}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
@@ -162,7 +166,7 @@ type Result struct {
 
 // Violation is a broken invariant: which one, what was seen, and how to see it again.
 type Violation struct {
-	Invariant string        // "S1".."S5", "L1".."L3", or "SIM" for a simulator self-check
+	Invariant string        // "S1".."S5", "L1".."L3", "PASS" (passes.go), or "SIM" for a simulator self-check
 	Detail    string        // what was seen
 	At        time.Duration // virtual time
 	Tail      []string      // the last trace lines before the violation, oldest first
