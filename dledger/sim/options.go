@@ -106,16 +106,8 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 	if o.Scenario != ScenarioChaos && o.Scenario != ScenarioRejoin {
 		return o, cfg, fmt.Errorf("unknown scenario %q (known: chaos, rejoin)", o.Scenario)
 	}
-	if o.Broken != BrokenNone {
-		var names []string
-		known := false
-		for _, b := range BrokenModes() {
-			known = known || b == o.Broken
-			names = append(names, string(b))
-		}
-		if !known {
-			return o, cfg, fmt.Errorf("unknown broken mode %q (known: %s)", o.Broken, strings.Join(names, ", "))
-		}
+	if err := o.Broken.validate(); err != nil {
+		return o, cfg, err
 	}
 	if o.Duration < 0 || o.RPCTimeout < 0 {
 		return o, cfg, fmt.Errorf("duration and rpc timeout must not be negative")
@@ -127,6 +119,21 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 		o.RPCTimeout = DefaultRPCTimeout
 	}
 	return o, cfg, nil
+}
+
+// validate accepts no bug and the modes of BrokenModes.
+func (b Broken) validate() error {
+	if b == BrokenNone {
+		return nil
+	}
+	var names []string
+	for _, k := range BrokenModes() {
+		if k == b {
+			return nil
+		}
+		names = append(names, string(k))
+	}
+	return fmt.Errorf("unknown broken mode %q (known: %s)", b, strings.Join(names, ", "))
 }
 
 // Result is the outcome of one run.
