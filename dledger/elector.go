@@ -15,21 +15,23 @@
 // onHeartBeatResponse, onTransferResponse). Every other method of Elector runs with the lock
 // held and never takes it.
 //
-// Under the lock the elector calls only its Clock, Rand, Logger, Observer and MemberState (whose
-// vote and term writes are durable when they return: a decision and its durability are one
-// step, see handleVote). It never calls the Transport or a caller's reply function there, never
-// blocks on a channel, and calls nothing that could call back into it. What a step decides to
-// send or to answer goes into the outbox (outbox.go) as typed messages: vote, heartbeat and
-// transfer requests, and answers to transfer callers. The entry point delivers them after
-// releasing the lock, in the order they were decided (unlockAndDeliver), and answers come back
-// through the on*Response entry points. So a transport may answer synchronously, on any
-// goroutine, and the lock never waits on the network. Every transfer answer follows this one
-// contract: exactly once, outside the lock, in order. Role events are queued under the lock and
-// taken with TakeEvents (dledger/driver hands them to listeners).
+// Under the lock the elector calls only its Clock, Rand, Logger and MemberState (whose vote and
+// term writes are durable when they return: a decision and its durability are one step, see
+// handleVote), and the driver's alarm. It never calls the Transport, the Observer or a caller's
+// reply function there, never blocks on a channel, and calls nothing that could call back into
+// it. What a step decides to send, to answer or to count goes into the outbox (outbox.go) as
+// typed entries: vote, heartbeat and transfer requests, answers to transfer callers, and
+// Observer calls. The entry point delivers them after releasing the lock, in the order they
+// were decided (unlockAndDeliver), and answers come back through the on*Response entry points.
+// So a transport may answer synchronously, on any goroutine, and the lock never waits on the
+// network; an answer that comes back inside a delivery is delivered by the loop already
+// running, after what was decided before it, never by a delivery nested in it. Every transfer
+// answer follows this one contract: exactly once, outside the lock, in order. Role events are
+// queued under the lock and taken with TakeEvents (dledger/driver hands them to listeners).
 //
 // core_test.go holds the source to these rules: no go statement, no wall-clock call, no global
-// randomness, sockets or files; the lock taken only by entry points; the transport touched
-// only by unlockAndDeliver.
+// randomness, sockets or files; the lock taken only by entry points (and the delivery loop);
+// the transport and the Observer touched only by the delivery.
 package dledger
 
 import (
@@ -115,9 +117,11 @@ type Elector struct {
 	pending []RoleEvent
 	notify  chan struct{}
 
-	// outbox: what the current step has decided to send or answer, delivered in order once the
-	// lock is released (outbox.go).
-	outbox []message
+	// outbox: what the current step has decided to send, answer or count, delivered in order
+	// once the lock is released (outbox.go); delivering: a delivery loop is running, and will
+	// deliver what is added meanwhile.
+	outbox     []entry
+	delivering bool
 
 	// ledgerKnown: the ledger end is known (see Options.LedgerFromStorage).
 	ledgerKnown bool
@@ -238,7 +242,7 @@ func (e *Elector) UpdateLedger(term, index int64) error {
 	}
 	if !e.ledgerKnown {
 		e.ledgerKnown = true
-		e.obs.LedgerKnown(true)
+		e.observe(observation{kind: obsLedgerKnown, arg: 1})
 		e.log.Info("ledger reported: votes and campaigns again", e.fields(zap.Int64("ledgerEndTerm", term), zap.Int64("ledgerEndIndex", index))...)
 	}
 	return nil

@@ -132,7 +132,7 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 	if err == nil && resp != nil {
 		code = resp.Code
 	}
-	e.obs.HeartBeatResponse(code)
+	e.observe(observation{kind: obsHeartBeatResponse, arg: int64(code)})
 	if e.ms.Role() != protocol.LEADER || roundID <= e.leadFromRound {
 		return
 	}

@@ -162,7 +162,7 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 		term = ms.CurrTerm()
 	}
 	fail := func(code protocol.ResponseCode) {
-		e.obs.TransferFinished(code)
+		e.observe(observation{kind: obsTransferFinished, arg: int64(code)})
 		e.answer(by, e.transferResponse(code))
 	}
 	idx := -1
@@ -226,7 +226,7 @@ func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, answer 
 	by := e.handOver.asker
 	e.log.Info("transfer finished", e.fields(zap.String("to", e.handOver.to), zap.Stringer("code", code), zap.String("why", why))...)
 	e.handOver = handOver{}
-	e.obs.TransferFinished(code)
+	e.observe(observation{kind: obsTransferFinished, arg: int64(code)})
 	r := e.transferResponse(code)
 	if answer != nil {
 		r.Term, r.LeaderID = answer.Term, answer.LeaderID

@@ -182,7 +182,7 @@ func voteResultOf(resp *protocol.VoteResponse, err error) protocol.VoteResult {
 // and only in the round it was sent for.
 func (e *Elector) voteAnswered(roundID uint64, idx int, resp *protocol.VoteResponse, err error) {
 	res := voteResultOf(resp, err)
-	e.obs.VoteResponse(res)
+	e.observe(observation{kind: obsVoteResponse, arg: int64(res)})
 	r := e.vote
 	if r == nil || r.id != roundID || r.got[idx] {
 		return // a late answer to a round already decided or abandoned
@@ -259,7 +259,7 @@ func (e *Elector) decideVote(now time.Time) {
 		e.setNextVote(now.Add(delay))
 	}
 	e.lastParseResult = res
-	e.obs.VoteRoundDecided(res)
+	e.observe(observation{kind: obsVoteRoundDecided, arg: int64(res)})
 	e.log.Debug("vote round decided", e.fields(zap.Int64("roundTerm", r.term), zap.Stringer("result", res),
 		zap.Int("valid", r.valid), zap.Int("accepted", r.accepted), zap.Int("notReady", r.notReady),
 		zap.Int("biggerLedger", r.biggerLedger), zap.Bool("alreadyHasLeader", r.alreadyHasLeader))...)
@@ -291,7 +291,7 @@ func (e *Elector) voteAtHigherTerm(req *protocol.VoteRequest, resp *protocol.Vot
 			e.lastParseResult = protocol.WaitToRevote
 			e.setNextVote(now.Add(e.voteDelay()))
 			e.emit(now)
-			e.obs.VoteGranted()
+			e.observe(observation{kind: obsVoteGranted})
 			resp.Term = req.Term
 			return withResult(resp, protocol.VoteAccept)
 		}
@@ -401,7 +401,7 @@ func (e *Elector) grantVote(resp *protocol.VoteResponse, cand string, fromSelf b
 		return resp
 	}
 	if !fromSelf {
-		e.obs.VoteGranted()
+		e.observe(observation{kind: obsVoteGranted})
 	}
 	return withResult(resp, protocol.VoteAccept)
 }
