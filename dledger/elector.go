@@ -63,12 +63,17 @@ type Options struct {
 
 // RoleEvent is one role change (docs/protocol.md section 8): the term as adopted (the fencing
 // token), the new role and the leader, numbered in order.
+//
+// An event with Missed > 0 is no role change but a marker: the listener fell so far behind
+// that its bounded queue overflowed (driver.Dispatcher), and that many events were dropped
+// before the next one, which is the member's current state. Its other fields are zero.
 type RoleEvent struct {
 	Seq      uint64
 	Term     int64
 	Role     protocol.Role
 	LeaderID string
 	At       time.Time
+	Missed   uint64
 }
 
 // Elector is one member's election state machine. All methods are safe for concurrent use.

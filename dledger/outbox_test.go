@@ -126,11 +126,13 @@ func (o *countObserver) note(s string) {
 	}
 }
 
-func (o *countObserver) VoteResponse(r protocol.VoteResult)       { o.note(fmt.Sprint("response ", r)) }
-func (o *countObserver) VoteRoundDecided(r protocol.ParseResult)  { o.note(fmt.Sprint("decided ", r)) }
-func (o *countObserver) VoteGranted()                             { o.note("granted") }
-func (o *countObserver) HeartBeatResponse(c protocol.ResponseCode) { o.note(fmt.Sprint("heartbeat ", c)) }
-func (o *countObserver) String() string                           { return strings.Join(o.calls, ", ") }
+func (o *countObserver) VoteResponse(r protocol.VoteResult)      { o.note(fmt.Sprint("response ", r)) }
+func (o *countObserver) VoteRoundDecided(r protocol.ParseResult) { o.note(fmt.Sprint("decided ", r)) }
+func (o *countObserver) VoteGranted()                            { o.note("granted") }
+func (o *countObserver) HeartBeatResponse(c protocol.ResponseCode) {
+	o.note(fmt.Sprint("heartbeat ", c))
+}
+func (o *countObserver) String() string { return strings.Join(o.calls, ", ") }
 
 // Observer calls are queued like every other effect and made outside the lock, in the order
 // decided.

@@ -122,6 +122,11 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			Keys: keys},
 			server.WithLogger(log),
 			server.WithListener(func(ev dledger.RoleEvent) {
+				if ev.Missed > 0 {
+					<-listed
+					printf("%8s   %s  missed %d role events (this printer fell behind)\n", "", id, ev.Missed)
+					return
+				}
 				leader, note := ev.LeaderID, ""
 				if leader == "" {
 					leader = "-"
