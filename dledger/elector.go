@@ -109,6 +109,7 @@ type Elector struct {
 	sendHeartBeatNow bool
 	hb               *heartBeatRound
 	peers            []peerStatus // aligned with ms.Peers()
+	peerstring       string       // ms.Peers() formatted, for Status and HandleMetadata (they never change)
 	ackScratch       []time.Time  // quorumAck's buffer, so a steady heartbeat does not allocate
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
@@ -178,10 +179,11 @@ func New(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector, error)
 	}
 	e := &Elector{
 		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
-		log:    log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
-		obs:    obs,
-		peers:  make([]peerStatus, len(ms.Peers())),
-		notify: make(chan struct{}, 1),
+		log:        log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
+		obs:        obs,
+		peers:      make([]peerStatus, len(ms.Peers())),
+		peerstring: memberstate.FormatPeers(ms.Peers()),
+		notify:     make(chan struct{}, 1),
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}

@@ -114,7 +114,8 @@ func (e *Elector) Status() Status {
 		LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor(), Ledger: ms.Ledger(), LedgerKnown: e.ledgerKnown,
 		KnownMaxTermInGroup: ms.KnownMaxTermInGroup(), LastParseResult: e.lastParseResult,
 		TakingLeadership: e.take.taking, TransferringTo: e.handOver.to,
-		Peerstring: memberstate.FormatPeers(ms.Peers()),
+		Peerstring: e.peerstring,
+		Peers:      make([]PeerStatus, 0, len(ms.Peers())),
 	}
 	switch ms.Role() {
 	case protocol.FOLLOWER:
@@ -146,5 +147,5 @@ func (e *Elector) HandleMetadata(req *protocol.MetadataRequest) *protocol.Metada
 	return &protocol.MetadataResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
 		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm(), Code: protocol.CodeSuccess},
 		Role: ms.Role(), VoteFor: ms.VoteFor(), LedgerEndTerm: ms.Ledger().Term,
-		LedgerEndIndex: ms.Ledger().Index, Peers: memberstate.FormatPeers(ms.Peers())}
+		LedgerEndIndex: ms.Ledger().Index, Peers: e.peerstring}
 }
