@@ -138,12 +138,18 @@ func coreViolations(path string, src []byte) ([]string, error) {
 	return out, nil
 }
 
-// entryPoints are the unexported methods that take the lock: the transport's answers.
-var entryPoints = map[string]bool{"onVoteResponse": true, "onHeartBeatResponse": true, "onTransferResponse": true}
+// entryPoints are the unexported methods that take the lock: the transport's answers, and the
+// delivery loop, which takes it back between batches and when a delivery panicked.
+var entryPoints = map[string]bool{"onVoteResponse": true, "onHeartBeatResponse": true, "onTransferResponse": true,
+	"unlockAndDeliver": true, "deliveryPanicked": true}
+
+// delivery is the one method that runs with the lock released and calls out: the transport and
+// the Observer.
+const delivery = "deliver"
 
 // TestLockRule holds the package to the lock rule of its package comment: only the exported
-// methods and the on*Response entry points take the lock, and only unlockAndDeliver, which runs
-// after the lock is released, touches the transport.
+// methods, the on*Response entry points and the delivery loop take the lock, and only deliver,
+// which runs after the lock is released, touches the transport or the Observer.
 func TestLockRule(t *testing.T) {
 	var problems []string
 	files, err := filepath.Glob("*.go")
@@ -174,14 +180,16 @@ func TestLockRuleCheckCanFail(t *testing.T) {
 
 func (e *Elector) tickLocked() { e.mu.Lock(); defer e.mu.Unlock() }
 func (e *Elector) sendNow()    { e.tr.SendVote("n1", nil, nil) }
+func (e *Elector) countNow()   { e.obs.VoteGranted() }
 func (e *Elector) Tick()       { e.mu.Lock(); defer e.unlockAndDeliver() }
 `
 	problems, err := lockViolations("bad.go", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(problems) != 2 || !strings.Contains(problems[0], "tickLocked takes the lock") ||
-		!strings.Contains(problems[1], "sendNow uses the transport") {
+	if len(problems) != 3 || !strings.Contains(problems[0], "tickLocked takes the lock") ||
+		!strings.Contains(problems[1], "sendNow uses the transport") ||
+		!strings.Contains(problems[2], "countNow calls the Observer") {
 		t.Fatalf("got:\n%s", strings.Join(problems, "\n"))
 	}
 }
@@ -203,12 +211,13 @@ func lockViolations(path string, src []byte) ([]string, error) {
 			continue
 		}
 		name := fn.Name.Name
-		locks, transport := false, false
+		locks, transport, observer := false, false, false
 		ast.Inspect(fn.Body, func(n ast.Node) bool {
 			if sel, ok := n.(*ast.SelectorExpr); ok {
 				if inner, ok := sel.X.(*ast.SelectorExpr); ok {
 					locks = locks || (inner.Sel.Name == "mu" && sel.Sel.Name == "Lock")
 					transport = transport || inner.Sel.Name == "tr"
+					observer = observer || inner.Sel.Name == "obs"
 				}
 			}
 			return true
@@ -217,8 +226,11 @@ func lockViolations(path string, src []byte) ([]string, error) {
 		if locks && !ast.IsExported(name) && !entryPoints[name] {
 			out = append(out, fmt.Sprintf("%s: %s takes the lock but is no entry point", at, name))
 		}
-		if transport && name != "unlockAndDeliver" {
-			out = append(out, fmt.Sprintf("%s: %s uses the transport; only unlockAndDeliver may", at, name))
+		if transport && name != delivery {
+			out = append(out, fmt.Sprintf("%s: %s uses the transport; only %s may", at, name, delivery))
+		}
+		if observer && name != delivery && name != "New" {
+			out = append(out, fmt.Sprintf("%s: %s calls the Observer; only %s may (post an observation)", at, name, delivery))
 		}
 	}
 	return out, nil

@@ -15,21 +15,23 @@
 // onHeartBeatResponse, onTransferResponse). Every other method of Elector runs with the lock
 // held and never takes it.
 //
-// Under the lock the elector calls only its Clock, Rand, Logger, Observer and MemberState (whose
-// vote and term writes are durable when they return: a decision and its durability are one
-// step, see handleVote). It never calls the Transport or a caller's reply function there, never
-// blocks on a channel, and calls nothing that could call back into it. What a step decides to
-// send or to answer goes into the outbox (outbox.go) as typed messages: vote, heartbeat and
-// transfer requests, and answers to transfer callers. The entry point delivers them after
-// releasing the lock, in the order they were decided (unlockAndDeliver), and answers come back
-// through the on*Response entry points. So a transport may answer synchronously, on any
-// goroutine, and the lock never waits on the network. Every transfer answer follows this one
-// contract: exactly once, outside the lock, in order. Role events are queued under the lock and
-// taken with TakeEvents (dledger/driver hands them to listeners).
+// Under the lock the elector calls only its Clock, Rand, Logger and MemberState (whose vote and
+// term writes are durable when they return: a decision and its durability are one step, see
+// handleVote), and the driver's alarm. It never calls the Transport, the Observer or a caller's
+// reply function there, never blocks on a channel, and calls nothing that could call back into
+// it. What a step decides to send, to answer or to count goes into the outbox (outbox.go) as
+// typed entries: vote, heartbeat and transfer requests, answers to transfer callers, and
+// Observer calls. The entry point delivers them after releasing the lock, in the order they
+// were decided (unlockAndDeliver), and answers come back through the on*Response entry points.
+// So a transport may answer synchronously, on any goroutine, and the lock never waits on the
+// network; an answer that comes back inside a delivery is delivered by the loop already
+// running, after what was decided before it, never by a delivery nested in it. Every transfer
+// answer follows this one contract: exactly once, outside the lock, in order. Role events are
+// queued under the lock and taken with TakeEvents (dledger/driver hands them to listeners).
 //
 // core_test.go holds the source to these rules: no go statement, no wall-clock call, no global
-// randomness, sockets or files; the lock taken only by entry points; the transport touched
-// only by unlockAndDeliver.
+// randomness, sockets or files; the lock taken only by entry points (and the delivery loop);
+// the transport and the Observer touched only by the delivery.
 package dledger
 
 import (
@@ -61,12 +63,17 @@ type Options struct {
 
 // RoleEvent is one role change (docs/protocol.md section 8): the term as adopted (the fencing
 // token), the new role and the leader, numbered in order.
+//
+// An event with Missed > 0 is no role change but a marker: the listener fell so far behind
+// that its bounded queue overflowed (driver.Dispatcher), and that many events were dropped
+// before the next one, which is the member's current state. Its other fields are zero.
 type RoleEvent struct {
 	Seq      uint64
 	Term     int64
 	Role     protocol.Role
 	LeaderID string
 	At       time.Time
+	Missed   uint64
 }
 
 // Elector is one member's election state machine. All methods are safe for concurrent use.
@@ -84,12 +91,8 @@ type Elector struct {
 	// Candidate.
 	lastParseResult       protocol.ParseResult
 	nextTimeToRequestVote time.Time
-	needIncreaseTerm      bool // "increase term immediately"
-	// lostLeader led lostTerm when this member, its follower, timed out on it; kept until this
-	// member follows or leads again. Rounds at lostTerm need not wait for its answer (see
-	// canDecideEarly).
-	lostLeader string
-	lostTerm   int64
+	needIncreaseTerm      bool       // "increase term immediately"
+	lost                  lostLeader // succession.go
 
 	vote     *voteRound
 	roundSeq uint64
@@ -106,19 +109,25 @@ type Elector struct {
 	sendHeartBeatNow bool
 	hb               *heartBeatRound
 	peers            []peerStatus // aligned with ms.Peers()
+	peerstring       string       // ms.Peers() formatted, for Status and HandleMetadata (they never change)
 	ackScratch       []time.Time  // quorumAck's buffer, so a steady heartbeat does not allocate
 
-	// Leadership transfer (transfer.go).
-	xfer transferState
+	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
+	// preferred-leader check.
+	handOver  handOver
+	take      take
+	preferred preferredCheck
 
 	// Role events, waiting to be taken by the driver (or the simulator).
 	last    RoleEvent
 	pending []RoleEvent
 	notify  chan struct{}
 
-	// outbox: what the current step has decided to send or answer, delivered in order once the
-	// lock is released (outbox.go).
-	outbox []message
+	// outbox: what the current step has decided to send, answer or count, delivered in order
+	// once the lock is released (outbox.go); delivering: a delivery loop is running, and will
+	// deliver what is added meanwhile.
+	outbox     []entry
+	delivering bool
 
 	// ledgerKnown: the ledger end is known (see Options.LedgerFromStorage).
 	ledgerKnown bool
@@ -132,18 +141,9 @@ type Elector struct {
 	plannedPass time.Time
 	alarm       func(time.Time)
 
-	// Succession (succession.go): the order of succession announced by the leader
-	// successorsOf; when this elector started; whether it has known a leader since.
-	successors    []string
-	successorsOf  string
-	successorsRaw string
-	startedAt     time.Time
-	hadLeader     bool
-	// Start-up retry (PeerReachable): startupRetry says the re-vote time is the one a start-up
-	// round short of answers scheduled (setNextVote clears it); peersReached counts the
-	// transport's new connections, so a round can tell whether one came up while it was out.
-	startupRetry bool
-	peersReached uint64
+	// Succession and the start-up order (succession.go).
+	succession succession
+	startUp    startUp
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -204,10 +204,11 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 	}
 	e := &Elector{
 		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
-		log:    log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
-		obs:    obs,
-		peers:  make([]peerStatus, len(ms.Peers())),
-		notify: make(chan struct{}, 1),
+		log:        log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
+		obs:        obs,
+		peers:      make([]peerStatus, len(ms.Peers())),
+		peerstring: memberstate.FormatPeers(ms.Peers()),
+		notify:     make(chan struct{}, 1),
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
@@ -216,10 +217,10 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		e.log.Info("abstains until the storage reports the ledger: grants no vote, does not campaign", e.fields()...)
 	}
 	e.lastPass = e.clock.Now() // a new elector has not stalled
-	e.startedAt = e.lastPass
+	e.startUp.at = e.lastPass
 	// Start-up order (succession.go): the first probe waits this member's start-up rank in
 	// slots, so members started together do not all campaign at once.
-	e.setNextVote(e.startedAt.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
+	e.setNextVote(e.startUp.at.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
 	e.last = RoleEvent{Term: ms.CurrTerm(), Role: protocol.UNKNOWN}
 	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
 	return e, nil
@@ -273,7 +274,7 @@ func (e *Elector) UpdateLedger(term, index int64) error {
 	}
 	if !e.ledgerKnown {
 		e.ledgerKnown = true
-		e.obs.LedgerKnown(true)
+		e.observe(observation{kind: obsLedgerKnown, arg: 1})
 		e.log.Info("ledger reported: votes and campaigns again", e.fields(zap.Int64("ledgerEndTerm", term), zap.Int64("ledgerEndIndex", index))...)
 	}
 	return nil
@@ -323,8 +324,8 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	// pass, perhaps much later, start a new term instead of the same-term probe, and a member
 	// that was only cut off would depose a healthy leader on rejoining (L2). DLedger keeps it.
 	e.needIncreaseTerm = false
-	e.lostLeader = ""
-	e.hadLeader = true
+	e.lost = lostLeader{}
+	e.startUp.hadLeader = true
 	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)
 }
@@ -335,10 +336,10 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 		return
 	}
 	e.vote, e.hb = nil, nil
-	e.lostLeader = ""
+	e.lost = lostLeader{}
 	// A new leadership starts the preferred-leader checks afresh: a back-off earned in an
 	// earlier one (perhaps a minute) would otherwise delay the first hand-over of this one.
-	e.xfer.preferredFailures, e.xfer.nextPreferredCheck = 0, time.Time{}
+	e.preferred.reset()
 	e.leaderSince = now // D3: the quorum-ack clock starts at election
 	e.leadFromRound = e.roundSeq
 	e.lastSendHeartBeat = time.Time{}
@@ -346,7 +347,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	for i := range e.peers {
 		e.peers[i] = peerStatus{}
 	}
-	e.hadLeader = true
+	e.startUp.hadLeader = true
 	e.log.Info(EventBecomesLeader, e.fields()...)
 	e.emit(now)
 	// The first heartbeat round leaves at once, not at the next pass: until it arrives the
@@ -391,7 +392,7 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 	if now.Sub(e.lastLeaderHeartBeat) > e.cfg.DetectionWindow() {
 		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
 		e.becomeCandidate(term, now, "no heartbeat from leader "+lost)
-		e.lostLeader, e.lostTerm = lost, term
+		e.lost = lostLeader{id: lost, term: term}
 		// The probe waits two passes' worth, so that the other followers, which heard the same
 		// last heartbeat, have timed out too: one still following would answer
 		// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
@@ -402,17 +403,22 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 	}
 }
 
+// followerDeadline is the follower pass's deadline: its leader silent for more than DW.
+func (e *Elector) followerDeadline() deadline {
+	return dueAfter(e.lastLeaderHeartBeat.Add(e.cfg.DetectionWindow()))
+}
+
 // setNextVote sets when the next vote round may start. Whatever sets it cancels a pending
 // start-up retry (PeerReachable only ever brings that retry's own time forward).
 func (e *Elector) setNextVote(t time.Time) {
 	e.nextTimeToRequestVote = t
-	e.startupRetry = false
+	e.startUp.retry = false
 }
 
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is
 // used while this member is taking leadership.
 func (e *Elector) voteDelay() time.Duration {
-	if e.xfer.taking {
+	if e.take.taking {
 		return e.randomDelay(e.cfg.MinTakeLeadershipVoteInterval, e.cfg.MaxTakeLeadershipVoteInterval)
 	}
 	return e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval)

@@ -129,7 +129,7 @@ func newUnitWithConfig(t *testing.T, n int, store *memberstate.MemStore, cfg Con
 		t.Fatal(err)
 	}
 	// A member in its steady state: the start-up rules (succession.go) have tests of their own.
-	u.e.hadLeader = true
+	u.e.startUp.hadLeader = true
 	return u
 }
 

@@ -52,6 +52,20 @@ func (e *Elector) maintainAsLeader(now time.Time) {
 	e.startHeartBeatRound(now)
 }
 
+// leaderDeadline is the leader pass's next deadline: the next heartbeat round (at once when one
+// is asked for, step 3), the deadline of the round in flight (step 1), and the moment
+// check-quorum would step down (step 2).
+func (e *Elector) leaderDeadline(now time.Time) deadline {
+	d := dueAt(e.lastSendHeartBeat.Add(e.cfg.HeartBeatInterval))
+	if e.sendHeartBeatNow {
+		d = dueAt(now)
+	}
+	if e.hb != nil {
+		d = earliest(d, dueAt(e.hb.deadline))
+	}
+	return earliest(d, dueAfter(e.quorumAck(now).Add(e.cfg.DetectionWindow())))
+}
+
 // quorumAck is the time up to which a quorum is known to have followed this leader: the
 // quorum-th newest of the members' acknowledgements, where a member's is the send time of the
 // newest heartbeat round it answered SUCCESS (late answers included) and this member's own is
@@ -118,7 +132,7 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 	if err == nil && resp != nil {
 		code = resp.Code
 	}
-	e.obs.HeartBeatResponse(code)
+	e.observe(observation{kind: obsHeartBeatResponse, arg: int64(code)})
 	if e.ms.Role() != protocol.LEADER || roundID <= e.leadFromRound {
 		return
 	}
@@ -128,28 +142,39 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 		return // a duplicate
 	}
 	now := e.clock.Now()
-	p := &e.peers[idx]
-	switch {
-	case err != nil || resp == nil:
-		if current {
-			p.alive = false
-		} // late: the round's decision already marked it
-	default:
-		p.alive = true
-		p.lastAck = now
-		if resp.Code == protocol.CodeSuccess && !sentAt.Before(p.ackSent) {
-			// The newest round answered wins: a reordered older answer carries an older ledger.
-			p.ackSent = sentAt
-			p.ledger = memberstate.LedgerEnd{Term: resp.LedgerEndTerm, Index: resp.LedgerEndIndex}
-			p.known = !resp.LedgerUnknown // an abstaining member's ledger is no ledger at all
-		}
-	}
+	e.peers[idx].noteAnswer(current, sentAt, now, resp, err)
 	if !current {
 		if code == protocol.CodeExpiredTerm && resp.Term > e.ms.CurrTerm() { // D4, late
 			e.becomeCandidate(resp.Term, now, "a follower is at a higher term (late heartbeat answer)")
 		}
 		return
 	}
+	r.tally(idx, code, resp)
+	e.noteHeartBeatProgress(r, now)
+}
+
+// noteAnswer records what an answer (or its failure) to a round sent at sentAt tells of the
+// member: alive or not, and, for SUCCESS, check-quorum's acknowledgement and its ledger. A
+// failure of a round already decided changes nothing: the decision marked the member.
+func (p *peerStatus) noteAnswer(current bool, sentAt, now time.Time, resp *protocol.HeartBeatResponse, err error) {
+	if err != nil || resp == nil {
+		if current {
+			p.alive = false
+		} // late: the round's decision already marked it
+		return
+	}
+	p.alive = true
+	p.lastAck = now
+	if resp.Code == protocol.CodeSuccess && !sentAt.Before(p.ackSent) {
+		// The newest round answered wins: a reordered older answer carries an older ledger.
+		p.ackSent = sentAt
+		p.ledger = memberstate.LedgerEnd{Term: resp.LedgerEndTerm, Index: resp.LedgerEndIndex}
+		p.known = !resp.LedgerUnknown // an abstaining member's ledger is no ledger at all
+	}
+}
+
+// tally counts member idx's answer, with code, in the round (docs/protocol.md 7.5).
+func (r *heartBeatRound) tally(idx int, code protocol.ResponseCode, resp *protocol.HeartBeatResponse) {
 	r.got[idx] = true
 	r.answered++
 	switch code {
@@ -162,7 +187,6 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 	case protocol.CodeTermNotReady:
 		r.notReady++
 	}
-	e.noteHeartBeatProgress(r, now)
 }
 
 // noteHeartBeatProgress decides the round once every member has answered or a higher term is
@@ -233,28 +257,35 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 		e.log.Error("heartbeat from a second leader in this term", e.fields(
 			zap.String("sender", sender), zap.String("leader", ms.LeaderID()))...)
 		resp.Code = protocol.CodeInconsistentLeader
-	default: // row 7: a higher term
-		// Row 7a (ours): adopt the term (durably, without a vote) and follow the sender at
-		// once; a term has one leader, and it is this one. DLedger answers TERM_NOT_READY,
-		// adopts the term in its next pass and follows at the leader's next heartbeat, which
-		// the leader sends at once only when it lacks a quorum without this member; in between
-		// the member could start a pointless probe at the new term (docs/protocol.md 7.6).
-		e.becomeCandidate(req.Term, now, "heartbeat from "+sender+" at a higher term")
-		if err := ms.AdoptTerm(req.Term, ""); err == nil {
-			e.becomeFollower(req.Term, sender, now)
-			e.noteSuccessors(sender, req.Successors)
-			resp.Code = protocol.CodeSuccess
-			break
-		} else { //nolint:revive // the error is logged, then row 7b runs
-			e.log.Error("cannot persist the leader's higher term", e.fields(zap.Error(err))...)
-		}
-		// Row 7b: the write failed; the next pass adopts the term, as DLedger does.
-		e.needIncreaseTerm = true
-		resp.Code = protocol.CodeTermNotReady
+	default: // a higher term: follow the sender (followAtHigherTerm)
+		e.followAtHigherTerm(req, resp, now)
 	}
 	resp.LeaderID = ms.LeaderID()
 	l := ms.Ledger()
 	resp.LedgerEndTerm, resp.LedgerEndIndex = l.Term, l.Index
 	resp.LedgerUnknown = !e.ledgerKnown
 	return resp
+}
+
+// row 7a: a heartbeat at a higher term (docs/protocol.md 7.6; ours). The member adopts the term
+// (durably, without a vote) and follows the sender at once; a term has one leader, and it is
+// this one. DLedger answers TERM_NOT_READY, adopts the term in its next pass and follows at the
+// leader's next heartbeat, which the leader sends at once only when it lacks a quorum without
+// this member; in between the member could start a pointless probe at the new term. If the
+// write fails, row 7b: the member steps up as a candidate and the next pass adopts the term, as
+// DLedger does.
+func (e *Elector) followAtHigherTerm(req *protocol.HeartBeatRequest, resp *protocol.HeartBeatResponse, now time.Time) {
+	sender := req.LeaderID
+	e.becomeCandidate(req.Term, now, "heartbeat from "+sender+" at a higher term")
+	err := e.ms.AdoptTerm(req.Term, "")
+	if err == nil {
+		e.becomeFollower(req.Term, sender, now)
+		e.noteSuccessors(sender, req.Successors)
+		resp.Code = protocol.CodeSuccess
+		return
+	}
+	e.log.Error("cannot persist the leader's higher term", e.fields(zap.Error(err))...)
+	// Row 7b: the write failed; the next pass adopts the term, as DLedger does.
+	e.needIncreaseTerm = true
+	resp.Code = protocol.CodeTermNotReady
 }

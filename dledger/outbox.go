@@ -7,13 +7,29 @@ import (
 )
 
 // The outbox: everything an Elector says to the world, in one place (the lock rule is in the
-// package comment). A step running under the lock decides what to send or answer and appends
-// it with post; the entry point that took the lock delivers it with unlockAndDeliver, after
-// releasing the lock, in the order it was decided. Answers come back through the three
-// on*Response entry points below, which take the lock again.
+// package comment). A step running under the lock decides what to send, answer or count and
+// appends it with post or observe; the entry point that took the lock delivers it with
+// unlockAndDeliver, after releasing the lock, in the order it was decided. Answers come back
+// through the three on*Response entry points below, which take the lock again.
+//
+// One delivery loop per elector at a time. A transport may complete a call synchronously, inside
+// Send (rpc.Client fails a call to a peer it holds no connection to at once), and the answer's
+// entry point then runs inside the delivery that made the call. It does not deliver what it
+// decided itself, which would send those messages before the rest of the batch the outer
+// delivery is working through, and nest one delivery in another as deep as the chain of
+// synchronous answers goes: it leaves them in the outbox, and the loop that is already running
+// delivers them once it has delivered everything decided before them. The same holds across
+// goroutines: an entry point that finds a delivery running hands its messages to it. So the
+// outbox is delivered in the order decided across steps, not only within one.
 
-// message is one entry of the outbox: a voteRequest, heartBeatRequest, transferRequest or
-// transferReply.
+// entry is one entry of the outbox: a message, or an observation for the Observer.
+type entry struct {
+	msg message
+	obs observation
+}
+
+// message is what an outbox entry sends or answers: a voteRequest, heartBeatRequest,
+// transferRequest or transferReply.
 type message interface{ isMessage() }
 
 // voteRequest asks one member for its vote in the candidate round `round` (docs/protocol.md
@@ -53,18 +69,56 @@ func (transferRequest) isMessage()  {}
 func (transferReply) isMessage()    {}
 
 // post appends m to the outbox. Lock held.
-func (e *Elector) post(m message) { e.outbox = append(e.outbox, m) }
+func (e *Elector) post(m message) { e.outbox = append(e.outbox, entry{msg: m}) }
+
+// observe appends a count for the Observer to the outbox. Lock held.
+func (e *Elector) observe(o observation) { e.outbox = append(e.outbox, entry{obs: o}) }
 
 // unlockAndDeliver releases the lock, then delivers the outbox in order: requests to the
-// transport, with the entry point their answer comes back through, and answers to the callers
-// waiting for them. Every entry point that can post defers it right after taking the lock.
+// transport, with the entry point their answer comes back through, answers to the callers
+// waiting for them, and counts to the Observer. If a delivery is already running (this entry
+// point was called from inside it, by a transport that answered synchronously, or runs beside
+// it on another goroutine), that delivery takes this one's entries after the ones before them;
+// otherwise this one delivers until the outbox stays empty. Every entry point that can post
+// defers it right after taking the lock.
 func (e *Elector) unlockAndDeliver() {
 	e.noteSchedule()
-	out := e.outbox
-	e.outbox = nil
+	if e.delivering {
+		e.mu.Unlock()
+		return
+	}
+	e.delivering = true
+	defer e.deliveryPanicked() // a panicking transport or reply must not leave the loop marked running
+	for len(e.outbox) > 0 {
+		out := e.outbox
+		e.outbox = nil
+		e.mu.Unlock()
+		e.deliver(out)
+		e.mu.Lock() // the delivery loop's own: to take what was decided meanwhile
+	}
+	e.delivering = false
 	e.mu.Unlock()
-	for _, m := range out {
-		switch m := m.(type) {
+}
+
+// deliveryPanicked, deferred by the delivery loop, clears its mark if a delivery panicked (the
+// lock is released then) and lets the panic go on.
+func (e *Elector) deliveryPanicked() {
+	if r := recover(); r != nil {
+		e.mu.Lock()
+		e.delivering = false
+		e.mu.Unlock()
+		panic(r)
+	}
+}
+
+// deliver hands out one batch of the outbox, in order, with the lock released.
+func (e *Elector) deliver(out []entry) {
+	for _, en := range out {
+		if en.msg == nil {
+			en.obs.deliver(e.obs)
+			continue
+		}
+		switch m := en.msg.(type) {
 		case voteRequest:
 			e.tr.SendVote(m.req.RemoteID, m.req, func(resp *protocol.VoteResponse, err error) {
 				e.onVoteResponse(m.round, m.idx, resp, err)

@@ -78,56 +78,83 @@ func (e *Elector) noteSchedule() {
 	}
 }
 
-// nextPassAt is the earliest time at which a pass changes anything. Deadlines the pass tests
-// with "after" (strictly later) are due one nanosecond past them.
+// deadline is when a pass next has something to do for one part of the elector: ok says there
+// is such a time, t is it. Each part of the elector names its own (the role's pass, the
+// transfer's three machines, succession and start-up), next to the pass that acts on it, so a
+// part's deadline cannot be added to its pass and forgotten here.
+type deadline struct {
+	t  time.Time
+	ok bool
+}
+
+// never: nothing to do until something else happens.
+var never deadline
+
+// dueAt is a deadline the pass tests with "not before" (reached: >=).
+func dueAt(t time.Time) deadline { return deadline{t: t, ok: true} }
+
+// dueAfter is a deadline the pass tests with "after" (strictly later): due one nanosecond past t.
+func dueAfter(t time.Time) deadline { return dueAt(t.Add(time.Nanosecond)) }
+
+// nextPassAt is the earliest time at which a pass changes anything: the earliest of the
+// deadlines every part of the elector names (deadlines), and never later than maxPassGap.
+//
+// A deadline at the zero time means "at once" (REVOTE_IMMEDIATELY, a take's first round, a new
+// leader's first preferred-leader check): it is due now, the moment it was decided. Planned at
+// the zero time, the pass would count as planned by no driver (plannedPass), its due time
+// would fall back to the previous pass (passDue), and a member whose previous pass ran more
+// than StallThreshold earlier would take that pass, run at once, for the end of a stall of its
+// own process, and refuse to take leadership for a heartbeat interval.
 func (e *Elector) nextPassAt(now time.Time) time.Time {
 	next := now.Add(e.cfg.maxPassGap())
-	at := func(t time.Time) {
-		if t.Before(next) {
+	for _, d := range e.deadlines(now) {
+		t := d.t
+		if t.IsZero() {
+			t = now
+		}
+		if d.ok && t.Before(next) {
 			next = t
 		}
 	}
-	after := func(t time.Time) { at(t.Add(time.Nanosecond)) }
+	return next
+}
+
+// deadlines lists the next deadline of every part of the elector that a pass serves.
+func (e *Elector) deadlines(now time.Time) [7]deadline {
+	preferred := e.preferred.next(e.preferredOn())
+	if e.bugs.ForgetPreferredDeadline { // the PASS oracle's planted bug (dledger/sim/broken.go)
+		preferred = never
+	}
+	return [...]deadline{
+		e.roleDeadline(now),
+		e.handOver.next(),
+		e.take.next(e.ms, now),
+		preferred,
+		e.succession.next(),
+		e.startUp.next(),
+		e.lost.next(),
+	}
+}
+
+// roleDeadline is the next deadline of the pass of this member's role.
+func (e *Elector) roleDeadline(now time.Time) deadline {
 	switch e.ms.Role() {
 	case protocol.LEADER:
-		switch {
-		case e.sendHeartBeatNow:
-			at(now)
-		default:
-			at(e.lastSendHeartBeat.Add(e.cfg.HeartBeatInterval))
-		}
-		if e.hb != nil {
-			at(e.hb.deadline)
-		}
-		after(e.quorumAck(now).Add(e.cfg.DetectionWindow()))
-		if len(e.cfg.PreferredLeaderIDs) > 0 && e.xfer.to == "" {
-			at(e.xfer.nextPreferredCheck)
-		}
+		return e.leaderDeadline(now)
 	case protocol.FOLLOWER:
-		after(e.lastLeaderHeartBeat.Add(e.cfg.DetectionWindow()))
+		return e.followerDeadline()
 	case protocol.CANDIDATE:
-		switch {
-		case e.needIncreaseTerm:
-			at(now)
-		case !e.ledgerKnown:
-		case e.vote != nil:
-			at(e.vote.deadline)
-		default:
-			at(e.nextTimeToRequestVote)
-		}
+		return e.candidateDeadline(now)
 	}
-	x := &e.xfer
-	if x.to != "" {
-		after(x.deadline)
+	return never
+}
+
+// earliest is the earlier of two deadlines.
+func earliest(a, b deadline) deadline {
+	if !a.ok || (b.ok && b.t.Before(a.t)) {
+		return b
 	}
-	switch {
-	case x.waiting && (e.ms.CurrTerm() != x.fromTerm || e.ms.Role() != protocol.FOLLOWER ||
-		e.ms.Ledger().Index >= x.takeIndex):
-		at(now)
-	case x.waiting || x.taking:
-		after(x.takeDeadline)
-	}
-	return next
+	return a
 }
 
 // passDue is the time the current pass was due: the time NextPassAt promised the driver, or,

@@ -7,8 +7,10 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// Observer receives counts for metrics. It is called under the elector's lock, so it must be
-// cheap and must not call back into the elector (Prometheus counters are fine).
+// Observer receives counts for metrics. Its calls are queued in the outbox like every other
+// effect and made outside the elector's lock, in the order decided (outbox.go), on the
+// goroutine of the entry point that delivers them; they must be cheap (Prometheus counters
+// are fine), since the rest of the outbox waits for them.
 type Observer interface {
 	VoteRoundDecided(protocol.ParseResult)
 	VoteResponse(protocol.VoteResult) // as received by this member as candidate
@@ -19,6 +21,43 @@ type Observer interface {
 	// Options.LedgerFromStorage): once from New, then when the first ledger report ends the
 	// abstention.
 	LedgerKnown(bool)
+}
+
+// observation is one Observer call waiting in the outbox: which method, and its argument (a
+// ParseResult, VoteResult, ResponseCode or bool, as a number). A plain value, so that queueing
+// a count allocates nothing.
+type observation struct {
+	kind observationKind
+	arg  int64
+}
+
+type observationKind uint8
+
+const (
+	obsVoteRoundDecided observationKind = iota
+	obsVoteResponse
+	obsVoteGranted
+	obsHeartBeatResponse
+	obsTransferFinished
+	obsLedgerKnown
+)
+
+// deliver makes the call on o.
+func (ob observation) deliver(o Observer) {
+	switch ob.kind {
+	case obsVoteRoundDecided:
+		o.VoteRoundDecided(protocol.ParseResult(ob.arg))
+	case obsVoteResponse:
+		o.VoteResponse(protocol.VoteResult(ob.arg))
+	case obsVoteGranted:
+		o.VoteGranted()
+	case obsHeartBeatResponse:
+		o.HeartBeatResponse(protocol.ResponseCode(ob.arg))
+	case obsTransferFinished:
+		o.TransferFinished(protocol.ResponseCode(ob.arg))
+	case obsLedgerKnown:
+		o.LedgerKnown(ob.arg != 0)
+	}
 }
 
 // NopObserver ignores everything.
@@ -74,8 +113,9 @@ func (e *Elector) Status() Status {
 		Group: ms.Group(), SelfID: ms.SelfID(), Role: ms.Role(), Term: ms.CurrTerm(),
 		LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor(), Ledger: ms.Ledger(), LedgerKnown: e.ledgerKnown,
 		KnownMaxTermInGroup: ms.KnownMaxTermInGroup(), LastParseResult: e.lastParseResult,
-		TakingLeadership: e.xfer.taking, TransferringTo: e.xfer.to,
-		Peerstring: memberstate.FormatPeers(ms.Peers()),
+		TakingLeadership: e.take.taking, TransferringTo: e.handOver.to,
+		Peerstring: e.peerstring,
+		Peers:      make([]PeerStatus, 0, len(ms.Peers())),
 	}
 	switch ms.Role() {
 	case protocol.FOLLOWER:
@@ -107,5 +147,5 @@ func (e *Elector) HandleMetadata(req *protocol.MetadataRequest) *protocol.Metada
 	return &protocol.MetadataResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
 		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm(), Code: protocol.CodeSuccess},
 		Role: ms.Role(), VoteFor: ms.VoteFor(), LedgerEndTerm: ms.Ledger().Term,
-		LedgerEndIndex: ms.Ledger().Index, Peers: memberstate.FormatPeers(ms.Peers())}
+		LedgerEndIndex: ms.Ledger().Index, Peers: e.peerstring}
 }

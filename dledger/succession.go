@@ -23,6 +23,47 @@ import (
 // still goes through the vote table (7.1), so a successor whose ledger fell behind is refused
 // and the next one wins; the order can change who campaigns first and when, never who may win.
 
+// Succession, the start-up order and the lost leader are three small machines, each owning its
+// fields. None has a deadline of its own: each only decides the candidate's re-vote time
+// (setNextVote), which the candidate's deadline already names (schedule.go); their next()
+// says so, so that nextPassAt lists every machine.
+
+// succession is the order of succession last announced by the leader `of`: raw as received,
+// order as parsed (empty when the list was invalid).
+type succession struct {
+	order   []string
+	of, raw string
+}
+
+// next: the order only shapes the re-vote time (successionDelay).
+func (*succession) next() deadline { return never }
+
+// startUp is the start-up order's state: when this elector started, whether it has known a
+// leader since, whether the re-vote time is the one a start-up round short of answers
+// scheduled (retry; setNextVote clears it), and how many new connections the transport has
+// reported (reached), so that a round can tell whether one came up while it was out.
+type startUp struct {
+	at        time.Time
+	hadLeader bool
+	retry     bool
+	reached   uint64
+}
+
+// next: the retry is the candidate's re-vote time (decideVote, rule 3; PeerReachable).
+func (*startUp) next() deadline { return never }
+
+// lostLeader is the leader this member, its follower, timed out on (or heard was gone), and
+// the term it led; kept until this member follows or leads again. Rounds at that term need
+// not wait for its answer (canDecideEarly, E5), and the next term starts in its order of
+// succession.
+type lostLeader struct {
+	id   string
+	term int64
+}
+
+// next: losing a leader only sets the re-vote time (maintainAsFollower, PeerGone).
+func (*lostLeader) next() deadline { return never }
+
 // SuccessionSlot is the gap between the first campaigns of two successive successors: long
 // enough for the earlier one's vote requests to arrive and be granted (a round trip and a
 // vote-store fsync, milliseconds on a LAN), short enough that a dead first successor costs
@@ -77,11 +118,12 @@ func (e *Elector) successorIDs() []string {
 // (';'-separated ids). A list that names a non-member or one member twice is ignored as a
 // whole. The same list as last time, the steady case, costs a comparison.
 func (e *Elector) noteSuccessors(leader, list string) {
-	if leader == e.successorsOf && list == e.successorsRaw {
+	sc := &e.succession
+	if leader == sc.of && list == sc.raw {
 		return
 	}
-	e.successorsOf, e.successorsRaw = leader, list
-	e.successors = e.successors[:0]
+	sc.of, sc.raw = leader, list
+	sc.order = sc.order[:0]
 	if list == "" {
 		return
 	}
@@ -94,7 +136,7 @@ func (e *Elector) noteSuccessors(leader, list string) {
 			return
 		}
 	}
-	e.successors = append(e.successors, ids...)
+	sc.order = append(sc.order, ids...)
 }
 
 // successionDelay is how long this member waits, after losing the leader lost, before its
@@ -102,14 +144,15 @@ func (e *Elector) noteSuccessors(leader, list string) {
 // the order leaves out waits for all of them plus an ordinary re-vote delay; without an order
 // from that leader (an older leader, or none heard yet), an ordinary re-vote delay.
 func (e *Elector) successionDelay(lost string) time.Duration {
-	if lost == "" || e.successorsOf != lost || len(e.successors) == 0 {
+	sc := &e.succession
+	if lost == "" || sc.of != lost || len(sc.order) == 0 {
 		return e.voteDelay()
 	}
 	slot := e.cfg.SuccessionSlot()
-	if k := slices.Index(e.successors, e.ms.SelfID()); k >= 0 {
+	if k := slices.Index(sc.order, e.ms.SelfID()); k >= 0 {
 		return time.Duration(k) * slot
 	}
-	return time.Duration(len(e.successors))*slot + e.voteDelay()
+	return time.Duration(len(sc.order))*slot + e.voteDelay()
 }
 
 // startupRank orders members that start without a leader: preferred leaders first, then
@@ -137,7 +180,7 @@ func (e *Elector) startupRank() int {
 // too few members answered (they are still starting) after two passes instead of a random
 // delay, so a group started all at once elects it as soon as a quorum is up.
 func (e *Elector) startingUp(now time.Time) bool {
-	return !e.hadLeader && now.Sub(e.startedAt) <= e.cfg.DetectionWindow()
+	return !e.startUp.hadLeader && now.Sub(e.startUp.at) <= e.cfg.DetectionWindow()
 }
 
 // PeerReachable tells the elector that the transport has just connected to member id (a new
@@ -155,11 +198,11 @@ func (e *Elector) PeerReachable(id string) {
 	if id == e.ms.SelfID() || !e.ms.IsPeerMember(id) {
 		return
 	}
-	e.peersReached++
+	e.startUp.reached++
 	now := e.clock.Now()
 	// Pending: rule 3 scheduled it and nothing has set the re-vote time since (setNextVote
 	// cancels it); nor has a higher term been heard of, which the next pass adopts first.
-	pending := e.startupRetry && e.vote == nil && !e.needIncreaseTerm &&
+	pending := e.startUp.retry && e.vote == nil && !e.needIncreaseTerm &&
 		e.ms.Role() == protocol.CANDIDATE && e.lastParseResult == protocol.WaitToRevote &&
 		e.startingUp(now) && now.Before(e.nextTimeToRequestVote)
 	if !pending {
@@ -188,7 +231,7 @@ func (e *Elector) PeerGone(id string) {
 		}
 		term := e.ms.CurrTerm()
 		e.becomeCandidate(term, now, "the leader's process is gone (connection closed, reconnection refused)")
-		e.lostLeader, e.lostTerm = id, term
+		e.lost = lostLeader{id: id, term: term}
 		e.lastParseResult = protocol.WaitToVoteNext
 		e.setNextVote(now.Add(e.successionDelay(id)))
 		e.log.Info("leader gone: campaigns after its succession delay", e.fields(zap.String("lost", id),

@@ -9,33 +9,92 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// transferState is the leadership-transfer bookkeeping of docs/protocol.md 7.8 and 7.9, on both
-// sides.
+// Leadership transfer (docs/protocol.md 7.8 and 7.9) is three small machines, each owning its
+// fields and naming its own next deadline (schedule.go takes the earliest): the leader's side
+// (handOver), the transferee's side (take) and the preferred-leader check (preferredCheck).
 //
 // Every transfer ends with exactly one answer within a bounded time: the leader's side has a
 // deadline longer than the transferee's whole budget (catch-up wait plus campaign), and the
 // transferee's side has its own. This is what Java DLedger lacked (issues 85, 144, 247: a
 // transfer future with no timeout, and transferees left campaigning forever).
-type transferState struct {
-	// Leader side: a transfer in progress to `to`, asked for by asker.
+
+// handOver is the leader's side: a transfer in progress to `to`, asked for by asker, numbered
+// seq, answered as TIMEOUT once deadline has passed.
+type handOver struct {
 	to       string
 	seq      uint64
 	deadline time.Time
 	asker    asker
+}
 
-	// Transferee side. waiting: accepted, waiting for the ledger to reach takeIndex.
-	// taking: campaigning for targetTerm with the fast vote interval (REJECT_TAKING_LEADERSHIP).
+// busy: a transfer is in progress.
+func (h *handOver) busy() bool { return h.to != "" }
+
+// expired: the transfer's deadline has passed (the pass answers TIMEOUT).
+func (h *handOver) expired(now time.Time) bool { return h.busy() && now.After(h.deadline) }
+
+// next is the pass that answers a transfer still unanswered at its deadline.
+func (h *handOver) next() deadline {
+	if !h.busy() {
+		return never
+	}
+	return dueAfter(h.deadline)
+}
+
+// take is the transferee's side. waiting: accepted, waiting for the ledger to reach index.
+// taking: campaigning for targetTerm with the fast vote interval (REJECT_TAKING_LEADERSHIP).
+// deadline ends whichever is under way.
+type take struct {
 	waiting, taking bool
-	takeIndex       int64
+	index           int64
 	fromTerm        int64
 	targetTerm      int64
-	takeDeadline    time.Time
-	takeFrom        string  // the leader that asked
-	takeAskers      []asker // one per copy of the request
-
-	nextPreferredCheck time.Time
-	preferredFailures  int // failed hand-overs to a preferred leader in a row
+	deadline        time.Time
+	from            string  // the leader that asked
+	askers          []asker // one per copy of the request
 }
+
+// active: a take is under way (waiting or taking).
+func (t *take) active() bool { return t.waiting || t.taking }
+
+// next is the pass that moves the take on: at once while waiting if the term or role changed
+// or the ledger has caught up (maintainTakeLeadership's first two cases), else once its
+// deadline has passed.
+func (t *take) next(ms *memberstate.MemberState, now time.Time) deadline {
+	switch {
+	case t.waiting && (t.interrupted(ms) || t.caughtUp(ms)):
+		return dueAt(now)
+	case t.active():
+		return dueAfter(t.deadline)
+	}
+	return never
+}
+
+// interrupted: while waiting, the term or the role moved (the take fails).
+func (t *take) interrupted(ms *memberstate.MemberState) bool {
+	return ms.CurrTerm() != t.fromTerm || ms.Role() != protocol.FOLLOWER
+}
+
+// caughtUp: the ledger reached the index the leader asked for (the campaign begins).
+func (t *take) caughtUp(ms *memberstate.MemberState) bool { return ms.Ledger().Index >= t.index }
+
+// preferredCheck is the leader's periodic look for a better preferred leader (docs/protocol.md
+// 7.9): the time of the next check, and the failed hand-overs in a row that back it off.
+type preferredCheck struct {
+	nextCheck time.Time
+	failures  int
+}
+
+// next is the pass that makes the check, while it is on (preferredOn).
+func (p *preferredCheck) next(on bool) deadline {
+	if !on {
+		return never
+	}
+	return dueAt(p.nextCheck)
+}
+
+// reset starts the checks afresh (a new leadership).
+func (p *preferredCheck) reset() { *p = preferredCheck{} }
 
 // asker is who waits for the answer to a transfer or a take: a caller, answered through the
 // outbox (reply, addressed to remoteID, the asking member's id or "" for a local caller), or the
@@ -103,7 +162,7 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 		term = ms.CurrTerm()
 	}
 	fail := func(code protocol.ResponseCode) {
-		e.obs.TransferFinished(code)
+		e.observe(observation{kind: obsTransferFinished, arg: int64(code)})
 		e.answer(by, e.transferResponse(code))
 	}
 	idx := -1
@@ -132,13 +191,12 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 		fail(protocol.CodeFallBehindTooMuch)
 		return
 	}
-	if e.xfer.to != "" { // row 6
+	if e.handOver.busy() { // row 6
 		fail(protocol.CodeLeaderTransferring)
 		return
 	}
 	e.roundSeq++ // row 7
-	e.xfer.to, e.xfer.seq, e.xfer.asker = to, e.roundSeq, by
-	e.xfer.deadline = now.Add(e.cfg.TransferBound())
+	e.handOver = handOver{to: to, seq: e.roundSeq, asker: by, deadline: now.Add(e.cfg.TransferBound())}
 	req := &protocol.LeadershipTransferRequest{
 		Header: protocol.Header{Group: ms.Group(), RemoteID: to, LocalID: ms.SelfID(),
 			LeaderID: ms.SelfID(), Term: term},
@@ -162,13 +220,13 @@ func (e *Elector) transferAnswered(seq uint64, resp *protocol.LeadershipTransfer
 // finishTransfer ends the leader-side transfer seq (if still current) with code. The caller
 // learns the transferee's term and leader when it answered, else this member's view.
 func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, answer *protocol.LeadershipTransferResponse, why string) {
-	if e.xfer.to == "" || e.xfer.seq != seq {
+	if !e.handOver.busy() || e.handOver.seq != seq {
 		return
 	}
-	by := e.xfer.asker
-	e.log.Info("transfer finished", e.fields(zap.String("to", e.xfer.to), zap.Stringer("code", code), zap.String("why", why))...)
-	e.xfer.to, e.xfer.asker = "", asker{}
-	e.obs.TransferFinished(code)
+	by := e.handOver.asker
+	e.log.Info("transfer finished", e.fields(zap.String("to", e.handOver.to), zap.Stringer("code", code), zap.String("why", why))...)
+	e.handOver = handOver{}
+	e.observe(observation{kind: obsTransferFinished, arg: int64(code)})
 	r := e.transferResponse(code)
 	if answer != nil {
 		r.Term, r.LeaderID = answer.Term, answer.LeaderID
@@ -211,12 +269,12 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 	case req.Term != ms.CurrTerm(): // row 2
 		no(protocol.CodeInconsistentTerm)
 		return
-	case (e.xfer.waiting || e.xfer.taking) && req.TransferID == e.xfer.takeFrom && req.Term == e.xfer.fromTerm: // row 3
+	case e.take.active() && req.TransferID == e.take.from && req.Term == e.take.fromTerm: // row 3
 		// A duplicate of the request being served (a retry, or the network repeating it): it
 		// gets the same answer, so whichever copy's answer arrives first tells the truth.
-		e.xfer.takeAskers = append(e.xfer.takeAskers, by)
+		e.take.askers = append(e.take.askers, by)
 		return
-	case e.xfer.waiting || e.xfer.taking: // row 4, defensive: rows 1-3 leave no request for it
+	case e.take.active(): // row 4, defensive: rows 1-3 leave no request for it
 		no(protocol.CodeLeaderTransferring)
 		return
 	case e.stalled(now): // row 5
@@ -238,35 +296,31 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 		no(protocol.CodeTakeLeadershipFailed)
 		return
 	}
-	e.xfer.waiting = true // row 8
-	e.xfer.takeIndex = req.TakeLeadershipLedgerIndex
-	e.xfer.fromTerm = req.Term
-	e.xfer.takeDeadline = now.Add(e.cfg.LeadershipTransferWaitTimeout)
-	e.xfer.takeFrom = req.TransferID
-	e.xfer.takeAskers = []asker{by}
+	e.take = take{waiting: true, index: req.TakeLeadershipLedgerIndex, fromTerm: req.Term, // row 8
+		deadline: now.Add(e.cfg.LeadershipTransferWaitTimeout), from: req.TransferID, askers: []asker{by}}
 	e.log.Info("asked to take leadership", e.fields(zap.String("from", req.TransferID), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
 	e.maintainTakeLeadership(now) // usually caught up already: start at once
 }
 
 // maintainTransfer advances transfers and the preferred-leader check each pass.
 func (e *Elector) maintainTransfer(now time.Time) {
-	if e.xfer.to != "" && now.After(e.xfer.deadline) {
-		e.finishTransfer(e.xfer.seq, protocol.CodeTimeout, nil, "no answer within the transfer bound: outcome unknown")
+	if e.handOver.expired(now) {
+		e.finishTransfer(e.handOver.seq, protocol.CodeTimeout, nil, "no answer within the transfer bound: outcome unknown")
 	}
 	e.maintainTakeLeadership(now)
 	e.maintainPreferredLeader(now)
 }
 
 func (e *Elector) maintainTakeLeadership(now time.Time) {
-	x := &e.xfer
+	x := &e.take
 	switch {
-	case x.waiting && (e.ms.CurrTerm() != x.fromTerm || e.ms.Role() != protocol.FOLLOWER):
+	case x.waiting && x.interrupted(e.ms):
 		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "the term or role changed while catching up")
-	case x.waiting && e.ms.Ledger().Index >= x.takeIndex:
+	case x.waiting && x.caughtUp(e.ms):
 		e.beginTakeLeadership(now)
-	case x.waiting && now.After(x.takeDeadline):
+	case x.waiting && now.After(x.deadline):
 		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "ledger did not catch up within leadershipTransferWaitTimeout")
-	case x.taking && now.After(x.takeDeadline):
+	case x.taking && now.After(x.deadline):
 		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "not elected within the take-leadership budget")
 	}
 }
@@ -275,7 +329,7 @@ func (e *Elector) maintainTakeLeadership(now time.Time) {
 // at once and votes in the same pass: while it still sat at the old term, the old leader's next
 // heartbeat would make it a follower again (docs/protocol.md 7.6 row 4) and abort the transfer.
 func (e *Elector) beginTakeLeadership(now time.Time) {
-	x := &e.xfer
+	x := &e.take
 	x.targetTerm = x.fromTerm + 1
 	e.becomeCandidate(x.targetTerm, now, "taking leadership")
 	if _, err := e.ms.NextTermVotingForSelf(); err != nil { // its vote round starts below
@@ -284,7 +338,7 @@ func (e *Elector) beginTakeLeadership(now time.Time) {
 		return
 	}
 	x.waiting, x.taking = false, true
-	x.takeDeadline = now.Add(e.cfg.takeBudget())
+	x.deadline = now.Add(e.cfg.takeBudget())
 	e.needIncreaseTerm = false
 	e.lastParseResult = protocol.WaitToRevote
 	e.setNextVote(time.Time{})
@@ -297,8 +351,8 @@ func (e *Elector) beginTakeLeadership(now time.Time) {
 // "no" is final: the take's vote round in flight is abandoned (its late ACCEPTs count for
 // nothing), and the next round is an ordinary one, after an ordinary re-vote delay.
 func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
-	x := &e.xfer
-	if !x.waiting && !x.taking {
+	x := &e.take
+	if !x.active() {
 		return
 	}
 	if code == protocol.CodeTakeLeadershipFailed && x.taking && e.ms.Role() == protocol.CANDIDATE {
@@ -308,9 +362,9 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 		e.lastParseResult = protocol.WaitToRevote
 		e.setNextVote(e.clock.Now().Add(e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval)))
 	}
-	askers := x.takeAskers
+	askers := x.askers
 	// bugs.EndlessTake answers but forgets to leave the take (checker tests only, bugs.go).
-	x.waiting, x.taking, x.takeAskers = false, x.taking && e.bugs.EndlessTake, nil
+	x.waiting, x.taking, x.askers = false, x.taking && e.bugs.EndlessTake, nil
 	e.log.Info("take leadership finished", e.fields(zap.Stringer("code", code), zap.String("why", why))...)
 	for _, by := range askers {
 		e.answer(by, e.transferResponse(code))
@@ -319,7 +373,7 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 
 // onRoleEvent lets a campaign in progress learn its outcome from the next role change.
 func (e *Elector) onRoleEvent(ev RoleEvent) {
-	x := &e.xfer
+	x := &e.take
 	if !x.taking {
 		return
 	}
@@ -333,15 +387,20 @@ func (e *Elector) onRoleEvent(ev RoleEvent) {
 	}
 }
 
+// preferredOn: the preferred-leader check runs (preferred leaders are configured, this member
+// leads, and no transfer is in progress). The check's pass and its deadline both read it.
+func (e *Elector) preferredOn() bool {
+	return len(e.cfg.PreferredLeaderIDs) > 0 && e.ms.Role() == protocol.LEADER && !e.handOver.busy()
+}
+
 // maintainPreferredLeader: once a second a leader that is not preferred hands over to the live
 // preferred member with the newest ledger and a lag below maxLeadershipTransferWaitIndex
 // (docs/protocol.md 7.9).
 func (e *Elector) maintainPreferredLeader(now time.Time) {
-	if len(e.cfg.PreferredLeaderIDs) == 0 || e.ms.Role() != protocol.LEADER || e.xfer.to != "" ||
-		now.Before(e.xfer.nextPreferredCheck) {
+	if !e.preferredOn() || now.Before(e.preferred.nextCheck) {
 		return
 	}
-	e.xfer.nextPreferredCheck = now.Add(preferredCheckInterval)
+	e.preferred.nextCheck = now.Add(preferredCheckInterval)
 	for _, id := range e.cfg.PreferredLeaderIDs {
 		if id == e.ms.SelfID() {
 			return
@@ -366,12 +425,12 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 // failure backs the next check off, a success resets the back-off (docs/protocol.md 7.9).
 func (e *Elector) preferredTransferEnded(to string, code protocol.ResponseCode) {
 	if code == protocol.CodeSuccess {
-		e.xfer.preferredFailures = 0
+		e.preferred.failures = 0
 		return
 	}
-	e.xfer.preferredFailures++
-	wait := preferredBackoff(e.xfer.preferredFailures)
-	e.xfer.nextPreferredCheck = e.clock.Now().Add(wait)
+	e.preferred.failures++
+	wait := preferredBackoff(e.preferred.failures)
+	e.preferred.nextCheck = e.clock.Now().Add(wait)
 	e.log.Info("hand-over to a preferred leader failed; backing off", e.fields(zap.String("to", to),
 		zap.Stringer("code", code), zap.Duration("wait", wait))...)
 }

@@ -16,7 +16,7 @@ type voteRound struct {
 	got      []bool // per member, in peer order
 	answered int
 	lost     int // the peer index of the leader this candidate lost at this term, or -1
-	// reached is the elector's peersReached when the round started (PeerReachable).
+	// reached is the elector's startUp.reached when the round started (PeerReachable).
 	reached uint64
 
 	valid, accepted, notReady, biggerLedger int
@@ -100,6 +100,21 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 	e.startVoteRound(now, term) // step 5
 }
 
+// candidateDeadline is the candidate pass's next deadline: at once when a higher term is to be
+// adopted (step 4), none while abstaining, else the deadline of the round in flight (step 1)
+// or the re-vote time (step 2).
+func (e *Elector) candidateDeadline(now time.Time) deadline {
+	switch {
+	case e.needIncreaseTerm:
+		return dueAt(now)
+	case !e.ledgerKnown:
+		return never
+	case e.vote != nil:
+		return dueAt(e.vote.deadline)
+	}
+	return dueAt(e.nextTimeToRequestVote)
+}
+
 // abstain is the candidate pass of a member that does not know its ledger yet: it starts no
 // vote round (a campaign needs the ledger it would be judged by). It still adopts a higher term
 // a leader's heartbeat announced (docs/protocol.md 7.6 row 7), casting no vote, so that it can follow that
@@ -129,10 +144,10 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 		got:      make([]bool, len(peers)),
 		knownMax: -1,
 		lost:     -1,
-		reached:  e.peersReached,
+		reached:  e.startUp.reached,
 	}
 	for i, p := range peers {
-		if p.ID == e.lostLeader && term == e.lostTerm && p.ID != e.ms.SelfID() {
+		if p.ID == e.lost.id && term == e.lost.term && p.ID != e.ms.SelfID() {
 			r.lost = i
 		}
 	}
@@ -167,7 +182,7 @@ func voteResultOf(resp *protocol.VoteResponse, err error) protocol.VoteResult {
 // and only in the round it was sent for.
 func (e *Elector) voteAnswered(roundID uint64, idx int, resp *protocol.VoteResponse, err error) {
 	res := voteResultOf(resp, err)
-	e.obs.VoteResponse(res)
+	e.observe(observation{kind: obsVoteResponse, arg: int64(res)})
 	r := e.vote
 	if r == nil || r.id != roundID || r.got[idx] {
 		return // a late answer to a round already decided or abandoned
@@ -208,7 +223,7 @@ func (e *Elector) canDecideEarly(r *voteRound) bool {
 func (e *Elector) decideVote(now time.Time) {
 	r := e.vote
 	e.vote = nil
-	e.startupRetry = false
+	e.startUp.retry = false
 	delay := e.voteDelay()
 	var res protocol.ParseResult
 	switch {
@@ -222,15 +237,7 @@ func (e *Elector) decideVote(now time.Time) {
 	case !e.ms.Quorum(r.valid): // rule 3
 		res = protocol.WaitToRevote
 		if e.startingUp(now) && e.startupRank() == 0 {
-			// The others are most likely still starting: retry when the transport connects to
-			// one of them (PeerReachable), at once if one connected while this round was out
-			// (it may have been asked before), and after two passes at the latest.
-			delay = 2 * e.cfg.MaintainInterval
-			if e.peersReached != r.reached {
-				delay = 0
-			}
-			e.setNextVote(now.Add(delay))
-			e.startupRetry = true // pending until anything sets the time again
+			e.retryStartUp(r, now)
 			break
 		}
 		e.setNextVote(now.Add(delay))
@@ -247,18 +254,66 @@ func (e *Elector) decideVote(now time.Time) {
 		if r.lost >= 0 {
 			// The probe after losing a leader: the next term starts in succession order
 			// (docs/protocol.md 7.11), the first successor at once.
-			delay = e.successionDelay(e.lostLeader)
+			delay = e.successionDelay(e.lost.id)
 		}
 		e.setNextVote(now.Add(delay))
 	}
 	e.lastParseResult = res
-	e.obs.VoteRoundDecided(res)
+	e.observe(observation{kind: obsVoteRoundDecided, arg: int64(res)})
 	e.log.Debug("vote round decided", e.fields(zap.Int64("roundTerm", r.term), zap.Stringer("result", res),
 		zap.Int("valid", r.valid), zap.Int("accepted", r.accepted), zap.Int("notReady", r.notReady),
 		zap.Int("biggerLedger", r.biggerLedger), zap.Bool("alreadyHasLeader", r.alreadyHasLeader))...)
 	if res == protocol.Passed && e.ms.CurrTerm() == r.term && e.ms.Role() == protocol.CANDIDATE {
 		e.becomeLeader(r.term, now)
 	}
+}
+
+// row 8: a candidate at a higher term (docs/protocol.md 7.1, rows 8a and 8b). The voter steps
+// up to the candidate's term as a candidate. Row 8a (ours): if rows 9-11 would grant at the new
+// term, it adopts the term and grants in one durable write, and answers at once. DLedger answers
+// TERM_NOT_READY, adopts the term in its next pass and grants only when the candidate asks
+// again: two more passes and a round trip on every election and transfer. Row 8b: otherwise,
+// or if the write fails, it answers with the old term and the next pass adopts the new one
+// without voting. resp is the answer as the table started it.
+func (e *Elector) voteAtHigherTerm(req *protocol.VoteRequest, resp *protocol.VoteResponse, now time.Time) *protocol.VoteResponse {
+	ms, my, cand := e.ms, e.ms.Ledger(), req.LeaderID
+	// Rows 9 and 10 as they would answer at the new term, before stepping up ends a take.
+	grant := req.Term >= my.Term && !e.takeRefuses(req)
+	e.becomeCandidate(req.Term, now, "vote request from "+cand+" at a higher term")
+	if grant { // row 8a
+		err := ms.AdoptTerm(req.Term, cand)
+		if err == nil {
+			e.vote = nil
+			e.needIncreaseTerm = false
+			// Give the candidate time to win before this member campaigns itself, and then
+			// probe at the new term rather than start another (Raft resets its election timer
+			// when it grants a vote, for the same reason).
+			e.lastParseResult = protocol.WaitToRevote
+			e.setNextVote(now.Add(e.voteDelay()))
+			e.emit(now)
+			e.observe(observation{kind: obsVoteGranted})
+			resp.Term = req.Term
+			return withResult(resp, protocol.VoteAccept)
+		}
+		e.log.Error("cannot persist the new term and vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
+	}
+	// Row 8b: answer with the old term; the next pass adopts it without voting.
+	e.needIncreaseTerm = true
+	return withResult(resp, protocol.VoteRejectTermNotReady)
+}
+
+// retryStartUp is rule 3's start-up case (docs/protocol.md 7.11): the first member of the
+// start-up order, starting up, lost round r for want of answers. The others are most likely
+// still starting: retry when the transport connects to one of them (PeerReachable), at once if
+// one connected while this round was out (it may have been asked before), and after two passes
+// at the latest.
+func (e *Elector) retryStartUp(r *voteRound, now time.Time) {
+	delay := 2 * e.cfg.MaintainInterval
+	if e.startUp.reached != r.reached {
+		delay = 0
+	}
+	e.setNextVote(now.Add(delay))
+	e.startUp.retry = true // pending until anything sets the time again
 }
 
 // HandleVote answers a VoteRequest from another member (docs/protocol.md 7.1). An ACCEPT leaves
@@ -270,20 +325,17 @@ func (e *Elector) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
 	return e.handleVote(req, false, e.clock.Now())
 }
 
-// handleVote is the decision table of docs/protocol.md 7.1; the first matching row wins. The vote
-// is persisted under the lock: the decision and its durability must be one step, or two concurrent
-// candidates could both be granted (S2). The disk writes under the lock are this one and
-// NextTerm's (a new term must be durable before it is used); both happen only a few times per
-// election, so a slow disk delays elections, never the steady state.
+// handleVote is the decision table of docs/protocol.md 7.1; the first matching row wins. This
+// part holds rows 0 to A, the request's address and whether this member votes at all;
+// voteOnLedgerAndTerm holds the rest. The vote is persisted under the lock: the decision and its
+// durability must be one step, or two concurrent candidates could both be granted (S2). The disk
+// writes under the lock are this one and NextTerm's (a new term must be durable before it is
+// used); both happen only a few times per election, so a slow disk delays elections, never the
+// steady state.
 func (e *Elector) handleVote(req *protocol.VoteRequest, fromSelf bool, now time.Time) *protocol.VoteResponse {
 	ms := e.ms
 	resp := &protocol.VoteResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
 		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm(), Code: protocol.CodeSuccess}}
-	reject := func(r protocol.VoteResult) *protocol.VoteResponse {
-		resp.VoteResult = r
-		return resp
-	}
-	my := ms.Ledger()
 	cand := req.LeaderID
 	switch {
 	case req.Group != ms.Group(): // row 0: another group learns nothing but the code
@@ -292,76 +344,87 @@ func (e *Elector) handleVote(req *protocol.VoteRequest, fromSelf bool, now time.
 		resp.Code = protocol.CodeUnknownMember
 		return resp
 	case !ms.IsPeerMember(cand): // row 1
-		return reject(protocol.VoteRejectUnknownLeader)
+		return withResult(resp, protocol.VoteRejectUnknownLeader)
 	case !fromSelf && cand == ms.SelfID(): // row 2
-		return reject(protocol.VoteRejectUnexpectedLeader)
+		return withResult(resp, protocol.VoteRejectUnexpectedLeader)
 	case !e.ledgerKnown: // row A (ours): abstain while the ledger is unknown
 		// Before the ledger rows, which would compare the candidate with a ledger this member
 		// does not know (a restarted sidecar's (-1, -1) would grant a stale candidate), and
 		// before every term row: an abstaining member's term and role do not move for a vote
 		// request (row 8 would make it a candidate at the candidate's term). After rows 0-2,
 		// which answer a misaddressed request the same whatever the member's state.
-		return reject(protocol.VoteRejectLedgerUnknown)
+		return withResult(resp, protocol.VoteRejectLedgerUnknown)
+	}
+	return e.voteOnLedgerAndTerm(req, resp, fromSelf, now)
+}
+
+// voteOnLedgerAndTerm is the rest of the table of docs/protocol.md 7.1, rows 3 to 11: the
+// candidate's ledger, then its term.
+func (e *Elector) voteOnLedgerAndTerm(req *protocol.VoteRequest, resp *protocol.VoteResponse, fromSelf bool, now time.Time) *protocol.VoteResponse {
+	ms := e.ms
+	my := ms.Ledger()
+	cand := req.LeaderID
+	switch {
 	case req.LedgerEndTerm < my.Term: // row 3
-		return reject(protocol.VoteRejectExpiredLedgerTerm)
+		return withResult(resp, protocol.VoteRejectExpiredLedgerTerm)
 	case req.LedgerEndTerm == my.Term && req.LedgerEndIndex < my.Index: // row 4
-		return reject(protocol.VoteRejectSmallLedgerEndIndex)
+		return withResult(resp, protocol.VoteRejectSmallLedgerEndIndex)
 	case req.Term < ms.CurrTerm(): // row 5
-		return reject(protocol.VoteRejectExpiredVoteTerm)
-	case req.Term == ms.CurrTerm() && ms.LeaderID() != "" &&
-		(ms.LeaderID() != cand || (ms.VoteFor() != "" && ms.VoteFor() != cand)): // row 6, widened
+		return withResult(resp, protocol.VoteRejectExpiredVoteTerm)
+	case req.Term == ms.CurrTerm() && e.followsOtherThan(cand): // row 6, widened
 		// DLedger's row 6 needs "voted for someone else". We also refuse when this member follows
 		// another leader in this term without having voted in it (it adopted the term from a
 		// vote request and then heard the winner's heartbeat, as a bystander of a transfer
 		// does). Granting that vote cannot elect anyone, a quorum having voted for the leader,
 		// but it turns the candidate's probe into WAIT_TO_VOTE_NEXT: a restarted member would
 		// start a new term and depose a healthy leader whose ledger is newer than its own.
-		return reject(protocol.VoteRejectAlreadyHasLeader)
-	case req.Term == ms.CurrTerm() && ms.VoteFor() != "" && ms.VoteFor() != cand: // row 7
-		return reject(protocol.VoteRejectAlreadyVoted)
-	case req.Term > ms.CurrTerm(): // row 8: step up to the candidate's term
-		// Rows 9 and 10 as they would answer at the new term, before stepping up ends a take.
-		grant := req.Term >= my.Term && !(e.xfer.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex)
-		e.becomeCandidate(req.Term, now, "vote request from "+cand+" at a higher term")
-		// Row 8a (ours): if rows 9-11 would grant at the new term, adopt it and grant in one
-		// durable write, and answer at once. DLedger answers TERM_NOT_READY, adopts the term
-		// in its next pass and grants only when the candidate asks again: two more passes
-		// and a round trip on every election and transfer (docs/protocol.md 7.1).
-		if grant {
-			err := ms.AdoptTerm(req.Term, cand)
-			if err == nil {
-				e.vote = nil
-				e.needIncreaseTerm = false
-				// Give the candidate time to win before this member campaigns itself, and
-				// then probe at the new term rather than start another (Raft resets its
-				// election timer when it grants a vote, for the same reason).
-				e.lastParseResult = protocol.WaitToRevote
-				e.setNextVote(now.Add(e.voteDelay()))
-				e.emit(now)
-				e.obs.VoteGranted()
-				resp.Term = req.Term
-				return reject(protocol.VoteAccept)
-			}
-			e.log.Error("cannot persist the new term and vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
-		}
-		// Row 8b: answer with the old term; the next pass adopts it without voting.
-		reject(protocol.VoteRejectTermNotReady)
-		e.needIncreaseTerm = true
-		return resp
+		return withResult(resp, protocol.VoteRejectAlreadyHasLeader)
+	case req.Term == ms.CurrTerm() && votedOtherThan(ms.VoteFor(), cand): // row 7
+		return withResult(resp, protocol.VoteRejectAlreadyVoted)
+	case req.Term > ms.CurrTerm(): // a higher term: step up (voteAtHigherTerm)
+		return e.voteAtHigherTerm(req, resp, now)
 	case req.Term < my.Term: // row 9
 		resp.Term = my.Term
-		return reject(protocol.VoteRejectTermSmallThanLedger)
-	case !fromSelf && e.xfer.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex: // row 10
-		return reject(protocol.VoteRejectTakingLeadership)
+		return withResult(resp, protocol.VoteRejectTermSmallThanLedger)
+	case !fromSelf && e.takeRefuses(req): // row 10
+		return withResult(resp, protocol.VoteRejectTakingLeadership)
 	}
-	// Row 11: grant, but only once the vote is durable.
-	if err := ms.Vote(cand); err != nil {
+	return e.grantVote(resp, cand, fromSelf)
+}
+
+// row 11: grant, but only once the vote is durable (docs/protocol.md 7.1); a failed write
+// grants nothing (INTERNAL_ERROR).
+func (e *Elector) grantVote(resp *protocol.VoteResponse, cand string, fromSelf bool) *protocol.VoteResponse {
+	if err := e.ms.Vote(cand); err != nil {
 		e.log.Error("cannot persist vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
 		resp.Code = protocol.CodeInternalError
 		return resp
 	}
 	if !fromSelf {
-		e.obs.VoteGranted()
+		e.observe(observation{kind: obsVoteGranted})
 	}
-	return reject(protocol.VoteAccept)
+	return withResult(resp, protocol.VoteAccept)
+}
+
+// withResult sets resp's vote result and returns it.
+func withResult(resp *protocol.VoteResponse, r protocol.VoteResult) *protocol.VoteResponse {
+	resp.VoteResult = r
+	return resp
+}
+
+// followsOtherThan is row 6's test, at the current term: a leader is known, and it is not cand
+// or this member voted for someone other than cand.
+func (e *Elector) followsOtherThan(cand string) bool {
+	leader := e.ms.LeaderID()
+	return leader != "" && (leader != cand || votedOtherThan(e.ms.VoteFor(), cand))
+}
+
+// votedOtherThan: a vote was cast (voteFor) and not for cand.
+func votedOtherThan(voteFor, cand string) bool { return voteFor != "" && voteFor != cand }
+
+// takeRefuses is row 10's test (and row 8a's, at the new term): this member is taking
+// leadership and the candidate's ledger is not newer than its own.
+func (e *Elector) takeRefuses(req *protocol.VoteRequest) bool {
+	my := e.ms.Ledger()
+	return e.take.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex
 }

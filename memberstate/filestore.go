@@ -237,33 +237,61 @@ func encodeRecord(o Owner, seq uint64, d Durable) []byte {
 // decodeRecord decodes one line of any version (the trailing '\n' optional).
 func decodeRecord(b []byte) (fileState, error) {
 	var fs fileState
-	line := strings.TrimSuffix(string(b), "\n")
-	body, crcHex, ok := strings.Cut(line, " crc=")
-	if !ok {
-		return fs, errors.New("no checksum (torn or foreign file)")
-	}
-	want, err := strconv.ParseUint(crcHex, 16, 32)
-	if err != nil || len(crcHex) != 8 {
-		return fs, fmt.Errorf("bad checksum field %q", crcHex)
-	}
-	if got := crc32.Checksum([]byte(body), crcTable); uint64(got) != want {
-		return fs, fmt.Errorf("checksum mismatch: file says %08x, content hashes to %08x", want, got)
+	body, err := verifiedBody(b)
+	if err != nil {
+		return fs, err
 	}
 	// Single spaces only: the writer joins with one, and a value may hold other white space
 	// that strings.Fields would split on.
-	f := strings.Split(body, " ")
+	f := recordFields(strings.Split(body, " "))
 	bad := fmt.Errorf("unrecognised content %q", body)
 	if len(f) < 2 || f[0] != "dledger-vote" {
 		return fs, bad
 	}
-	// field returns f[i]'s value if it is key=value.
-	field := func(i int, key string) (string, bool) {
-		if i >= len(f) {
-			return "", false
-		}
-		return strings.CutPrefix(f[i], key+"=")
+	ownerAt, termAt, err := f.layout(&fs, bad)
+	if err != nil {
+		return fs, err
 	}
-	var ownerAt, termAt int // 0: no owner
+	if ownerAt > 0 {
+		if fs.owner, err = f.owner(ownerAt, bad); err != nil {
+			return fs, err
+		}
+	}
+	fs.d, err = f.durable(termAt, bad)
+	return fs, err
+}
+
+// verifiedBody is a line's content before " crc=", once the checksum matches it.
+func verifiedBody(b []byte) (string, error) {
+	line := strings.TrimSuffix(string(b), "\n")
+	body, crcHex, ok := strings.Cut(line, " crc=")
+	if !ok {
+		return "", errors.New("no checksum (torn or foreign file)")
+	}
+	want, err := strconv.ParseUint(crcHex, 16, 32)
+	if err != nil || len(crcHex) != 8 {
+		return "", fmt.Errorf("bad checksum field %q", crcHex)
+	}
+	if got := crc32.Checksum([]byte(body), crcTable); uint64(got) != want {
+		return "", fmt.Errorf("checksum mismatch: file says %08x, content hashes to %08x", want, got)
+	}
+	return body, nil
+}
+
+// recordFields are a record's space-separated fields.
+type recordFields []string
+
+// field returns f[i]'s value if it is key=value.
+func (f recordFields) field(i int, key string) (string, bool) {
+	if i >= len(f) {
+		return "", false
+	}
+	return strings.CutPrefix(f[i], key+"=")
+}
+
+// layout reads the version (and, in version 3, the sequence number) into fs, and says where
+// the owner (0: none) and the term are.
+func (f recordFields) layout(fs *fileState, bad error) (ownerAt, termAt int, err error) {
 	switch {
 	case f[1] == "v1" && (len(f) == 3 || len(f) == 4): // voteFor may be absent
 		fs.version, termAt = 1, 2
@@ -271,53 +299,64 @@ func decodeRecord(b []byte) (fileState, error) {
 		fs.version, ownerAt, termAt = 2, 2, 4
 	case f[1] == "v3" && len(f) == 7:
 		fs.version, ownerAt, termAt = 3, 3, 5
-		seqStr, ok := field(2, "seq")
+		seqStr, ok := f.field(2, "seq")
 		if !ok {
-			return fs, bad
+			return 0, 0, bad
 		}
 		if fs.seq, err = strconv.ParseUint(seqStr, 10, 64); err != nil || fs.seq == 0 {
-			return fs, fmt.Errorf("bad sequence number %q", seqStr)
+			return 0, 0, fmt.Errorf("bad sequence number %q", seqStr)
 		}
 	default:
-		return fs, bad
+		return 0, 0, bad
 	}
-	if ownerAt > 0 {
-		var okG, okI bool
-		fs.owner.Group, okG = field(ownerAt, "group")
-		fs.owner.SelfID, okI = field(ownerAt+1, "id")
-		if !okG || !okI {
-			return fs, bad
-		}
-		if err := ValidateGroup(fs.owner.Group); err != nil {
-			return fs, err
-		}
-		if err := ValidateID(fs.owner.SelfID); err != nil {
-			return fs, err
-		}
+	return ownerAt, termAt, nil
+}
+
+// owner reads the group and id at i and i+1.
+func (f recordFields) owner(i int, bad error) (Owner, error) {
+	var o Owner
+	var okG, okI bool
+	o.Group, okG = f.field(i, "group")
+	o.SelfID, okI = f.field(i+1, "id")
+	if !okG || !okI {
+		return o, bad
 	}
-	termStr, ok := field(termAt, "term")
+	if err := ValidateGroup(o.Group); err != nil {
+		return o, err
+	}
+	if err := ValidateID(o.SelfID); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// durable reads the term at i and the vote, if any, after it.
+func (f recordFields) durable(i int, bad error) (Durable, error) {
+	var d Durable
+	termStr, ok := f.field(i, "term")
 	if !ok {
-		return fs, bad
+		return d, bad
 	}
 	term, err := strconv.ParseInt(termStr, 10, 64)
 	if err != nil || term < 0 {
-		return fs, fmt.Errorf("bad term %q", termStr)
+		return d, fmt.Errorf("bad term %q", termStr)
 	}
 	if term > protocol.MaxTerm {
-		return fs, fmt.Errorf("term %d is above the largest term a member may hold (%d)", term, protocol.MaxTerm)
+		return d, fmt.Errorf("term %d is above the largest term a member may hold (%d)", term, protocol.MaxTerm)
 	}
-	fs.d.Term = term
-	if termAt+1 < len(f) {
-		if fs.d.VoteFor, ok = field(termAt+1, "voteFor"); !ok {
-			return fs, bad
-		}
-		if fs.d.VoteFor != "" {
-			if err := ValidateID(fs.d.VoteFor); err != nil {
-				return fs, fmt.Errorf("voteFor: %w", err)
-			}
+	d.Term = term
+	if i+1 >= len(f) {
+		return d, nil
+	}
+	if d.VoteFor, ok = f.field(i+1, "voteFor"); !ok {
+		return d, bad
+	}
+	if d.VoteFor != "" {
+		if err := ValidateID(d.VoteFor); err != nil {
+			return d, fmt.Errorf("voteFor: %w", err)
 		}
 	}
-	return fs, nil
+	return d, nil
 }
 
 // decodeFile decodes a whole vote.state. A file of slotFileSize bytes is version 3: the newest
@@ -335,19 +374,7 @@ func decodeFile(b []byte) (fs fileState, newest int, err error) {
 	var recs [2]fileState
 	var errs [2]error
 	for i := range recs {
-		s := b[i*slotSize : (i+1)*slotSize]
-		end := bytes.IndexByte(s, '\n')
-		switch {
-		case end < 0 && bytes.Count(s, []byte{0}) == slotSize:
-			errs[i] = errors.New("empty")
-		case end < 0:
-			errs[i] = errors.New("no line end (torn)")
-		default:
-			recs[i], errs[i] = decodeRecord(s[:end+1])
-			if errs[i] == nil && recs[i].version != 3 {
-				errs[i] = fmt.Errorf("a version %d record in a slot", recs[i].version)
-			}
-		}
+		recs[i], errs[i] = decodeSlot(b[i*slotSize : (i+1)*slotSize])
 	}
 	switch {
 	case errs[0] != nil && errs[1] != nil:
@@ -359,6 +386,22 @@ func decodeFile(b []byte) (fs fileState, newest int, err error) {
 	default:
 		return recs[1], 1, nil
 	}
+}
+
+// decodeSlot decodes one slot of a version 3 file: a version 3 line, then padding.
+func decodeSlot(s []byte) (fileState, error) {
+	end := bytes.IndexByte(s, '\n')
+	switch {
+	case end < 0 && bytes.Count(s, []byte{0}) == slotSize:
+		return fileState{}, errors.New("empty")
+	case end < 0:
+		return fileState{}, errors.New("no line end (torn)")
+	}
+	rec, err := decodeRecord(s[:end+1])
+	if err == nil && rec.version != 3 {
+		err = fmt.Errorf("a version %d record in a slot", rec.version)
+	}
+	return rec, err
 }
 
 // Load reads the state. A missing file is a new member (term 0, no vote); a file that exists

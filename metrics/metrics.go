@@ -220,6 +220,9 @@ func (m *Metrics) leaderlessSeconds() float64 {
 // OnRoleEvent updates role, term, leader and leaderless time. Call it from a dispatcher
 // subscription: events arrive in order.
 func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
+	if ev.Missed > 0 {
+		return // a marker (the listener fell behind): the current state comes next
+	}
 	m.term.Set(float64(ev.Term))
 	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
 		v := 0.0

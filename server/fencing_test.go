@@ -12,6 +12,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -284,5 +285,41 @@ func TestLeaderReadyGateHoldsTheHealthRoute(t *testing.T) {
 	}
 	if r := ready(); r == nil || !*r {
 		t.Fatalf("/v1/status ready = %v after SetLeaderReady, want true", r)
+	}
+}
+
+// A listener stuck far behind loses events to its bounded queue (a missed marker takes their
+// place), but the fence is no listener: it has seen every event, the last one included, when
+// publish returns, however far behind the listeners are.
+func TestFenceMissesNoEventBehindAStuckListener(t *testing.T) {
+	s, err := New(soloConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	release := make(chan struct{})
+	var missed atomic.Uint64
+	var last atomic.Int64
+	cancel := s.Subscribe(func(ev dledger.RoleEvent) {
+		<-release
+		missed.Add(ev.Missed)
+		last.Store(ev.Term)
+	})
+	const n = driver.ListenerQueue + 50
+	for i := int64(1); i <= n; i++ {
+		role := protocol.CANDIDATE
+		if i%2 == 0 {
+			role = protocol.LEADER
+		}
+		s.publish(dledger.RoleEvent{Seq: uint64(i), Term: i, Role: role, LeaderID: map[bool]string{true: "n0"}[role == protocol.LEADER]})
+		term, leads := s.LeaderTerm()
+		if leads != (role == protocol.LEADER) || (leads && term != i) {
+			t.Fatalf("after event %d (%v at term %d) the fence says leader=%v at term %d", i, role, i, leads, term)
+		}
+	}
+	close(release)
+	cancel()
+	if missed.Load() == 0 || last.Load() != n {
+		t.Fatalf("the stuck listener missed %d events and ended at term %d; want a marker, then term %d", missed.Load(), last.Load(), n)
 	}
 }

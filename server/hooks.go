@@ -177,6 +177,9 @@ func (s *Server) closeHooks(ctx context.Context, started bool) {
 // next (an older one not yet run is dropped), and a hook running for an older event is
 // cancelled.
 func (h *hookRunner) onEvent(ev dledger.RoleEvent) {
+	if ev.Missed > 0 {
+		return // a marker (the listener fell behind): the current state comes next, and its hook runs
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if (h.seen && ev.Seq <= h.last.Seq) || (h.pending != nil && ev.Seq <= h.pending.Seq) {

@@ -62,7 +62,9 @@ func WithRegisterer(r prometheus.Registerer) Option {
 	}
 }
 
-// WithListener subscribes fn to role events from the start, so it sees the first one.
+// WithListener subscribes fn to role events from the start, so it sees the first one. As for
+// Subscribe, a listener that falls far behind gets a marker (ev.Missed > 0) in place of the
+// events it missed, then the current state.
 func WithListener(fn func(dledger.RoleEvent)) Option {
 	return func(o *options) { o.listeners = append(o.listeners, fn) }
 }
@@ -518,7 +520,11 @@ func (s *Server) UpdateLedger(endTerm, endIndex int64) error {
 // Subscribe calls fn with every role change, in order, on a goroutine of its own; it first
 // receives the latest event. ev.Term is the fencing token: a broker must reject writes carrying
 // a lower term. The last event of a started member is {Role: UNKNOWN, LeaderID: ""}, published
-// by Stop: treat it as "not leader". The returned function cancels the subscription.
+// by Stop: treat it as "not leader". fn is never waited for: a listener that falls
+// driver.ListenerQueue events behind gets the events it had queued, then a marker (ev.Missed > 0,
+// every other field zero: that many events were dropped), then the current state, as a watch
+// stream does. The fence (LeaderTerm, LeadershipContext) is updated before any listener and
+// never misses an event. The returned function cancels the subscription.
 func (s *Server) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
 	return s.dispatch.Subscribe(fn)
 }

@@ -121,6 +121,10 @@ func newWatchHub(member string) *watchHub {
 func (h *watchHub) publish(ev dledger.RoleEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if ev.Missed > 0 && !h.ended {
+		h.missedLocked()
+		return
+	}
 	if h.ended || (h.n > 0 && ev.Seq <= h.latestLocked().Seq) {
 		return
 	}
@@ -149,6 +153,18 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 			delete(h.watchers, w)
 			close(w.ch)
 		}
+	}
+}
+
+// missedLocked is the hub's answer to a marker (its listener queue overflowed, so events are
+// missing after the ring's newest): the ring forgets what it has, so a client resuming from
+// before the gap is told it missed events (FirstKept is then the next event, the current
+// state), and every open stream is ended after what it has buffered, to resume that way.
+func (h *watchHub) missedLocked() {
+	h.head, h.n = 0, 0
+	for w := range h.watchers {
+		delete(h.watchers, w)
+		close(w.ch)
 	}
 }
 

@@ -276,6 +276,34 @@ func TestWatchEndsAStreamThatFallsBehindWithoutBlocking(t *testing.T) {
 	h.unsubscribe(stuck) // already gone: harmless
 }
 
+// The hub is a listener like any other: if its own queue in the dispatcher overflows, it gets a
+// marker (RoleEvent.Missed) in place of the events it missed. It must not pass the gap off as
+// nothing: a client resuming from before it is told it missed events, and an open stream is
+// ended so that it resumes that way.
+func TestWatchHubTellsOfEventsItMissed(t *testing.T) {
+	h := newWatchHub("n0")
+	publishN(h, 1, 5)
+	open, _, _, err := h.subscribe(resumePoint{given: true, seq: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.publish(dledger.RoleEvent{Missed: 3}) // 6..8 never reached the hub
+	publishN(h, 9, 9)
+	// publish ends a stream at once, so its channel is closed by now (nothing to wait for).
+	select {
+	case ev, ok := <-open.ch:
+		if ok {
+			t.Fatalf("the open stream got %+v across the gap, want it ended", ev)
+		}
+	default:
+		t.Fatal("the open stream was not ended at the gap")
+	}
+	missed, replay := h.replayLocked(resumePoint{given: true, seq: 5})
+	if missed == nil || missed.FirstKept != 9 || len(replay) != 1 || replay[0].Seq != 9 {
+		t.Fatalf("resume from before the gap: missed %+v, replay %v; want missed (first kept 9), then 9", missed, replay)
+	}
+}
+
 // At most maxWatchers streams and long polls together; the next one is told to retry.
 func TestWatchersAreBounded(t *testing.T) {
 	s, addr := watchOnly(t, 10*time.Second)

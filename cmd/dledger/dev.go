@@ -123,15 +123,8 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			server.WithDaemon(server.DaemonConfig{HTTPAddr: httpAddr}),
 			server.WithLogger(log),
 			server.WithListener(func(ev dledger.RoleEvent) {
-				leader, note := ev.LeaderID, ""
-				if leader == "" {
-					leader = "-"
-				}
-				if ev.Role == protocol.UNKNOWN {
-					note = " (stopped)" // the server's last event: this member leads nothing now
-				}
 				<-listed
-				printf("%8.3fs  %s  %-9s term=%d leader=%s%s\n", ev.At.Sub(start).Seconds(), id, ev.Role, ev.Term, leader, note)
+				printf("%s\n", devRoleLine(id, start, ev))
 			}))
 		if err == nil {
 			err = s.Start()
@@ -179,4 +172,19 @@ func devKeys(root string) (secure.KeySet, error) {
 		}
 	}
 	return secure.LoadKeyFile(path)
+}
+
+// devRoleLine is the line dledger dev prints for member id's role event ev.
+func devRoleLine(id string, start time.Time, ev dledger.RoleEvent) string {
+	if ev.Missed > 0 { // the printer fell behind its bounded queue (driver.ListenerQueue)
+		return fmt.Sprintf("%8s   %s  missed %d role events", "", id, ev.Missed)
+	}
+	leader, note := ev.LeaderID, ""
+	if leader == "" {
+		leader = "-"
+	}
+	if ev.Role == protocol.UNKNOWN {
+		note = " (stopped)" // the server's last event: this member leads nothing now
+	}
+	return fmt.Sprintf("%8.3fs  %s  %-9s term=%d leader=%s%s", ev.At.Sub(start).Seconds(), id, ev.Role, ev.Term, leader, note)
 }

@@ -80,3 +80,35 @@ func TestSimTraceOfSeveralSeeds(t *testing.T) {
 		}
 	}
 }
+
+// --hashes prints one line per seed, in seed order whatever the worker count, and the same
+// lines for the same seeds: what a refactoring that claims to change no run is checked with.
+func TestSimHashesOnePerSeedAndReplayed(t *testing.T) {
+	lines := func(workers string) []string {
+		var out, errb bytes.Buffer
+		if code := run([]string{"sim", "--seeds", "6", "--seed-start", "3", "--hashes", "--workers", workers}, &out, &errb); code != 0 {
+			t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+		}
+		var got []string
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(l, "seed=") {
+				got = append(got, l)
+			}
+		}
+		return got
+	}
+	one, two := lines("1"), lines("2")
+	if len(one) != 6 {
+		t.Fatalf("%d hash lines for 6 seeds:\n%s", len(one), strings.Join(one, "\n"))
+	}
+	line := regexp.MustCompile(`^seed=(\d+) hash=[0-9a-f]{16} elections=\d+ steps=[1-9]\d*$`)
+	for i, l := range one {
+		m := line.FindStringSubmatch(l)
+		if m == nil || m[1] != fmt.Sprint(3+i) {
+			t.Fatalf("line %d is %q, want seed %d in the form %s", i, l, 3+i, line)
+		}
+		if two[i] != l {
+			t.Fatalf("seed %d: %q with one worker, %q with two", 3+i, l, two[i])
+		}
+	}
+}

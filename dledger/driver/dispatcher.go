@@ -7,14 +7,25 @@ import (
 )
 
 // Dispatcher fans role events out to listeners (docs/protocol.md section 8). Each listener has
-// its own queue and goroutine: events reach it in order, never under the elector's lock, and a
-// slow listener delays only itself (its queue grows; nothing else waits).
+// its own bounded queue and goroutine: events reach it in order, never under the elector's
+// lock, and a slow listener delays only itself. The policy is the watch stream's
+// (server/watch.go): a listener that falls ListenerQueue events behind gets the events it had
+// queued, then a marker (RoleEvent.Missed: how many were dropped), then the member's current
+// state, and is never waited for. So a stuck listener costs a bounded amount of memory, not one
+// event per role change for as long as it is stuck.
+//
+// Anything that must see every event without fail (server/fencing.go's fence) does not listen
+// here: it is updated by the publisher itself, before Publish.
 type Dispatcher struct {
 	mu     sync.Mutex
 	subs   []*subscription
 	closed bool
 	last   *dledger.RoleEvent
 }
+
+// ListenerQueue bounds the events waiting for one listener. Role events come a few per
+// election, so a listener this far behind is stuck, not slow.
+const ListenerQueue = 256
 
 // Last returns the latest event published, if any.
 func (d *Dispatcher) Last() (dledger.RoleEvent, bool) {
@@ -26,28 +37,33 @@ func (d *Dispatcher) Last() (dledger.RoleEvent, bool) {
 	return *d.last, true
 }
 
+// subscription is one listener: queue holds up to ListenerQueue events in order; once it is
+// full, tail is the newest event (the current state) and missed counts the events dropped
+// between the queue and tail.
 type subscription struct {
-	fn    func(dledger.RoleEvent)
-	mu    sync.Mutex
-	queue []dledger.RoleEvent
-	wake  chan struct{}
-	done  chan struct{}
-	stop  chan struct{}
-	once  sync.Once
+	fn     func(dledger.RoleEvent)
+	mu     sync.Mutex
+	queue  []dledger.RoleEvent
+	tail   *dledger.RoleEvent
+	missed uint64
+	wake   chan struct{}
+	done   chan struct{}
+	stop   chan struct{}
+	once   sync.Once
 }
 
 // NewDispatcher returns an empty dispatcher.
 func NewDispatcher() *Dispatcher { return &Dispatcher{} }
 
-// Subscribe calls fn for every later role event, in order, on a goroutine of its own. A new
-// listener first receives the latest event, so it learns the current role without a race.
-// The returned cancel stops delivery and waits for fn to return.
+// Subscribe calls fn for every later role event, in order, on a goroutine of its own (with a
+// marker in place of the events it missed, if it falls ListenerQueue events behind). A new
+// listener first receives the latest event, so it learns the current role without a race. The
+// returned cancel stops delivery and waits for fn to return.
 func (d *Dispatcher) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
 	s := &subscription{fn: fn, wake: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{})}
 	d.mu.Lock()
 	if d.last != nil {
-		s.queue = append(s.queue, *d.last)
-		s.wake <- struct{}{}
+		s.push([]dledger.RoleEvent{*d.last})
 	}
 	if d.closed {
 		close(s.stop)
@@ -70,7 +86,7 @@ func (d *Dispatcher) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
 	}
 }
 
-// Publish queues events for every listener.
+// Publish queues events for every listener. It never blocks on a listener.
 func (d *Dispatcher) Publish(evs []dledger.RoleEvent) {
 	if len(evs) == 0 {
 		return
@@ -80,13 +96,7 @@ func (d *Dispatcher) Publish(evs []dledger.RoleEvent) {
 	last := evs[len(evs)-1]
 	d.last = &last
 	for _, s := range d.subs {
-		s.mu.Lock()
-		s.queue = append(s.queue, evs...)
-		s.mu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.push(evs)
 	}
 }
 
@@ -102,30 +112,79 @@ func (d *Dispatcher) Close() {
 	}
 }
 
+// push queues evs for the listener and wakes it: into the queue while it has room and no
+// events were dropped since it last caught up, else as the new tail, the one it replaces
+// counted as missed.
+func (s *subscription) push(evs []dledger.RoleEvent) {
+	s.mu.Lock()
+	for _, ev := range evs {
+		switch {
+		case s.tail == nil && len(s.queue) < ListenerQueue:
+			s.queue = append(s.queue, ev)
+		case s.tail == nil:
+			s.tail = &ev
+		default:
+			s.missed++
+			s.tail = &ev
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pop takes the next event for the listener: the queue in order, then the missed marker, then
+// the tail.
+func (s *subscription) pop() (dledger.RoleEvent, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case len(s.queue) > 0:
+		ev := s.queue[0]
+		s.queue[0] = dledger.RoleEvent{}
+		s.queue = s.queue[1:]
+		if len(s.queue) == 0 {
+			s.queue = nil // let the drained array go
+		}
+		return ev, true
+	case s.missed > 0:
+		ev := dledger.RoleEvent{Missed: s.missed}
+		s.missed = 0
+		return ev, true
+	case s.tail != nil:
+		ev := *s.tail
+		s.tail = nil
+		return ev, true
+	}
+	return dledger.RoleEvent{}, false
+}
+
 func (s *subscription) loop() {
 	defer close(s.done)
 	for {
-		s.mu.Lock()
-		batch := s.queue
-		s.queue = nil
-		s.mu.Unlock()
-		for _, ev := range batch {
+		for ev, ok := s.pop(); ok; ev, ok = s.pop() {
 			s.fn(ev)
-		}
-		if len(batch) > 0 {
-			continue
+			select {
+			case <-s.stop:
+				s.drain()
+				return
+			default:
+			}
 		}
 		select {
 		case <-s.wake:
 		case <-s.stop:
-			s.mu.Lock()
-			rest := s.queue
-			s.queue = nil
-			s.mu.Unlock()
-			for _, ev := range rest {
-				s.fn(ev)
-			}
+			s.drain()
 			return
 		}
+	}
+}
+
+// drain delivers what is still queued, when the listener is stopped.
+func (s *subscription) drain() {
+	for ev, ok := s.pop(); ok; ev, ok = s.pop() {
+		s.fn(ev)
 	}
 }

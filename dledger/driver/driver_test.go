@@ -117,3 +117,57 @@ func (noTransport) SendHeartBeat(string, *protocol.HeartBeatRequest, func(*proto
 func (noTransport) SendLeadershipTransfer(string, *protocol.LeadershipTransferRequest, func(*protocol.LeadershipTransferResponse, error)) {
 	panic("a one-member group sent a transfer request")
 }
+
+// A listener stuck for many role changes costs a bounded queue, not one event per change: it
+// gets the events it had queued, then a marker saying how many it missed, then the current
+// state (the watch stream's policy). Every event is accounted for, in order.
+func TestDispatcherBoundsAStuckListener(t *testing.T) {
+	d := NewDispatcher()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	var got []dledger.RoleEvent
+	var mu sync.Mutex
+	cancel := d.Subscribe(func(ev dledger.RoleEvent) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release
+		mu.Lock()
+		got = append(got, ev)
+		mu.Unlock()
+	})
+	const total = ListenerQueue + 100
+	d.Publish([]dledger.RoleEvent{{Seq: 1, Term: 1}})
+	<-entered // the listener holds event 1; the rest must wait in its queue or be dropped
+	for i := uint64(2); i <= total; i++ {
+		d.Publish([]dledger.RoleEvent{{Seq: i, Term: int64(i)}})
+	}
+	close(release)
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) > ListenerQueue+3 {
+		t.Fatalf("a stuck listener got %d events for %d published; its queue is bounded by %d", len(got), total, ListenerQueue)
+	}
+	var seen, missed uint64
+	last := uint64(0)
+	for i, ev := range got {
+		if ev.Missed > 0 {
+			if i == len(got)-1 || ev.Seq != 0 || ev.Term != 0 {
+				t.Fatalf("marker %+v at %d of %d", ev, i, len(got))
+			}
+			missed += ev.Missed
+			last += ev.Missed
+			continue
+		}
+		if ev.Seq != last+1 {
+			t.Fatalf("event %d after %d events and markers up to %d", ev.Seq, i, last)
+		}
+		last = ev.Seq
+		seen++
+	}
+	if missed == 0 || seen+missed != total || got[len(got)-1].Seq != total {
+		t.Fatalf("saw %d, missed %d, last %+v; want %d in all, ending with the current state", seen, missed, got[len(got)-1], total)
+	}
+}

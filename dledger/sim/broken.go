@@ -29,13 +29,16 @@ import (
 //	                   its passed take deadline keeps a pass due (the driver would spin)
 //	gone-on-cut        the transport reports a cut link as the peer's process gone, so a
 //	                   cut-off follower skips the same-term probe (announceGone)        L2
+//	forget-deadline    NextPassAt leaves out the preferred-leader check's deadline    PASS
 //
-// keep-lost-round and endless-take are transitions inside the elector that forget a reset; nothing outside it can
-// reach them, so they are switched on through dledger/internal/bugs (startMember).
+// keep-lost-round and endless-take are transitions inside the elector that forget a reset, and
+// forget-deadline is a deadline the elector's schedule forgets; nothing outside it can reach
+// them, so they are switched on through dledger/internal/bugs (startMember).
 
 // bugs is the elector's internal switch for b (zero for every bug injected from outside).
 func (b Broken) bugs() bugs.Bugs {
-	return bugs.Bugs{KeepLostRound: b == BrokenKeepLostRound, EndlessTake: b == BrokenEndlessTake}
+	return bugs.Bugs{KeepLostRound: b == BrokenKeepLostRound, EndlessTake: b == BrokenEndlessTake,
+		ForgetPreferredDeadline: b == BrokenForgetDeadline}
 }
 
 // electorOptions is opt with the bugs that live in an elector's options.

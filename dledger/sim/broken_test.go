@@ -23,6 +23,7 @@ func TestCheckerCatchesBrokenRules(t *testing.T) {
 		{BrokenEndlessTake, "", []string{"L3", "SIM"}},
 		{BrokenNoAbstain, "", []string{"S4"}},
 		{BrokenGoneOnCut, ScenarioRejoin, []string{"L2"}},
+		{BrokenForgetDeadline, "", []string{"PASS"}},
 	} {
 		t.Run(string(c.broken), func(t *testing.T) {
 			const maxSeeds = 50

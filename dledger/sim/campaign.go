@@ -108,8 +108,12 @@ func Campaign(c CampaignOptions) (Summary, error) {
 	if c.Trace != nil {
 		return c.runTraced(start)
 	}
-	workers = min(workers, c.Seeds)
+	return c.runParallel(start, min(workers, c.Seeds))
+}
 
+// runParallel runs the seeds on workers goroutines and reports them in seed order on the
+// caller's goroutine.
+func (c CampaignOptions) runParallel(start time.Time, workers int) (Summary, error) {
 	results := make([]*Result, c.Seeds)
 	ready := make(chan int, workers)
 	var mu sync.Mutex

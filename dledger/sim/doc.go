@@ -29,6 +29,8 @@
 // across restarts. L1 and L2 are checked by the phases that set them up; L3 checks that every
 // leadership transfer an admin asks for is answered within L3Bound, and that no transferee is
 // still taking leadership L3Bound after the request reached it (transfer.go).
+// PASS: a pass run before the time NextPassAt named sends nothing and changes no status
+// (passes.go), so no deadline is missing from the elector's schedule.
 //
 // Cluster (cluster.go) is the same members, network, queue and checker without the fault
 // schedule: scenario tests (dledger's TestScenario*) crash, cut off, stop and resume members,

@@ -72,63 +72,33 @@ const (
 
 // fault performs one fault action. Targets are chosen now, from the state now.
 func (s *sim) fault(kind faultKind) {
-	r := s.rngFault
-	n := len(s.members)
 	switch kind {
 	case fCrash, fCrashLeader:
-		m := s.members[r.IntN(n)]
-		if l := s.leader(); kind == fCrashLeader && l != nil {
-			m = l
-		}
-		s.crash(m)
-		if r.IntN(10) < 7 {
-			s.inPhase(between(r, s.cfg.DetectionWindow()/5, 2*s.cfg.DetectionWindow()), func() { s.restart(m) })
-		}
+		s.faultCrash(kind == fCrashLeader)
 	case fRestart:
-		s.restart(s.members[r.IntN(n)])
+		s.restart(s.members[s.rngFault.IntN(len(s.members))])
 	case fSplit, fAsymmetric:
-		side := s.randomSide()
-		for _, a := range s.members {
-			for _, b := range s.members {
-				if side[a.idx] && !side[b.idx] {
-					s.cutLink(a, b)
-					if kind == fSplit {
-						s.cutLink(b, a)
-					}
-				}
-			}
-		}
+		s.faultSplit(kind == fSplit)
 	case fOneWay:
-		a := s.members[r.IntN(n)]
-		b := s.members[(a.idx+1+r.IntN(n-1))%n]
+		n := len(s.members)
+		a := s.members[s.rngFault.IntN(n)]
+		b := s.members[(a.idx+1+s.rngFault.IntN(n-1))%n]
 		s.cutLink(a, b)
 	case fIsolate:
-		m := s.members[r.IntN(n)]
-		for _, o := range s.members {
-			if o != m {
-				s.cutLink(m, o)
-				s.cutLink(o, m)
-			}
-		}
+		s.faultIsolate()
 	case fCutLeader:
-		l := s.leader()
-		if l == nil {
-			return
-		}
-		f := s.members[(l.idx+1+r.IntN(n-1))%n]
-		s.cutLink(l, f)
-		s.cutLink(f, l)
+		s.faultCutLeader()
 	case fMend:
 		s.mend()
 	case fLag:
 		for _, m := range s.members {
-			m.lagging = r.IntN(3) == 0
+			m.lagging = s.rngFault.IntN(3) == 0
 		}
 		s.note("lagging replicas chosen")
 	case fDisk:
-		m := s.members[r.IntN(n)]
+		m := s.members[s.rngFault.IntN(len(s.members))]
 		s.setDisk(m, true)
-		s.inPhase(between(r, s.cfg.DetectionWindow()/5, 2*s.cfg.DetectionWindow()), func() { s.setDisk(m, false) })
+		s.inPhase(between(s.rngFault, s.cfg.DetectionWindow()/5, 2*s.cfg.DetectionWindow()), func() { s.setDisk(m, false) })
 	case fTransfer:
 		// Not before the L2 watch: a transfer still in progress (or a delayed request) would
 		// change the leader on purpose during the watch.
@@ -139,6 +109,59 @@ func (s *sim) fault(kind faultKind) {
 		s.net.p = s.randomParams()
 		s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: "weather: " + s.net.p.String()})
 	}
+}
+
+// faultCrash crashes a random member, or the leader if there is one and leader says so (the
+// random member is drawn either way), and in 7 cases out of 10 restarts it later in the phase.
+func (s *sim) faultCrash(leader bool) {
+	r := s.rngFault
+	m := s.members[r.IntN(len(s.members))]
+	if l := s.leader(); leader && l != nil {
+		m = l
+	}
+	s.crash(m)
+	if r.IntN(10) < 7 {
+		s.inPhase(between(r, s.cfg.DetectionWindow()/5, 2*s.cfg.DetectionWindow()), func() { s.restart(m) })
+	}
+}
+
+// faultSplit partitions the members into two sides: no traffic between them (symmetric), or
+// only from the marked side to the other (asymmetric: the marked side's messages are cut).
+func (s *sim) faultSplit(symmetric bool) {
+	side := s.randomSide()
+	for _, a := range s.members {
+		for _, b := range s.members {
+			if side[a.idx] && !side[b.idx] {
+				s.cutLink(a, b)
+				if symmetric {
+					s.cutLink(b, a)
+				}
+			}
+		}
+	}
+}
+
+// faultIsolate cuts one member off from everyone.
+func (s *sim) faultIsolate() {
+	m := s.members[s.rngFault.IntN(len(s.members))]
+	for _, o := range s.members {
+		if o != m {
+			s.cutLink(m, o)
+			s.cutLink(o, m)
+		}
+	}
+}
+
+// faultCutLeader cuts one follower off from the leader only (nothing without a leader).
+func (s *sim) faultCutLeader() {
+	l := s.leader()
+	if l == nil {
+		return
+	}
+	n := len(s.members)
+	f := s.members[(l.idx+1+s.rngFault.IntN(n-1))%n]
+	s.cutLink(l, f)
+	s.cutLink(f, l)
 }
 
 // randomSide splits the members into two non-empty sides; true marks one of them.

@@ -41,7 +41,11 @@ type member struct {
 	// due sooner, or later while it is not due yet.
 	// tickGen voids the ticks queued before a reschedule; sameInstant counts passes run at one
 	// virtual instant (a pass that leaves itself due again and again would spin the driver).
-	nextTick    time.Duration
+	nextTick time.Duration
+	// plannedAt is the pass the elector last told the alarm (its own NextPassAt), and planned
+	// says this incarnation has told it one: the PASS oracle's reference (passes.go).
+	plannedAt   time.Duration
+	planned     bool
 	tickGen     uint64
 	sameInstant int
 	lastTickAt  time.Duration
@@ -87,8 +91,10 @@ func (s *sim) startMember(m *member) error {
 	// The driver's alarm, as production's (dledger/driver): the elector moves m's next pass
 	// whenever an entry point makes it due earlier, or later while it is not due yet.
 	inc := m.inc
+	m.planned = false
 	e.SetPassAlarm(func(at time.Time) {
 		if m.up && m.inc == inc {
+			m.plannedAt, m.planned = at.Sub(epoch), true
 			s.scheduleTick(m, max(at.Sub(epoch), s.now))
 		}
 	})

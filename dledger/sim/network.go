@@ -94,12 +94,17 @@ func (s *sim) newCall(msg msgKind, ep *endpoint, to string, term, x, y int64) *c
 		dst = ep.m
 	}
 	c := &call{id: s.net.calls, msg: msg, from: ep.m, to: dst, fromInc: ep.inc}
+	if s.probing {
+		s.fail("PASS", "%s sent a %s to %s from a pass run before the pass its elector planned (%v)",
+			ep.m.id, msgNames[msg], to, ep.m.plannedAt)
+	}
 	s.tr.add(record{at: s.now, kind: rSend, msg: msg, a: int8(c.from.idx), b: int8(dst.idx), term: term, x: x, y: y, call: c.id})
 	return c
 }
 
 // transmit carries one request and its response. A request to a member that is down when it
-// is sent fails at once (errPeerDown). Otherwise it may be lost, delayed, duplicated (the
+// is sent fails at once, inside Send (errPeerDown), as rpc.Client fails it: the answer's entry
+// point then runs inside the elector's delivery (dledger/outbox.go). Otherwise it may be lost, delayed, duplicated (the
 // handler then runs twice; the second answer is ignored, as a real client ignores an answer to
 // a finished call) or dropped on arrival (the destination went down meanwhile, link cut).
 // Whatever happens, the caller's done runs once: with the first response, with errPeerDown, or
@@ -108,11 +113,14 @@ func transmit[Req any, Resp any](s *sim, c *call, timeout time.Duration, req Req
 	done func(Resp, error), handle func(dst *member, c *call, req Req, reply func(Resp))) {
 	if !c.to.up && !s.net.cut[c.from.idx][c.to.idx] {
 		// Nothing listens on the peer's port, so the rpc client holds no connection to it and
-		// the call fails at once (rpc.ErrPeerDown), not after a timeout: a crashed process's
-		// sockets are closed by its kernel. Behind a cut link the sender cannot know.
+		// the call fails at once, inside Send (rpc.ErrPeerDown), not after a timeout: a crashed
+		// process's sockets are closed by its kernel. Behind a cut link the sender cannot know.
 		s.tr.add(record{at: s.now, kind: rDrop, msg: c.msg, a: int8(c.from.idx), b: int8(c.to.idx), call: c.id,
 			note: c.to.id + " is down: the call fails at once"})
-		failAfter(s, c, 0, errPeerDown, done)
+		if s.finish(c) { // the sender is running: it is sending
+			var zero Resp
+			done(zero, errPeerDown)
+		}
 		return
 	}
 	expire(s, c, timeout, done)

@@ -38,6 +38,9 @@ const (
 	BrokenKeepLostRound   Broken = "keep-lost-round"   // a follower keeps its lost round's result: L2 (rejoin scenario)
 	BrokenEndlessTake     Broken = "endless-take"      // a transferee never leaves the take: L3
 	BrokenGoneOnCut       Broken = "gone-on-cut"       // a cut link is reported as the peer's process gone: L2 (rejoin scenario)
+	// BrokenForgetDeadline: the preferred-leader check's deadline is left out of NextPassAt, so
+	// the check waits for whatever pass comes next: PASS (the oracle of passes.go).
+	BrokenForgetDeadline Broken = "forget-deadline"
 	// BrokenNoAbstain: sidecar members run without Options.LedgerFromStorage, so a restarted
 	// one votes on the empty ledger its elector starts with until the report (issue 12): S4,
 	// checked against the true ledger.
@@ -47,7 +50,8 @@ const (
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
-		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut}
+		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut,
+		BrokenForgetDeadline}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
@@ -102,16 +106,8 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 	if o.Scenario != ScenarioChaos && o.Scenario != ScenarioRejoin {
 		return o, cfg, fmt.Errorf("unknown scenario %q (known: chaos, rejoin)", o.Scenario)
 	}
-	if o.Broken != BrokenNone {
-		var names []string
-		known := false
-		for _, b := range BrokenModes() {
-			known = known || b == o.Broken
-			names = append(names, string(b))
-		}
-		if !known {
-			return o, cfg, fmt.Errorf("unknown broken mode %q (known: %s)", o.Broken, strings.Join(names, ", "))
-		}
+	if err := o.Broken.validate(); err != nil {
+		return o, cfg, err
 	}
 	if o.Duration < 0 || o.RPCTimeout < 0 {
 		return o, cfg, fmt.Errorf("duration and rpc timeout must not be negative")
@@ -123,6 +119,21 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 		o.RPCTimeout = DefaultRPCTimeout
 	}
 	return o, cfg, nil
+}
+
+// validate accepts no bug and the modes of BrokenModes.
+func (b Broken) validate() error {
+	if b == BrokenNone {
+		return nil
+	}
+	var names []string
+	for _, k := range BrokenModes() {
+		if k == b {
+			return nil
+		}
+		names = append(names, string(k))
+	}
+	return fmt.Errorf("unknown broken mode %q (known: %s)", b, strings.Join(names, ", "))
 }
 
 // Result is the outcome of one run.
@@ -162,7 +173,7 @@ type Result struct {
 
 // Violation is a broken invariant: which one, what was seen, and how to see it again.
 type Violation struct {
-	Invariant string        // "S1".."S5", "L1".."L3", or "SIM" for a simulator self-check
+	Invariant string        // "S1".."S5", "L1".."L3", "PASS" (passes.go), or "SIM" for a simulator self-check
 	Detail    string        // what was seen
 	At        time.Duration // virtual time
 	Tail      []string      // the last trace lines before the violation, oldest first

@@ -56,6 +56,7 @@ type sim struct {
 	phaseID   int   // bumped at every phase change; stale phase events do nothing
 	preCycles int   // rejoin scenario: chaos cycles left before the L2 watch
 	touched   uint8 // members whose elector ran in this event (bit = index)
+	probing   bool  // the PASS oracle's early pass is running (passes.go)
 	// harness is set when a Cluster drives the run (cluster.go), nil in Run.
 	harness *harness
 }

@@ -114,30 +114,10 @@ func (t *tracer) id(i int8) string {
 
 func (t *tracer) format(r record) string {
 	ts := fmt.Sprintf("%11.6fs", r.at.Seconds())
-	m := msgNames[r.msg]
+	if r.kind <= rDiscard {
+		return t.formatMessage(ts, r)
+	}
 	switch r.kind {
-	case rSend:
-		if r.msg == mVote {
-			return fmt.Sprintf("%s send     #%d %s %s->%s term=%d ledger=(%d,%d)", ts, r.call, m, t.id(r.a), t.id(r.b), r.term, r.x, r.y)
-		}
-		return fmt.Sprintf("%s send     #%d %s %s->%s term=%d", ts, r.call, m, t.id(r.a), t.id(r.b), r.term)
-	case rDeliver:
-		if r.msg == mVote {
-			return fmt.Sprintf("%s handle   #%d %s %s->%s term=%d => %v respTerm=%d", ts, r.call, m, t.id(r.a), t.id(r.b), r.term,
-				protocol.VoteResult(r.x), r.y)
-		}
-		return fmt.Sprintf("%s handle   #%d %s %s->%s term=%d => %v respTerm=%d", ts, r.call, m, t.id(r.a), t.id(r.b), r.term,
-			protocol.ResponseCode(r.x), r.y)
-	case rDrop:
-		return fmt.Sprintf("%s drop     #%d %s %s->%s (%s)", ts, r.call, m, t.id(r.a), t.id(r.b), r.note)
-	case rRespDrop:
-		return fmt.Sprintf("%s dropresp #%d %s %s->%s (%s)", ts, r.call, m, t.id(r.a), t.id(r.b), r.note)
-	case rResp:
-		return fmt.Sprintf("%s response #%d %s %s->%s", ts, r.call, m, t.id(r.a), t.id(r.b))
-	case rTimeout:
-		return fmt.Sprintf("%s timeout  #%d %s to %s, at %s", ts, r.call, m, t.id(r.b), t.id(r.a))
-	case rDiscard:
-		return fmt.Sprintf("%s discard  #%d %s: %s restarted since the send", ts, r.call, m, t.id(r.a))
 	case rRole:
 		return fmt.Sprintf("%s ROLE     %s term=%d %v leader=%s", ts, t.id(r.a), r.term, protocol.Role(r.x), t.id(int8(r.y)))
 	case rCrash:
@@ -158,4 +138,32 @@ func (t *tracer) format(r record) string {
 		return fmt.Sprintf("%s STABLE   leader %s term=%d after %v", ts, t.id(r.a), r.term, time.Duration(r.x))
 	}
 	return fmt.Sprintf("%s note     %s", ts, r.note)
+}
+
+// formatMessage formats the records of one call (rSend .. rDiscard).
+func (t *tracer) formatMessage(ts string, r record) string {
+	m := msgNames[r.msg]
+	switch r.kind {
+	case rSend:
+		if r.msg == mVote {
+			return fmt.Sprintf("%s send     #%d %s %s->%s term=%d ledger=(%d,%d)", ts, r.call, m, t.id(r.a), t.id(r.b), r.term, r.x, r.y)
+		}
+		return fmt.Sprintf("%s send     #%d %s %s->%s term=%d", ts, r.call, m, t.id(r.a), t.id(r.b), r.term)
+	case rDeliver:
+		var result fmt.Stringer = protocol.ResponseCode(r.x)
+		if r.msg == mVote {
+			result = protocol.VoteResult(r.x)
+		}
+		return fmt.Sprintf("%s handle   #%d %s %s->%s term=%d => %v respTerm=%d", ts, r.call, m, t.id(r.a), t.id(r.b), r.term,
+			result, r.y)
+	case rDrop:
+		return fmt.Sprintf("%s drop     #%d %s %s->%s (%s)", ts, r.call, m, t.id(r.a), t.id(r.b), r.note)
+	case rRespDrop:
+		return fmt.Sprintf("%s dropresp #%d %s %s->%s (%s)", ts, r.call, m, t.id(r.a), t.id(r.b), r.note)
+	case rResp:
+		return fmt.Sprintf("%s response #%d %s %s->%s", ts, r.call, m, t.id(r.a), t.id(r.b))
+	case rTimeout:
+		return fmt.Sprintf("%s timeout  #%d %s to %s, at %s", ts, r.call, m, t.id(r.b), t.id(r.a))
+	}
+	return fmt.Sprintf("%s discard  #%d %s: %s restarted since the send", ts, r.call, m, t.id(r.a))
 }

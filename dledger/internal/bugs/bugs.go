@@ -1,9 +1,9 @@
-// Package bugs holds the two deliberate bugs the simulator switches on inside an elector, so
+// Package bugs holds the three deliberate bugs the simulator switches on inside an elector, so
 // that its checker can be shown to catch them (dledger/sim/broken_test.go, dledger sim
-// --broken). Each is a state transition that forgets a reset, which nothing outside the elector
-// can reach. Every other deliberate bug is injected from outside the elector, through the
-// simulator's network, store, event stream or observer (dledger/sim/broken.go), so the
-// decision tables carry no test switch at all.
+// --broken). Two are state transitions that forget a reset, one a deadline the schedule
+// forgets; nothing outside the elector can reach them. Every other deliberate bug is injected
+// from outside the elector, through the simulator's network, store, event stream or observer
+// (dledger/sim/broken.go), so the decision tables carry no test switch at all.
 //
 // The package is internal: only packages under dledger/ can import it, and nothing in the
 // elector's public API mentions it.
@@ -18,6 +18,10 @@ type Bugs struct {
 	// EndlessTake: a transferee answers but never leaves the take: it keeps the fast vote
 	// interval and REJECT_TAKING_LEADERSHIP (breaks L3).
 	EndlessTake bool
+	// ForgetPreferredDeadline: the preferred-leader check's deadline is left out of NextPassAt,
+	// as a deadline added to a pass and not to the schedule would be: the check waits for
+	// whatever pass comes next (caught by the simulator's PASS oracle).
+	ForgetPreferredDeadline bool
 }
 
 // Set switches b on in elector, which must be a *dledger.Elector (typed any because this
