@@ -53,7 +53,7 @@ func newSyncUnit(t *testing.T, n int, tr *syncTransport, obs Observer) *unit {
 		t.Fatal(err)
 	}
 	u := &unit{t: t, ms: ms, tr: &tr.recTransport, clock: newFakeClock(), cfg: testConfig()}
-	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: tr, Observer: obs})
+	u.e, err = newElector(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: tr, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
