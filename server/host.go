@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -47,6 +48,11 @@ type Host struct {
 	gatherer prometheus.Gatherer
 	mux      *rpc.Mux
 	rpcSrv   *rpc.Server
+	// maint is the host's one StateMaintainer: a goroutine and a timer for every member,
+	// which wakes only for the members whose pass is due (driver.Maintainer).
+	maint   *driver.Maintainer
+	stopRun context.CancelFunc
+	runDone chan struct{}
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
@@ -76,7 +82,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		return nil, errors.New("host: both Keys and Insecure are set")
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
-		members: map[memberKey]*Server{}}
+		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}}
 	if h.reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -91,7 +97,9 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	return h, nil
 }
 
-// Start opens the rpc listener. Members added before or after are served once they start.
+// Start opens the rpc listener and starts the host's StateMaintainer. Members are driven and
+// served once they start; a member started before the host has its passes once the host
+// starts.
 func (h *Host) Start() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -104,6 +112,12 @@ func (h *Host) Start() error {
 	if err := h.rpcSrv.Start(); err != nil {
 		return fmt.Errorf("rpc listen: %w", err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stopRun, h.runDone = cancel, make(chan struct{})
+	go func() {
+		defer close(h.runDone)
+		h.maint.Run(ctx)
+	}()
 	h.state = 1
 	h.log.Info("host started", zap.String("rpc", h.rpcSrv.Addr()))
 	return nil
@@ -261,6 +275,8 @@ func (h *Host) Stop(ctx context.Context) error {
 	}
 	wg.Wait()
 	if started {
+		h.stopRun()
+		<-h.runDone
 		if err := h.rpcSrv.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc server: %w", err))
 		}

@@ -335,13 +335,21 @@ func (s *Server) start() error {
 	for _, ep := range eps {
 		ep.serve()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.runDone = cancel, make(chan struct{})
-	go func() {
-		defer close(s.runDone)
-		// Each event passes the fence before any listener gets it (fencing.go).
-		driver.Run(ctx, s.elector, driver.PublishFunc(func(evs []dledger.RoleEvent) { s.publish(evs...) }))
-	}()
+	// Each event passes the fence before any listener gets it (fencing.go).
+	pub := driver.PublishFunc(func(evs []dledger.RoleEvent) { s.publish(evs...) })
+	s.runDone = make(chan struct{})
+	if s.host != nil {
+		// The host's one StateMaintainer drives every member: no goroutine of our own.
+		remove := s.host.maint.Add(s.elector, pub)
+		s.cancel = func() { remove(); close(s.runDone) }
+	} else {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.cancel = cancel
+		go func() {
+			defer close(s.runDone)
+			driver.Run(ctx, s.elector, pub)
+		}()
+	}
 	s.state = 1
 	st := s.elector.Status()
 	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.RPCAddr()), zap.String("http", s.HTTPAddr()),
