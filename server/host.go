@@ -34,7 +34,19 @@ type HostConfig struct {
 	// Keys is the key set every group on this host uses (peer authentication), or Insecure.
 	Keys     KeySet
 	Insecure bool
+	// MaxConns and MaxConnsPerIP bound the rpc listener's open connections, in all and from
+	// one source address (defaults 4096 and 2048; see rpc.ServerOptions). Connections are
+	// still one per pair of members, not of hosts (docs/design.md, "The host as built"): a
+	// host whose members have P peers on other hosts needs about P of them, and one peer
+	// host as many as the members they share; one member's defaults (256, 32) would refuse
+	// the 33rd group shared with one host.
+	MaxConns, MaxConnsPerIP int
 }
+
+const (
+	defaultHostMaxConns      = 4096
+	defaultHostMaxConnsPerIP = 2048
+)
 
 // Host serves many members, of one or many groups, on one rpc port and one data dir root: a
 // broker's replica groups in one process (issue 29; DLedger's proxy). AddGroup adds a member
@@ -89,7 +101,13 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		h.reg, h.gatherer = own, own
 	}
 	var err error
-	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen,
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = defaultHostMaxConns
+	}
+	if cfg.MaxConnsPerIP == 0 {
+		cfg.MaxConnsPerIP = defaultHostMaxConnsPerIP
+	}
+	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP,
 		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc")})
 	if err != nil {
 		return nil, err

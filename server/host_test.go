@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -374,6 +375,99 @@ func TestHostGroupsEndpoint(t *testing.T) {
 	for _, q := range []string{"?limit=0", "?limit=1001", "?role=boss", "?after=nocursor", "?grp=e"} {
 		if code, _ := get(q); code != http.StatusBadRequest {
 			t.Fatalf("%s: %d, want 400", q, code)
+		}
+	}
+}
+
+// TestHostDiskErrorFailsOneGroupOnly: on a host whose disk fails for one group's vote file
+// (every Save fails), that member grants no vote, while the same host's member of another
+// group votes and leads: both groups elect.
+func TestHostDiskErrorFailsOneGroupOnly(t *testing.T) {
+	ports := freePorts(t, 3)
+	peers := peersString(ports)
+	broken := memberstate.NewMemStore()
+	broken.FailSaves(errors.New("disk full"))
+	members := map[string][]*Server{}
+	for i, p := range ports {
+		h := newTestHost(t, p, t.TempDir())
+		for _, g := range []string{"g0", "g1"} {
+			var opts []Option
+			if i == 0 && g == "g1" {
+				opts = append(opts, WithStore(broken))
+			}
+			members[g] = append(members[g], addStartedWith(t, h, g, fmt.Sprintf("n%d", i), peers, calmTimings(), opts...))
+		}
+	}
+	up := func(*Server) bool { return false }
+	dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members["g0"], up) })
+	// g1 elects too (n0 may even lead it, elected by the other two at a term it need not
+	// write), but n0's vote is never granted, not even to itself.
+	defer func() {
+		if t.Failed() {
+			for _, m := range members["g1"] {
+				st := m.fullStatus()
+				t.Logf("g1 %s: %v term %d leader %q vote %q last %v", st.SelfID, st.Role, st.Term, st.LeaderID, st.VoteFor, st.LastParseResult)
+			}
+		}
+	}()
+	dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members["g1"], up) })
+	if st := members["g1"][0].fullStatus(); st.VoteFor != "" {
+		t.Fatalf("the member whose vote file cannot be written granted a vote: %+v", st)
+	}
+	// The same host's member of g0 is a full voter: make it lead g0 by transfer.
+	g0 := members["g0"]
+	dledgertest.Eventually(t, 10*time.Second, "n0 leads g0", func() bool {
+		for _, s := range g0 {
+			if s.Status().Role == protocol.LEADER {
+				if s.Status().SelfID == "n0" {
+					return true
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), s.TransferTimeout())
+				defer cancel()
+				s.TransferLeadership(ctx, "n0")
+			}
+		}
+		return false
+	})
+}
+
+// TestHostAcceptsAConnectionPerSharedGroup: connections are per member pair, so a peer host
+// sharing 40 groups opens 40 connections from one address; a host's bounds must take them
+// (a single member's per-address bound of 32 refused the 33rd: found by measuring 100 groups).
+func TestHostAcceptsAConnectionPerSharedGroup(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h, err := NewHost(HostConfig{Listen: addr, DataDir: t.TempDir(), Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop(context.Background())
+	peers := map[string]string{}
+	for i := range 40 {
+		peers[fmt.Sprintf("p%d", i)] = addr
+	}
+	// Each connection sends its hello (a METADATA request) at once; an answer, even
+	// UNKNOWN_GROUP, means the host kept the connection.
+	cl, err := rpc.NewClient(rpc.ClientOptions{Peers: peers, Auth: rpc.Auth{Insecure: true, Group: "g", SelfID: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for id := range peers {
+		dledgertest.Eventually(t, 10*time.Second, "connection "+id, func() bool { return cl.Connected(id) })
+		done := make(chan error, 1)
+		cl.SendMetadata(id, &protocol.MetadataRequest{Header: protocol.Header{Group: "g", RemoteID: id, LocalID: "x"}},
+			func(r *protocol.MetadataResponse, err error) {
+				if err == nil && r.Code != protocol.CodeUnknownGroup {
+					err = fmt.Errorf("code %v", r.Code)
+				}
+				done <- err
+			})
+		if err := <-done; err != nil {
+			t.Fatalf("connection %s: %v", id, err)
 		}
 	}
 }
