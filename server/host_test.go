@@ -471,3 +471,46 @@ func TestHostAcceptsAConnectionPerSharedGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestHostReAddsAFollowerAndTheLeaderStays (DLedger's proxy scenario "restart a follower"):
+// a follower removed from its host at run time and added back, on the same vote file, rejoins
+// the same leader at the same term, and its group on the other hosts never moves.
+func TestHostReAddsAFollowerAndTheLeaderStays(t *testing.T) {
+	ports := freePorts(t, 3)
+	peers := peersString(ports)
+	var hosts []*Host
+	var members []*Server
+	for i, p := range ports {
+		hosts = append(hosts, newTestHost(t, p, t.TempDir()))
+		members = append(members, addStartedWith(t, hosts[i], "g", fmt.Sprintf("n%d", i), peers, calmTimings()))
+	}
+	up := func(*Server) bool { return false }
+	leader, term := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members, up) })
+	f := (func() int {
+		for i, m := range members {
+			if m.Status().SelfID != leader {
+				return i
+			}
+		}
+		return -1
+	})()
+	id := fmt.Sprintf("n%d", f)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hosts[f].RemoveGroup(ctx, "g", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := hosts[f].RemoveGroup(ctx, "g", id); err == nil {
+		t.Fatal("a member removed twice")
+	}
+	members[f] = addStartedWith(t, hosts[f], "g", id, peers, calmTimings())
+	dledgertest.Eventually(t, 10*time.Second, "the re-added follower follows the leader", func() bool {
+		st := members[f].Status()
+		return st.LeaderID == leader && st.Term == term && st.Role == protocol.FOLLOWER
+	})
+	for _, m := range members {
+		if st := m.Status(); st.Term != term || st.LeaderID != leader {
+			t.Fatalf("%s at %s@%d, want the leader %s@%d unchanged", st.SelfID, st.LeaderID, st.Term, leader, term)
+		}
+	}
+}
