@@ -122,6 +122,8 @@ type Elector struct {
 	last    RoleEvent
 	pending []RoleEvent
 	notify  chan struct{}
+	// eventsAlarm, if set, is called with notify (SetEventsAlarm).
+	eventsAlarm func()
 
 	// outbox: what the current step has decided to send, answer or count, delivered in order
 	// once the lock is released (outbox.go); delivering: a delivery loop is running, and will
@@ -370,6 +372,9 @@ func (e *Elector) emit(now time.Time) {
 	case e.notify <- struct{}{}:
 	default:
 	}
+	if e.eventsAlarm != nil {
+		e.eventsAlarm()
+	}
 }
 
 // TakeEvents returns the role events queued since the last call, oldest first.
@@ -383,6 +388,16 @@ func (e *Elector) TakeEvents() []RoleEvent {
 
 // EventsReady is signalled (coalesced) whenever TakeEvents has something to return.
 func (e *Elector) EventsReady() <-chan struct{} { return e.notify }
+
+// SetEventsAlarm gives the elector a driver's alarm for role events: set is called, with the
+// elector's lock held, whenever an event is queued for TakeEvents (as EventsReady is
+// signalled). It must not block or call the elector. A driver of many electors uses it in
+// place of a goroutine per elector waiting on EventsReady (driver.Maintainer).
+func (e *Elector) SetEventsAlarm(set func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.eventsAlarm = set
+}
 
 // ---- follower ----
 

@@ -608,3 +608,22 @@ func (osOps) syncDir(dir string) error {
 	}
 	return d.Close()
 }
+
+// ReadOwner returns the member that dir's vote.state belongs to, without locking dir. known
+// is false if there is no vote.state, or if its record predates owners (version 1). A host of
+// groups uses it to read a single-member data dir in place (docs/design.md, "The host as
+// built").
+func ReadOwner(dir string) (owner Owner, known bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, StateFileName))
+	if errors.Is(err, os.ErrNotExist) {
+		return Owner{}, false, nil
+	}
+	if err != nil {
+		return Owner{}, false, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	st, _, err := decodeFile(b)
+	if err != nil {
+		return Owner{}, false, fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	return st.owner, st.owner != (Owner{}), nil
+}

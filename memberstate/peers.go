@@ -41,14 +41,15 @@ func ParsePeers(s string) ([]Peer, error) {
 }
 
 // validatePeers checks a member list, however it was built: at least one member, every id
-// valid (ValidateID) and every address host:port, and no two members sharing an id or an
-// address. Errors name the offending member as it would appear in a peers string.
+// valid (ValidateID) and every address host:port, and no two members sharing an id. Two
+// members may share an address: a host of groups serves several members of one group on one
+// port, routed by id (docs/protocol.md 4.1); a member with a port of its own refuses that
+// (server.Config). Errors name the offending member as it would appear in a peers string.
 func validatePeers(peers []Peer) error {
 	if len(peers) == 0 {
 		return fmt.Errorf("peers: no members")
 	}
 	ids := map[string]bool{}
-	addrs := map[string]string{}
 	for _, p := range peers {
 		item := p.ID + "-" + p.Addr
 		if err := ValidateID(p.ID); err != nil {
@@ -60,11 +61,7 @@ func validatePeers(peers []Peer) error {
 		if ids[p.ID] {
 			return fmt.Errorf("peers: duplicate member id %q", p.ID)
 		}
-		if other, dup := addrs[p.Addr]; dup {
-			return fmt.Errorf("peers: members %q and %q share the address %s", other, p.ID, p.Addr)
-		}
 		ids[p.ID] = true
-		addrs[p.Addr] = p.ID
 	}
 	return nil
 }

@@ -47,6 +47,17 @@ func (a *Auth) check() error {
 	return nil
 }
 
+// checkHost is check for a Server on a Mux: Group, SelfID and Members come from the mux.
+func (a *Auth) checkHost() error {
+	switch {
+	case a.Insecure && a.Keys.Len() > 0:
+		return errors.New("rpc: Auth has both Keys and Insecure; choose one")
+	case !a.Insecure && a.Keys.Len() == 0:
+		return errors.New("rpc: peer authentication needs a key set (Auth.Keys), or Auth.Insecure")
+	}
+	return nil
+}
+
 func (a *Auth) secure() bool { return !a.Insecure }
 
 // Reasons passed to Hooks.OnAuthFailure besides those of package secure (secure.Reason:

@@ -142,8 +142,11 @@ func (o *ServerOptions) setDefaults() {
 // Server accepts connections from peers and tools and dispatches their requests to a
 // Handler. Create it with NewServer, then Start and Stop it once each.
 type Server struct {
-	opts        ServerOptions
-	handler     Handler
+	opts    ServerOptions
+	handler Handler
+	// mux is handler when it is a *Mux (a host of groups): the handshake then finds the
+	// group among the mux's, and binds the connection to that group and member.
+	mux         *Mux
 	obs         *observer
 	maxBuffered int // bytes a throttled connection may have waiting before it is a flood
 	// maxBody bounds a frame body on the wire, maxPlain a body we encode (sealed, a body
@@ -186,7 +189,12 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 	if _, _, err := net.SplitHostPort(opts.Addr); err != nil {
 		return nil, fmt.Errorf("rpc: NewServer: bad address %q: %w", opts.Addr, err)
 	}
-	if err := opts.Auth.check(); err != nil {
+	mux, _ := handler.(*Mux)
+	if mux != nil {
+		if err := opts.Auth.checkHost(); err != nil {
+			return nil, err
+		}
+	} else if err := opts.Auth.check(); err != nil {
 		return nil, err
 	}
 	opts.setDefaults()
@@ -197,6 +205,7 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 	s := &Server{
 		opts:        opts,
 		handler:     handler,
+		mux:         mux,
 		obs:         newObserver(opts.Logger, opts.Hooks),
 		maxBuffered: 4 * (frameHeaderLen + opts.MaxFrameSize),
 		// Sized so that every connection can have all its requests queued at once: a full

@@ -163,7 +163,15 @@ var (
 // bounds.
 func (s *Server) respond(c gnet.Conn, sc *serverConn, msg1 []byte) error {
 	a := &s.opts.Auth
-	msg2, sess, peerID, err := secure.Respond(a.Keys, a.Group, a.SelfID, msg1, s.accept)
+	var msg2 []byte
+	var sess *secure.Session
+	var peerID string
+	var err error
+	if s.mux != nil {
+		msg2, sess, _, peerID, _, err = s.mux.respond(a.Keys, msg1)
+	} else {
+		msg2, sess, peerID, err = secure.Respond(a.Keys, a.Group, a.SelfID, msg1, s.accept)
+	}
 	if err != nil {
 		if peerID != "" {
 			err = fmt.Errorf("%w (claimed id %q)", err, peerID)

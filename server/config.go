@@ -113,7 +113,12 @@ type resolved struct {
 // the profile's values in the zero fields), group, ids, the peers string, self and preferred
 // leaders among the peers, the ledger mode and the HTTP address's form. It touches neither
 // disk nor network.
-func (c Config) resolve() (resolved, error) {
+func (c Config) resolve() (resolved, error) { return c.resolveFor(false) }
+
+// resolveFor is resolve for a member with a port of its own (hosted false), where two members
+// at one address is a mistake (a request for one would reach the other), or for a member of a
+// Host, whose members of one group may share the host's address (routed by id).
+func (c Config) resolveFor(hosted bool) (resolved, error) {
 	base, err := dledger.Profile(c.Profile)
 	if err != nil {
 		return resolved{}, err
@@ -134,7 +139,12 @@ func (c Config) resolve() (resolved, error) {
 	}
 	r := resolved{settings: settings{Config: c}, peers: peers}
 	ids := map[string]bool{}
+	addrs := map[string]string{}
 	for _, p := range peers {
+		if other, dup := addrs[p.Addr]; dup && !hosted {
+			return resolved{}, fmt.Errorf("peers: members %q and %q share the address %s", other, p.ID, p.Addr)
+		}
+		addrs[p.Addr] = p.ID
 		ids[p.ID] = true
 		if p.ID == c.SelfID {
 			r.selfAddr = p.Addr

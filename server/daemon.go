@@ -78,8 +78,11 @@ func (d DaemonConfig) resolve() (DaemonConfig, error) {
 }
 
 // resolve checks c and d together: what New runs the member with.
-func resolve(c Config, d DaemonConfig) (resolved, error) {
-	r, err := c.resolve()
+func resolve(c Config, d DaemonConfig) (resolved, error) { return resolveFor(c, d, false) }
+
+// resolveFor is resolve for a member with a port of its own or (hosted) of a Host.
+func resolveFor(c Config, d DaemonConfig, hosted bool) (resolved, error) {
+	r, err := c.resolveFor(hosted)
 	if err != nil {
 		return resolved{}, err
 	}

@@ -4,7 +4,8 @@
 // UpdateLedger, Subscribe and TransferLeadership, with role events whose term is the fencing
 // token, and the names they use (RoleEvent, Role, Status, Timings, KeySet: api.go) and their
 // errors, sentinels for errors.Is (errors.go). Config holds what a broker sets; DaemonConfig
-// what only the `dledger server` process adds (listeners, admin token, hooks).
+// what only the `dledger server` process adds (listeners, admin token, hooks). A Host (host.go)
+// serves many such members, of one or many groups, on one rpc port and data dir root.
 //
 // Role events and the end of a member: when a started member stops, its listeners receive one
 // last event after every election event, {Role: UNKNOWN, LeaderID: "", Term: the last term}.
@@ -45,6 +46,7 @@ type options struct {
 	listeners  []func(dledger.RoleEvent)
 	store      memberstate.Store
 	daemon     DaemonConfig
+	host       *Host // set by Host.AddGroup: the member is served by the host's rpc listener
 }
 
 // WithLogger sets the logger (default: none). Every election line carries group, self, term
@@ -84,7 +86,9 @@ type Server struct {
 	probes   probeGate // GET /v1/members (members.go)
 	metrics  *metrics.Metrics
 	gatherer prometheus.Gatherer
-	rpcSrv   *rpc.Server
+	rpcSrv   *rpc.Server // nil on a host: host.mux routes to handler
+	host     *Host
+	handler  rpc.Handler
 	client   *rpc.Client
 	admin    *httpEndpoint // nil: no admin API
 	metricsL *httpEndpoint // nil: no separate metrics listener
@@ -127,7 +131,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
-	r, err := resolve(config, o.daemon)
+	r, err := resolveFor(config, o.daemon, o.host != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -236,9 +240,11 @@ func New(config Config, opts ...Option) (*Server, error) {
 	elector.Store(s.elector)
 	// A member that connects to us is up: stop backing off from it, so that our first request
 	// to it (a new leader's first heartbeat) does not wait out a redial delay.
-	s.rpcSrv, err = rpc.NewServer(metadataHandler{Handler: s.elector, s: s}, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks,
-		OnPeerHello: s.client.Kick})
-	if err != nil {
+	s.handler = metadataHandler{Handler: s.elector, s: s}
+	if s.host = o.host; s.host != nil {
+		s.handler = hostedHandler{s.handler.(metadataHandler)}
+	} else if s.rpcSrv, err = rpc.NewServer(s.handler, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks,
+		OnPeerHello: s.client.Kick}); err != nil {
 		s.client.Close()
 		return nil, err
 	}
@@ -322,27 +328,35 @@ func (s *Server) start() error {
 			return err
 		}
 	}
-	if err := s.rpcSrv.Start(); err != nil {
+	if err := s.startRPC(); err != nil {
 		closeAll()
-		return fmt.Errorf("rpc listen: %w", err)
+		return err
 	}
 	for _, ep := range eps {
 		ep.serve()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.runDone = cancel, make(chan struct{})
-	go func() {
-		defer close(s.runDone)
-		// Each event passes the fence before any listener gets it (fencing.go).
-		driver.Run(ctx, s.elector, driver.PublishFunc(func(evs []dledger.RoleEvent) { s.publish(evs...) }))
-	}()
+	// Each event passes the fence before any listener gets it (fencing.go).
+	pub := driver.PublishFunc(func(evs []dledger.RoleEvent) { s.publish(evs...) })
+	s.runDone = make(chan struct{})
+	if s.host != nil {
+		// The host's one StateMaintainer drives every member: no goroutine of our own.
+		remove := s.host.maint.Add(s.elector, pub)
+		s.cancel = func() { remove(); close(s.runDone) }
+	} else {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.cancel = cancel
+		go func() {
+			defer close(s.runDone)
+			driver.Run(ctx, s.elector, pub)
+		}()
+	}
 	s.state = 1
 	st := s.elector.Status()
-	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.rpcSrv.Addr()), zap.String("http", s.HTTPAddr()),
+	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.RPCAddr()), zap.String("http", s.HTTPAddr()),
 		zap.Int64("term", st.Term), zap.String("voteFor", st.VoteFor), zap.Stringer("role", st.Role),
 		zap.Strings("peerKeyIds", s.cfg.Keys.IDs())) // the primary first; ids are safe to log
 	if s.cfg.Insecure {
-		s.log.Warn("peer authentication is off (insecure): any host that can reach the rpc port " + s.rpcSrv.Addr() +
+		s.log.Warn("peer authentication is off (insecure): any host that can reach the rpc port " + s.RPCAddr() +
 			" can depose the leader, burn votes or stall the group")
 	}
 	return nil
@@ -395,9 +409,14 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 				errs = append(errs, err)
 			}
 		}
-		if err := s.rpcSrv.Stop(ctx); err != nil {
+		if s.host != nil {
+			s.host.mux.Remove(s.cfg.Group, s.cfg.SelfID)
+		} else if err := s.rpcSrv.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc server: %w", err))
 		}
+	}
+	if s.host != nil {
+		s.host.forget(s)
 	}
 	s.client.Close()
 	for _, u := range s.unsubs {
@@ -599,7 +618,28 @@ func (s *Server) transfer(ctx context.Context, to string, forward bool) (Transfe
 }
 
 // RPCAddr is the address the rpc server listens on (after Start).
-func (s *Server) RPCAddr() string { return s.rpcSrv.Addr() }
+func (s *Server) RPCAddr() string {
+	if s.host != nil {
+		return s.host.Addr()
+	}
+	return s.rpcSrv.Addr()
+}
+
+// startRPC starts serving the member's requests: its own rpc listener, or its route on its
+// host's.
+func (s *Server) startRPC() error {
+	if s.host == nil {
+		if err := s.rpcSrv.Start(); err != nil {
+			return fmt.Errorf("rpc listen: %w", err)
+		}
+		return nil
+	}
+	ids := make([]string, len(s.peers))
+	for i, p := range s.peers {
+		ids[i] = p.ID
+	}
+	return s.host.mux.Add(s.cfg.Group, s.cfg.SelfID, ids, s.handler)
+}
 
 // HTTPAddr is the admin API's address (after Start), or "".
 func (s *Server) HTTPAddr() string { return s.admin.boundAddr() }

@@ -93,34 +93,65 @@ func (in *Initiator) Finish(msg2 []byte) (*Session, error) {
 // The peer has proven it holds the key once its first frame opens: a replayed msg1 also
 // produces a msg2 and a session, but no frame will open on it.
 func Respond(keys KeySet, group, selfID string, msg1 []byte, accept func(peerID string) bool) (msg2 []byte, s *Session, peerID string, err error) {
-	if keys.Len() == 0 {
-		return nil, nil, "", fmt.Errorf("secure: no key")
-	}
 	if err := checkNames(group, selfID); err != nil {
 		return nil, nil, "", err
 	}
+	one := func(yield func(string) bool) { yield(group) }
+	msg2, s, _, peerID, _, err = RespondHost(keys, one, msg1, func(_, peer, target string) error {
+		if target != selfID {
+			return fmt.Errorf("%w: %q dialled %q, this is %q", ErrWrongPeer, peer, target, selfID)
+		}
+		if accept == nil || !accept(peer) {
+			return fmt.Errorf("%w: %q", ErrUnknownMember, peer)
+		}
+		return nil
+	})
+	return msg2, s, peerID, err
+}
+
+// RespondHost is Respond for a host that serves members of many groups on one listener
+// (docs/protocol.md 4.1, "A host of groups"): msg1's prologue binds a group the responder has
+// to guess, so every group groups yields is tried with every key until one verifies msg1.
+// msg1 of NNpsk0 carries no DH, so a try is a hash and an AEAD open, but the cost is linear in
+// the groups. check, called with the group, the peer's id and the member it dialled, accepts
+// the connection (nil) or refuses it (an error wrapping ErrWrongPeer or ErrUnknownMember). The
+// responder answers as the member dialled. The bytes on the wire are Respond's.
+func RespondHost(keys KeySet, groups func(yield func(string) bool), msg1 []byte,
+	check func(group, peerID, target string) error) (msg2 []byte, s *Session, group, peerID, target string, err error) {
+	if keys.Len() == 0 {
+		return nil, nil, "", "", "", fmt.Errorf("secure: no key")
+	}
 	if err := checkMsg1(msg1); err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", "", "", err
 	}
-	hs, payload, keyID, err := readMsg1(keys, group, msg1)
+	var hs *noise.HandshakeState
+	var payload []byte
+	var keyID string
+	err = ErrBadKey
+	for g := range groups {
+		if checkName("group", g, MaxGroupLen) != nil {
+			continue
+		}
+		if hs, payload, keyID, err = readMsg1(keys, g, msg1); err != ErrBadKey {
+			group = g
+			break
+		}
+	}
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", "", "", err
 	}
-	peerID, target, err := msg1Payload(payload)
+	peerID, target, err = msg1Payload(payload)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, group, "", "", err
 	}
-	if target != selfID {
-		return nil, nil, peerID, fmt.Errorf("%w: %q dialled %q, this is %q", ErrWrongPeer, peerID, target, selfID)
+	if err := check(group, peerID, target); err != nil {
+		return nil, nil, group, peerID, target, err
 	}
-	if accept == nil || !accept(peerID) {
-		return nil, nil, peerID, fmt.Errorf("%w: %q", ErrUnknownMember, peerID)
-	}
-	msg2, cs1, cs2, err := hs.WriteMessage(make([]byte, 0, msg2MaxLen), appendID(nil, selfID))
+	msg2, cs1, cs2, err := hs.WriteMessage(make([]byte, 0, msg2MaxLen), appendID(nil, target))
 	if err != nil || cs1 == nil {
-		return nil, nil, peerID, fmt.Errorf("secure: %w", err) // only a failing random source
+		return nil, nil, group, peerID, target, fmt.Errorf("secure: %w", err) // only a failing random source
 	}
-	return msg2, newSession(peerID, keyID, cs2, cs1), peerID, nil // the responder sends with the second
+	return msg2, newSession(peerID, keyID, cs2, cs1), group, peerID, target, nil // the responder sends with the second
 }
 
 // readMsg1 tries msg1 with every key, each with a fresh handshake state, and returns the

@@ -1,0 +1,118 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// soloElector is a one-member group's elector (it elects itself, and as leader it has a pass
+// every heartbeat interval).
+func soloElector(t *testing.T, group string) *dledger.Elector {
+	t.Helper()
+	peers, err := memberstate.ParsePeers("n0-127.0.0.1:20911")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := dledger.DefaultConfig()
+	cfg.HeartBeatInterval = 20 * time.Millisecond
+	e, err := dledger.New(cfg, dledger.Member{Group: group, SelfID: "n0", Peers: peers, Store: memberstate.NewMemStore()},
+		dledger.Options{Clock: WallClock{}, Rand: NewRand(1), Transport: noTransport{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// eventLog records one elector's published events.
+type eventLog struct {
+	mu     sync.Mutex
+	evs    []dledger.RoleEvent
+	leader chan struct{}
+}
+
+func (l *eventLog) Publish(evs []dledger.RoleEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ev := range evs {
+		l.evs = append(l.evs, ev)
+		if ev.Role == protocol.LEADER && len(l.leader) == 0 {
+			l.leader <- struct{}{}
+		}
+	}
+}
+
+// TestMaintainerDrivesManyElectorsOnOneGoroutine: one maintainer drives 20 electors with no
+// goroutine of theirs (Run would take 40); each elects itself and its events arrive in order,
+// seq 1, 2, ...; removing half leaves the others driven, and the maintainer empty at the end.
+func TestMaintainerDrivesManyElectorsOnOneGoroutine(t *testing.T) {
+	const n = 20
+	m := NewMaintainer()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	var electors []*dledger.Elector
+	var logs []*eventLog
+	for i := range n {
+		electors = append(electors, soloElector(t, fmt.Sprintf("g%d", i)))
+		logs = append(logs, &eventLog{leader: make(chan struct{}, 1)})
+	}
+	before := runtime.NumGoroutine()
+	var removes []func()
+	for i, e := range electors {
+		removes = append(removes, m.Add(e, logs[i]))
+	}
+	for i, l := range logs {
+		select {
+		case <-l.leader:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("elector %d never led", i)
+		}
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("%d goroutines with %d electors driven, %d before: the maintainer must not start one per elector", after, n, before)
+	}
+	for i, l := range logs {
+		l.mu.Lock()
+		for j, ev := range l.evs {
+			if ev.Seq != uint64(j+1) {
+				t.Fatalf("elector %d: event %d has seq %d: %+v", i, j, ev.Seq, l.evs)
+			}
+		}
+		l.mu.Unlock()
+	}
+	for i := 0; i < n/2; i++ {
+		removes[i]()
+		removes[i]() // a second remove is harmless
+	}
+	if got := m.Len(); got != n-n/2 {
+		t.Fatalf("Len %d after removing %d of %d", got, n/2, n)
+	}
+	// The others still have their passes: a one-member leader's pass renews its heartbeat.
+	for i := n / 2; i < n; i++ {
+		e := electors[i]
+		t0 := e.Status().LastHeartBeat
+		deadline := time.Now().Add(30 * time.Second)
+		for !e.Status().LastHeartBeat.After(t0) {
+			if time.Now().After(deadline) {
+				t.Fatalf("elector %d is no longer driven", i)
+			}
+			time.Sleep(5 * time.Millisecond) // polling interval
+		}
+	}
+	for i := n / 2; i < n; i++ {
+		removes[i]()
+	}
+	if got := m.Len(); got != 0 {
+		t.Fatalf("Len %d after removing all", got)
+	}
+}

@@ -1,0 +1,326 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/dledger/driver"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// HostConfig is what a process hosting many group members sets once for all of them
+// (docs/design.md, "The host as built").
+type HostConfig struct {
+	// Listen is the rpc address every hosted member is reached at, host:port. Each member's
+	// entry in its own Peers must name this address.
+	Listen string
+	// DataDir is the root of the members' data dirs: a member's vote file is in
+	// DataDir/groups/<group>/<id>/ (path-escaped), or in DataDir itself if DataDir is a
+	// single member's data dir of today's layout and its vote.state names that member.
+	DataDir string
+	// Keys is the key set every group on this host uses (peer authentication), or Insecure.
+	Keys     KeySet
+	Insecure bool
+	// MaxConns and MaxConnsPerIP bound the rpc listener's open connections, in all and from
+	// one source address (defaults 4096 and 2048; see rpc.ServerOptions). Connections are
+	// still one per pair of members, not of hosts (docs/design.md, "The host as built"): a
+	// host whose members have P peers on other hosts needs about P of them, and one peer
+	// host as many as the members they share; one member's defaults (256, 32) would refuse
+	// the 33rd group shared with one host.
+	MaxConns, MaxConnsPerIP int
+}
+
+const (
+	defaultHostMaxConns      = 4096
+	defaultHostMaxConnsPerIP = 2048
+)
+
+// Host serves many members, of one or many groups, on one rpc port and one data dir root: a
+// broker's replica groups in one process (issue 29; DLedger's proxy). AddGroup adds a member
+// with today's member API (*Server), RemoveGroup stops and removes one. Each member keeps its
+// own elector, vote file, rpc client, role events and metrics series; the rpc listener, the
+// key set and the data dir root are the host's.
+type Host struct {
+	cfg      HostConfig
+	log      *zap.Logger
+	reg      prometheus.Registerer
+	gatherer prometheus.Gatherer
+	mux      *rpc.Mux
+	rpcSrv   *rpc.Server
+	// maint is the host's one StateMaintainer: a goroutine and a timer for every member,
+	// which wakes only for the members whose pass is due (driver.Maintainer).
+	maint   *driver.Maintainer
+	stopRun context.CancelFunc
+	runDone chan struct{}
+
+	mu      sync.Mutex
+	state   int // 0 new, 1 started, 2 stopped
+	members map[memberKey]*Server
+}
+
+type memberKey struct{ group, self string }
+
+// NewHost checks cfg and builds the host's rpc server without opening it. Options: WithLogger
+// and WithRegisterer (every member's metrics go on that registry, labelled by group and self;
+// default: a registry of the host's own with the Go and process collectors).
+func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.logger == nil {
+		o.logger = zap.NewNop()
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("host: data dir is required (it keeps every member's term and vote across restarts)")
+	}
+	switch {
+	case cfg.Keys.Len() == 0 && !cfg.Insecure:
+		return nil, errNoKey
+	case cfg.Keys.Len() > 0 && cfg.Insecure:
+		return nil, errors.New("host: both Keys and Insecure are set")
+	}
+	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
+		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}}
+	if h.reg == nil {
+		own := prometheus.NewRegistry()
+		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		h.reg, h.gatherer = own, own
+	}
+	var err error
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = defaultHostMaxConns
+	}
+	if cfg.MaxConnsPerIP == 0 {
+		cfg.MaxConnsPerIP = defaultHostMaxConnsPerIP
+	}
+	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP,
+		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc")})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Start opens the rpc listener and starts the host's StateMaintainer. Members are driven and
+// served once they start; a member started before the host has its passes once the host
+// starts.
+func (h *Host) Start() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch h.state {
+	case 1:
+		return ErrAlreadyStarted
+	case 2:
+		return fmt.Errorf("%w: host Start after Stop", ErrStopped)
+	}
+	if err := h.rpcSrv.Start(); err != nil {
+		return fmt.Errorf("rpc listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stopRun, h.runDone = cancel, make(chan struct{})
+	go func() {
+		defer close(h.runDone)
+		h.maint.Run(ctx)
+	}()
+	h.state = 1
+	h.log.Info("host started", zap.String("rpc", h.rpcSrv.Addr()))
+	return nil
+}
+
+// Addr is the rpc listener's bound address.
+func (h *Host) Addr() string { return h.rpcSrv.Addr() }
+
+// Gatherer serves the metrics of every member of the host (nil if WithRegisterer was given
+// a registerer that is no gatherer).
+func (h *Host) Gatherer() prometheus.Gatherer { return h.gatherer }
+
+// AddGroup builds member cfg.SelfID of group cfg.Group on this host, not yet started: the
+// broker reports its ledger if needed and calls Start, as with New. cfg takes the host's key
+// set and data dir when it leaves Keys, Insecure and DataDir empty; its own Listen and daemon
+// settings are refused (they belong to the process). Options are New's (WithListener,
+// WithStore...); the logger and registry are the host's unless given. Several members of one
+// group may be on one host.
+func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if !reflect.DeepEqual(o.daemon, DaemonConfig{}) {
+		return nil, errors.New("host: daemon settings belong to the host's process, not to a group member")
+	}
+	if cfg.Listen != "" {
+		return nil, fmt.Errorf("host: member %s of group %s sets Listen; a hosted member is reached at the host's address", cfg.SelfID, cfg.Group)
+	}
+	switch {
+	case cfg.Keys.Len() == 0 && !cfg.Insecure:
+		cfg.Keys, cfg.Insecure = h.cfg.Keys, h.cfg.Insecure
+	case cfg.Insecure != h.cfg.Insecure || !slices.Equal(cfg.Keys.IDs(), h.cfg.Keys.IDs()):
+		return nil, errors.New("host: every group on a host uses the host's key set; leave Keys and Insecure empty")
+	}
+	key := memberKey{cfg.Group, cfg.SelfID}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == 2 {
+		return nil, fmt.Errorf("%w: AddGroup after the host stopped", ErrStopped)
+	}
+	if h.members[key] != nil {
+		return nil, fmt.Errorf("host: member %s of group %s is already on this host", cfg.SelfID, cfg.Group)
+	}
+	if cfg.DataDir == "" && o.store == nil {
+		dir, err := h.memberDir(cfg.Group, cfg.SelfID)
+		if err != nil {
+			return nil, err
+		}
+		cfg.DataDir = dir
+	}
+	all := append([]Option{WithLogger(h.log), WithRegisterer(h.reg)}, opts...)
+	all = append(all, func(o *options) { o.host = h })
+	s, err := New(cfg, all...)
+	if err != nil {
+		return nil, err
+	}
+	if s.gatherer == nil {
+		s.gatherer = h.gatherer
+	}
+	h.members[key] = s
+	return s, nil
+}
+
+// memberDir is where member self of group keeps its vote file: the root itself if it is a
+// single member's data dir (today's layout) whose vote.state names that member, else
+// groups/<group>/<self>/ below it. A root vote.state that names no member (a version 1
+// record) is refused rather than guessed at.
+func (h *Host) memberDir(group, self string) (string, error) {
+	owner, known, err := memberstate.ReadOwner(h.cfg.DataDir)
+	if err != nil {
+		return "", err
+	}
+	if known && owner == (memberstate.Owner{Group: group, SelfID: self}) {
+		return h.cfg.DataDir, nil
+	}
+	if !known {
+		if _, err := os.Stat(filepath.Join(h.cfg.DataDir, memberstate.StateFileName)); err == nil {
+			return "", fmt.Errorf("host: data dir %s holds a vote.state that names no member; start that member once with server.New to record its owner", h.cfg.DataDir)
+		}
+	}
+	return filepath.Join(h.cfg.DataDir, "groups", pathSegment(group), pathSegment(self)), nil
+}
+
+// pathSegment makes a group name or member id one directory name: path-escaped, and never
+// "." or "..".
+func pathSegment(s string) string {
+	switch s {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(s)
+}
+
+// RemoveGroup stops member self of group as Server.Stop does (a leader hands over first,
+// bounded by ctx) and removes it from the host: its requests are answered UNKNOWN_MEMBER
+// from then on, and its data dir is released.
+func (h *Host) RemoveGroup(ctx context.Context, group, self string) error {
+	h.mu.Lock()
+	s := h.members[memberKey{group, self}]
+	h.mu.Unlock()
+	if s == nil {
+		return fmt.Errorf("host: no member %s of group %s on this host", self, group)
+	}
+	return s.Stop(ctx) // forgets it (Server.stop)
+}
+
+// Member returns the hosted member self of group, or nil.
+func (h *Host) Member(group, self string) *Server {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.members[memberKey{group, self}]
+}
+
+// Members returns the hosted members, ordered by group then id.
+func (h *Host) Members() []*Server {
+	h.mu.Lock()
+	out := make([]*Server, 0, len(h.members))
+	for _, s := range h.members {
+		out = append(out, s)
+	}
+	h.mu.Unlock()
+	slices.SortFunc(out, func(a, b *Server) int {
+		if a.cfg.Group != b.cfg.Group {
+			if a.cfg.Group < b.cfg.Group {
+				return -1
+			}
+			return 1
+		}
+		if a.cfg.SelfID < b.cfg.SelfID {
+			return -1
+		}
+		if a.cfg.SelfID > b.cfg.SelfID {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Stop stops every member (each leader hands over first, all at once, bounded by ctx), then
+// the rpc listener. Members cannot be added afterwards.
+func (h *Host) Stop(ctx context.Context) error {
+	h.mu.Lock()
+	started := h.state == 1
+	h.state = 2
+	h.mu.Unlock()
+	members := h.Members()
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, s := range members {
+		wg.Go(func() { errs[i] = s.Stop(ctx) })
+	}
+	wg.Wait()
+	if started {
+		h.stopRun()
+		<-h.runDone
+		if err := h.rpcSrv.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("rpc server: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// forget removes a stopped member from the host's table.
+func (h *Host) forget(s *Server) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if k := (memberKey{s.cfg.Group, s.cfg.SelfID}); h.members[k] == s {
+		delete(h.members, k)
+	}
+}
+
+// hostedHandler is a hosted member's rpc handler: its METADATA hello, which the host's
+// listener cannot map to a member's client, lets this member's client stop backing off from
+// the sender (what ServerOptions.OnPeerHello does for a member with a port of its own).
+type hostedHandler struct {
+	metadataHandler
+}
+
+func (h hostedHandler) HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse {
+	if req.LocalID != "" {
+		h.s.client.Kick(req.LocalID)
+	}
+	return h.metadataHandler.HandleMetadata(req)
+}

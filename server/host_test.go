@@ -1,0 +1,516 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// newTestHost starts a host on 127.0.0.1:port with testKeys, stopped at cleanup.
+func newTestHost(t *testing.T, port int, dir string) *Host {
+	t.Helper()
+	h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", port), DataDir: dir, Keys: testKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h.Stop(ctx)
+	})
+	return h
+}
+
+// addStarted adds member self of group with peers to h, reports an empty ledger and starts it.
+func addStarted(t *testing.T, h *Host, group, self, peers string, opts ...Option) *Server {
+	t.Helper()
+	return addStartedWith(t, h, group, self, peers, fastTimings(), opts...)
+}
+
+func addStartedWith(t *testing.T, h *Host, group, self, peers string, timings dledger.Config, opts ...Option) *Server {
+	t.Helper()
+	s, err := h.AddGroup(Config{Group: group, SelfID: self, Peers: peers, Election: timings}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateLedger(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// groupView is StableLeader's view of members; a member whose host stopped is down.
+func groupView(members []*Server, down func(*Server) bool) []dledgertest.Member {
+	var v []dledgertest.Member
+	for _, s := range members {
+		st := s.Status()
+		v = append(v, dledgertest.Member{ID: st.SelfID, Up: !down(s), Leading: st.Role == protocol.LEADER,
+			LeaderID: st.LeaderID, Term: st.Term})
+	}
+	return v
+}
+
+// TestHostsElectEveryGroupAndFailOver: three hosts, each a member of every one of four groups,
+// on one rpc port each. Every group elects one leader; when the host leading the first group
+// stops, every group it led gets a leader on the other two hosts, and the groups it did not
+// lead keep their leader and term. Each member's vote file is its own, under the host's dir.
+func TestHostsElectEveryGroupAndFailOver(t *testing.T) {
+	ports := freePorts(t, 3)
+	peers := peersString(ports)
+	groups := []string{"g0", "g1", "g2", "g3"}
+	var hosts []*Host
+	var dirs []string
+	members := map[string][]*Server{} // group -> members n0, n1, n2
+	for i, p := range ports {
+		dirs = append(dirs, t.TempDir())
+		hosts = append(hosts, newTestHost(t, p, dirs[i]))
+		for _, g := range groups {
+			members[g] = append(members[g], addStarted(t, hosts[i], g, fmt.Sprintf("n%d", i), peers))
+		}
+	}
+	stopped := -1
+	down := func(s *Server) bool { return stopped >= 0 && s.RPCAddr() == hosts[stopped].Addr() }
+	leaders := map[string]string{}
+	terms := map[string]int64{}
+	for _, g := range groups {
+		leaders[g], terms[g] = dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member {
+			return groupView(members[g], down)
+		})
+	}
+	// Every member's vote file is its own: a leader's (it voted for itself) exists, and any
+	// that exists names its member.
+	for i, d := range dirs {
+		for _, g := range groups {
+			id := fmt.Sprintf("n%d", i)
+			owner, known, err := memberstate.ReadOwner(filepath.Join(d, "groups", g, id))
+			if err != nil || (known || leaders[g] == id) && owner != (memberstate.Owner{Group: g, SelfID: id}) {
+				t.Fatalf("host %d, group %s (leader %s): vote file owner %+v %v, %v", i, g, leaders[g], owner, known, err)
+			}
+		}
+	}
+	fmt.Sscanf(leaders["g0"], "n%d", &stopped)
+	victim := stopped
+	stopped = -1
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hosts[victim].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped = victim
+	for _, g := range groups {
+		id, term := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member {
+			return groupView(members[g], down)
+		})
+		if id == fmt.Sprintf("n%d", victim) {
+			t.Fatalf("group %s is led by the stopped host", g)
+		}
+		if leaders[g] != fmt.Sprintf("n%d", victim) && (id != leaders[g] || term != terms[g]) {
+			t.Fatalf("group %s, not led by the stopped host, changed: %s@%d -> %s@%d", g, leaders[g], terms[g], id, term)
+		}
+	}
+	if n := len(hosts[victim].Members()); n != 0 {
+		t.Fatalf("a stopped host still has %d members", n)
+	}
+}
+
+// TestHostThreeMembersOfOneGroup (DLedger's testThreeServerInOneProxy): one host serves all
+// three members of a group, beside a second group's member on the same port. They elect;
+// removing the leader (which hands over, as Stop does) leaves a successor at a higher term,
+// the removed member's last event is UNKNOWN, and requests for it are then answered
+// UNKNOWN_MEMBER on a connection that stays open.
+func TestHostThreeMembersOfOneGroup(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h := newTestHost(t, port, t.TempDir())
+	peers := fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, addr)
+	lastEvent := map[string]chan dledger.RoleEvent{}
+	var members []*Server
+	for i := range 3 {
+		id := fmt.Sprintf("n%d", i)
+		ch := make(chan dledger.RoleEvent, 64)
+		lastEvent[id] = ch
+		members = append(members, addStarted(t, h, "g", id, peers, WithListener(func(ev dledger.RoleEvent) {
+			select {
+			case ch <- ev:
+			default:
+			}
+		})))
+	}
+	other := addStarted(t, h, "solo", "n0", "n0-"+addr) // a one-member group on the same host
+	dledgertest.Eventually(t, 10*time.Second, "the one-member group leads", func() bool {
+		return other.Status().Role == protocol.LEADER
+	})
+	gone := map[string]bool{}
+	down := func(s *Server) bool { return gone[s.Status().SelfID] }
+	leader, term := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members, down) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.RemoveGroup(ctx, "g", leader); err != nil {
+		t.Fatal(err)
+	}
+	gone[leader] = true
+	if h.Member("g", leader) != nil {
+		t.Fatal("the removed member is still on the host")
+	}
+	// Another member leads, at a higher term.
+	next, nextTerm := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members, down) })
+	if next == leader || nextTerm <= term {
+		t.Fatalf("after removing leader %s@%d: %s@%d", leader, term, next, nextTerm)
+	}
+	var last dledger.RoleEvent
+	for drained := false; !drained; {
+		select {
+		case last = <-lastEvent[leader]:
+		default:
+			drained = true
+		}
+	}
+	if last.Role != protocol.UNKNOWN {
+		t.Fatalf("the removed member's last event is %+v, want UNKNOWN", last)
+	}
+	// A request for the removed member: UNKNOWN_MEMBER, and the connection serves on.
+	var third string
+	for _, m := range members {
+		if id := m.Status().SelfID; id != leader && id != next {
+			third = id
+		}
+	}
+	var connects atomic.Int32
+	cl, err := rpc.NewClient(rpc.ClientOptions{Peers: map[string]string{next: addr},
+		Auth:            rpc.Auth{Keys: testKeys, Group: "g", SelfID: third},
+		OnPeerConnected: func(string) { connects.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	dledgertest.Eventually(t, 5*time.Second, "connected", func() bool { return cl.Connected(next) })
+	call := func(to string) protocol.ResponseCode {
+		t.Helper()
+		done := make(chan *protocol.HeartBeatResponse, 1)
+		cl.SendHeartBeat(next, &protocol.HeartBeatRequest{Header: protocol.Header{Group: "g", RemoteID: to, LocalID: third, LeaderID: third}},
+			func(r *protocol.HeartBeatResponse, err error) {
+				if err != nil {
+					t.Errorf("heartbeat to %s: %v", to, err)
+				}
+				done <- r
+			})
+		r := <-done
+		if r == nil {
+			t.FailNow()
+		}
+		return r.Code
+	}
+	if c := call(leader); c != protocol.CodeUnknownMember {
+		t.Fatalf("a request for the removed member: %v, want UNKNOWN_MEMBER", c)
+	}
+	if c := call(next); c != protocol.CodeExpiredTerm {
+		t.Fatalf("a term-0 heartbeat to the leader: %v, want EXPIRED_TERM", c)
+	}
+	if n := connects.Load(); n != 1 {
+		t.Fatalf("%d connections for two calls, want 1 (the connection was kept)", n)
+	}
+	if got := other.Status(); got.Role != protocol.LEADER {
+		t.Fatalf("the other group's member changed: %+v", got)
+	}
+}
+
+// TestHostDataDirs: members of a host keep their vote files apart under groups/<group>/<id>
+// (escaped), and a data dir of today's single-member layout is read in place for the member
+// its vote.state names.
+func TestHostDataDirs(t *testing.T) {
+	root := t.TempDir()
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	// Today's layout: one member's vote.state at the root, at term 7.
+	st, err := memberstate.OpenFileStore(root, memberstate.Owner{Group: "old", SelfID: "n0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Save(memberstate.Durable{Term: 7}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	h := newTestHost(t, port, root)
+	old := addStarted(t, h, "old", "n0", "n0-"+addr)
+	if got := old.Status().Term; got < 7 {
+		t.Fatalf("the single-member dir was not read in place: term %d, want >= 7", got)
+	}
+	odd := addStarted(t, h, "a/..", "n0", "n0-"+addr)
+	dledgertest.Eventually(t, 10*time.Second, "both lead", func() bool {
+		return old.Status().Role == protocol.LEADER && odd.Status().Role == protocol.LEADER
+	})
+	dir := filepath.Join(root, "groups", "a%2F..", "n0")
+	if owner, known, err := memberstate.ReadOwner(dir); err != nil || !known || owner.Group != "a/.." {
+		t.Fatalf("%s: %+v %v %v", dir, owner, known, err)
+	}
+	if owner, _, _ := memberstate.ReadOwner(root); owner.Group != "old" {
+		t.Fatalf("the root's vote file now belongs to %+v", owner)
+	}
+	entries, _ := os.ReadDir(filepath.Join(root, "groups"))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "a%2F.." {
+		t.Fatalf("groups/ holds %v", names)
+	}
+	if _, err := h.AddGroup(Config{Group: "old", SelfID: "n0", Peers: "n0-" + addr, Election: fastTimings()}); err == nil {
+		t.Fatal("a second (old, n0) was added")
+	}
+	if _, err := h.AddGroup(Config{Group: "x", SelfID: "n0", Peers: "n0-" + addr, Listen: addr, Election: fastTimings()}); err == nil {
+		t.Fatal("a hosted member with its own Listen was added")
+	}
+}
+
+// TestHostGroupsEndpoint: GET /v1/groups lists the host's members ordered by group and id, in
+// pages whose cursors join up, filtered by group and by role; bad parameters are a 400.
+func TestHostGroupsEndpoint(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h := newTestHost(t, port, t.TempDir())
+	// Four one-member groups (names with a '/' and a '%' too) and a three-member group whose
+	// members all live here.
+	var want []string
+	for _, g := range []string{"a", "b/x", "c%", "d"} {
+		addStarted(t, h, g, "n0", "n0-"+addr)
+		want = append(want, g+" n0")
+	}
+	trio := fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, addr)
+	var members []*Server
+	for i := range 3 {
+		members = append(members, addStartedWith(t, h, "e", fmt.Sprintf("n%d", i), trio, calmTimings())) // read after the election
+	}
+	want = []string{want[0], want[1], want[2], want[3], "e n0", "e n1", "e n2"}
+	sort.Strings(want)
+	var leader string
+	var term int64
+	dledgertest.Eventually(t, 10*time.Second, "all of group e follow one leader", func() bool {
+		var ok bool
+		leader, term, ok = dledgertest.StableLeader(groupView(members, func(*Server) bool { return false }), 3)
+		for _, m := range members {
+			st := m.Status()
+			ok = ok && st.LeaderID == leader && st.Term == term
+		}
+		return ok
+	})
+	dledgertest.Eventually(t, 10*time.Second, "the one-member groups lead", func() bool {
+		for _, g := range []string{"a", "b/x", "c%", "d"} {
+			if h.Member(g, "n0").Status().Role != protocol.LEADER {
+				return false
+			}
+		}
+		return true
+	})
+	get := func(query string) (int, GroupsJSON) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.GroupsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/groups"+query, nil))
+		var out GroupsJSON
+		if rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec.Code, out
+	}
+	var got []string
+	pages := 0
+	for cursor := ""; ; pages++ {
+		q := "?limit=2"
+		if cursor != "" {
+			q += "&after=" + url.QueryEscape(cursor)
+		}
+		code, page := get(q)
+		if code != http.StatusOK || len(page.Groups) > 2 {
+			t.Fatalf("%s: %d %+v", q, code, page)
+		}
+		for _, g := range page.Groups {
+			got = append(got, g.Group+" "+g.SelfID)
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") || pages != 3 {
+		t.Fatalf("paged listing %v in %d pages, want %v in 4", got, pages+1, want)
+	}
+	code, page := get("?group=e")
+	if code != http.StatusOK || len(page.Groups) != 3 {
+		t.Fatalf("group=e: %d %+v", code, page)
+	}
+	for _, g := range page.Groups {
+		if g.Term != term || g.LeaderID != leader || (g.SelfID == leader) != (g.Role == "LEADER") {
+			t.Fatalf("group e: %+v, want leader %s at %d", g, leader, term)
+		}
+	}
+	code, page = get("?role=leader")
+	if code != http.StatusOK || len(page.Groups) != 5 {
+		t.Fatalf("role=leader: %d %+v, want the 4 one-member groups and e's leader", code, page)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?role=boss", "?after=nocursor", "?grp=e"} {
+		if code, _ := get(q); code != http.StatusBadRequest {
+			t.Fatalf("%s: %d, want 400", q, code)
+		}
+	}
+}
+
+// TestHostDiskErrorFailsOneGroupOnly: on a host whose disk fails for one group's vote file
+// (every Save fails), that member grants no vote, while the same host's member of another
+// group votes and leads: both groups elect.
+func TestHostDiskErrorFailsOneGroupOnly(t *testing.T) {
+	ports := freePorts(t, 3)
+	peers := peersString(ports)
+	broken := memberstate.NewMemStore()
+	broken.FailSaves(errors.New("disk full"))
+	members := map[string][]*Server{}
+	for i, p := range ports {
+		h := newTestHost(t, p, t.TempDir())
+		for _, g := range []string{"g0", "g1"} {
+			var opts []Option
+			if i == 0 && g == "g1" {
+				opts = append(opts, WithStore(broken))
+			}
+			members[g] = append(members[g], addStartedWith(t, h, g, fmt.Sprintf("n%d", i), peers, calmTimings(), opts...))
+		}
+	}
+	up := func(*Server) bool { return false }
+	dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members["g0"], up) })
+	// g1 elects too (n0 may even lead it, elected by the other two at a term it need not
+	// write), but n0's vote is never granted, not even to itself.
+	defer func() {
+		if t.Failed() {
+			for _, m := range members["g1"] {
+				st := m.fullStatus()
+				t.Logf("g1 %s: %v term %d leader %q vote %q last %v", st.SelfID, st.Role, st.Term, st.LeaderID, st.VoteFor, st.LastParseResult)
+			}
+		}
+	}()
+	dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members["g1"], up) })
+	if st := members["g1"][0].fullStatus(); st.VoteFor != "" {
+		t.Fatalf("the member whose vote file cannot be written granted a vote: %+v", st)
+	}
+	// The same host's member of g0 is a full voter: make it lead g0 by transfer.
+	g0 := members["g0"]
+	dledgertest.Eventually(t, 10*time.Second, "n0 leads g0", func() bool {
+		for _, s := range g0 {
+			if s.Status().Role == protocol.LEADER {
+				if s.Status().SelfID == "n0" {
+					return true
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), s.TransferTimeout())
+				defer cancel()
+				s.TransferLeadership(ctx, "n0")
+			}
+		}
+		return false
+	})
+}
+
+// TestHostAcceptsAConnectionPerSharedGroup: connections are per member pair, so a peer host
+// sharing 40 groups opens 40 connections from one address; a host's bounds must take them
+// (a single member's per-address bound of 32 refused the 33rd: found by measuring 100 groups).
+func TestHostAcceptsAConnectionPerSharedGroup(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h, err := NewHost(HostConfig{Listen: addr, DataDir: t.TempDir(), Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop(context.Background())
+	peers := map[string]string{}
+	for i := range 40 {
+		peers[fmt.Sprintf("p%d", i)] = addr
+	}
+	// Each connection sends its hello (a METADATA request) at once; an answer, even
+	// UNKNOWN_GROUP, means the host kept the connection.
+	cl, err := rpc.NewClient(rpc.ClientOptions{Peers: peers, Auth: rpc.Auth{Insecure: true, Group: "g", SelfID: "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for id := range peers {
+		dledgertest.Eventually(t, 10*time.Second, "connection "+id, func() bool { return cl.Connected(id) })
+		done := make(chan error, 1)
+		cl.SendMetadata(id, &protocol.MetadataRequest{Header: protocol.Header{Group: "g", RemoteID: id, LocalID: "x"}},
+			func(r *protocol.MetadataResponse, err error) {
+				if err == nil && r.Code != protocol.CodeUnknownGroup {
+					err = fmt.Errorf("code %v", r.Code)
+				}
+				done <- err
+			})
+		if err := <-done; err != nil {
+			t.Fatalf("connection %s: %v", id, err)
+		}
+	}
+}
+
+// TestHostReAddsAFollowerAndTheLeaderStays (DLedger's proxy scenario "restart a follower"):
+// a follower removed from its host at run time and added back, on the same vote file, rejoins
+// the same leader at the same term, and its group on the other hosts never moves.
+func TestHostReAddsAFollowerAndTheLeaderStays(t *testing.T) {
+	ports := freePorts(t, 3)
+	peers := peersString(ports)
+	var hosts []*Host
+	var members []*Server
+	for i, p := range ports {
+		hosts = append(hosts, newTestHost(t, p, t.TempDir()))
+		members = append(members, addStartedWith(t, hosts[i], "g", fmt.Sprintf("n%d", i), peers, calmTimings()))
+	}
+	up := func(*Server) bool { return false }
+	leader, term := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members, up) })
+	f := (func() int {
+		for i, m := range members {
+			if m.Status().SelfID != leader {
+				return i
+			}
+		}
+		return -1
+	})()
+	id := fmt.Sprintf("n%d", f)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hosts[f].RemoveGroup(ctx, "g", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := hosts[f].RemoveGroup(ctx, "g", id); err == nil {
+		t.Fatal("a member removed twice")
+	}
+	members[f] = addStartedWith(t, hosts[f], "g", id, peers, calmTimings())
+	dledgertest.Eventually(t, 10*time.Second, "the re-added follower follows the leader", func() bool {
+		st := members[f].Status()
+		return st.LeaderID == leader && st.Term == term && st.Role == protocol.FOLLOWER
+	})
+	for _, m := range members {
+		if st := m.Status(); st.Term != term || st.LeaderID != leader {
+			t.Fatalf("%s at %s@%d, want the leader %s@%d unchanged", st.SelfID, st.LeaderID, st.Term, leader, term)
+		}
+	}
+}
