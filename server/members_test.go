@@ -60,6 +60,7 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 	}
 	cfg := soloConfig(t)
 	cfg.HTTPAddr, cfg.AdminToken = "0.0.0.0:0", strings.Repeat("t", 32)
+	cfg.MetricsAddr = "0.0.0.0:0" // the read-only listener is advertised the same way
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +76,11 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 	if got := ask(s, "g").AdminAddr; got != "127.0.0.1:"+port {
 		t.Fatalf("advertised %q for %s, want 127.0.0.1:%s (the rpc address's host)", got, s.HTTPAddr(), port)
 	}
-	if got := ask(s, "other"); got.AdminAddr != "" || got.Code != protocol.CodeUnknownGroup {
+	_, mport, _ := net.SplitHostPort(s.MetricsAddr())
+	if got := ask(s, "g").ReadAddr; got != "127.0.0.1:"+mport {
+		t.Fatalf("advertised read-only listener %q for %s, want 127.0.0.1:%s", got, s.MetricsAddr(), mport)
+	}
+	if got := ask(s, "other"); got.AdminAddr != "" || got.ReadAddr != "" || got.Code != protocol.CodeUnknownGroup {
 		t.Fatalf("another group was told %+v", got)
 	}
 
@@ -86,8 +91,8 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s2.Stop(context.Background()) })
-	if got := ask(s2, "g").AdminAddr; got != cfg.AdminAdvertise {
-		t.Fatalf("advertised %q, want AdminAdvertise %q", got, cfg.AdminAdvertise)
+	if got := ask(s2, "g"); got.AdminAddr != cfg.AdminAdvertise || got.ReadAddr != "" {
+		t.Fatalf("advertised %q and read-only %q, want AdminAdvertise %q and none", got.AdminAddr, got.ReadAddr, cfg.AdminAdvertise)
 	}
 }
 
