@@ -87,7 +87,16 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 	var res server.TransferJSON
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err := json.Unmarshal(raw, &res); err != nil || res.Code == "" {
-		fmt.Fprintf(stderr, "dledger transfer: HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(raw)))
+		// Not an answer to the transfer (401, 400, ...): print the member's message as text, not
+		// its JSON, whose encoder may have escaped "<" as \u003c.
+		msg := strings.TrimSpace(string(raw))
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		fmt.Fprintf(stderr, "dledger transfer: HTTP %d: %s\n", resp.StatusCode, msg)
 		return 1
 	}
 	fmt.Fprintf(stdout, "transfer to %s: %s term=%d leader=%s (%.0f ms)\n", *to, res.Code, res.Term,

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -191,5 +193,22 @@ func TestStatusShowsAbstentionAndReadsThroughTheReadOnlyListener(t *testing.T) {
 	rep, code = statusJSON(t, g.bin, "--http", g.https[0])
 	if n1 := rep.Members[1]; code != 0 || !n1.Reachable || n1.Status.Abstaining {
 		t.Fatalf("after its report: exit %d, %+v", code, n1)
+	}
+}
+
+// A refusal that is not a transfer answer (401 here) is printed as the member's message, as
+// text: no JSON around it and no \u003c escapes (older members escaped "<" in their bodies).
+func TestTransferPrintsARefusalAsText(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error": "it needs \"Authorization: Bearer \u003cadmin token\u003e\" (dledger transfer --token-file FILE)"}`+"\n")
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	code := run([]string{"transfer", "--http", srv.URL, "--to", "n1"}, &out, &errb)
+	want := "dledger transfer: HTTP 401: it needs \"Authorization: Bearer <admin token>\" (dledger transfer --token-file FILE)\n"
+	if code != 1 || errb.String() != want {
+		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
 	}
 }
