@@ -322,7 +322,7 @@ func (e *Elector) handleVote(req *protocol.VoteRequest, fromSelf bool, now time.
 	case req.Term > ms.CurrTerm(): // row 8: step up to the candidate's term
 		// Rows 9 and 10 as they would answer at the new term, before stepping up ends a take.
 		grant := req.Term >= my.Term && !(e.xfer.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex)
-		e.becomeCandidate(req.Term, now, "vote request from "+cand+" at a higher term")
+		e.becomeCandidate(req.Term, now, voteRequestWhy(cand))
 		// Row 8a (ours): if rows 9-11 would grant at the new term, adopt it and grant in one
 		// durable write, and answer at once. DLedger answers TERM_NOT_READY, adopts the term
 		// in its next pass and grants only when the candidate asks again: two more passes
@@ -365,3 +365,7 @@ func (e *Elector) handleVote(req *protocol.VoteRequest, fromSelf bool, now time.
 	}
 	return reject(protocol.VoteAccept)
 }
+
+// voteRequestWhy is why a member steps up to a candidate's higher term (row 8). becomeCandidate
+// compares it with the transferee's, to tell a leader's planned hand-over from a step-down.
+func voteRequestWhy(cand string) string { return "vote request from " + cand + " at a higher term" }
