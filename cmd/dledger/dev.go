@@ -132,7 +132,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			err = s.Start()
 		}
 		if err != nil {
-			showRoleChanges() // before stopping: a stop waits for the listeners to drain
+			showRoleChanges() // what the members did before the failure (roles.close prints the rest)
 			stopAll()
 			return fail("%s: %v", id, err)
 		}
@@ -153,6 +153,7 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	return stopOnSignal(sig, log, stderr, "dev", func() error {
+		roles.flush(time.Now()) // the role changes held so far come before this line
 		printf("stopping (Ctrl-C again to exit at once)...\n")
 		stopAll()
 		roles.close() // every member's final event, before the exit
