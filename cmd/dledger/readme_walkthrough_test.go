@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,10 +135,8 @@ wait
 	if err := os.WriteFile(filepath.Join(dir, "walk.sh"), []byte(run), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var cmd *exec.Cmd
-	if os.Geteuid() == 0 && exec.Command("unshare", "-n", "true").Run() == nil {
-		cmd = bash("unshare", "-n", "bash", "-c", "ip link set lo up && exec bash walk.sh")
-	} else {
+	useNetns := os.Geteuid() == 0 && exec.Command("unshare", "-n", "true").Run() == nil
+	if !useNetns {
 		for _, port := range []int{20911, 20912, 20913, 21911, 21912, 21913} {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 			if err != nil {
@@ -144,7 +144,51 @@ wait
 			}
 			ln.Close()
 		}
-		cmd = bash("bash", "walk.sh")
+	}
+	want := statusRows(sample)
+	if len(want) != 4 {
+		t.Fatalf("the README's sample has %d lines, want a header and three members:\n%s", len(want), sample)
+	}
+	// A fresh group's first leader is elected in term 0, the README's term, unless its first vote
+	// round comes to nothing (members starting at once on a busy machine), which makes it term
+	// 1. So the group is started afresh at least twice and up to three times: the README's term
+	// must be the one a run shows when nothing got in the way, the lowest any run shows, and at
+	// least one run must show it.
+	var terms []int
+	matched := false
+	for attempt := 0; attempt < 3 && (attempt < 2 || !matched); attempt++ {
+		for i := 0; i < 3; i++ { // a fresh start: the members' data dirs, not the key
+			os.RemoveAll(filepath.Join(dir, "data", fmt.Sprintf("n%d", i)))
+		}
+		have := runWalkThroughGroup(t, dir, bash, useNetns, want)
+		term, _ := strconv.Atoi(have[1][2])
+		terms = append(terms, term)
+		matched = matched || have[1][2] == want[1][2]
+	}
+	if !matched || slices.Min(terms) != wantTerm(t, want) {
+		t.Fatalf("the README's sample shows term %s; fresh runs elected their first leaders in terms %v", want[1][2], terms)
+	}
+}
+
+func wantTerm(t *testing.T, want [][]string) int {
+	term, err := strconv.Atoi(want[1][2])
+	if err != nil {
+		t.Fatalf("the README's sample term %q: %v", want[1][2], err)
+	}
+	return term
+}
+
+// runWalkThroughGroup runs walk.sh (the members and the status loop) in dir and checks the
+// last status table against the README's sample want: header, one row per member in order, one
+// leader followed by the others at the same term, empty ledgers, a heartbeat age, the address.
+// It returns the table's rows.
+func runWalkThroughGroup(t *testing.T, dir string, bash func(string, ...string) *exec.Cmd, useNetns bool,
+	want [][]string) [][]string {
+	t.Helper()
+	os.Remove(filepath.Join(dir, "status.out"))
+	cmd := bash("bash", "walk.sh")
+	if useNetns {
+		cmd = bash("unshare", "-n", "bash", "-c", "ip link set lo up && exec bash walk.sh")
 	}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -154,6 +198,7 @@ wait
 	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(2 * time.Minute):
@@ -166,16 +211,9 @@ wait
 		t.Helper()
 		t.Fatalf(format+"\n--- last status:\n%s%s\n--- members' logs (%v):\n%s", append(a, got, statusErr, err, logs.String())...)
 	}
-
-	// The same table as the README's sample: header, one row per member in order, one leader
-	// followed by the others at the same term, which is the term the README shows (a fresh
-	// group's first leader is elected in term 0), empty ledgers, a heartbeat age, the address.
-	want, have := statusRows(sample), statusRows(string(got))
+	have := statusRows(string(got))
 	if len(have) != 4 || strings.Join(have[0], " ") != strings.Join(want[0], " ") {
 		fail("status does not print the README's table (header %q)", want[0])
-	}
-	if len(want) != 4 {
-		t.Fatalf("the README's sample has %d lines, want a header and three members:\n%s", len(want), sample)
 	}
 	hb := regexp.MustCompile(`^\d+ms ago$`)
 	for _, rows := range [][][]string{want, have} {
@@ -194,7 +232,5 @@ wait
 			}
 		}
 	}
-	if have[1][2] != want[1][2] {
-		fail("the README's sample shows term %s; a real run elects its first leader in term %s", want[1][2], have[1][2])
-	}
+	return have
 }
