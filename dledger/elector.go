@@ -296,6 +296,10 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 		e.vote = nil // a round at a term that is about to be left behind
 	}
 	switch {
+	case wasLeader && e.handOver.to != "" && why == voteRequestWhy(e.handOver.to):
+		// The transferee campaigns at term+1 as asked: the planned end of a hand-over, not a
+		// fault an operator should be warned of.
+		e.log.Info("leader hands over", e.fields(zap.Int64("seenTerm", term), zap.String("to", e.handOver.to))...)
 	case wasLeader:
 		e.log.Warn("leader steps down", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	case was != protocol.CANDIDATE:

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -328,5 +331,37 @@ func TestPreferredBackoffStartsAfreshWithEachLeadership(t *testing.T) {
 	u.e.mu.Unlock()
 	if failures != 0 || !next.IsZero() {
 		t.Fatalf("new leadership kept the back-off: %d failures, next check %v", failures, next)
+	}
+}
+
+// A leader whose transferee campaigns at term+1 is handing over as planned: it logs that at
+// info level ("leader hands over"), not the WARN "leader steps down" an operator is alerted
+// by. A higher-term vote request from any other member during the transfer is still a
+// step-down, and still warned of.
+func TestPlannedHandOverIsNotWarnedOfAsAStepDown(t *testing.T) {
+	for _, c := range []struct {
+		from string
+		warn bool
+	}{{"n1", false}, {"n2", true}} {
+		u := newUnit(t, 3, nil)
+		core, logs := observer.New(zap.DebugLevel)
+		u.e.log = zap.New(core)
+		ledger := u.ms.Ledger()
+		leaderWithFollowers(t, u, map[string]memberstate.LedgerEnd{"n1": ledger, "n2": ledger})
+		reply, _ := capture()
+		u.e.TransferLeadership("n1", -1, reply)
+		if st := u.e.Status(); st.TransferringTo != "n1" {
+			t.Fatalf("transfer not started: %+v", st)
+		}
+		u.e.HandleVote(voteReq(c.from, u.ms.CurrTerm()+1, ledger.Term, ledger.Index))
+		if st := u.e.Status(); st.Role == protocol.LEADER {
+			t.Fatalf("vote request from %s at a higher term: still leader", c.from)
+		}
+		warned := logs.FilterMessage("leader steps down").FilterLevelExact(zap.WarnLevel).Len() == 1
+		handsOver := logs.FilterMessage("leader hands over").FilterLevelExact(zap.InfoLevel).Len() == 1
+		if warned != c.warn || handsOver == c.warn {
+			t.Errorf("vote request from %s during a transfer to n1: warned %v, hands over %v; want warned %v",
+				c.from, warned, handsOver, c.warn)
+		}
 	}
 }

@@ -279,7 +279,7 @@ func (e *Elector) voteAtHigherTerm(req *protocol.VoteRequest, resp *protocol.Vot
 	ms, my, cand := e.ms, e.ms.Ledger(), req.LeaderID
 	// Rows 9 and 10 as they would answer at the new term, before stepping up ends a take.
 	grant := req.Term >= my.Term && !e.takeRefuses(req)
-	e.becomeCandidate(req.Term, now, "vote request from "+cand+" at a higher term")
+	e.becomeCandidate(req.Term, now, voteRequestWhy(cand))
 	if grant { // row 8a
 		err := ms.AdoptTerm(req.Term, cand)
 		if err == nil {
@@ -428,3 +428,7 @@ func (e *Elector) takeRefuses(req *protocol.VoteRequest) bool {
 	my := e.ms.Ledger()
 	return e.take.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex
 }
+
+// voteRequestWhy is why a member steps up to a candidate's higher term (row 8). becomeCandidate
+// compares it with the transferee's, to tell a leader's planned hand-over from a step-down.
+func voteRequestWhy(cand string) string { return "vote request from " + cand + " at a higher term" }

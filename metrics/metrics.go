@@ -30,6 +30,7 @@ type Metrics struct {
 	ledgerEndIndex     prometheus.Gauge
 	ledgerEndTerm      prometheus.Gauge
 	ledgerKnown        prometheus.Gauge
+	ledgerAhead        prometheus.Counter
 	rpcErrors          *prometheus.CounterVec
 	badFrames          *prometheus.CounterVec
 	authFailures       *prometheus.CounterVec
@@ -55,7 +56,7 @@ var Names = []string{
 	"dledger_elections_total", "dledger_vote_responses_total", "dledger_votes_granted_total",
 	"dledger_heartbeat_responses_total", "dledger_election_duration_seconds",
 	"dledger_leaderless_seconds_total", "dledger_ledger_end_index", "dledger_ledger_end_term",
-	"dledger_ledger_known",
+	"dledger_ledger_known", "dledger_ledger_reports_ahead_total",
 	"dledger_rpc_errors_total", "dledger_rpc_bad_frames_total", "dledger_auth_failures_total",
 	"dledger_leadership_transfers_total", "dledger_build_info",
 	"dledger_has_leader", "dledger_vote_store_write_seconds", "dledger_vote_store_fsync_seconds",
@@ -108,6 +109,10 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		ledgerEndTerm:  g("dledger_ledger_end_term", "Term of the last entry in this member's ledger (-1: empty)."),
 		ledgerKnown: g("dledger_ledger_known", "1 when this member knows its ledger end; 0 while it abstains after a start "+
 			"until its storage reports the ledger (it grants no vote, does not campaign, takes no leadership)."),
+		ledgerAhead: c("dledger_ledger_reports_ahead_total", "Ledger reports that moved the end term above every term this "+
+			"member had seen (its current term and the highest term heard in the group): legitimate only while its "+
+			"election state lags its storage (a new data dir beside an existing ledger, a migration, a report racing "+
+			"the new leader's first heartbeat); otherwise the reporter is wrong. Accepted either way (docs/protocol.md section 1)."),
 		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dledger_rpc_errors_total", ConstLabels: cl,
 			Help: "Calls that failed (client) or requests left unanswered (server), by request code and reason."}, []string{"request", "reason"}),
 		badFrames: cv("dledger_rpc_bad_frames_total", "Inbound frames rejected (the connection was closed), by reason.", "reason"),
@@ -164,7 +169,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	m.reg = reg
 	for _, col := range []prometheus.Collector{m.term, m.role, m.isLeader, m.leaderChanges, m.elections,
 		m.voteResponses, m.votesGranted, m.heartBeatResponses, m.electionDuration, m.ledgerEndIndex,
-		m.ledgerEndTerm, m.ledgerKnown, m.rpcErrors, m.badFrames, m.authFailures, m.transfers, leaderless, buildInfo,
+		m.ledgerEndTerm, m.ledgerKnown, m.ledgerAhead, m.rpcErrors, m.badFrames, m.authFailures, m.transfers, leaderless, buildInfo,
 		m.hasLeader, m.voteStoreWrite, m.voteStoreFsync, m.peerRTT} {
 		if err := reg.Register(col); err != nil {
 			m.Unregister()
@@ -267,6 +272,10 @@ func (m *Metrics) SetLedger(term, index int64) {
 	m.ledgerEndTerm.Set(float64(term))
 	m.ledgerEndIndex.Set(float64(index))
 }
+
+// LedgerReportAhead counts a ledger report whose end term is above every term the member has
+// seen.
+func (m *Metrics) LedgerReportAhead() { m.ledgerAhead.Inc() }
 
 // The dledger.Observer methods.
 

@@ -90,8 +90,11 @@ func TestRoundTripEveryMessage(t *testing.T) {
 func TestConcurrentCalls(t *testing.T) {
 	s := startServer(t, &fakeHandler{}, func(o *ServerOptions) { o.EventLoops = 2 })
 	peers := map[string]string{"srv": s.Addr()}
-	// The queue must hold a whole burst: a full queue fails calls at once by design.
-	bigQueue := func(o *ClientOptions) { o.SendQueue = 2048 }
+	// The queue must hold a whole burst: a full queue fails calls at once by design. The call
+	// timeout is generous: this test is about every call completing once with its own answer,
+	// and 1200 calls at once under -race on a busy 2-core machine can take longer than the
+	// default second.
+	bigQueue := func(o *ClientOptions) { o.SendQueue, o.CallTimeout = 2048, waitTimeout }
 	clients := []*Client{newClient(t, peers, bigQueue), newClient(t, peers, bigQueue)}
 
 	const goroutines, perGoroutine = 8, 150

@@ -57,6 +57,17 @@ func TestAdminTokenGuardsMutatingEndpoints(t *testing.T) {
 	if st := s.Status(); st.Ledger.Term != -1 {
 		t.Fatalf("a refused PUT changed the ledger: %+v", st.Ledger)
 	}
+	// The 401 names the header as written (no \u003c escapes) and the way that works for the
+	// route: dledger transfer has --token-file; a ledger report has no dledger command.
+	_, body := sendWithToken(t, "PUT", admin+"/v1/ledger", `{"endTerm":3,"endIndex":7}`, "")
+	if !strings.Contains(body, `Authorization: Bearer <admin token>`) || strings.Contains(body, "dledger transfer") ||
+		!strings.Contains(body, "--admin-token-file") {
+		t.Errorf("401 of PUT /v1/ledger: %s", body)
+	}
+	_, body = sendWithToken(t, "POST", admin+"/v1/transfer", `{"to":"n0"}`, "")
+	if !strings.Contains(body, "<admin token>") || !strings.Contains(body, "dledger transfer --token-file") {
+		t.Errorf("401 of POST /v1/transfer: %s", body)
+	}
 	if code, body := sendWithToken(t, "PUT", admin+"/v1/ledger", `{"endTerm":3,"endIndex":7}`, testToken); code != 200 {
 		t.Fatalf("PUT with the token: %d %s", code, body)
 	}

@@ -161,10 +161,11 @@ func (s *Server) readyAt(term int64) bool {
 	return f.leader && f.term == term && f.ready
 }
 
-// readyJSON is /v1/status's "ready": on a leader whether it may serve (servesAsLeader), left
-// out on any other role.
+// readyJSON is /v1/status's "ready": with Config.LeaderReadyGate, on a leader, whether it may
+// serve (servesAsLeader); left out on any other role and on a member without the gate, which
+// has no readiness to report (a "ready": true there would suggest a gate that is not there).
 func (s *Server) readyJSON(st dledger.Status) *bool {
-	if st.Role != protocol.LEADER {
+	if st.Role != protocol.LEADER || !s.cfg.LeaderReadyGate {
 		return nil
 	}
 	r := s.servesAsLeader(st)

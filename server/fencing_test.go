@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -321,5 +322,26 @@ func TestFenceMissesNoEventBehindAStuckListener(t *testing.T) {
 	cancel()
 	if missed.Load() == 0 || last.Load() != n {
 		t.Fatalf("the stuck listener missed %d events and ended at term %d; want a marker, then term %d", missed.Load(), last.Load(), n)
+	}
+}
+
+// Without the gate there is no readiness to report: a leader's /v1/status has no "ready" key
+// (it used to say "ready": true, which suggested a gate that was not there).
+func TestStatusHasNoReadyWithoutTheGate(t *testing.T) {
+	s, err := New(soloConfig(t), WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop(context.Background()) })
+	dledgertest.Eventually(t, electionLimit, "the member to lead (as its events say)", func() bool {
+		_, ok := s.LeaderTerm()
+		return ok
+	})
+	code, body := get(t, "http://"+s.HTTPAddr()+"/v1/status")
+	if code != http.StatusOK || !strings.Contains(body, `"role": "LEADER"`) || strings.Contains(body, `"ready"`) {
+		t.Fatalf("/v1/status of a leader without the ready gate: %d %s", code, body)
 	}
 }

@@ -40,8 +40,9 @@ type StatusJSON struct {
 	Abstaining  bool       `json:"abstaining"`
 	PeersString string     `json:"peersString"`
 	Peers       []PeerJSON `json:"peers"`
-	// Ready, on a leader only: it may serve (with Config.LeaderReadyGate, SetLeaderReady was
-	// called for its term; without, always true). /v1/leader answers 200 only when it is true.
+	// Ready, on a leader with Config.LeaderReadyGate only: it may serve (SetLeaderReady was
+	// called for its term); /v1/leader answers 200 only when it is true. Absent on any other
+	// role and on a member without the gate, whose leader serves as soon as it leads.
 	Ready *bool `json:"ready,omitempty"`
 }
 
@@ -153,11 +154,25 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	// These bodies are read by people and tools, never embedded in HTML: "<admin token>" must
+	// read as written, not as "\u003cadmin token\u003e".
+	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 }
 
 func badRequest(w http.ResponseWriter, format string, args ...any) {
 	writeJSON(w, http.StatusBadRequest, errorJSON{Error: fmt.Sprintf(format, args...)})
+}
+
+// badBody answers a body decodeBody refused: 413 when it was larger than maxBody (the client
+// must send less, not fix its syntax), else 400 with the decoder's reason and the expected shape.
+func badBody(w http.ResponseWriter, err error, want string) {
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorJSON{Error: fmt.Sprintf(
+			"request body larger than %d bytes (want %s)", maxBody, want)})
+		return
+	}
+	badRequest(w, "bad JSON: %v (want %s)", err, want)
 }
 
 // decodeBody reads one JSON object into fields (exact key -> pointer to its value), refusing
@@ -275,8 +290,14 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	}
 	s.adminRefused(r)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="dledger admin"`)
+	// Name the way that works for this route: dledger transfer takes a token file; a ledger
+	// report comes from the application beside the member, which sends the header itself.
+	how := "the member's --admin-token-file holds the token"
+	if r.URL.Path == "/v1/transfer" {
+		how = "dledger transfer --token-file FILE sends it; FILE is a copy of the member's --admin-token-file"
+	}
 	writeJSON(w, http.StatusUnauthorized, errorJSON{Error: "this request changes the election: it needs " +
-		"\"Authorization: Bearer <admin token>\" (dledger transfer --token-file)"})
+		"\"Authorization: Bearer <admin token>\" (" + how + ")"})
 	return false
 }
 
@@ -301,7 +322,7 @@ func (s *Server) AdminHandler() http.Handler {
 		}
 		var body LedgerJSON
 		if err := decodeBody(r, map[string]any{"endTerm": &body.EndTerm, "endIndex": &body.EndIndex}); err != nil {
-			badRequest(w, "bad JSON: %v (want {\"endTerm\":T,\"endIndex\":I})", err)
+			badBody(w, err, `{"endTerm":T,"endIndex":I}`)
 			return
 		}
 		if body.EndTerm == nil || body.EndIndex == nil {
@@ -326,7 +347,7 @@ func (s *Server) AdminHandler() http.Handler {
 			if err == nil {
 				err = errors.New("\"to\" is required")
 			}
-			badRequest(w, "bad JSON: %v (want {\"to\":\"n2\"})", err)
+			badBody(w, err, `{"to":"n2"}`)
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Election.TransferBound()+time.Second)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +27,11 @@ type MemberJSON struct {
 	// else its bound address); "" when unknown: unreachable, no admin API, or a member too old
 	// to tell.
 	AdminAddr string `json:"adminAddr"`
-	Self      bool   `json:"self"` // the member that answered this request
+	// ReadAddr is the member's read-only listener (Config.MetricsAddr) as it advertises it:
+	// it serves /v1/status too, so a tool can read a member without an admin API through it.
+	// Absent when the member has none (or is too old to tell).
+	ReadAddr string `json:"readAddr,omitempty"`
+	Self     bool   `json:"self"` // the member that answered this request
 	// Reachable: the member answered METADATA for this group within the timeout.
 	Reachable bool   `json:"reachable"`
 	Error     string `json:"error,omitempty"`
@@ -48,7 +53,7 @@ type metadataHandler struct {
 func (h metadataHandler) HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse {
 	resp := h.Handler.HandleMetadata(req)
 	if resp.Code == protocol.CodeSuccess { // another group learns nothing (the elector's rule)
-		resp.AdminAddr = h.s.advertisedAdminAddr()
+		resp.AdminAddr, resp.ReadAddr = h.s.advertisedAdminAddr(), h.s.advertisedReadAddr()
 	}
 	return resp
 }
@@ -61,10 +66,19 @@ func (s *Server) advertisedAdminAddr() string {
 	if s.cfg.AdminAdvertise != "" {
 		return s.cfg.AdminAdvertise
 	}
-	bound := s.HTTPAddr()
+	return s.reachableAs(s.HTTPAddr())
+}
+
+// advertisedReadAddr is the read-only listener's address as others should dial it (the bound
+// address, its unspecified host replaced as for the admin address), or "" with none.
+func (s *Server) advertisedReadAddr() string { return s.reachableAs(s.MetricsAddr()) }
+
+// reachableAs is a bound address as the other members can dial it: an unspecified host
+// (0.0.0.0, ::) is replaced by the host of this member's rpc address in the peers string.
+func (s *Server) reachableAs(bound string) string {
 	host, port, err := net.SplitHostPort(bound)
 	if err != nil {
-		return bound // "" (no admin API)
+		return bound // "" (no such listener)
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		for _, p := range s.peers {
@@ -139,7 +153,8 @@ func (s *Server) members(ctx context.Context) []MemberJSON {
 	for i, p := range s.peers {
 		out[i] = MemberJSON{ID: p.ID, RPCAddr: p.Addr}
 		if p.ID == s.cfg.SelfID {
-			out[i].Self, out[i].Reachable, out[i].AdminAddr = true, true, s.advertisedAdminAddr()
+			out[i].Self, out[i].Reachable = true, true
+			out[i].AdminAddr, out[i].ReadAddr = s.advertisedAdminAddr(), s.advertisedReadAddr()
 			answered[i] = true
 			continue
 		}
@@ -170,13 +185,25 @@ func (s *Server) members(ctx context.Context) []MemberJSON {
 			m.Error = fmt.Sprintf("answered as %q", a.resp.LocalID)
 		default:
 			m.Reachable = true
-			if a.resp.AdminAddr == "" {
-				m.Error = "no admin address (no admin API, or a member too old to tell)"
-			} else if err := checkAdminAddr(a.resp.AdminAddr); err != nil {
-				m.Error = err.Error()
-			} else {
-				m.AdminAddr = a.resp.AdminAddr
+			var errs []string
+			if a.resp.AdminAddr != "" {
+				if err := checkAdminAddr(a.resp.AdminAddr); err != nil {
+					errs = append(errs, err.Error())
+				} else {
+					m.AdminAddr = a.resp.AdminAddr
+				}
 			}
+			if a.resp.ReadAddr != "" {
+				if err := checkAdminAddr(a.resp.ReadAddr); err != nil {
+					errs = append(errs, "read-only listener: "+err.Error())
+				} else {
+					m.ReadAddr = a.resp.ReadAddr
+				}
+			}
+			if m.AdminAddr == "" && m.ReadAddr == "" && len(errs) == 0 {
+				errs = append(errs, "no admin address (no admin API and no read-only listener, or a member too old to tell)")
+			}
+			m.Error = strings.Join(errs, "; ")
 		}
 	}
 	return out

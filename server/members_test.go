@@ -59,7 +59,9 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 			Header: protocol.Header{Group: group, RemoteID: "n0", LocalID: "tool"}})
 	}
 	cfg := soloConfig(t)
-	s, err := New(cfg, WithDaemon(DaemonConfig{HTTPAddr: "0.0.0.0:0", AdminToken: strings.Repeat("t", 32)}))
+	// The read-only listener is advertised the same way as the admin API.
+	s, err := New(cfg, WithDaemon(DaemonConfig{HTTPAddr: "0.0.0.0:0", AdminToken: strings.Repeat("t", 32),
+		MetricsAddr: "0.0.0.0:0"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,11 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 	if got := ask(s, "g").AdminAddr; got != "127.0.0.1:"+port {
 		t.Fatalf("advertised %q for %s, want 127.0.0.1:%s (the rpc address's host)", got, s.HTTPAddr(), port)
 	}
-	if got := ask(s, "other"); got.AdminAddr != "" || got.Code != protocol.CodeUnknownGroup {
+	_, mport, _ := net.SplitHostPort(s.MetricsAddr())
+	if got := ask(s, "g").ReadAddr; got != "127.0.0.1:"+mport {
+		t.Fatalf("advertised read-only listener %q for %s, want 127.0.0.1:%s", got, s.MetricsAddr(), mport)
+	}
+	if got := ask(s, "other"); got.AdminAddr != "" || got.ReadAddr != "" || got.Code != protocol.CodeUnknownGroup {
 		t.Fatalf("another group was told %+v", got)
 	}
 
@@ -84,8 +90,8 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s2.Stop(context.Background()) })
-	if got := ask(s2, "g").AdminAddr; got != d.AdminAdvertise {
-		t.Fatalf("advertised %q, want AdminAdvertise %q", got, d.AdminAdvertise)
+	if got := ask(s2, "g"); got.AdminAddr != d.AdminAdvertise || got.ReadAddr != "" {
+		t.Fatalf("advertised %q and read-only %q, want AdminAdvertise %q and none", got.AdminAddr, got.ReadAddr, d.AdminAdvertise)
 	}
 }
 

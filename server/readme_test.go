@@ -55,7 +55,7 @@ type storageBroker interface {
 var _, _, _ = log.Printf, time.Second, errors.Is
 
 func embed(ctx context.Context, zapLogger *zap.Logger, promRegistry *prometheus.Registry, broker storageBroker,
-	lastEntryTerm, lastEntryIndex int64) error {
+	lastEntryTerm, lastEntryIndex int64, brokerShutdown <-chan struct{}) error {
 ` + snippet + "}\n"
 	dir, err := os.MkdirTemp("..", "_readmecheck")
 	if err != nil {

@@ -107,6 +107,8 @@ type Server struct {
 
 	// ledgerReported: UpdateLedger succeeded at least once (LedgerStorage's Start needs it).
 	ledgerReported atomic.Bool
+	// lastReportTerm is the end term of the last accepted ledger report (ledger.go).
+	lastReportTerm atomic.Int64
 
 	mu       sync.Mutex
 	state    int // 0 new, 1 started, 2 stopped
@@ -531,6 +533,7 @@ func (s *Server) UpdateLedger(endTerm, endIndex int64) error {
 	if err := s.elector.UpdateLedger(endTerm, endIndex); err != nil {
 		return err
 	}
+	s.noteLedgerReport(endTerm, endIndex)
 	s.ledgerReported.Store(true)
 	s.metrics.SetLedger(endTerm, endIndex)
 	return nil

@@ -227,6 +227,14 @@ func TestAdminAPIRejectsMisspeltKeys(t *testing.T) {
 			t.Errorf("POST /v1/transfer %s: %d %s, want 400", bad, code, body)
 		}
 	}
+	// A body over the limit is too large (413), not malformed: the client must send less.
+	big := `{"endTerm":1,"endIndex":2` + strings.Repeat(" ", maxBody) + `}`
+	if code, body := do("PUT", "/v1/ledger", big); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, `"error"`) {
+		t.Errorf("PUT /v1/ledger with a %d-byte body: %d %s, want 413", len(big), code, body)
+	}
+	if code, body := do("POST", "/v1/transfer", `{"to":"`+strings.Repeat("n", maxBody)+`"}`); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("POST /v1/transfer with a large body: %d %s, want 413", code, body)
+	}
 	// A well-formed request gets past the body check (this member is not leader: 409).
 	if code, body := do("POST", "/v1/transfer", `{"to":"n0"}`); code == 400 {
 		t.Fatalf("good transfer body refused: %d %s", code, body)

@@ -110,11 +110,23 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 		// A follower forwarded the request and the leader refused it with a code only the
 		// leader can explain (unreachable, abstaining or behind). Nothing changed, so asking
 		// the leader itself is safe, and it names the reason.
+		// The second request is a transfer request too: the leader may act on it, so an error
+		// after it was sent leaves the outcome unknown, not refused. Both share --timeout.
 		if leaderAddr := adminAddrOf(client, *addr, res.LeaderID); leaderAddr != "" {
-			fmt.Fprintf(stderr, "dledger transfer: the leader %s refused the forwarded request; asking it at %s for the reason\n",
-				res.LeaderID, leaderAddr)
-			if lres, lstatus, err := askTransfer(client, leaderAddr, *to, token); err == nil {
-				res, status = lres, lstatus
+			if left := time.Until(started.Add(*timeout)); left > 0 {
+				fmt.Fprintf(stderr, "dledger transfer: the leader %s refused the forwarded request; asking it at %s for the reason\n",
+					res.LeaderID, leaderAddr)
+				client.Timeout = left
+				lres, lstatus, err := askTransfer(client, leaderAddr, *to, token)
+				var ne net.Error
+				switch {
+				case err == nil:
+					res, status = lres, lstatus
+				case errors.As(err, &ne) && ne.Timeout():
+					return unknown(fmt.Sprintf("the leader %s got the request again and did not answer within --timeout %v", res.LeaderID, *timeout))
+				default:
+					fmt.Fprintf(stderr, "dledger transfer: asking the leader: %v\n", err)
+				}
 			}
 		}
 	}
@@ -152,7 +164,16 @@ func askTransfer(client *http.Client, addr, to, token string) (server.TransferJS
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err := json.Unmarshal(raw, &res); err != nil || res.Code == "" {
-		return res, resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(raw)))
+		// Not an answer to the transfer (401, 400, ...): the member's message as text, not its
+		// JSON, whose encoder may have escaped "<" as \u003c.
+		msg := strings.TrimSpace(string(raw))
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return res, resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
 	}
 	return res, resp.StatusCode, nil
 }

@@ -173,6 +173,19 @@ func TestSecondSignalAbandonsTheStop(t *testing.T) {
 // keygen writes a key a member can load, mode 600, and never overwrites one; --rotate writes
 // the three files of a rotation, each a valid key file with the keys in the step's order.
 func TestKeygen(t *testing.T) {
+	// A missing parent dir (data/ in a fresh checkout, as the README's walk-through starts) is
+	// created, private.
+	nested := filepath.Join(t.TempDir(), "data", "group.key")
+	var out0, err0 bytes.Buffer
+	if code := run([]string{"keygen", nested}, &out0, &err0); code != 0 {
+		t.Fatalf("keygen into a missing dir: exit %d, %s", code, err0.String())
+	}
+	if fi, err := os.Stat(filepath.Dir(nested)); err != nil {
+		t.Fatal(err)
+	} else if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the created parent dir has mode %v, want 700", fi.Mode().Perm())
+	}
+
 	dir := t.TempDir()
 	path := filepath.Join(dir, "group.key")
 	var stdout, stderr bytes.Buffer
@@ -187,20 +200,22 @@ func TestKeygen(t *testing.T) {
 		t.Fatalf("mode %v", fi.Mode().Perm())
 	}
 	stderr.Reset()
-	if code := run([]string{"keygen", path}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "already exists") {
-		t.Fatalf("second keygen on the same file: exit %d, %q", code, stderr.String())
+	if code := run([]string{"keygen", path}, &stdout, &stderr); code != 1 || strings.Count(stderr.String(), "already exists") != 1 {
+		t.Fatalf("second keygen on the same file: exit %d, %q (want \"already exists\" said once)", code, stderr.String())
 	}
 	if again, _ := secure.LoadKeyFile(path); again.Primary() != ks.Primary() {
 		t.Fatal("the key file was overwritten")
 	}
-	for _, args := range [][]string{{"keygen"}, {"keygen", "a", "b"}, {"keygen", "--bogus", path}} {
+	for _, args := range [][]string{{"keygen"}, {"keygen", "a", "b"}, {"keygen", "a", "--rotate", "b"},
+		{"keygen", "--bogus", path}, {"keygen", path, "--bogus"}} {
 		if code := run(args, &stdout, &stderr); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
 
-	if code := run([]string{"keygen", "--rotate", path}, &stdout, &stderr); code != 0 {
-		t.Fatalf("rotate: exit %d, %s", code, stderr.String())
+	// The flag may also follow the file, as people type it.
+	if code := run([]string{"keygen", path, "--rotate"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("keygen FILE --rotate: exit %d, %s", code, stderr.String())
 	}
 	old := ks.Primary()
 	var steps []secure.KeySet
@@ -222,7 +237,7 @@ func TestKeygen(t *testing.T) {
 		t.Error("step 3 must be a new key alone")
 	}
 	stderr.Reset()
-	if code := run([]string{"keygen", "--rotate", path}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "already exists") {
+	if code := run([]string{"keygen", "--rotate", path}, &stdout, &stderr); code != 1 || strings.Count(stderr.String(), "already exists") != 1 {
 		t.Fatalf("rotate over existing step files: exit %d, %q", code, stderr.String())
 	}
 	stderr.Reset()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -471,6 +472,24 @@ func TestDidYouMean(t *testing.T) {
 	} {
 		if got := didYouMean(in, known); got != want {
 			t.Errorf("%s: %q, want %q", in, got, want)
+		}
+	}
+}
+
+// --validate refuses a data dir on a kernel filesystem, as the start does (where it fails only
+// when it creates the dir), although access(2) lets root create entries there.
+func TestValidateRefusesADataDirOnAKernelFilesystem(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("knows Linux's kernel filesystems only")
+	}
+	key := writeGroupKey(t, t.TempDir())
+	for _, dir := range []string{"/proc/dledger-data", "/proc", "/sys/dledger-data", "/sys/kernel/dledger/data"} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"server", "--validate", "--id", "n0", "--peers", "n0-127.0.0.1:1", "--key-file", key,
+			"--data-dir", dir}, &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "kernel filesystem") {
+			t.Errorf("--validate --data-dir %s: exit %d, %q%q; want 2 naming the kernel filesystem", dir, code,
+				stdout.String(), stderr.String())
 		}
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,18 +103,12 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		out.Unlock()
 	}
 	start := time.Now()
-	// Role changes wait until the member list is printed, so the first screen reads in order.
-	// Each listener has its own goroutine: waiting here holds up only the printing.
-	listed := make(chan struct{})
-	showRoleChanges := sync.OnceFunc(func() { close(listed) })
+	// Role changes are printed in time order, after the member list (roleLog).
+	roles := newRoleLog(func(line string) { printf("%s", line) })
+	defer roles.close()
+	showRoleChanges := sync.OnceFunc(roles.start)
 	var servers []*server.Server
-	stopAll := func() {
-		for _, s := range servers { // one after another, each with a full deadline
-			ctx, cancel := context.WithTimeout(context.Background(), s.StopTimeout())
-			s.Stop(ctx)
-			cancel()
-		}
-	}
+	stopAll := func() { stopGroup(servers) }
 	printf("dledger dev: group %q with %d members, profile %s, data in %s\n", "dev", *members, timing.profile, root)
 	for i := 0; i < *members; i++ {
 		id := fmt.Sprintf("n%d", i)
@@ -123,14 +119,17 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 			server.WithDaemon(server.DaemonConfig{HTTPAddr: httpAddr}),
 			server.WithLogger(log),
 			server.WithListener(func(ev dledger.RoleEvent) {
-				<-listed
-				printf("%s\n", devRoleLine(id, start, ev))
+				at := ev.At
+				if at.IsZero() { // a missed marker carries no time of its own
+					at = time.Now()
+				}
+				roles.add(at, devRoleLine(id, start, ev)+"\n")
 			}))
 		if err == nil {
 			err = s.Start()
 		}
 		if err != nil {
-			showRoleChanges() // before stopping: a stop waits for the listeners to drain
+			showRoleChanges() // what the members did before the failure (roles.close prints the rest)
 			stopAll()
 			return fail("%s: %v", id, err)
 		}
@@ -141,17 +140,151 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	for i, s := range servers {
 		addrs[i] = s.HTTPAddr()
 	}
-	printf("watch:    dledger status --http %s\n", strings.Join(addrs, ","))
-	printf("transfer: dledger transfer --http %s --to n1\n", addrs[0])
+	self := selfCommand(os.Args[0], os.Executable, exec.LookPath)
+	printf("status:   %s status --http %s\n", self, strings.Join(addrs, ","))
+	printf("watch:    %s watch --http %s\n", self, addrs[0])
+	printf("transfer: %s transfer --http %s --to n1\n", self, addrs[0])
 	printf("stop with Ctrl-C; role changes follow:\n")
 	showRoleChanges()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	return stopOnSignal(sig, log, stderr, "dev", func() error {
+		roles.flush(time.Now()) // the role changes held so far come before this line
 		printf("stopping (Ctrl-C again to exit at once)...\n")
 		stopAll()
+		roles.close() // every member's final event, before the exit
 		return nil
+	})
+}
+
+// stopGroup stops every member of a group that goes away as a whole: the followers first, all
+// at once, then the leader. Stopped one after another, leader first, each leader would hand
+// over to a member about to stop, which would lead a new term for a moment and fire its
+// listeners, once per member; a leader stopped first would also make the others campaign.
+// Stopped last, the leader finds no live follower to hand over to (and a member that is
+// stopping refuses to take leadership anyway: server/stopping.go), so the group stops at the
+// term it had, with no role change but each member's final UNKNOWN.
+func stopGroup(servers []*server.Server) {
+	var leaders, others []*server.Server
+	for _, s := range servers {
+		if s.Status().Role == protocol.LEADER {
+			leaders = append(leaders, s)
+		} else {
+			others = append(others, s)
+		}
+	}
+	for _, batch := range [][]*server.Server{others, leaders} {
+		var wg sync.WaitGroup
+		for _, s := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), s.StopTimeout())
+				defer cancel()
+				s.Stop(ctx)
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// selfCommand is how the hints should name this program: "dledger" when that is what PATH
+// finds, "go run ./cmd/dledger" when it runs from `go run` (a binary in the go command's
+// temporary build dir, gone once it exits), else the path it was started as (bin/dledger).
+func selfCommand(arg0 string, executable func() (string, error), lookPath func(string) (string, error)) string {
+	exe, err := executable()
+	if err != nil {
+		return arg0
+	}
+	if strings.Contains(filepath.ToSlash(exe), "/go-build") && strings.Contains(filepath.ToSlash(exe), "/exe/") {
+		return "go run ./cmd/dledger"
+	}
+	if found, err := lookPath("dledger"); err == nil {
+		if a, err := filepath.EvalSymlinks(found); err == nil {
+			if b, err := filepath.EvalSymlinks(exe); err == nil && a == b {
+				return "dledger"
+			}
+		}
+	}
+	return arg0
+}
+
+// roleLog prints the members' role changes in the order they happened. Each member's listener
+// runs on its own goroutine, so events of different members reach it in any order; it holds
+// each line for roleLogDelay and prints the lines due in time order (a line that arrives later
+// than that after its event is printed at once: never lost, rarely out of order).
+type roleLog struct {
+	print func(string)
+	mu    sync.Mutex
+	lines []roleLine
+	wake  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+	on    sync.Once
+}
+
+type roleLine struct {
+	at   time.Time
+	text string
+}
+
+// roleLogDelay is how long a role change waits for earlier ones of other members: far longer
+// than the listeners' delivery takes, short enough for a person watching.
+const roleLogDelay = 100 * time.Millisecond
+
+func newRoleLog(print func(string)) *roleLog {
+	return &roleLog{print: print, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// add queues one line; it never blocks (a listener must not).
+func (l *roleLog) add(at time.Time, text string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, roleLine{at, text})
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start begins printing (after the member list, so the first screen reads in order).
+func (l *roleLog) start() {
+	l.on.Do(func() {
+		go func() {
+			t := time.NewTicker(roleLogDelay / 4)
+			defer t.Stop()
+			for {
+				select {
+				case <-l.done:
+					return
+				case <-t.C:
+				case <-l.wake:
+				}
+				l.flush(time.Now().Add(-roleLogDelay))
+			}
+		}()
+	})
+}
+
+// flush prints, in time order, every queued line of an event at or before upTo.
+func (l *roleLog) flush(upTo time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sort.SliceStable(l.lines, func(i, j int) bool { return l.lines[i].at.Before(l.lines[j].at) })
+	n := 0
+	for n < len(l.lines) && !l.lines[n].at.After(upTo) {
+		l.print(l.lines[n].text)
+		n++
+	}
+	l.lines = l.lines[n:]
+}
+
+// close stops the printer and prints what is left, in order.
+func (l *roleLog) close() {
+	l.once.Do(func() {
+		close(l.done)
+		l.flush(time.Now().Add(time.Hour))
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/dledger-go/dledger/rpc/secure"
 )
@@ -14,7 +15,7 @@ const keygenUsage = `usage: dledger keygen FILE
        dledger keygen --rotate FILE
 
 Without --rotate: write a new group key to FILE (mode 600; an existing file is never
-overwritten). Copy it to every member and start each with --key-file FILE.
+overwritten; missing parent directories are created with mode 700). Copy it to every member and start each with --key-file FILE.
 
 With --rotate: FILE is the key file the group uses now (one key). Write a new key into three
 files beside it, one per step of a rotation without downtime:
@@ -31,19 +32,30 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	rotate := fs.Bool("rotate", false, "write the three files of a key rotation from the current key file")
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), keygenUsage) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, keygenUsage)
-			return 0
+	// Flags may come before or after FILE (`keygen --rotate FILE` or `keygen FILE --rotate`):
+	// the flag package stops at the first argument that is not a flag, so parse what follows
+	// each file name again.
+	var files []string
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stdout, keygenUsage)
+				return 0
+			}
+			fmt.Fprintf(stderr, "dledger keygen: %v\n%s", err, keygenUsage)
+			return 2
 		}
-		fmt.Fprintf(stderr, "dledger keygen: %v\n%s", err, keygenUsage)
-		return 2
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
-	if fs.NArg() != 1 {
+	if len(files) != 1 {
 		fmt.Fprintf(stderr, "dledger keygen: want one FILE\n%s", keygenUsage)
 		return 2
 	}
-	path := fs.Arg(0)
+	path := files[0]
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "dledger keygen: %v\n", err)
 		return 1
@@ -53,6 +65,11 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	if !*rotate {
+		// A fresh checkout has no data/ (it is git-ignored), and the README's walk-through
+		// writes data/group.key first: create the missing parents, private as the key itself.
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return fail(err)
+		}
 		if err := secure.WriteKeyFile(path, key); err != nil {
 			return fail(err)
 		}

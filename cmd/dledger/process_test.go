@@ -37,6 +37,8 @@ type procGroup struct {
 	procs []*exec.Cmd
 	logs  []string
 	extra []string // more server flags for every member
+	// only holds more server flags for one member, after extra (a flag given again wins).
+	only map[int][]string
 	// keyFile is the group key every member starts with (--key-file); see writeGroupKey.
 	keyFile string
 }
@@ -66,6 +68,7 @@ func (g *procGroup) start(i int) {
 		"--min-vote-interval", "50", "--max-vote-interval", "150", "--vote-round-base", "200ms", "--log-level", "info",
 		"--key-file", g.keyFile)
 	cmd.Args = append(cmd.Args, g.extra...)
+	cmd.Args = append(cmd.Args, g.only[i]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		g.t.Fatal(err)

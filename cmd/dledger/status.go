@@ -34,6 +34,9 @@ type memberReport struct {
 	ID        string `json:"id"`                // "" when nothing answered for it (explicit list)
 	RPCAddr   string `json:"rpcAddr,omitempty"` // from the peers string
 	AdminAddr string `json:"adminAddr"`         // the admin API asked; "" when unknown
+	// ReadAddr is the member's read-only listener (its --metrics), asked instead when it has no
+	// admin API: it serves /v1/status as well.
+	ReadAddr string `json:"readAddr,omitempty"`
 	// Reachable: its /v1/status answered (Status holds it).
 	Reachable bool               `json:"reachable"`
 	Error     string             `json:"error,omitempty"`
@@ -115,9 +118,9 @@ func discover(client *http.Client, addr string) statusReport {
 		return rep
 	}
 	for _, m := range ms {
-		r := memberReport{ID: m.ID, RPCAddr: m.RPCAddr, AdminAddr: m.AdminAddr, Error: m.Error}
+		r := memberReport{ID: m.ID, RPCAddr: m.RPCAddr, AdminAddr: m.AdminAddr, ReadAddr: m.ReadAddr, Error: m.Error}
 		if m.Self {
-			r.AdminAddr, r.Error = addr, ""
+			r.AdminAddr, r.ReadAddr, r.Error = addr, "", ""
 		}
 		rep.Members = append(rep.Members, r)
 	}
@@ -146,13 +149,18 @@ func fetchMembers(client *http.Client, addr string) ([]server.MemberJSON, error)
 	return ms, nil
 }
 
-// readStatuses reads every member's /v1/status in parallel. A member with no admin address
-// stays unreachable, with the error discovery gave.
+// readStatuses reads every member's /v1/status in parallel, through its admin API or, for a
+// member without one, its read-only listener. A member with neither address stays
+// unreachable, with the error discovery gave.
 func readStatuses(client *http.Client, ms []memberReport) {
 	var wg sync.WaitGroup
 	for i := range ms {
 		m := &ms[i]
-		if m.AdminAddr == "" {
+		addr := m.AdminAddr
+		if addr == "" {
+			addr = m.ReadAddr
+		}
+		if addr == "" {
 			if m.Error == "" {
 				m.Error = "admin address unknown"
 			}
@@ -161,12 +169,12 @@ func readStatuses(client *http.Client, ms []memberReport) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := fetchStatus(client, m.AdminAddr)
+			st, err := fetchStatus(client, addr)
 			switch {
 			case err != nil:
 				m.Error = err.Error()
 			case m.ID != "" && st.SelfID != m.ID:
-				m.Error = fmt.Sprintf("%s answers as member %q (a wrong advertised admin address?)", m.AdminAddr, st.SelfID)
+				m.Error = fmt.Sprintf("%s answers as member %q (a wrong advertised address?)", addr, st.SelfID)
 			default:
 				m.ID, m.Reachable, m.Error, m.Status = st.SelfID, true, "", &st
 				for _, p := range st.Peers {
@@ -201,8 +209,19 @@ func printStatusTable(w io.Writer, rep statusReport) {
 		if st.Ready != nil && !*st.Ready {
 			role += "(not-ready)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t(%d,%d)\t%s\t%s\n", st.SelfID, role, st.Term, dash(st.LeaderID),
-			dash(st.VoteFor), st.LedgerEndTerm, st.LedgerEndIndex, hb, m.AdminAddr)
+		ledger := fmt.Sprintf("(%d,%d)", st.LedgerEndTerm, st.LedgerEndIndex)
+		if st.Abstaining {
+			// Not (-1,-1), which reads as "an empty ledger reported": nothing was reported since
+			// the start, so the member grants no vote and does not campaign.
+			role += "(abstaining)"
+			ledger = "unreported"
+		}
+		where := m.AdminAddr
+		if m.AdminAddr == "" && m.ReadAddr != "" {
+			where = m.ReadAddr + " (read-only)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", st.SelfID, role, st.Term, dash(st.LeaderID),
+			dash(st.VoteFor), ledger, hb, where)
 	}
 	tw.Flush()
 }

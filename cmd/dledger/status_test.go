@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -120,5 +123,92 @@ func TestStatusUsageErrors(t *testing.T) {
 		if code := run(append([]string{"status"}, args...), &out, &errb); code != 2 {
 			t.Errorf("status %v: exit %d, want 2 (%s)", args, code, errb.String())
 		}
+	}
+}
+
+// `dledger status` shows what a member is, not just what it holds: a sidecar member that
+// abstains (no ledger reported since its start) is marked so in the table and in the JSON,
+// not shown with an empty ledger; and a member without an admin API (--http off) but with a
+// read-only --metrics listener is read through that listener, which it advertises, instead
+// of being reported unreachable.
+func TestStatusShowsAbstentionAndReadsThroughTheReadOnlyListener(t *testing.T) {
+	g := newProcGroup(t, 3)
+	g.only = map[int][]string{
+		1: {"--ledger", "sidecar"},
+		2: {"--http", "off", "--metrics", g.https[2]}, // g.status(2) reads the metrics listener
+	}
+	for i := 0; i < 3; i++ {
+		g.start(i)
+	}
+	const limit = 30 * time.Second
+	g.awaitLeader(limit) // n0 and n2 elect; n1 abstains
+
+	var rep statusReport
+	dledgertest.Eventually(t, limit, "status --http n0 to read all three members", func() bool {
+		var code int
+		rep, code = statusJSON(t, g.bin, "--http", g.https[0])
+		return code == 0
+	})
+	n1, n2 := rep.Members[1], rep.Members[2]
+	if !n1.Reachable || n1.Status == nil || !n1.Status.Abstaining {
+		t.Fatalf("the abstaining sidecar member: %+v", n1)
+	}
+	if !n2.Reachable || n2.AdminAddr != "" || n2.ReadAddr != g.https[2] || n2.Status == nil || n2.Status.SelfID != "n2" ||
+		n2.Error != "" {
+		t.Fatalf("the member without an admin API: %+v, want it read through its read-only listener %s", n2, g.https[2])
+	}
+	out, errOut, code := runTool(t, g.bin, "status", "--http", g.https[0])
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s%s", code, out, errOut)
+	}
+	row := func(id string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, id+" ") {
+				return l
+			}
+		}
+		t.Fatalf("no row for %s:\n%s", id, out)
+		return ""
+	}
+	if r := row("n1"); !strings.Contains(r, "(abstaining)") || strings.Contains(r, "(-1,-1)") {
+		t.Fatalf("the abstaining member's row does not say so:\n%s", out)
+	}
+	if r := row("n2"); !strings.Contains(r, g.https[2]+" (read-only)") {
+		t.Fatalf("the member read through its read-only listener:\n%s", out)
+	}
+	if r := row("n0"); strings.Contains(r, "abstaining") || !strings.Contains(r, "(-1,-1)") {
+		t.Fatalf("n0 (ledger none) is not abstaining:\n%s", out)
+	}
+
+	// Once its ledger is reported, the member no longer abstains, and shows the ledger.
+	req, _ := http.NewRequest("PUT", "http://"+g.https[1]+"/v1/ledger", strings.NewReader(`{"endTerm":-1,"endIndex":-1}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT /v1/ledger: %s", resp.Status)
+	}
+	rep, code = statusJSON(t, g.bin, "--http", g.https[0])
+	if n1 := rep.Members[1]; code != 0 || !n1.Reachable || n1.Status.Abstaining {
+		t.Fatalf("after its report: exit %d, %+v", code, n1)
+	}
+}
+
+// A refusal that is not a transfer answer (401 here) is printed as the member's message, as
+// text: no JSON around it and no \u003c escapes (older members escaped "<" in their bodies).
+func TestTransferPrintsARefusalAsText(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error": "it needs \"Authorization: Bearer \u003cadmin token\u003e\" (dledger transfer --token-file FILE)"}`+"\n")
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	code := run([]string{"transfer", "--http", srv.URL, "--to", "n1"}, &out, &errb)
+	want := "dledger transfer: HTTP 401: it needs \"Authorization: Bearer <admin token>\" (dledger transfer --token-file FILE)\n"
+	if code != 1 || errb.String() != want {
+		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
 	}
 }

@@ -23,6 +23,9 @@ func checkDataDir(dir string) (exists bool, err error) {
 		if !st.IsDir() {
 			return true, fmt.Errorf("data dir %s is not a directory", dir)
 		}
+		if fs := kernelFSOf(dir); fs != "" {
+			return true, onKernelFS(dir, fs)
+		}
 		if err := canCreateIn(dir); err != nil {
 			return true, fmt.Errorf("data dir %s is not writable: %w", dir, err)
 		}
@@ -50,6 +53,9 @@ func checkDataDir(dir string) (exists bool, err error) {
 		if !st.IsDir() {
 			return false, fmt.Errorf("data dir %s cannot be created: %s is not a directory", dir, parent)
 		}
+		if fs := kernelFSOf(parent); fs != "" {
+			return false, onKernelFS(dir, fs)
+		}
 		if err := canCreateIn(parent); err != nil {
 			return false, fmt.Errorf("data dir %s cannot be created in %s: %w", dir, parent, err)
 		}
@@ -61,4 +67,10 @@ func checkDataDir(dir string) (exists bool, err error) {
 // to the nearest existing ancestor then names.
 func missing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
+}
+
+// onKernelFS refuses a data dir on a kernel filesystem (/proc, /sys, ...), whatever access(2)
+// says: as root it allows creating entries there, but the kernel refuses every one.
+func onKernelFS(dir, fs string) error {
+	return fmt.Errorf("data dir %s is on %s, a kernel filesystem that holds no files: choose a dir on a disk", dir, fs)
 }

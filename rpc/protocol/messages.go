@@ -87,4 +87,8 @@ type MetadataResponse struct {
 	// none; older members never send it and ignore it. Its users bound and check it (like every
 	// string here it is otherwise bounded only by the frame size).
 	AdminAddr string `msgpack:"adminAddr,omitempty"`
+	// ReadAddr is the member's read-only HTTP listener (--metrics: /v1/status, the health
+	// routes, /v1/watch, /metrics) as others should dial it, so a tool can read a member that
+	// has no admin API. Left out when it has none; checked like AdminAddr.
+	ReadAddr string `msgpack:"readAddr,omitempty"`
 }

@@ -47,7 +47,7 @@ func WriteKeyFile(path string, keys ...[KeySize]byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("secure: key file %s already exists; not overwriting it: %w", path, fs.ErrExist)
+			return fmt.Errorf("secure: not overwriting key file %s: %w", path, fs.ErrExist) // "file already exists"
 		}
 		return fmt.Errorf("secure: write key file: %w", err)
 	}
