@@ -193,9 +193,11 @@ func (p *peer) expire(now time.Time) int {
 	return n
 }
 
-// disconnect marks the peer down and fails its pending calls and queued frames.
+// disconnect marks the peer down and fails its pending calls and queued frames. A pending
+// call's request may have reached the peer, so it ends with ErrConnLost, not a plain
+// ErrPeerDown: a caller must not read it as "never asked".
 func (p *peer) disconnect() {
-	reason := ErrPeerDown
+	reason := ErrConnLost
 	p.mu.Lock()
 	p.connected = false
 	if p.closed {

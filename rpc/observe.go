@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -13,8 +14,12 @@ import (
 
 // Errors a call can end with (passed to a done callback). Match them with errors.Is.
 var (
-	ErrTimeout     = errors.New("rpc: call timed out")
-	ErrPeerDown    = errors.New("rpc: no connection to the peer")
+	ErrTimeout  = errors.New("rpc: call timed out")
+	ErrPeerDown = errors.New("rpc: no connection to the peer")
+	// ErrConnLost ends a call whose request was written (or queued for writing) on a connection
+	// that then dropped: unlike a call refused with ErrPeerDown at once, the peer may have acted
+	// on it. It matches ErrPeerDown too.
+	ErrConnLost    = fmt.Errorf("%w: the connection dropped with the call in flight", ErrPeerDown)
 	ErrUnknownPeer = errors.New("rpc: unknown peer id")
 	ErrClosed      = errors.New("rpc: client closed")
 	ErrOverloaded  = errors.New("rpc: send queue to the peer is full")

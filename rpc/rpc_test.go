@@ -265,7 +265,8 @@ func TestPeerDownAndBack(t *testing.T) {
 }
 
 // TestPendingCallsFailWhenPeerDies: calls waiting on a connection that dies fail with
-// ErrPeerDown instead of waiting for their timeout.
+// ErrConnLost (an ErrPeerDown that says the request went out) instead of waiting for their
+// timeout.
 func TestPendingCallsFailWhenPeerDies(t *testing.T) {
 	// A raw listener that accepts and reads but never answers, then drops the connection.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -301,8 +302,8 @@ func TestPendingCallsFailWhenPeerDies(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		select {
 		case err := <-got:
-			if !errors.Is(err, ErrPeerDown) {
-				t.Fatalf("got %v, want ErrPeerDown", err)
+			if !errors.Is(err, ErrConnLost) || !errors.Is(err, ErrPeerDown) {
+				t.Fatalf("got %v, want ErrConnLost (which is an ErrPeerDown): the requests were sent", err)
 			}
 		case <-time.After(waitTimeout):
 			t.Fatal("pending call never completed")

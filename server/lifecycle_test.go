@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -112,4 +117,29 @@ func TestLibraryErrorsNameNoFlag(t *testing.T) {
 			t.Errorf("%s: %q names a command-line flag", name, err)
 		}
 	}
+}
+
+// A New that fails at its last step (the hooks' metrics cannot be registered: another member
+// with the same group and id holds them in the shared registry) leaves no goroutine behind:
+// the listeners it had subscribed (metrics, watch, WithListener) are unsubscribed and its
+// dispatcher closed, and the data dir is free for the next New.
+func TestFailedNewLeavesNoListenerGoroutines(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.NewHooks(reg, "g", "n0", []string{hookRoleChange}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := soloConfig(t)
+	before := runtime.NumGoroutine()
+	for i := 0; i < 20; i++ {
+		_, err := New(cfg, WithRegisterer(reg), WithListener(func(dledger.RoleEvent) {}),
+			WithDaemon(DaemonConfig{OnRoleChange: "true"}))
+		if err == nil || !strings.Contains(err.Error(), "hook metrics") {
+			t.Fatalf("New with hook metrics already registered: %v, want the hook metrics error", err)
+		}
+	}
+	// Twenty failed News each left three listener goroutines before the fix; allow a few
+	// unrelated ones (the runtime's, the test framework's) to come and go.
+	dledgertest.Eventually(t, 10*time.Second, "the failed News' goroutines to end", func() bool {
+		return runtime.NumGoroutine() <= before+5
+	})
 }

@@ -266,6 +266,10 @@ func New(config Config, opts ...Option) (*Server, error) {
 	}
 	if err := s.startHooks(reg); err != nil { // last: nothing can fail after it
 		s.client.Close()
+		for _, u := range s.unsubs { // the listeners' goroutines (metrics, watch, WithListener)
+			u()
+		}
+		s.dispatch.Close()
 		return nil, err
 	}
 	ok = true
@@ -595,10 +599,11 @@ func (s *Server) transfer(ctx context.Context, to string, forward bool) (Transfe
 		}
 		s.client.SendLeadershipTransfer(st.LeaderID, req, func(r *protocol.LeadershipTransferResponse, err error) {
 			if err != nil {
-				// A request that timed out reached the leader, or may have: its outcome is unknown
-				// (504), not failed. Any other error means it was never sent.
+				// A request that timed out, or whose connection dropped after it was written,
+				// reached the leader or may have: its outcome is unknown (504), not refused. Any
+				// other error (no connection, closed) means it was never sent.
 				code := protocol.CodeNetworkError
-				if errors.Is(err, rpc.ErrTimeout) {
+				if errors.Is(err, rpc.ErrTimeout) || errors.Is(err, rpc.ErrConnLost) {
 					code = protocol.CodeTimeout
 				}
 				r = &protocol.LeadershipTransferResponse{Header: protocol.Header{Code: code,
