@@ -10,7 +10,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// ---- SPEC 6.1 handleVote: one case per row ----
+// ---- docs/protocol.md 7.1 handleVote: one case per row ----
 
 func TestHandleVote(t *testing.T) {
 	type check func(t *testing.T, u *unit, resp *protocol.VoteResponse)
@@ -173,7 +173,7 @@ func TestHandleVote(t *testing.T) {
 	}
 }
 
-// ---- SPEC 6.2 candidate pass and ParseResult arbitration ----
+// ---- docs/protocol.md 7.2-7.4 candidate pass and ParseResult arbitration ----
 
 // startRound runs a pass and returns the requests sent to the other members.
 func startRound(t *testing.T, u *unit) []sentVote {
@@ -336,7 +336,7 @@ func TestSingleMemberElectsItselfAndKeepsTermAcrossRestart(t *testing.T) {
 	}
 }
 
-// ---- SPEC 6.3 leader pass and heartbeat arbitration ----
+// ---- docs/protocol.md 7.5 leader pass and heartbeat arbitration ----
 
 func sendHeartBeats(t *testing.T, u *unit) []sentHeartBeat {
 	t.Helper()
@@ -438,7 +438,7 @@ func TestLeaderArbitration(t *testing.T) {
 	})
 }
 
-// ---- SPEC 6.4 handleHeartBeat: one case per row ----
+// ---- docs/protocol.md 7.6 handleHeartBeat: one case per row ----
 
 func TestHandleHeartBeat(t *testing.T) {
 	cases := []struct {
@@ -524,7 +524,7 @@ func TestHandleHeartBeat(t *testing.T) {
 	}
 }
 
-// ---- SPEC 6.5 follower pass ----
+// ---- docs/protocol.md 7.7 follower pass ----
 
 func TestFollowerTimeout(t *testing.T) {
 	u := newUnit(t, 3, nil)
@@ -569,7 +569,7 @@ func TestFollowerForgetsPendingTermIncrease(t *testing.T) {
 	}
 }
 
-// ---- SPEC 7 role events ----
+// ---- docs/protocol.md section 8 role events ----
 
 func TestRoleEventsAreOrderedWithAdoptedTerms(t *testing.T) {
 	u := newUnit(t, 3, nil)

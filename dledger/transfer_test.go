@@ -259,7 +259,7 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 
 func TestHandOverTargetIsTheMostUpToDateLiveFollower(t *testing.T) {
 	u := newUnit(t, 5, nil)
-	u.setTerm(5, "") // a leader's term is never below its ledger term (SPEC 6.1 row 9)
+	u.setTerm(5, "") // a leader's term is never below its ledger term (docs/protocol.md 7.1 row 9)
 	u.setLedger(2, 100)
 	leaderWithFollowers(t, u, map[string]memberstate.LedgerEnd{
 		"n1": {Term: 2, Index: 90}, "n2": {Term: 2, Index: 99}, "n3": {Term: 1, Index: 500}})

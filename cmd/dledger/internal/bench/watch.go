@@ -137,7 +137,7 @@ func (k leaderKey) String() string {
 
 // tracker follows the members' reports during one trial: the latest status of each, every
 // distinct new leader in the order first seen, when a quorum first agreed, and any sign of
-// two leaders in one term (a safety violation, SPEC S1).
+// two leaders in one term (a safety violation, docs/protocol.md S1).
 type tracker struct {
 	quorum     int
 	old        leaderKey // the failed leader (zero for a cold start): not a new leader
@@ -265,7 +265,7 @@ const stablePoll = 10 * time.Millisecond
 // awaitStable waits until every member answers and agrees (one LEADER, every other member its
 // FOLLOWER in the same term) without a break for one heartbeat interval, so the next fault
 // hits a group in its steady state. It also counts the leaders other than want that appear
-// meanwhile in want's term or later: after a rejoin there should be none (SPEC L2).
+// meanwhile in want's term or later: after a rejoin there should be none (docs/protocol.md L2).
 func (b *bench) awaitStable(ctx context.Context, want leaderKey) (leaderKey, int, error) {
 	latest := map[int]server.StatusJSON{}
 	var changes []leaderKey
