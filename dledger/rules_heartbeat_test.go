@@ -136,7 +136,7 @@ func TestRulesOnlySuccessAnswersReportALedger(t *testing.T) {
 func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 	// Row 1 before row 2 (D4): a higher term in any answer deposes the leader, even in a
 	// round that already has a quorum of acks.
-	t.Run("row1_higher_term_beats_row2_quorum", func(t *testing.T) {
+	t.Run("rule1_higher_term_beats_rule2_quorum", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		hs := sendHeartBeats(t, u)
@@ -152,7 +152,7 @@ func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 	})
 	// Row 2 before row 4: with a quorum of acks the leader keeps leading, although one member
 	// follows another leader (it will be told by the next heartbeat, docs/protocol.md 7.6 row 6 on its side).
-	t.Run("row2_quorum_beats_row4_inconsistent_leader", func(t *testing.T) {
+	t.Run("rule2_quorum_beats_rule4_inconsistent_leader", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		answerHeartBeats(sendHeartBeats(t, u), map[string]protocol.ResponseCode{
@@ -163,7 +163,7 @@ func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 	})
 	// Row 3 before row 4: quorum(succ + notReady) sends the next round at once, even though
 	// one member answered INCONSISTENT_LEADER.
-	t.Run("row3_not_ready_quorum_beats_row4_inconsistent_leader", func(t *testing.T) {
+	t.Run("rule3_not_ready_quorum_beats_rule4_inconsistent_leader", func(t *testing.T) {
 		u := newUnit(t, 5, nil)
 		u.makeLeader()
 		answerHeartBeats(sendHeartBeats(t, u), map[string]protocol.ResponseCode{
@@ -177,7 +177,7 @@ func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 	})
 	// Row 1 needs a term above the leader's: an EXPIRED_TERM carrying the leader's own term
 	// (no correct follower sends one) neither decides the round early nor deposes the leader.
-	t.Run("row1_needs_a_higher_term", func(t *testing.T) {
+	t.Run("rule1_needs_a_higher_term", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		hs := sendHeartBeats(t, u)
