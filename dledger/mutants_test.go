@@ -21,18 +21,7 @@ import (
 // higher term. Kills becomeCandidate's
 // `case was != protocol.CANDIDATE` negated.
 func TestBecomesCandidateIsLoggedOnceWhenAFollowerTimesOut(t *testing.T) {
-	core, logs := observer.New(zapcore.InfoLevel)
-	store := memberstate.NewMemStore()
-	ms, err := memberstate.New("g", "n0", peersOf(3), store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
-	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.e.hadLeader = true
+	u, logs := newLoggedUnit(t, zapcore.InfoLevel)
 	u.setTerm(3, "")
 	u.e.HandleHeartBeat(hbReq("n1", 3))
 	becomes := func() int { return logs.FilterMessage(EventBecomesCandidate).Len() }
@@ -73,5 +62,41 @@ func TestTransfereeCaughtUpToTheIndexIsDueAtOnce(t *testing.T) {
 	u.setLedger(3, 12)
 	if at := u.e.NextPassAt(); at.After(now) {
 		t.Fatalf("caught up exactly (index 12 of 12): next pass in %v, want now", at.Sub(now))
+	}
+}
+
+// newLoggedUnit is newUnit with its log lines at level and above recorded.
+func newLoggedUnit(t *testing.T, level zapcore.Level) (*unit, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(level)
+	store := memberstate.NewMemStore()
+	ms, err := memberstate.New("g", "n0", peersOf(3), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.e.hadLeader = true
+	return u, logs
+}
+
+// A take-leadership request at MaxTerm is refused by its own row (docs/protocol.md 7.8, the
+// transferee's side, row 7), as routine: without it the take would start and fail on the way
+// (no term after MaxTerm to change to or to persist), with the same answer but two error
+// lines. Kills `req.Term >= protocol.MaxTerm` turned into `>`.
+func TestTakeAtMaxTermIsRefusedWithoutAnError(t *testing.T) {
+	u, logs := newLoggedUnit(t, zapcore.ErrorLevel)
+	u.setTerm(protocol.MaxTerm, "n1")
+	u.e.HandleHeartBeat(hbReq("n1", protocol.MaxTerm))
+	reply, got := capture()
+	u.e.HandleLeadershipTransfer(takeReq("n1", protocol.MaxTerm, -1), reply)
+	if r := got(); r == nil || r.Code != protocol.CodeTakeLeadershipFailed {
+		t.Fatalf("answer %+v, want TAKE_LEADERSHIP_FAILED", r)
+	}
+	if n := logs.Len(); n != 0 {
+		t.Fatalf("%d error lines for a routine refusal: %v", n, logs.All())
 	}
 }
