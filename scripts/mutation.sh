@@ -24,8 +24,9 @@
 #
 # The machine this grew on has 2 cores shared with other work: one worker by default
 # (MUTATION_WORKERS), tests on one CPU each, and a generous timeout (MUTATION_TIMEOUT_COEFFICIENT
-# times the package's own test time). Measured there, one worker: memberstate 5 min, dledger 26
-# min, dledger/sim about 45 min, dledger/driver and dledger/dledgertest a minute each.
+# times the package's own test time). Measured there, one worker, gremlins' own run (the case
+# expressions add a few minutes): memberstate 5 min, dledger 11 min, dledger/sim 20 min,
+# dledger/driver and dledger/dledgertest under half a minute each.
 # MUTATION_BUDGET=SECONDS bounds the whole run (CI: a change that rewrites much of a package
 # could otherwise take longer than CI may): when it runs out, gremlins is stopped, the mutants
 # tested so far are still judged, and the run says how far it got.
