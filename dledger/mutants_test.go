@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -69,17 +68,8 @@ func TestTransfereeCaughtUpToTheIndexIsDueAtOnce(t *testing.T) {
 func newLoggedUnit(t *testing.T, level zapcore.Level) (*unit, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(level)
-	store := memberstate.NewMemStore()
-	ms, err := memberstate.New("g", "n0", peersOf(3), store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
-	u.e, err = New(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.e.hadLeader = true
+	u := newUnit(t, 3, nil)
+	u.e.log = zap.New(core)
 	return u, logs
 }
 
