@@ -8,7 +8,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// SPEC 6.6 and Java DLedger accept a transferee only when its lag is below
+// docs/protocol.md 7.8 and Java DLedger accept a transferee only when its lag is below
 // maxLeadershipTransferWaitIndex: lag max-1 is accepted, lag max is FALL_BEHIND_TOO_MUCH. The
 // same boundary holds for the hand-over target (bestTarget: preferred leaders, Stop).
 func TestTransferLagBoundary(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// ---- SPEC 6.1 handleVote: one case per row ----
+// ---- docs/protocol.md 7.1 handleVote: one case per row ----
 
 func TestHandleVote(t *testing.T) {
 	type check func(t *testing.T, u *unit, resp *protocol.VoteResponse)
@@ -34,7 +34,7 @@ func TestHandleVote(t *testing.T) {
 					t.Fatalf("%v %v", resp.Code, resp.VoteResult)
 				}
 			}},
-		{"row0_unknown_member", nil,
+		{"row0prime_unknown_member", nil,
 			func() *protocol.VoteRequest { r := voteReq("n1", 1, -1, -1); r.RemoteID = "n7"; return r }(),
 			func(t *testing.T, u *unit, resp *protocol.VoteResponse) {
 				if resp.Code != protocol.CodeUnknownMember || resp.VoteResult != protocol.VoteUnknown {
@@ -173,7 +173,7 @@ func TestHandleVote(t *testing.T) {
 	}
 }
 
-// ---- SPEC 6.2 candidate pass and ParseResult arbitration ----
+// ---- docs/protocol.md 7.2-7.4 candidate pass and ParseResult arbitration ----
 
 // startRound runs a pass and returns the requests sent to the other members.
 func startRound(t *testing.T, u *unit) []sentVote {
@@ -336,7 +336,7 @@ func TestSingleMemberElectsItselfAndKeepsTermAcrossRestart(t *testing.T) {
 	}
 }
 
-// ---- SPEC 6.3 leader pass and heartbeat arbitration ----
+// ---- docs/protocol.md 7.5 leader pass and heartbeat arbitration ----
 
 func sendHeartBeats(t *testing.T, u *unit) []sentHeartBeat {
 	t.Helper()
@@ -349,7 +349,7 @@ func sendHeartBeats(t *testing.T, u *unit) []sentHeartBeat {
 }
 
 func TestLeaderArbitration(t *testing.T) {
-	t.Run("row1_D4_higher_term_steps_down_at_once", func(t *testing.T) {
+	t.Run("rule1_D4_higher_term_steps_down_at_once", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		h := sendHeartBeats(t, u)
@@ -359,7 +359,7 @@ func TestLeaderArbitration(t *testing.T) {
 			t.Fatalf("got %v term %d knownMax %d", st.Role, st.Term, st.KnownMaxTermInGroup)
 		}
 	})
-	t.Run("row2_quorum_ack_recorded", func(t *testing.T) {
+	t.Run("rule2_quorum_ack_recorded", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		u.tr.takeHeartBeats() // the round sent at the election
@@ -380,7 +380,7 @@ func TestLeaderArbitration(t *testing.T) {
 			t.Fatal("an acked leader stepped down")
 		}
 	})
-	t.Run("row3_term_not_ready_sends_next_round_at_once", func(t *testing.T) {
+	t.Run("rule3_term_not_ready_sends_next_round_at_once", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		h := sendHeartBeats(t, u)
@@ -389,7 +389,7 @@ func TestLeaderArbitration(t *testing.T) {
 		u.clock.Advance(u.cfg.MaintainInterval) // far less than the heartbeat interval
 		sendHeartBeats(t, u)
 	})
-	t.Run("row4_inconsistent_leader_steps_down_same_term", func(t *testing.T) {
+	t.Run("rule4_inconsistent_leader_steps_down_same_term", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		h := sendHeartBeats(t, u)
@@ -399,7 +399,7 @@ func TestLeaderArbitration(t *testing.T) {
 			t.Fatalf("got %v term %d, want candidate at the same term", st.Role, st.Term)
 		}
 	})
-	t.Run("row5_check_quorum_steps_down_same_term", func(t *testing.T) {
+	t.Run("rule5_check_quorum_steps_down_same_term", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		for elapsed := time.Duration(0); elapsed <= u.cfg.DetectionWindow(); elapsed += u.cfg.HeartBeatInterval {
@@ -438,7 +438,7 @@ func TestLeaderArbitration(t *testing.T) {
 	})
 }
 
-// ---- SPEC 6.4 handleHeartBeat: one case per row ----
+// ---- docs/protocol.md 7.6 handleHeartBeat: one case per row ----
 
 func TestHandleHeartBeat(t *testing.T) {
 	cases := []struct {
@@ -451,7 +451,7 @@ func TestHandleHeartBeat(t *testing.T) {
 	}{
 		{"row0_UNKNOWN_GROUP", nil, func() *protocol.HeartBeatRequest { r := hbReq("n1", 0); r.Group = "x"; return r }(),
 			protocol.CodeUnknownGroup, 0, nil},
-		{"row0_UNKNOWN_MEMBER_wrong_target", nil, func() *protocol.HeartBeatRequest { r := hbReq("n1", 0); r.RemoteID = "n5"; return r }(),
+		{"row0prime_UNKNOWN_MEMBER_wrong_target", nil, func() *protocol.HeartBeatRequest { r := hbReq("n1", 0); r.RemoteID = "n5"; return r }(),
 			protocol.CodeUnknownMember, 0, nil},
 		{"row1_UNKNOWN_MEMBER_sender", func(u *unit) { u.setTerm(3, "") }, hbReq("n9", 3), protocol.CodeUnknownMember, 3, nil},
 		{"row2_UNEXPECTED_MEMBER", func(u *unit) { u.setTerm(3, "") }, hbReq("n0", 3), protocol.CodeUnexpectedMember, 3, nil},
@@ -524,7 +524,7 @@ func TestHandleHeartBeat(t *testing.T) {
 	}
 }
 
-// ---- SPEC 6.5 follower pass ----
+// ---- docs/protocol.md 7.7 follower pass ----
 
 func TestFollowerTimeout(t *testing.T) {
 	u := newUnit(t, 3, nil)
@@ -569,7 +569,7 @@ func TestFollowerForgetsPendingTermIncrease(t *testing.T) {
 	}
 }
 
-// ---- SPEC 7 role events ----
+// ---- docs/protocol.md section 8 role events ----
 
 func TestRoleEventsAreOrderedWithAdoptedTerms(t *testing.T) {
 	u := newUnit(t, 3, nil)

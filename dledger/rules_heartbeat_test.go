@@ -1,6 +1,6 @@
 package dledger
 
-// Tests that each rule of SPEC 6.3 (the leader's heartbeat tally and arbitration) fails when
+// Tests that each rule of docs/protocol.md 7.5 (the leader's heartbeat tally and arbitration) fails when
 // flipped or skipped: written against the mutations the rest of the suite let survive.
 
 import (
@@ -22,7 +22,7 @@ func answerHeartBeats(hs []sentHeartBeat, codes map[string]protocol.ResponseCode
 	}
 }
 
-// SPEC 6.3: a leader sends a round every heartbeat interval: none before the interval has
+// docs/protocol.md 7.5: a leader sends a round every heartbeat interval: none before the interval has
 // passed since the last one, one at exactly the interval. After a round that every follower
 // acknowledged nothing is sent early (a fully acked round is row 2, not row 3's "at once").
 func TestRulesHeartBeatPeriodBoundary(t *testing.T) {
@@ -65,7 +65,7 @@ func TestRulesDuplicateHeartBeatAnswerCountsOnce(t *testing.T) {
 	}
 }
 
-// Answers to an older round do not count in the current round's tally (SPEC 6.3 is per
+// Answers to an older round do not count in the current round's tally (docs/protocol.md 7.5 is per
 // round): the late TERM_NOT_READYs of round 1 must not complete round 2.
 func TestRulesOlderRoundAnswersDoNotCountInTheCurrentRound(t *testing.T) {
 	u := newUnit(t, 3, nil)
@@ -132,11 +132,11 @@ func TestRulesOnlySuccessAnswersReportALedger(t *testing.T) {
 	}
 }
 
-// SPEC 6.3 rows 1-4 in order, on rounds where two rows match.
+// docs/protocol.md 7.5 rules 1-4 in order, on rounds where two rules match.
 func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 	// Row 1 before row 2 (D4): a higher term in any answer deposes the leader, even in a
 	// round that already has a quorum of acks.
-	t.Run("row1_higher_term_beats_row2_quorum", func(t *testing.T) {
+	t.Run("rule1_higher_term_beats_rule2_quorum", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		hs := sendHeartBeats(t, u)
@@ -151,8 +151,8 @@ func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 		}
 	})
 	// Row 2 before row 4: with a quorum of acks the leader keeps leading, although one member
-	// follows another leader (it will be told by the next heartbeat, SPEC 6.4 row 6 its side).
-	t.Run("row2_quorum_beats_row4_inconsistent_leader", func(t *testing.T) {
+	// follows another leader (it will be told by the next heartbeat, docs/protocol.md 7.6 row 6 on its side).
+	t.Run("rule2_quorum_beats_rule4_inconsistent_leader", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		answerHeartBeats(sendHeartBeats(t, u), map[string]protocol.ResponseCode{
@@ -163,7 +163,7 @@ func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 	})
 	// Row 3 before row 4: quorum(succ + notReady) sends the next round at once, even though
 	// one member answered INCONSISTENT_LEADER.
-	t.Run("row3_not_ready_quorum_beats_row4_inconsistent_leader", func(t *testing.T) {
+	t.Run("rule3_not_ready_quorum_beats_rule4_inconsistent_leader", func(t *testing.T) {
 		u := newUnit(t, 5, nil)
 		u.makeLeader()
 		answerHeartBeats(sendHeartBeats(t, u), map[string]protocol.ResponseCode{
@@ -177,7 +177,7 @@ func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 	})
 	// Row 1 needs a term above the leader's: an EXPIRED_TERM carrying the leader's own term
 	// (no correct follower sends one) neither decides the round early nor deposes the leader.
-	t.Run("row1_needs_a_higher_term", func(t *testing.T) {
+	t.Run("rule1_needs_a_higher_term", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.makeLeader()
 		hs := sendHeartBeats(t, u)
@@ -193,7 +193,7 @@ func TestRulesHeartBeatArbitrationOrder(t *testing.T) {
 	})
 }
 
-// SPEC 6.4: every heartbeat answer carries the member's ledger end; it is how the leader
+// docs/protocol.md 7.6: every heartbeat answer carries the member's ledger end; it is how the leader
 // knows who is caught up (transfers, preferred leaders, hand-over on stop).
 func TestRulesHeartBeatAnswerCarriesTheLedger(t *testing.T) {
 	u := newUnit(t, 3, nil)

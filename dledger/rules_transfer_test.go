@@ -1,6 +1,6 @@
 package dledger
 
-// Tests that each rule of SPEC 6.6 (leadership transfer and preferred leaders) fails when
+// Tests that each rule of docs/protocol.md 7.8-7.9 (leadership transfer and preferred leaders) fails when
 // flipped or skipped: written against the mutations the rest of the suite let survive.
 
 import (
@@ -20,7 +20,7 @@ type transferObs struct {
 
 func (o *transferObs) TransferFinished(c protocol.ResponseCode) { o.finished = append(o.finished, c) }
 
-// SPEC 6.6, the leader's checks in order, where two of them apply.
+// docs/protocol.md 7.8, the leader's checks in order, where two of them apply.
 func TestRulesTransferLeaderSideCheckOrder(t *testing.T) {
 	caughtUp := memberstate.LedgerEnd{Term: -1, Index: -1}
 	// "term matches" comes before "it is leader".
@@ -69,7 +69,7 @@ func followForTake(u *unit) {
 	u.setLedger(3, 10)
 }
 
-// SPEC 6.6: a transferee waiting for its ledger gives up at once (TAKE_LEADERSHIP_FAILED) when
+// docs/protocol.md 7.8: a transferee waiting for its ledger gives up at once (TAKE_LEADERSHIP_FAILED) when
 // it stops following the leader that asked: its leader went silent, or the term moved on.
 func TestRulesTransfereeStopsWaitingWhenItsRoleOrTermChanges(t *testing.T) {
 	t.Run("leader_silent_follower_times_out", func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestRulesTransfereeStopsWaitingWhenItsRoleOrTermChanges(t *testing.T) {
 	})
 }
 
-// SPEC 6.6: the transferee campaigns for at most its budget (two of the longest vote rounds)
+// docs/protocol.md 7.8: the transferee campaigns for at most its budget (two of the longest vote rounds)
 // from the moment it starts campaigning: still taking at exactly the budget, failed just after.
 func TestRulesTakeLeadershipBudgetBoundary(t *testing.T) {
 	u := newUnit(t, 3, nil)
@@ -135,7 +135,7 @@ func TestRulesTakeLeadershipBudgetBoundary(t *testing.T) {
 	}
 }
 
-// SPEC 6.6: a ledger that has caught up by the pass that ends the catch-up wait starts the
+// docs/protocol.md 7.8: a ledger that has caught up by the pass that ends the catch-up wait starts the
 // campaign: reaching takeLeadershipLedgerIndex is checked before the wait's deadline.
 func TestRulesTakeLeadershipCaughtUpAtTheWaitDeadlineCampaigns(t *testing.T) {
 	u := newUnit(t, 3, nil)
@@ -162,7 +162,7 @@ func TestRulesTakeLeadershipCaughtUpAtTheWaitDeadlineCampaigns(t *testing.T) {
 	}
 }
 
-// SPEC 6.6: the transferee votes in the pass that starts the campaign, even if an earlier lost
+// docs/protocol.md 7.8: the transferee votes in the pass that starts the campaign, even if an earlier lost
 // round had scheduled its next vote for later.
 func TestRulesTakeLeadershipVotesAtOnceDespiteAnEarlierSchedule(t *testing.T) {
 	u := newUnit(t, 3, nil)
@@ -225,7 +225,7 @@ func preferredLeader(t *testing.T, n int, preferred []string, ledgers map[string
 	return ""
 }
 
-// SPEC 6.6 with two preferred leaders: the leader hands over to the live preferred member with
+// docs/protocol.md 7.9 with two preferred leaders: the leader hands over to the live preferred member with
 // the smallest lag, ties going to the earlier member in peer order (not in the list's order),
 // and never when it is itself one of the preferred.
 func TestRulesTwoPreferredLeaders(t *testing.T) {
@@ -265,7 +265,7 @@ func TestRulesTwoPreferredLeaders(t *testing.T) {
 	}
 }
 
-// SPEC 6.6: the preferred-leader check runs once a second. The leader's first check, at its
+// docs/protocol.md 7.9: the preferred-leader check runs once a second. The leader's first check, at its
 // election, finds nothing (it has heard no follower yet); the preferred member reports at
 // once, but is handed over to at the next check, exactly a second later, not before.
 func TestRulesPreferredCheckOnceASecond(t *testing.T) {
@@ -304,7 +304,7 @@ func TestRulesPreferredCheckOnceASecond(t *testing.T) {
 	}
 }
 
-// SPEC 6.6: only the leader hands over to a preferred member. One that stepped down keeps its
+// docs/protocol.md 7.9: only the leader hands over to a preferred member. One that stepped down keeps its
 // old table of live followers, but must not act on it.
 func TestRulesOnlyTheLeaderHandsOverToAPreferredMember(t *testing.T) {
 	cfg := testConfig()

@@ -1,6 +1,6 @@
 package dledger
 
-// Tests that each rule of SPEC 6.1/6.2 fails when flipped or skipped: written against the
+// Tests that each rule of docs/protocol.md 7.1-7.4 fails when flipped or skipped: written against the
 // mutations that the rest of the suite let survive (issue 12, "Tests that can fail").
 
 import (
@@ -43,7 +43,7 @@ func answerVotes(votes []sentVote, answers map[string]protocol.VoteResult, term 
 	}
 }
 
-// SPEC 6.1: the rows the table tests leave open at their edges.
+// docs/protocol.md 7.1: the rows the table tests leave open at their edges.
 func TestRulesHandleVoteRowEdges(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -60,7 +60,7 @@ func TestRulesHandleVoteRowEdges(t *testing.T) {
 		{"rows4to5_short_ledger_and_lower_term_is_a_ledger_reject",
 			func(u *unit) { u.setTerm(5, ""); u.setLedger(3, 10) }, voteReq("n1", 4, 3, 9),
 			protocol.VoteRejectSmallLedgerEndIndex},
-		// Row 6 as SPEC writes it: voted for someone else and a leader is known, even when the
+		// Row 6 as docs/protocol.md 7.1 writes it: voted for someone else and a leader is known, even when the
 		// known leader is the candidate itself (it restarted and probes its own term).
 		{"row6_voted_for_another_while_following_the_candidate",
 			func(u *unit) {
@@ -83,7 +83,7 @@ func TestRulesHandleVoteRowEdges(t *testing.T) {
 	}
 }
 
-// SPEC 6.2 rule 1: with several higher-term answers the candidate moves to the highest of them,
+// docs/protocol.md 7.4 rule 1: with several higher-term answers the candidate moves to the highest of them,
 // not the first or the last that came.
 func TestRulesSeveralHigherTermAnswersMoveToTheirMaximum(t *testing.T) {
 	for _, order := range [][]int64{{7, 9, 8}, {9, 7, 8}, {7, 8, 9}} {
@@ -108,7 +108,7 @@ func TestRulesSeveralHigherTermAnswersMoveToTheirMaximum(t *testing.T) {
 	}
 }
 
-// SPEC 6.2: rule 1 (a higher term) comes before rule 2 (a leader exists): the candidate must
+// docs/protocol.md 7.4: rule 1 (a higher term) comes before rule 2 (a leader exists): the candidate must
 // learn the term even when the round also says a leader exists, or it would keep probing a
 // term the group has left.
 func TestRulesHigherTermBeatsAlreadyHasLeader(t *testing.T) {
@@ -121,7 +121,7 @@ func TestRulesHigherTermBeatsAlreadyHasLeader(t *testing.T) {
 	}
 }
 
-// SPEC 6.2 rule 1 needs knownMax *above* the round's term: an EXPIRED_VOTE_TERM carrying the
+// docs/protocol.md 7.4 rule 1 needs knownMax *above* the round's term: an EXPIRED_VOTE_TERM carrying the
 // round's own term (no correct voter sends one) does not stop a round that has a quorum.
 func TestRulesKnownMaxEqualToTheRoundTermIsNotHigher(t *testing.T) {
 	u := newUnit(t, 3, nil)
@@ -134,7 +134,7 @@ func TestRulesKnownMaxEqualToTheRoundTermIsNotHigher(t *testing.T) {
 	}
 }
 
-// SPEC 6.2: a candidate that learns a higher term (a vote request or a heartbeat at it) drops
+// docs/protocol.md 7.2: a candidate that learns a higher term (a vote request or a heartbeat at it) drops
 // the round in flight: a late quorum of ACCEPTs for the old term must elect nobody, since this
 // member has already told the higher-term candidate it is moving to its term.
 func TestRulesHigherTermAbandonsTheRoundInFlight(t *testing.T) {
@@ -158,7 +158,7 @@ func TestRulesHigherTermAbandonsTheRoundInFlight(t *testing.T) {
 	}
 }
 
-// SPEC 6.2: after taking the next term the candidate's last result is WAIT_TO_REVOTE, so a
+// docs/protocol.md 7.2: after taking the next term the candidate's last result is WAIT_TO_REVOTE, so a
 // member that lost a round (WAIT_TO_VOTE_NEXT), then adopted a higher term from a vote
 // request, probes that term next instead of moving up once more.
 func TestRulesAdoptedTermIsProbedNotSkipped(t *testing.T) {
@@ -178,7 +178,7 @@ func TestRulesAdoptedTermIsProbedNotSkipped(t *testing.T) {
 	}
 }
 
-// SPEC 6.2, our early rule: the round at the lost leader's term may skip only the lost
+// docs/protocol.md 7.3, our early rule E5: the round at the lost leader's term may skip only the lost
 // leader's answer. When the lost leader has answered and another member has not, it waits.
 func TestRulesLostLeaderRuleWaitsForTheOthers(t *testing.T) {
 	u := newUnit(t, 3, nil)
@@ -206,7 +206,7 @@ func TestRulesDuplicateVoteAnswerCountsOnce(t *testing.T) {
 	}
 }
 
-// SPEC 6.2: a vote round waits voteRoundBase + rand(maxVoteInterval); at exactly that deadline
+// docs/protocol.md 7.2 step 5: a vote round waits voteRoundBase + rand(maxVoteInterval); at exactly that deadline
 // it is decided, one tick before it is not.
 func TestRulesVoteRoundDeadlineBoundary(t *testing.T) {
 	cfg := testConfig()
@@ -227,7 +227,7 @@ func TestRulesVoteRoundDeadlineBoundary(t *testing.T) {
 	}
 }
 
-// SPEC 6.2/5: the re-vote delay is in [minVoteInterval, maxVoteInterval): min with the
+// docs/protocol.md 7.2 and 6.1: the re-vote delay is in [minVoteInterval, maxVoteInterval): min with the
 // smallest draw, below max with the largest; the take-leadership interval likewise.
 func TestRulesVoteDelayBounds(t *testing.T) {
 	cfg := testConfig()

@@ -112,7 +112,7 @@ func TestScenarioPreferredLeaderRegainsLeadershipAfterRestart(t *testing.T) {
 // cut until the transfer is answered). The old leader, restarted, probes at that term with an older
 // ledger than the new leader's. The bystander must answer REJECT_ALREADY_HAS_LEADER: a granted
 // vote turns the probe into WAIT_TO_VOTE_NEXT, a new term, and a healthy leader with a newer
-// ledger deposed (SPEC 6.1 row 6 needs "voted for someone else"; we widened it).
+// ledger deposed (DLedger's row 6 of docs/protocol.md 7.1 needs "voted for someone else"; we widened it).
 func TestScenarioOldLeaderRestartedAfterHandOverDoesNotDeposeTheNewLeader(t *testing.T) {
 	cfg := dledger.DefaultConfig()
 	// Whether the probe's lost round becomes a new term depends on its random re-vote delay

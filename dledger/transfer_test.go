@@ -51,21 +51,21 @@ func TestTransferLeaderSideAnswerCodes(t *testing.T) {
 		term  int64
 		want  protocol.ResponseCode
 	}{
-		{"UNKNOWN_MEMBER", func(u *unit) { leaderWithFollowers(t, u, caughtUp) }, "n9", -1, protocol.CodeUnknownMember},
-		{"INCONSISTENT_TERM", func(u *unit) { leaderWithFollowers(t, u, caughtUp) }, "n1", 7, protocol.CodeInconsistentTerm},
-		{"NOT_LEADER", nil, "n1", -1, protocol.CodeNotLeader},
-		{"FALL_BEHIND_TOO_MUCH_lagging", func(u *unit) {
+		{"row1_UNKNOWN_MEMBER", func(u *unit) { leaderWithFollowers(t, u, caughtUp) }, "n9", -1, protocol.CodeUnknownMember},
+		{"row2_INCONSISTENT_TERM", func(u *unit) { leaderWithFollowers(t, u, caughtUp) }, "n1", 7, protocol.CodeInconsistentTerm},
+		{"row3_NOT_LEADER", nil, "n1", -1, protocol.CodeNotLeader},
+		{"row5_FALL_BEHIND_TOO_MUCH_lagging", func(u *unit) {
 			u.setLedger(1, 5000)
 			leaderWithFollowers(t, u, caughtUp)
 		}, "n1", -1, protocol.CodeFallBehindTooMuch},
-		{"FALL_BEHIND_TOO_MUCH_dead", func(u *unit) {
+		{"row5_FALL_BEHIND_TOO_MUCH_dead", func(u *unit) {
 			leaderWithFollowers(t, u, map[string]memberstate.LedgerEnd{"n2": {Term: 1, Index: 10}})
 		}, "n1", -1, protocol.CodeFallBehindTooMuch},
-		{"LEADER_TRANSFERRING", func(u *unit) {
+		{"row6_LEADER_TRANSFERRING", func(u *unit) {
 			leaderWithFollowers(t, u, caughtUp)
 			u.e.TransferLeadership("n2", -1, func(*protocol.LeadershipTransferResponse) {})
 		}, "n1", -1, protocol.CodeLeaderTransferring},
-		{"SUCCESS_to_self_is_a_no_op", func(u *unit) { leaderWithFollowers(t, u, caughtUp) }, "n0", -1, protocol.CodeSuccess},
+		{"row4_SUCCESS_to_self_is_a_no_op", func(u *unit) { leaderWithFollowers(t, u, caughtUp) }, "n0", -1, protocol.CodeSuccess},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -119,7 +119,7 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 		u.e.HandleHeartBeat(hbReq("n1", 3))
 		u.setLedger(3, 10)
 	}
-	t.Run("INCONSISTENT_LEADER", func(t *testing.T) {
+	t.Run("row1_INCONSISTENT_LEADER", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		follow(u)
 		reply, got := capture()
@@ -128,7 +128,7 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
-	t.Run("TAKE_LEADERSHIP_FAILED_ledger_never_catches_up", func(t *testing.T) {
+	t.Run("row8_TAKE_LEADERSHIP_FAILED_ledger_never_catches_up", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		follow(u)
 		reply, got := capture()
@@ -148,7 +148,7 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 			t.Fatalf("a failed catch-up must leave the follower as it was: %+v", st)
 		}
 	})
-	t.Run("SUCCESS_after_catching_up", func(t *testing.T) {
+	t.Run("row8_SUCCESS_after_catching_up", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		follow(u)
 		reply, got := capture()
@@ -179,7 +179,7 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 			t.Fatalf("%+v", st)
 		}
 	})
-	t.Run("duplicate_request_gets_the_same_answer", func(t *testing.T) {
+	t.Run("row3_duplicate_request_gets_the_same_answer", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		follow(u)
 		reply, got := capture()
@@ -201,7 +201,7 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 	// (LEADER_TRANSFERRING cannot be reached on this side: a second request from the same
 	// leader in the same term is a duplicate, and any other fails INCONSISTENT_LEADER or
 	// INCONSISTENT_TERM first; the leader side answers LEADER_TRANSFERRING, see above.)
-	t.Run("INCONSISTENT_TERM", func(t *testing.T) {
+	t.Run("row2_INCONSISTENT_TERM", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		follow(u)
 		reply, got := capture()
@@ -262,7 +262,7 @@ func TestTransferTransfereeSideAnswerCodes(t *testing.T) {
 
 func TestHandOverTargetIsTheMostUpToDateLiveFollower(t *testing.T) {
 	u := newUnit(t, 5, nil)
-	u.setTerm(5, "") // a leader's term is never below its ledger term (SPEC 6.1 row 9)
+	u.setTerm(5, "") // a leader's term is never below its ledger term (docs/protocol.md 7.1 row 9)
 	u.setLedger(2, 100)
 	leaderWithFollowers(t, u, map[string]memberstate.LedgerEnd{
 		"n1": {Term: 2, Index: 90}, "n2": {Term: 2, Index: 99}, "n3": {Term: 1, Index: 500}})

@@ -302,8 +302,8 @@ func (e *Elector) voteAtHigherTerm(req *protocol.VoteRequest, resp *protocol.Vot
 	return withResult(resp, protocol.VoteRejectTermNotReady)
 }
 
-// retryStartUp is rule 3's start-up case (docs/protocol.md 7.11): the first member of the
-// start-up order, starting up, lost round r for want of answers. The others are most likely
+// retryStartUp: the first member of the start-up order, starting up, lost round r for want of
+// answers (the start-up case of rule 3, docs/protocol.md 7.11). The others are most likely
 // still starting: retry when the transport connects to one of them (PeerReachable), at once if
 // one connected while this round was out (it may have been asked before), and after two passes
 // at the latest.
@@ -412,8 +412,8 @@ func withResult(resp *protocol.VoteResponse, r protocol.VoteResult) *protocol.Vo
 	return resp
 }
 
-// followsOtherThan is row 6's test, at the current term: a leader is known, and it is not cand
-// or this member voted for someone other than cand.
+// followsOtherThan: at the current term, a leader is known and it is not cand, or this member
+// voted for someone other than cand. The widened row 6 refuses on it.
 func (e *Elector) followsOtherThan(cand string) bool {
 	leader := e.ms.LeaderID()
 	return leader != "" && (leader != cand || votedOtherThan(e.ms.VoteFor(), cand))
@@ -422,8 +422,8 @@ func (e *Elector) followsOtherThan(cand string) bool {
 // votedOtherThan: a vote was cast (voteFor) and not for cand.
 func votedOtherThan(voteFor, cand string) bool { return voteFor != "" && voteFor != cand }
 
-// takeRefuses is row 10's test (and row 8a's, at the new term): this member is taking
-// leadership and the candidate's ledger is not newer than its own.
+// takeRefuses: this member is taking leadership and the candidate's ledger is not newer than
+// its own. Row 10 refuses on it, and row 8a asks it at the new term.
 func (e *Elector) takeRefuses(req *protocol.VoteRequest) bool {
 	my := e.ms.Ledger()
 	return e.take.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex

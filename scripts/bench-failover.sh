@@ -118,7 +118,7 @@ processes on 127.0.0.1, and the benchmark polls each live member's \`GET /v1/sta
 
 After the agreement the benchmark keeps watching for twice the detection window and counts
 every further leader as a needless change; rejoin counts leader changes caused by the failed
-member coming back (SPEC L2 says there should be none). Phases are means from the members' own
+member coming back (docs/protocol.md L2 says there should be none). Phases are means from the members' own
 info logs: *detect* = fault to the first "becomes candidate" (cold start: to a quorum of members
 serving, the earliest any election can end), *elect* = to "becomes leader", *spread* = to the
 quorum agreement seen by the benchmark.
@@ -133,7 +133,7 @@ EOF
   cat <<EOF
 
 Percentiles are nearest-rank over the trials, so with fewer than 100 trials p99 is the maximum.
-Profiles (SPEC section 5): **lan** (our default) heartbeat 200 ms x leak 3 = 600 ms detection
+Profiles (docs/protocol.md 6.1): **lan** (our default) heartbeat 200 ms x leak 3 = 600 ms detection
 window, re-vote delay [100, 300) ms, vote round at most 300 ms + rand(300 ms); **dledger** (Java
 DLedger's defaults) heartbeat 2000 ms x 3 = 6 s, re-vote delay [300, 1000) ms, vote round at most
 2000 ms + rand(1000 ms).

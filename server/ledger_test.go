@@ -12,7 +12,7 @@ import (
 )
 
 // A ledger report whose end term is above every term the member has seen is accepted (a real
-// ledger can be ahead of its member's election state; docs/protocol.md 3.1), but warned of once
+// ledger can be ahead of its member's election state; docs/protocol.md section 1), but warned of once
 // and counted in dledger_ledger_reports_ahead_total; reports at a term the member has seen,
 // and repeats of the same end term, are not.
 func TestLedgerReportAheadOfEveryTermIsAcceptedWarnedAndCounted(t *testing.T) {

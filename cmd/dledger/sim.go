@@ -17,7 +17,7 @@ const simUsage = `usage: dledger sim --seeds N [--seed-start S] [--members K|mix
                   [--scenario chaos|rejoin|mixed] [--duration D] [--rpc-timeout D] [--workers W]
                   [--trace] [--hashes] [--broken MODE] [--reports R]
 
-Runs the deterministic simulator on seeds S .. S+N-1 and checks SPEC.md section 9 after every
+Runs the deterministic simulator on seeds S .. S+N-1 and checks docs/protocol.md section 9 after every
 event. A violation prints the seed, the invariant, the last trace events and a command that
 replays it with the full trace. Exit status 0 only when no seed violated an invariant.
 
@@ -36,6 +36,8 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                                        lost round
                     keep-lost-round    a follower keeps its lost round's result     L2 (rejoin scenario)
                     endless-take       a transferee never leaves the take           L3
+                    gone-on-cut        a cut link is reported as the peer's process L2 (rejoin scenario)
+                                       gone
                     no-abstain         sidecar members vote before their ledger is  S4
                                        reported after a restart
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The checker itself is tested (DESIGN.md, "Tests, in layers"): with a deliberately broken
+// The checker itself is tested (docs/protocol.md section 9): with a deliberately broken
 // rule, the simulator must report the matching invariant within a few seeds.
 func TestCheckerCatchesBrokenRules(t *testing.T) {
 	for _, c := range []struct {

@@ -5,7 +5,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// checker holds what the safety invariants (SPEC 9, S1-S5) need to remember. It observes the
+// checker holds what the safety invariants (docs/protocol.md section 9, S1-S5) need to remember. It observes the
 // members from outside: role events, the answers HandleVote gives, and each MemberState's
 // term and vote (read directly: the simulator's goroutine is the only one touching them).
 // The maps are only looked up, never ranged over.

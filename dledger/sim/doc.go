@@ -1,6 +1,6 @@
 // Package sim is the deterministic simulator: it runs 3 to 7 members' real elector code
 // (dledger.New over memberstate.MemStore) on virtual time, with a simulated network and
-// faults scheduled from a seed, and checks the invariants of SPEC.md section 9 after every
+// faults scheduled from a seed, and checks the invariants of docs/protocol.md section 9 after every
 // event.
 //
 // One goroutine drives everything. Every member gets a Clock that reads the virtual time, a

@@ -11,7 +11,7 @@ import (
 // L1Rounds is how many contested vote rounds the L1 bound allows for after the heal.
 const L1Rounds = 8
 
-// L1Bound is the longest a heal phase may go without a stable leader (SPEC 9, L1): from the
+// L1Bound is the longest a heal phase may go without a stable leader (docs/protocol.md section 9, L1): from the
 // moment the faults heal and a quorum is up and connected, until a leader is followed by a
 // quorum at its term. Each part is a wait the elector may legitimately be in when the heal
 // starts, in the order it can meet them:

@@ -21,8 +21,8 @@ const (
 	ScenarioRejoin Scenario = "rejoin"
 )
 
-// Broken names a deliberate bug, so the checker itself can be shown to fail (DESIGN.md,
-// "Tests, in layers"). Never used outside checker tests and the CLI's --broken flag. Each
+// Broken names a deliberate bug, so the checker itself can be shown to fail (docs/protocol.md
+// section 9). Never used outside checker tests and the CLI's --broken flag. Each
 // comment names the invariant the bug must break (broken_test.go shows it is caught); how each
 // is injected, from outside the elector's decision tables, is in broken.go.
 type Broken string

@@ -6,7 +6,7 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 )
 
-// Half the chaos runs pin a preferred leader (SPEC 6.6); every invariant is checked in them as
+// Half the chaos runs pin a preferred leader (docs/protocol.md 7.9); every invariant is checked in them as
 // in any run. After the final heal such a run goes on, with no more faults, until the preferred
 // member leads or PreferredBound passes: a preferred member that is up must then be leading.
 // Without preferred-leader hand-overs it would lead only by chance, one run in the group size.

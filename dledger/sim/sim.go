@@ -82,7 +82,7 @@ func newSim(o Options, cfg dledger.Config) *sim {
 		fmt.Fprintf(o.Trace, "=== seed %d members=%d profile=%s scenario=%s\n", o.Seed, o.Members, o.Profile, o.Scenario)
 	}
 	s.leaderOnly = o.Scenario == ScenarioRejoin && stream(6).IntN(2) == 0
-	// Half the chaos runs pin a preferred leader (SPEC 6.6), so its hand-overs meet every fault.
+	// Half the chaos runs pin a preferred leader (docs/protocol.md 7.9), so its hand-overs meet every fault.
 	// A stream of its own leaves the rest of the seed's schedule as it was. Not in the rejoin
 	// scenario, whose L2 check counts every leader change.
 	if r := stream(5); o.Scenario == ScenarioChaos && r.IntN(2) == 0 {

@@ -8,8 +8,8 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// L3Bound is the longest an admin may wait for the answer to a leadership transfer (SPEC 9,
-// L3): the leader's own deadline, TransferBound (the transferee's catch-up wait, its campaign
+// L3Bound is the longest an admin may wait for the answer to a leadership transfer (docs/protocol.md
+// section 9, L3): the leader's own deadline, TransferBound (the transferee's catch-up wait, its campaign
 // budget and one vote round of slack), plus two StateMaintainer passes, because the deadline
 // is noticed by a pass.
 func L3Bound(cfg dledger.Config) time.Duration {
@@ -69,7 +69,7 @@ func (s *sim) transferDelivered(m *member) {
 // Not checked: that a transferee whose take failed has not "inflated" the group's term. A
 // failed take leaves it an ordinary candidate one term above the leader, by design (it had to
 // adopt the new term to campaign). It then deposes that leader (its heartbeat answer is
-// EXPIRED_TERM, SPEC 6.3 row 1) and the group elects again at the higher term, which L1 bounds
+// EXPIRED_TERM, docs/protocol.md 7.5 rule 1) and the group elects again at the higher term, which L1 bounds
 // at every heal. Nor can a heal check that no candidate sits above the stable leader's term:
 // when a quorum first follows a leader, a member outside that quorum may legitimately be a
 // candidate at a higher term (it lost a split round and moved on, or stepped up on a

@@ -164,7 +164,7 @@ func ResolveBinary(path string) (string, error) {
 }
 
 // errLeaderMoved: the leader changed while the group was idle between trials. A stable group
-// on loopback should never do that (SPEC L2); it is counted (idle_changes) and the trial redone.
+// on loopback should never do that (docs/protocol.md L2); it is counted (idle_changes) and the trial redone.
 var errLeaderMoved = errors.New("the leader changed while the group was idle")
 
 // maxIdleChanges bounds the redone trials: a group that keeps changing leaders on its own
@@ -368,7 +368,7 @@ func (b *bench) randomPhase(ctx context.Context) error {
 
 // restore brings the failed member back (restart after kill -9, SIGCONT after SIGSTOP) and
 // waits until the group is stable. It returns the leader and how many leader changes the
-// rejoin caused (SPEC L2 says none).
+// rejoin caused (docs/protocol.md L2 says none).
 func (b *bench) restore(ctx context.Context, old, elected Leader) (Leader, int, error) {
 	target := b.c.Index(old.ID)
 	var err error

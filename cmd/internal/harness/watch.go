@@ -124,7 +124,7 @@ func (b *Harness) pollMember(ctx context.Context, i int, period time.Duration, o
 
 // tracker follows the members' reports during one trial: the latest status of each, every
 // distinct new leader in the order first seen, when a quorum first agreed, and any sign of
-// two leaders in one term (a safety violation, SPEC S1).
+// two leaders in one term (a safety violation, docs/protocol.md S1).
 type tracker struct {
 	quorum     int
 	old        Leader // the failed leader (zero for a cold start): not a new leader
@@ -241,7 +241,7 @@ const StablePoll = 10 * time.Millisecond
 // AwaitStable waits until every member answers and agrees (one LEADER, every other member its
 // FOLLOWER in the same term) without a break for one heartbeat interval, so the next fault
 // hits a group in its steady state. It also counts the leaders other than want that appear
-// meanwhile in want's term or later: after a rejoin there should be none (SPEC L2).
+// meanwhile in want's term or later: after a rejoin there should be none (docs/protocol.md L2).
 func (b *Harness) AwaitStable(ctx context.Context, want Leader) (Leader, int, error) {
 	latest := map[int]server.StatusJSON{}
 	var changes []Leader

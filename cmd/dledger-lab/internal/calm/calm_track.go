@@ -20,7 +20,7 @@ import (
 //   - term increases by a faulted member: the steps this member reported first, above every
 //     term reported before (with 2 ms polling, the member that raised the term).
 //   - leaderless time: how long no quorum agreed on a leader.
-//   - safety: two leaders named in one term (SPEC S1).
+//   - safety: two leaders named in one term (docs/protocol.md S1).
 //   - stalls: the longest time a member that was never faulted went without answering a
 //     poll. A stall of the detection window's length is a frozen member (a loaded host, a
 //     stop-the-world pause) rather than the injected fault, and explains a change it caused.
