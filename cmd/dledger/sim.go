@@ -40,6 +40,8 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                                        gone
                     no-abstain         sidecar members vote before their ledger is  S4
                                        reported after a restart
+                    forget-deadline    NextPassAt leaves out the preferred-leader   PASS
+                                       check's deadline
 
 flags:
 `
