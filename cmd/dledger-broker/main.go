@@ -47,6 +47,7 @@ func run(args []string, stderr io.Writer) error {
 	heartbeat := fs.Duration("heartbeat", 0, "election heartbeat interval (0: the lan profile's)")
 	ignoreLedger := fs.Bool("unsafe-ignore-ledger", false, "TEST ONLY: report an empty ledger (loses acknowledged appends)")
 	debugFaults := fs.Bool("debug-faults", false, "TEST ONLY: serve POST /debug/fault (drop or delay replication)")
+	stallLimit := fs.Duration("stall-limit", time.Second, "a log write taking longer makes the member abstain (storage unhealthy)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -83,7 +84,7 @@ func run(args []string, stderr io.Writer) error {
 	b, err := broker.New(broker.Config{
 		Election: server.Config{Group: *group, SelfID: *id, Peers: *peers, Keys: keys, Insecure: *insecure,
 			DataDir: filepath.Join(*dir, "election"), Election: server.Timings{HeartBeatInterval: *heartbeat}},
-		Dir: filepath.Join(*dir, "log"), Brokers: addrs, IgnoreLedger: *ignoreLedger, Faults: *debugFaults, Logger: logger,
+		Dir: filepath.Join(*dir, "log"), Brokers: addrs, IgnoreLedger: *ignoreLedger, Faults: *debugFaults, StallLimit: *stallLimit, Logger: logger,
 	})
 	if err != nil {
 		return err

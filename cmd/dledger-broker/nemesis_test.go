@@ -133,7 +133,7 @@ func newCluster(t *testing.T, n int, ignoreLedger bool) *cluster {
 }
 
 func (c *cluster) start(m *member) {
-	args := []string{"--id", m.id, "--peers", c.peers, "--brokers", c.addrs, "--dir", m.dir, "--insecure", "--debug-faults"}
+	args := []string{"--id", m.id, "--peers", c.peers, "--brokers", c.addrs, "--dir", m.dir, "--insecure", "--debug-faults", "--stall-limit", "300ms"}
 	if c.ignoreLedger {
 		args = append(args, "--unsafe-ignore-ledger")
 	}
@@ -769,6 +769,18 @@ func (n *nemesis) run(until time.Time) {
 			n.c.setFault(l, "")
 		}},
 		{"stale-transfer", func() { n.staleTransfer(3) }},
+		{"disk-stall", func() { // the leader's writes stall past its stall limit: it must step down
+			l := n.pick(true)
+			n.c.setFault(l, "stall=700ms")
+			n.hold(500*time.Millisecond, 1500*time.Millisecond)
+			n.c.setFault(l, "")
+		}},
+		{"disk-full", func() { // a member's writes fail (ENOSPC)
+			m := n.pick(n.rng.IntN(2) == 0)
+			n.c.setFault(m, "full=1")
+			n.hold(300*time.Millisecond, 1500*time.Millisecond)
+			n.c.setFault(m, "")
+		}},
 	}
 	for time.Now().Before(until) {
 		f := faults[n.rng.IntN(len(faults))]

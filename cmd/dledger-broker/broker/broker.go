@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,7 +54,10 @@ type Config struct {
 	Faults bool
 	// AppendTimeout bounds how long an append or read waits for a quorum (default 2 s).
 	AppendTimeout time.Duration
-	Logger        *zap.Logger
+	// StallLimit is how long one write of the log may take before the disk is called
+	// unhealthy (default 1 s): see durableLocked.
+	StallLimit time.Duration
+	Logger     *zap.Logger
 }
 
 // Broker is one member: its log, its election member, and its HTTP API (Handler).
@@ -90,12 +94,17 @@ type follower struct {
 type faults struct {
 	drop  map[string]bool
 	delay time.Duration
+	stall time.Duration // every write of the log first sleeps this long (a stalled disk)
+	full  bool          // every write of the log fails with ENOSPC
 }
 
 // New opens the log and creates the election member (not started: see Start).
 func New(cfg Config, opts ...server.Option) (*Broker, error) {
 	if cfg.AppendTimeout <= 0 {
 		cfg.AppendTimeout = 2 * time.Second
+	}
+	if cfg.StallLimit <= 0 {
+		cfg.StallLimit = time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
@@ -106,6 +115,7 @@ func New(cfg Config, opts ...server.Option) (*Broker, error) {
 	}
 	b := &Broker{cfg: cfg, log: cfg.Logger, l: l, changed: make(chan struct{}),
 		http: &http.Client{Timeout: time.Second}}
+	l.fault = b.diskFault
 	cfg.Election.Ledger = server.LedgerStorage
 	cfg.Election.LeaderReadyGate = true
 	opts = append(opts, server.WithLogger(cfg.Logger), server.WithListener(b.onRole))
@@ -148,6 +158,60 @@ func (b *Broker) reportLocked() error {
 		t, i = -1, -1
 	}
 	return b.srv.UpdateLedger(t, i)
+}
+
+// durableLocked runs one write of the log and tells the election member how the disk is doing
+// (the storage-health half of the embedding API): a write that fails (a full or read-only disk)
+// or is still running after StallLimit (a stalled fsync) makes the member abstain through
+// StorageUnhealthy, so a leader steps down at once and the member is no candidate and no
+// hand-over target; the next write that succeeds reports the ledger, which ends it.
+func (b *Broker) durableLocked(what string, write func() error) error {
+	var mu sync.Mutex
+	finished := false
+	t := time.AfterFunc(b.cfg.StallLimit, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			b.log.Warn("disk write stalled: abstaining", zap.String("write", what), zap.Duration("limit", b.cfg.StallLimit))
+			b.srv.StorageUnhealthy(what + ": write stalled")
+		}
+	})
+	err := write()
+	t.Stop()
+	mu.Lock()
+	finished = true
+	mu.Unlock()
+	if err != nil {
+		b.log.Warn("disk write failed: abstaining", zap.String("write", what), zap.Error(err))
+		b.srv.StorageUnhealthy(what + ": " + err.Error())
+		return err
+	}
+	if err := b.reportLocked(); err != nil {
+		b.log.Warn("update ledger", zap.Error(err))
+	}
+	return nil
+}
+
+// diskFault is the Log's test seam (b.mu is held: every write of the log is made under it).
+func (b *Broker) diskFault() error {
+	if b.faults.full {
+		return syscall.ENOSPC
+	}
+	if b.faults.stall > 0 {
+		time.Sleep(b.faults.stall)
+	}
+	return nil
+}
+
+// electionMovedPast says whether the election member has moved past term since this member
+// wrote to its log. It is asked after the write and its ledger report, and closes a race: a
+// vote for a newer term's candidate granted before the report compared the candidate against
+// the old ledger end, so the candidate may lack the entry just written; counting that entry
+// (the leader counting itself, a follower acknowledging) could then acknowledge an append the
+// new leader truncates. A vote granted after the report compares the new end. Both the report
+// and the vote hold the elector's lock, so one of the two always happens first.
+func (b *Broker) electionMovedPast(term int64) bool {
+	return b.srv.Status().Term > term
 }
 
 func (b *Broker) notifyLocked() {
@@ -193,16 +257,14 @@ func (b *Broker) onRole(ev server.RoleEvent) {
 		b.log.Warn("elected for a term older than one already accepted: not serving", zap.Int64("term", ev.Term))
 		return
 	}
-	if err := b.l.Promise(ev.Term); err != nil {
-		b.log.Error("promise", zap.Error(err))
+	if err := b.durableLocked("promise", func() error { return b.l.Promise(ev.Term) }); err != nil {
 		return
 	}
-	if err := b.l.Append(Entry{Term: ev.Term}); err != nil { // the barrier
-		b.log.Error("barrier append", zap.Error(err))
+	if err := b.durableLocked("barrier", func() error { return b.l.Append(Entry{Term: ev.Term}) }); err != nil {
 		return
 	}
-	if err := b.reportLocked(); err != nil {
-		b.log.Error("update ledger", zap.Error(err))
+	if b.electionMovedPast(ev.Term) {
+		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ld := &leadership{term: ev.Term, barrier: b.l.Len() - 1, commit: -1, peers: map[string]*follower{}, cancel: cancel}
@@ -382,33 +444,30 @@ func (b *Broker) HandleAppend(req AppendRequest) (AppendResponse, error) {
 		return AppendResponse{Term: b.lead.term}, nil // cannot happen with one leader a term
 	}
 	b.stepDownLocked()
-	if err := b.l.Promise(req.Term); err != nil {
+	if err := b.durableLocked("promise", func() error { return b.l.Promise(req.Term) }); err != nil {
 		return AppendResponse{}, err
 	}
 	if req.PrevIndex >= b.l.Len() || (req.PrevIndex >= 0 && b.l.TermAt(req.PrevIndex) != req.PrevTerm) {
 		return AppendResponse{Term: req.Term, End: min(b.l.Len(), req.PrevIndex) - 1}, nil
 	}
-	changed := false
 	for i, e := range req.Entries {
 		idx := req.PrevIndex + 1 + int64(i)
 		if idx < b.l.Len() {
 			if b.l.TermAt(idx) == e.Term {
 				continue // already there (a retried batch)
 			}
-			if err := b.l.TruncateFrom(idx); err != nil { // a divergent suffix, never committed
+			// A divergent suffix: never committed, or this leader would have it.
+			if err := b.durableLocked("truncate", func() error { return b.l.TruncateFrom(idx) }); err != nil {
 				return AppendResponse{}, err
 			}
 		}
-		if err := b.l.Append(req.Entries[i:]...); err != nil {
+		if err := b.durableLocked("append", func() error { return b.l.Append(req.Entries[i:]...) }); err != nil {
 			return AppendResponse{}, err
 		}
-		changed = true
 		break
 	}
-	if changed {
-		if err := b.reportLocked(); err != nil {
-			b.log.Warn("update ledger", zap.Error(err))
-		}
+	if cur := b.srv.Status().Term; cur > req.Term { // see electionMovedPast: no acknowledgement
+		return AppendResponse{Term: cur}, nil
 	}
 	return AppendResponse{OK: true, Term: req.Term}, nil
 }
@@ -477,12 +536,13 @@ func (b *Broker) Append(value string) (index, term int64, err error) {
 		return 0, 0, err
 	}
 	ld := b.lead
-	if err := b.l.Append(Entry{Term: ld.term, Value: value}); err != nil {
+	if err := b.durableLocked("append", func() error { return b.l.Append(Entry{Term: ld.term, Value: value}) }); err != nil {
 		return 0, 0, err
 	}
 	idx := b.l.Len() - 1
-	if err := b.reportLocked(); err != nil {
-		b.log.Warn("update ledger", zap.Error(err))
+	if b.electionMovedPast(ld.term) { // this member may have voted for a leader without the entry
+		b.stepDownLocked()
+		return 0, 0, errOutcomeUnknown
 	}
 	b.advanceCommitLocked(ld) // a group of one
 	b.wakeAllLocked(ld)
@@ -514,7 +574,7 @@ func (b *Broker) Read() ([]string, error) {
 		return n > (len(ld.peers)+1)/2
 	}
 	b.waitLocked(time.Now().Add(b.cfg.AppendTimeout), func() bool { return b.lead != ld || confirmed() })
-	if b.lead != ld || !confirmed() {
+	if b.lead != ld || !confirmed() || b.electionMovedPast(ld.term) {
 		return nil, &ErrNotLeader{Reason: "leadership not confirmed by a quorum"}
 	}
 	vals := []string{}
@@ -537,7 +597,7 @@ func (b *Broker) Read() ([]string, error) {
 //	POST /transfer?to=ID      hand leadership over (the election member's TransferLeadership)
 //	GET  /status              the election member's status and this log's end
 //	POST /internal/append     replication (AppendRequest)
-//	POST /debug/fault?drop=ID,ID&delay=D   with Config.Faults only
+//	POST /debug/fault?drop=ID,ID&delay=D&stall=D&full=1   with Config.Faults only
 func (b *Broker) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /append", func(w http.ResponseWriter, r *http.Request) {
@@ -596,13 +656,16 @@ func (b *Broker) Handler() http.Handler {
 					f.drop[id] = true
 				}
 			}
-			if d := q.Get("delay"); d != "" {
-				var err error
-				if f.delay, err = time.ParseDuration(d); err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
-					return
+			for name, d := range map[string]*time.Duration{"delay": &f.delay, "stall": &f.stall} {
+				if v := q.Get(name); v != "" {
+					var err error
+					if *d, err = time.ParseDuration(v); err != nil {
+						http.Error(w, err.Error(), http.StatusBadRequest)
+						return
+					}
 				}
 			}
+			f.full = q.Get("full") != ""
 			b.mu.Lock()
 			b.faults = f
 			b.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +17,10 @@ import (
 
 // group is n in-process brokers on loopback; only the members in start are started.
 func group(t *testing.T, n int, start ...int) []*Broker {
+	return groupWith(t, n, 0, start...)
+}
+
+func groupWith(t *testing.T, n int, stallLimit time.Duration, start ...int) []*Broker {
 	t.Helper()
 	var lns []net.Listener
 	var peers, rpc []string
@@ -43,7 +48,7 @@ func group(t *testing.T, n int, start ...int) []*Broker {
 		b, err := New(Config{
 			Election: server.Config{Group: "g", SelfID: id, Peers: strings.Join(peers, ";"), Insecure: true,
 				DataDir: filepath.Join(root, id, "election")},
-			Dir: filepath.Join(root, id, "log"), Brokers: addrs, AppendTimeout: time.Second,
+			Dir: filepath.Join(root, id, "log"), Brokers: addrs, AppendTimeout: time.Second, StallLimit: stallLimit,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -205,4 +210,73 @@ func TestFollowerTruncatesDivergentSuffixAndFencesOlderTerms(t *testing.T) {
 	if resp.OK || resp.End != 2 {
 		t.Fatalf("mismatched previous entry: %+v, want refused with end 2", resp)
 	}
+}
+
+func setDisk(b *Broker, stall time.Duration, full bool) {
+	b.mu.Lock()
+	b.faults.stall, b.faults.full = stall, full
+	b.mu.Unlock()
+}
+
+// others waits for a ready leader among bs other than not.
+func othersLeader(t *testing.T, bs []*Broker, not *Broker) *Broker {
+	var rest []*Broker
+	for _, b := range bs {
+		if b != not {
+			rest = append(rest, b)
+		}
+	}
+	return leaderOf(t, rest)
+}
+
+// TestFullDiskMakesTheLeaderStepDown: a write that fails (ENOSPC) makes the member abstain
+// through StorageUnhealthy: the leader is no longer leader when the append returns, another
+// member takes over, and the first write that succeeds again (its catch-up) ends it.
+func TestFullDiskMakesTheLeaderStepDown(t *testing.T) {
+	bs := group(t, 3, 0, 1, 2)
+	l := leaderOf(t, bs)
+	setDisk(l, 0, true)
+	if _, _, err := l.Append("x"); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("append on a full disk: %v, want ENOSPC", err)
+	}
+	if st := l.srv.Status(); st.Role == server.Leader || st.LedgerKnown {
+		t.Fatalf("after a failed write: %v, ledger known %v; want stepped down, abstaining", st.Role, st.LedgerKnown)
+	}
+	nl := othersLeader(t, bs, l)
+	setDisk(l, 0, false)
+	if _, _, err := nl.Append("y"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !l.srv.Status().LedgerKnown { // the new leader's replication reaches it
+		if time.Now().After(deadline) {
+			t.Fatal("the member did not report its ledger again after the disk recovered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestStalledDiskMakesTheLeaderStepDown: a write still running after StallLimit makes the
+// leader step down while it is stuck, and another member is elected.
+func TestStalledDiskMakesTheLeaderStepDown(t *testing.T) {
+	bs := groupWith(t, 3, 200*time.Millisecond, 0, 1, 2)
+	l := leaderOf(t, bs)
+	events := make(chan server.RoleEvent, 16)
+	cancel := l.srv.Subscribe(func(ev server.RoleEvent) { events <- ev })
+	defer cancel()
+	setDisk(l, 2*time.Second, false)
+	done := make(chan error, 1)
+	go func() { _, _, err := l.Append("x"); done <- err }()
+	timeout := time.After(10 * time.Second)
+	for stepped := false; !stepped; {
+		select {
+		case ev := <-events:
+			stepped = ev.Role != server.Leader
+		case <-timeout:
+			t.Fatal("the leader did not step down while its disk was stalled")
+		}
+	}
+	othersLeader(t, bs, l)
+	setDisk(l, 0, false)
+	<-done
 }

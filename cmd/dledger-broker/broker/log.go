@@ -31,6 +31,9 @@ type Log struct {
 	offsets []int64 // offsets[i] is where entry i starts in the file
 	size    int64
 	term    int64 // the promise: appends from an older term are refused
+	// fault, when set, runs before every write: a test seam for a stalled or full disk (it
+	// sleeps, or returns the error the write would have).
+	fault func() error
 }
 
 // OpenLog loads the log in dir, creating it empty. A torn last line (a crash during a write) is
@@ -111,6 +114,9 @@ func (l *Log) Promise(term int64) error {
 	if term <= l.term {
 		return nil
 	}
+	if err := l.injected(); err != nil {
+		return err
+	}
 	tmp := filepath.Join(l.dir, "term.tmp")
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -150,6 +156,9 @@ func (l *Log) Append(es ...Entry) error {
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
+	if err := l.injected(); err != nil {
+		return err
+	}
 	if _, err := l.f.WriteAt(buf.Bytes(), l.size); err != nil {
 		return err
 	}
@@ -168,6 +177,9 @@ func (l *Log) TruncateFrom(i int64) error {
 		return nil
 	}
 	size := l.offsets[i]
+	if err := l.injected(); err != nil {
+		return err
+	}
 	if err := l.truncateFile(size); err != nil {
 		return err
 	}
@@ -175,6 +187,13 @@ func (l *Log) TruncateFrom(i int64) error {
 	l.offsets = l.offsets[:i]
 	l.size = size
 	return nil
+}
+
+func (l *Log) injected() error {
+	if l.fault == nil {
+		return nil
+	}
+	return l.fault()
 }
 
 func (l *Log) truncateFile(size int64) error {
