@@ -1,3 +1,5 @@
+//go:build unix
+
 package main
 
 // The nemesis: real broker processes on loopback, concurrent clients, and faults (kill -9,
