@@ -92,6 +92,8 @@ type cluster struct {
 	peers, addrs string
 	ignoreLedger bool
 	hc           *http.Client
+	net          *memberNet // nil: all members on loopback, no partitions
+	netSkip      string     // why net is nil
 }
 
 func freePorts(t *testing.T, n int) []string {
@@ -113,11 +115,20 @@ func freePorts(t *testing.T, n int) []string {
 
 func newCluster(t *testing.T, n int, ignoreLedger bool) *cluster {
 	c := &cluster{t: t, bin: brokerBinary(t), ignoreLedger: ignoreLedger, hc: &http.Client{Timeout: 3 * time.Second}}
+	if net, err := newMemberNet(n); err != nil {
+		c.netSkip = err.Error()
+	} else {
+		c.net = net
+		t.Cleanup(net.close) // after the members are killed (cleanups run last first)
+	}
 	ports := freePorts(t, 2*n)
 	var peers, addrs []string
 	root := t.TempDir()
 	for i := range n {
 		m := &member{id: fmt.Sprintf("n%d", i), rpc: ports[2*i], http: ports[2*i+1], dir: filepath.Join(root, fmt.Sprintf("n%d", i))}
+		if c.net != nil { // a namespace each: the same ports on every member's own address
+			m.rpc, m.http = c.net.ips[i]+":20911", c.net.ips[i]+":8080"
+		}
 		c.ms = append(c.ms, m)
 		peers = append(peers, m.id+"-"+m.rpc)
 		addrs = append(addrs, m.id+"="+m.http)
@@ -146,13 +157,49 @@ func (c *cluster) start(m *member) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	m.cmd = exec.Command(c.bin, args...)
+	argv := append([]string{c.bin}, args...)
+	if c.net != nil {
+		argv = c.net.wrap(c.index(m), argv)
+	}
+	m.cmd = exec.Command(argv[0], argv[1:]...)
 	m.cmd.Stdout, m.cmd.Stderr = out, out
 	if err := m.cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
 	m.done, m.paused = make(chan struct{}), false
 	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); out.Close(); close(done) }(m.cmd, m.done)
+}
+
+func (c *cluster) index(m *member) int {
+	for i, o := range c.ms {
+		if o == m {
+			return i
+		}
+	}
+	return -1
+}
+
+// partition makes the members of side deaf to the others and the others deaf to them; oneWay
+// cuts only the others' packets to side (side still reaches them).
+func (c *cluster) partition(side []*member, oneWay bool) {
+	in := map[int]bool{}
+	for _, m := range side {
+		in[c.index(m)] = true
+	}
+	for a := range c.ms {
+		for b := range c.ms {
+			if in[a] && !in[b] {
+				if err := c.net.deaf(a, b); err != nil {
+					c.t.Log(err)
+				}
+				if !oneWay {
+					if err := c.net.deaf(b, a); err != nil {
+						c.t.Log(err)
+					}
+				}
+			}
+		}
+	}
 }
 
 func (c *cluster) running(m *member) bool {
@@ -477,6 +524,9 @@ func sortStrings(s []string) {
 // (those reads are part of the history too). A member that cannot be made leader in time is
 // skipped and logged: the check covers the members that lead afterwards.
 func finalLogs(t *testing.T, c *cluster, h *history) [][]string {
+	if c.net != nil {
+		c.net.healAll()
+	}
 	for _, m := range c.ms {
 		if !c.running(m) {
 			c.start(m)
@@ -715,12 +765,43 @@ func (n *nemesis) staleTransfer(appends int) bool {
 	return code == 200
 }
 
+// partitionFor cuts side off (or only the others' packets to it, oneWay) for a while, then heals.
+func (n *nemesis) partitionFor(side []*member, oneWay bool) {
+	n.c.partition(side, oneWay)
+	n.hold(500*time.Millisecond, 2*time.Second)
+	if err := n.c.net.healAll(); err != nil {
+		n.t.Log(err)
+	}
+}
+
+func (n *nemesis) randomSide(k int) []*member {
+	ms := append([]*member(nil), n.c.ms...)
+	n.rng.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
+	return ms[:k]
+}
+
 func (n *nemesis) run(until time.Time) {
 	type fault struct {
 		name string
 		do   func()
 	}
-	faults := []fault{
+	faults := []fault{}
+	if n.c.net != nil {
+		faults = append(faults,
+			fault{"partition-leader", func() { n.partitionFor([]*member{n.pick(true)}, false) }},
+			fault{"partition-minority", func() { n.partitionFor(n.randomSide((len(n.c.ms)-1)/2), false) }},
+			fault{"partition-majority-with-leader", func() { // the leader keeps a majority: the cut-off minority must not disturb it
+				l := n.pick(true)
+				side := []*member{l}
+				for _, o := range n.others(l)[:len(n.c.ms)/2] {
+					side = append(side, o)
+				}
+				n.partitionFor(side, false)
+			}},
+			fault{"one-way-to-leader", func() { n.partitionFor([]*member{n.pick(true)}, true) }}, // the leader hears no one; they hear it
+		)
+	}
+	faults = append(faults, []fault{
 		{"kill", func() { m := n.pick(false); n.c.kill(m); n.hold(200*time.Millisecond, time.Second); n.c.start(m) }},
 		{"kill-leader", func() { m := n.pick(true); n.c.kill(m); n.hold(200*time.Millisecond, time.Second); n.c.start(m) }},
 		{"pause", func() {
@@ -783,7 +864,7 @@ func (n *nemesis) run(until time.Time) {
 			n.hold(300*time.Millisecond, 1500*time.Millisecond)
 			n.c.setFault(m, "")
 		}},
-	}
+	}...)
 	for time.Now().Before(until) {
 		f := faults[n.rng.IntN(len(faults))]
 		f.do()
@@ -795,8 +876,6 @@ func (n *nemesis) run(until time.Time) {
 // netnsNote says why partitions of the election traffic are not injected: they need network
 // namespaces (root, ip netns), which this harness does not set up; the data path is cut
 // through the broker's fault seam instead.
-const netnsNote = "nemesis: election-path partitions (network namespaces) skipped: not implemented in this harness; " +
-	"data-path cuts and delays go through the broker's --debug-faults seam"
 
 type nemesisRun struct {
 	members      int
@@ -828,7 +907,11 @@ func runNemesis(t *testing.T, cfg nemesisRun) (result, *history) {
 	}
 	close(stop)
 	wg.Wait()
-	t.Log(netnsNote)
+	if c.net == nil {
+		t.Logf("nemesis: partitions skipped (%s): members on loopback; data-path cuts and delays still go through the broker's fault seam", c.netSkip)
+	} else {
+		t.Logf("nemesis: members in network namespaces %v: partitions on", c.net.ips)
+	}
 	logs := finalLogs(t, c, h)
 	if len(logs) == 0 {
 		saveHistory(t, h)
