@@ -2,8 +2,9 @@
 
 package main
 
-// The nemesis: real broker processes on loopback, concurrent clients, and faults (kill -9,
-// SIGSTOP, graceful restart, leadership transfer, data-path cuts and delays), then two checks of
+// The nemesis: real broker processes (on loopback, or in network namespaces as root),
+// concurrent clients, and faults (kill -9, SIGSTOP, graceful restart, leadership transfer,
+// partitions, data-path cuts and delays, stalled and full disks), then two checks of
 // the recorded history: porcupine's linearizability check against a log model, and directly,
 // that every acknowledged append is in the final log of every member that leads afterwards, in
 // one order, exactly once. See docs/broker.md.
