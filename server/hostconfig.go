@@ -42,6 +42,32 @@ var hostMemberKeys = map[string]string{
 // a (group, selfId) given twice, and two entries of one group whose peers or preferred leaders
 // differ. Nothing is opened or bound.
 func ParseHostMembers(r io.Reader, name string) ([]HostMember, error) {
+	root, err := hostConfigRoot(r, name)
+	if err != nil {
+		return nil, err
+	}
+	list, err := configsList(root, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []HostMember
+	set := hostMemberSet{seen: map[memberKey]int{}, byGroup: map[string]HostMember{}}
+	for _, e := range list.Content {
+		m, err := hostMember(e, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := set.add(m, name); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// hostConfigRoot reads at most 16 MiB of the file and decodes its YAML document to the top
+// node, which must be a mapping.
+func hostConfigRoot(r io.Reader, name string) (*yaml.Node, error) {
 	b, err := io.ReadAll(io.LimitReader(r, 16<<20+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -63,6 +89,11 @@ func ParseHostMembers(r io.Reader, name string) ([]HostMember, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s:%d: want a mapping with a configs: list", name, root.Line)
 	}
+	return root, nil
+}
+
+// configsList is the value of root's only key, configs:, a non-empty list.
+func configsList(root *yaml.Node, name string) (*yaml.Node, error) {
 	var list *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k := root.Content[i]
@@ -81,33 +112,36 @@ func ParseHostMembers(r io.Reader, name string) ([]HostMember, error) {
 		}
 		return nil, fmt.Errorf("%s:%d: configs: want a non-empty list of members", name, line)
 	}
-	var out []HostMember
-	seen := map[memberKey]int{}
-	byGroup := map[string]HostMember{}
-	for _, e := range list.Content {
-		m, err := hostMember(e, name)
-		if err != nil {
-			return nil, err
-		}
-		k := memberKey{m.Group, m.SelfID}
-		if line, dup := seen[k]; dup {
-			return nil, fmt.Errorf("%s:%d: member %s of group %s is already on line %d", name, m.Line, m.SelfID, m.Group, line)
-		}
-		seen[k] = m.Line
-		if first, ok := byGroup[m.Group]; ok {
-			if first.Peers != m.Peers {
-				return nil, fmt.Errorf("%s:%d: group %s: peers %q differ from %q on line %d", name, m.Line, m.Group, m.Peers, first.Peers, first.Line)
-			}
-			if !slices.Equal(first.PreferredLeaderIDs, m.PreferredLeaderIDs) {
-				return nil, fmt.Errorf("%s:%d: group %s: preferredLeaderIds %v differ from %v on line %d", name, m.Line, m.Group,
-					m.PreferredLeaderIDs, first.PreferredLeaderIDs, first.Line)
-			}
-		} else {
-			byGroup[m.Group] = m
-		}
-		out = append(out, m)
+	return list, nil
+}
+
+// hostMemberSet holds the entries read so far, to refuse a (group, selfId) given twice and
+// entries of one group that disagree on its peers or preferred leaders.
+type hostMemberSet struct {
+	seen    map[memberKey]int     // the line of each (group, selfId)
+	byGroup map[string]HostMember // each group's first entry
+}
+
+// add records m, or says which earlier entry it repeats or contradicts.
+func (s hostMemberSet) add(m HostMember, name string) error {
+	k := memberKey{m.Group, m.SelfID}
+	if line, dup := s.seen[k]; dup {
+		return fmt.Errorf("%s:%d: member %s of group %s is already on line %d", name, m.Line, m.SelfID, m.Group, line)
 	}
-	return out, nil
+	s.seen[k] = m.Line
+	first, ok := s.byGroup[m.Group]
+	if !ok {
+		s.byGroup[m.Group] = m
+		return nil
+	}
+	if first.Peers != m.Peers {
+		return fmt.Errorf("%s:%d: group %s: peers %q differ from %q on line %d", name, m.Line, m.Group, m.Peers, first.Peers, first.Line)
+	}
+	if !slices.Equal(first.PreferredLeaderIDs, m.PreferredLeaderIDs) {
+		return fmt.Errorf("%s:%d: group %s: preferredLeaderIds %v differ from %v on line %d", name, m.Line, m.Group,
+			m.PreferredLeaderIDs, first.PreferredLeaderIDs, first.Line)
+	}
+	return nil
 }
 
 // hostMember reads and checks one entry of configs:.
