@@ -146,6 +146,21 @@ func (s hostMemberSet) add(m HostMember, name string) error {
 
 // hostMember reads and checks one entry of configs:.
 func hostMember(e *yaml.Node, name string) (HostMember, error) {
+	m, err := hostMemberFields(e, name)
+	if err != nil {
+		return m, err
+	}
+	peers, err := checkHostMember(m)
+	if err != nil {
+		return m, fmt.Errorf("%s:%d: %w", name, m.Line, err)
+	}
+	m.Peers = memberstate.FormatPeers(peers) // one spelling, so entries of one group compare
+	return m, nil
+}
+
+// hostMemberFields reads an entry's keys into a HostMember: each key one of hostMemberKeys,
+// no field set twice (under any of its spellings).
+func hostMemberFields(e *yaml.Node, name string) (HostMember, error) {
 	m := HostMember{Line: e.Line}
 	if e.Kind != yaml.MappingNode {
 		return m, fmt.Errorf("%s:%d: a configs: entry must be a mapping (group, selfId, peers, preferredLeaderIds)", name, e.Line)
@@ -165,46 +180,57 @@ func hostMember(e *yaml.Node, name string) (HostMember, error) {
 		if err != nil {
 			return m, fmt.Errorf("%s:%d: %s: %v", name, v.Line, k.Value, err)
 		}
-		switch field {
-		case "group":
-			m.Group = value
-		case "selfId":
-			m.SelfID = value
-		case "peers":
-			m.Peers = value
-		case "preferredLeaderIds":
-			for _, id := range strings.Split(value, ";") {
-				if id = strings.TrimSpace(id); id != "" {
-					m.PreferredLeaderIDs = append(m.PreferredLeaderIDs, id)
-				}
+		m.set(field, value)
+	}
+	return m, nil
+}
+
+// set stores value in field (a value of hostMemberKeys); preferred leaders come as
+// DLedger's ';'-separated string.
+func (m *HostMember) set(field, value string) {
+	switch field {
+	case "group":
+		m.Group = value
+	case "selfId":
+		m.SelfID = value
+	case "peers":
+		m.Peers = value
+	case "preferredLeaderIds":
+		for _, id := range strings.Split(value, ";") {
+			if id = strings.TrimSpace(id); id != "" {
+				m.PreferredLeaderIDs = append(m.PreferredLeaderIDs, id)
 			}
 		}
 	}
-	bad := func(err error) (HostMember, error) { return m, fmt.Errorf("%s:%d: %w", name, m.Line, err) }
+}
+
+// checkHostMember checks what the entry's fields say together, and returns its peers: a
+// group name and id the wire can carry, peers that parse and name selfId, preferred leaders
+// among the peers.
+func checkHostMember(m HostMember) ([]memberstate.Peer, error) {
 	if err := memberstate.ValidateGroup(m.Group); err != nil { // also what a handshake's prologue can carry
-		return bad(err)
+		return nil, err
 	}
 	if err := memberstate.ValidateID(m.SelfID); err != nil {
-		return bad(err)
+		return nil, err
 	}
 	peers, err := memberstate.ParsePeers(m.Peers)
 	if err != nil {
-		return bad(err)
+		return nil, err
 	}
 	ids := map[string]bool{}
 	for _, p := range peers {
 		ids[p.ID] = true
 	}
 	if !ids[m.SelfID] {
-		return bad(fmt.Errorf("selfId %q is not in peers %s", m.SelfID, m.Peers))
+		return nil, fmt.Errorf("selfId %q is not in peers %s", m.SelfID, m.Peers)
 	}
 	for _, id := range m.PreferredLeaderIDs {
 		if !ids[id] {
-			return bad(fmt.Errorf("preferred leader %q is not a peer", id))
+			return nil, fmt.Errorf("preferred leader %q is not a peer", id)
 		}
 	}
-	m.Peers = memberstate.FormatPeers(peers) // one spelling, so entries of one group compare
-	return m, nil
+	return peers, nil
 }
 
 // scalarOrList is a scalar's value, or (list) a sequence of scalars joined by ';'.
