@@ -3,6 +3,7 @@ module github.com/dledger-go/dledger
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/flynn/noise v1.1.0
 	github.com/panjf2000/gnet/v2 v2.10.0
 	github.com/prometheus/client_golang v1.23.2

@@ -23,8 +23,9 @@ package dledger_test
 //
 //	case req.Term < ms.CurrTerm(): // row 5
 //
-// or by naming a function after the row: its doc comment's first sentence says which rows it
-// is, "grantHigherTerm is row 8a: ..." or "rows 8a and 8b: ...". A row may have one comment
+// or by naming a function after the row: its doc comment's first sentence says which row it
+// is, "grantHigherTerm is row 8a: ..." (a first sentence that names several rows, "rows 3 to
+// 11", makes the function part of the table, whose rows are marked inside it). A row may have one comment
 // marker and one function marker (the case that calls the function, and the function), not
 // two of either. A label that only groups rows (row 8 for 8a and 8b) may be cited freely.
 
@@ -56,7 +57,7 @@ type tableHome struct {
 }
 
 var tableHomes = []tableHome{
-	{section: "7.1", kind: "row", funcs: []string{"handleVote", "voteOnLedgerAndTerm"}, tests: []string{"TestHandleVote"}},
+	{section: "7.1", kind: "row", funcs: []string{"handleVote"}, tests: []string{"TestHandleVote"}},
 	{section: "7.3", kind: "E", funcs: []string{"canDecideEarly"}},
 	{section: "7.4", kind: "rule", funcs: []string{"decideVote"}, tests: []string{"TestCandidateArbitration"}},
 	{section: "7.5", kind: "rule", funcs: []string{"decideHeartBeat"}, tests: []string{"TestLeaderArbitration"}},
@@ -266,14 +267,15 @@ const markerConvention = `Marker convention: each table is implemented by one fu
 dledger/protocol_doc_test.go). A row is marked by a comment that starts with "row L" / "rule L" /
 "E1" inside that function or inside a marked function it calls, at the end of the line that starts
 the row's code (case, if, first statement) or on its own line before it; or by a function named
-after the row, whose doc comment's first sentence says "NAME is row L" (or "rows L and M"). At most
-one comment marker and one function marker per row; every row of docs/protocol.md must have one.`
+after the row, whose doc comment's first sentence says "NAME is row L" (a function whose first
+sentence names several rows, "rows 3 to 11", is part of the table, and the rows are marked inside it).
+At most one comment marker and one function marker per row; every row of docs/protocol.md must have one.`
 
 var (
 	commentMarkerRE = regexp.MustCompile(`^(?:(?i:row|rule) ([0-9]+[a-z]?'?|[A-Z])(?:[^\w']|$)|(E[1-9])\b)`)
-	docMarkerRE     = regexp.MustCompile(`\b(?:row|rule)s? ((?:[0-9]+[a-z]?'?|[A-Z]\b)(?:(?:, | and |, and )(?:[0-9]+[a-z]?'?|[A-Z]\b))*)`)
+	docMarkerRE     = regexp.MustCompile(`\b(row|rule)(s?) ([0-9]+[a-z]?'?|[A-Z]\b)`)
+	possessiveRE    = regexp.MustCompile(`\b([0-9]+[a-z]?|[A-Z])'s\b`)
 	sectionCiteRE   = regexp.MustCompile(`\b[1-9][0-9]?\.[0-9]+,? (?:row|rule|step)s? [^ ]+(?:(?:, | and )[0-9A-Za-z']+)*`)
-	labelSplitRE    = regexp.MustCompile(`, and |, | and `)
 	sentenceEndRE   = regexp.MustCompile(`[.;:](\s|$)`)
 )
 
@@ -301,9 +303,10 @@ func parseGoPackage(files map[string]string) (*token.FileSet, map[string][]goFun
 	return fset, funcs, nil
 }
 
-// firstSentence is a doc comment's first sentence, without section-qualified citations
-// ("7.6 rows 4, 5 and 7a" names another table's rows, not this function's).
-func firstSentence(doc *ast.CommentGroup) string {
+// firstSentence is a doc comment's first sentence, with citations of other sections removed
+// ("7.6 rows 4, 5 and 7a" names another table's rows, not this function's) and a citation of
+// the table's own section kept without its number; "row 10's test" reads as "row 10 test".
+func firstSentence(doc *ast.CommentGroup, section string) string {
 	if doc == nil {
 		return ""
 	}
@@ -311,23 +314,32 @@ func firstSentence(doc *ast.CommentGroup) string {
 	if i := sentenceEndRE.FindStringIndex(text); i != nil {
 		text = text[:i[0]]
 	}
-	return sectionCiteRE.ReplaceAllString(text, "")
+	text = possessiveRE.ReplaceAllString(text, "$1")
+	return sectionCiteRE.ReplaceAllStringFunc(text, func(c string) string {
+		if sec, rest, _ := strings.Cut(c, " "); strings.TrimSuffix(sec, ",") == section {
+			return rest
+		}
+		return ""
+	})
 }
 
-// docMarkers are the row labels a function's doc comment names it after.
-func docMarkers(fd *ast.FuncDecl, kind string) []string {
-	s := firstSentence(fd.Doc)
-	var labels []string
-	for _, m := range docMarkerRE.FindAllStringSubmatch(s, -1) {
-		if kind == "E" {
-			continue
-		}
-		if !strings.Contains(strings.ToLower(m[0]), kind) {
-			continue
-		}
-		labels = append(labels, labelSplitRE.Split(m[1], -1)...)
+// docMarkers reads a function's doc comment: the rows it is named after (a singular "row L"
+// or "rule L") and whether it implements part of the table at all (any row or rule of it,
+// "rows 3 to 11" included, which names no single row).
+func docMarkers(fd *ast.FuncDecl, h tableHome) (named []string, part bool) {
+	if h.kind == "E" {
+		return nil, false
 	}
-	return labels
+	for _, m := range docMarkerRE.FindAllStringSubmatch(firstSentence(fd.Doc, h.section), -1) {
+		if m[1] != h.kind {
+			continue
+		}
+		part = true
+		if m[2] == "" {
+			named = append(named, m[3])
+		}
+	}
+	return named, part
 }
 
 // marker is one place in the code that marks a row.
@@ -356,7 +368,8 @@ func tableMarkers(fset *token.FileSet, funcs map[string][]goFunc, h tableHome) (
 		}
 		seen[g.decl] = true
 		if i >= len(h.funcs) || !slices.Contains(h.funcs, g.decl.Name.Name) {
-			for _, l := range docMarkers(g.decl, h.kind) {
+			named, _ := docMarkers(g.decl, h)
+			for _, l := range named {
 				ms = append(ms, marker{l, fset.Position(g.decl.Pos()).String() + " (func " + g.decl.Name.Name + ")", true})
 			}
 		}
@@ -393,7 +406,7 @@ func tableMarkers(fset *token.FileSet, funcs map[string][]goFunc, h tableHome) (
 				name = f.Sel.Name
 			}
 			for _, callee := range funcs[name] {
-				if len(docMarkers(callee.decl, h.kind)) > 0 {
+				if _, part := docMarkers(callee.decl, h); part {
 					region = append(region, callee)
 				}
 			}
@@ -690,12 +703,13 @@ func TestProtocolDocCheckCanFail(t *testing.T) {
 			return doc
 		}, "no function [startTransfer] implements it"},
 		{"row_function_counts_once", func(t *testing.T, doc string, f map[string]string) string {
-			// Row 11 is the function grantVote; a second function named after it is refused.
-			f["dledger/vote.go"] += "\n// grantVote2 is row 11 again.\nfunc (e *Elector) grantVote2() {}\n"
-			f["dledger/vote.go"] = replace(t, f["dledger/vote.go"], "\treturn e.grantVote(resp, cand, fromSelf)\n",
-				"\te.grantVote2()\n\treturn e.grantVote(resp, cand, fromSelf)\n")
+			// A function named after row 11 beside the comment marker is fine; two are not.
+			f["dledger/vote.go"] += "\n// plantedGrantA is row 11: grant.\nfunc (e *Elector) plantedGrantA() {}\n" +
+				"// plantedGrantB is row 11 again.\nfunc (e *Elector) plantedGrantB() {}\n"
+			f["dledger/vote.go"] = regexp.MustCompile(`(?m)^(func \(e \*Elector\) handleVote\(.*\{)$`).
+				ReplaceAllString(f["dledger/vote.go"], "$1\n\te.plantedGrantA()\n\te.plantedGrantB()")
 			return doc
-		}, "row 11 names 2 functions"},
+		}, "row 11 names"},
 		{"row_without_a_test", func(t *testing.T, doc string, f map[string]string) string {
 			f["dledger/decision_test.go"] = strings.ReplaceAll(f["dledger/decision_test.go"], `"row9_`, `"x_`)
 			return doc

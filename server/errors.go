@@ -152,7 +152,21 @@ func transferError(to string, code protocol.ResponseCode, term int64, leader str
 	if code == protocol.CodeNetworkError {
 		e.Detail = "the leader " + leader + " could not be reached to forward the request"
 	}
-	var self, peer *dledger.PeerStatus
+	self, peer := selfAndPeer(st, to)
+	switch {
+	case peer == nil || self == nil:
+	case to == st.SelfID && !st.LedgerKnown && (code == protocol.CodeFallBehindTooMuch || code == protocol.CodeTakeLeadershipFailed):
+		e.Reason = ErrTransfereeAbstaining // the transferee is this member: it knows
+	case st.Role != protocol.LEADER:
+		e.explainForwarded(cfg)
+	default:
+		e.explainAsLeader(self.Ledger.Index-peer.Ledger.Index, peer, cfg)
+	}
+	return e
+}
+
+// selfAndPeer finds this member and the transferee `to` in st's peers (nil when absent).
+func selfAndPeer(st dledger.Status, to string) (self, peer *dledger.PeerStatus) {
 	for i := range st.Peers {
 		if st.Peers[i].ID == st.SelfID {
 			self = &st.Peers[i]
@@ -161,29 +175,29 @@ func transferError(to string, code protocol.ResponseCode, term int64, leader str
 			peer = &st.Peers[i]
 		}
 	}
-	switch {
-	case peer == nil || self == nil:
-		return e
-	case to == st.SelfID && !st.LedgerKnown && (code == protocol.CodeFallBehindTooMuch || code == protocol.CodeTakeLeadershipFailed):
-		e.Reason = ErrTransfereeAbstaining // the transferee is this member: it knows
-		return e
-	case st.Role != protocol.LEADER:
-		// Forwarded: the leader's answer carries its code only, and this member does not know
-		// the transferee's liveness or lag. Say what the code allows, not one guess.
-		switch code {
-		case protocol.CodeFallBehindTooMuch:
-			e.Reason = ErrTransferRefused
-			e.Detail = "the leader " + leader + " refused it: the transferee is unreachable from it, abstains, or is " +
-				strconv.FormatInt(cfg.MaxLeadershipTransferWaitIndex, 10) + " or more entries behind; " +
-				"ask the leader for the reason"
-		case protocol.CodeTakeLeadershipFailed:
-			e.Detail = "it may have been behind the leader's ledger for leadershipTransferWaitTimeout " +
-				cfg.LeadershipTransferWaitTimeout.String() + ", stalled, or lost the election; ask the leader for the reason"
-		}
-		return e
+	return self, peer
+}
+
+// explainForwarded details a refusal this member forwarded: the leader's answer carries its
+// code only, and this member does not know the transferee's liveness or lag. Say what the
+// code allows, not one guess.
+func (e *TransferError) explainForwarded(cfg dledger.Config) {
+	switch e.Code {
+	case protocol.CodeFallBehindTooMuch:
+		e.Reason = ErrTransferRefused
+		e.Detail = "the leader " + e.LeaderID + " refused it: the transferee is unreachable from it, abstains, or is " +
+			strconv.FormatInt(cfg.MaxLeadershipTransferWaitIndex, 10) + " or more entries behind; " +
+			"ask the leader for the reason"
+	case protocol.CodeTakeLeadershipFailed:
+		e.Detail = "it may have been behind the leader's ledger for leadershipTransferWaitTimeout " +
+			cfg.LeadershipTransferWaitTimeout.String() + ", stalled, or lost the election; ask the leader for the reason"
 	}
-	lag := self.Ledger.Index - peer.Ledger.Index
-	switch code {
+}
+
+// explainAsLeader narrows the reason from the leader's own view of the transferee: its
+// liveness, whether its ledger is known, and lag, how many entries it is behind the leader.
+func (e *TransferError) explainAsLeader(lag int64, peer *dledger.PeerStatus, cfg dledger.Config) {
+	switch e.Code {
 	case protocol.CodeFallBehindTooMuch: // row 5 of docs/protocol.md 7.8, in its order
 		switch {
 		case !peer.Alive:
@@ -203,7 +217,6 @@ func transferError(to string, code protocol.ResponseCode, term int64, leader str
 			e.Detail = "the transferee stopped answering the leader"
 		}
 	}
-	return e
 }
 
 // outcomeUnknown is the error for a transfer whose wait ended (ctx) before its answer.

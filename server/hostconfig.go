@@ -42,6 +42,32 @@ var hostMemberKeys = map[string]string{
 // a (group, selfId) given twice, and two entries of one group whose peers or preferred leaders
 // differ. Nothing is opened or bound.
 func ParseHostMembers(r io.Reader, name string) ([]HostMember, error) {
+	root, err := hostConfigRoot(r, name)
+	if err != nil {
+		return nil, err
+	}
+	list, err := configsList(root, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []HostMember
+	set := hostMemberSet{seen: map[memberKey]int{}, byGroup: map[string]HostMember{}}
+	for _, e := range list.Content {
+		m, err := hostMember(e, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := set.add(m, name); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// hostConfigRoot reads at most 16 MiB of the file and decodes its YAML document to the top
+// node, which must be a mapping.
+func hostConfigRoot(r io.Reader, name string) (*yaml.Node, error) {
 	b, err := io.ReadAll(io.LimitReader(r, 16<<20+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -63,6 +89,11 @@ func ParseHostMembers(r io.Reader, name string) ([]HostMember, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s:%d: want a mapping with a configs: list", name, root.Line)
 	}
+	return root, nil
+}
+
+// configsList is the value of root's only key, configs:, a non-empty list.
+func configsList(root *yaml.Node, name string) (*yaml.Node, error) {
 	var list *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k := root.Content[i]
@@ -81,37 +112,55 @@ func ParseHostMembers(r io.Reader, name string) ([]HostMember, error) {
 		}
 		return nil, fmt.Errorf("%s:%d: configs: want a non-empty list of members", name, line)
 	}
-	var out []HostMember
-	seen := map[memberKey]int{}
-	byGroup := map[string]HostMember{}
-	for _, e := range list.Content {
-		m, err := hostMember(e, name)
-		if err != nil {
-			return nil, err
-		}
-		k := memberKey{m.Group, m.SelfID}
-		if line, dup := seen[k]; dup {
-			return nil, fmt.Errorf("%s:%d: member %s of group %s is already on line %d", name, m.Line, m.SelfID, m.Group, line)
-		}
-		seen[k] = m.Line
-		if first, ok := byGroup[m.Group]; ok {
-			if first.Peers != m.Peers {
-				return nil, fmt.Errorf("%s:%d: group %s: peers %q differ from %q on line %d", name, m.Line, m.Group, m.Peers, first.Peers, first.Line)
-			}
-			if !slices.Equal(first.PreferredLeaderIDs, m.PreferredLeaderIDs) {
-				return nil, fmt.Errorf("%s:%d: group %s: preferredLeaderIds %v differ from %v on line %d", name, m.Line, m.Group,
-					m.PreferredLeaderIDs, first.PreferredLeaderIDs, first.Line)
-			}
-		} else {
-			byGroup[m.Group] = m
-		}
-		out = append(out, m)
+	return list, nil
+}
+
+// hostMemberSet holds the entries read so far, to refuse a (group, selfId) given twice and
+// entries of one group that disagree on its peers or preferred leaders.
+type hostMemberSet struct {
+	seen    map[memberKey]int     // the line of each (group, selfId)
+	byGroup map[string]HostMember // each group's first entry
+}
+
+// add records m, or says which earlier entry it repeats or contradicts.
+func (s hostMemberSet) add(m HostMember, name string) error {
+	k := memberKey{m.Group, m.SelfID}
+	if line, dup := s.seen[k]; dup {
+		return fmt.Errorf("%s:%d: member %s of group %s is already on line %d", name, m.Line, m.SelfID, m.Group, line)
 	}
-	return out, nil
+	s.seen[k] = m.Line
+	first, ok := s.byGroup[m.Group]
+	if !ok {
+		s.byGroup[m.Group] = m
+		return nil
+	}
+	if first.Peers != m.Peers {
+		return fmt.Errorf("%s:%d: group %s: peers %q differ from %q on line %d", name, m.Line, m.Group, m.Peers, first.Peers, first.Line)
+	}
+	if !slices.Equal(first.PreferredLeaderIDs, m.PreferredLeaderIDs) {
+		return fmt.Errorf("%s:%d: group %s: preferredLeaderIds %v differ from %v on line %d", name, m.Line, m.Group,
+			m.PreferredLeaderIDs, first.PreferredLeaderIDs, first.Line)
+	}
+	return nil
 }
 
 // hostMember reads and checks one entry of configs:.
 func hostMember(e *yaml.Node, name string) (HostMember, error) {
+	m, err := hostMemberFields(e, name)
+	if err != nil {
+		return m, err
+	}
+	peers, err := checkHostMember(m)
+	if err != nil {
+		return m, fmt.Errorf("%s:%d: %w", name, m.Line, err)
+	}
+	m.Peers = memberstate.FormatPeers(peers) // one spelling, so entries of one group compare
+	return m, nil
+}
+
+// hostMemberFields reads an entry's keys into a HostMember: each key one of hostMemberKeys,
+// no field set twice (under any of its spellings).
+func hostMemberFields(e *yaml.Node, name string) (HostMember, error) {
 	m := HostMember{Line: e.Line}
 	if e.Kind != yaml.MappingNode {
 		return m, fmt.Errorf("%s:%d: a configs: entry must be a mapping (group, selfId, peers, preferredLeaderIds)", name, e.Line)
@@ -131,46 +180,57 @@ func hostMember(e *yaml.Node, name string) (HostMember, error) {
 		if err != nil {
 			return m, fmt.Errorf("%s:%d: %s: %v", name, v.Line, k.Value, err)
 		}
-		switch field {
-		case "group":
-			m.Group = value
-		case "selfId":
-			m.SelfID = value
-		case "peers":
-			m.Peers = value
-		case "preferredLeaderIds":
-			for _, id := range strings.Split(value, ";") {
-				if id = strings.TrimSpace(id); id != "" {
-					m.PreferredLeaderIDs = append(m.PreferredLeaderIDs, id)
-				}
+		m.set(field, value)
+	}
+	return m, nil
+}
+
+// set stores value in field (a value of hostMemberKeys); preferred leaders come as
+// DLedger's ';'-separated string.
+func (m *HostMember) set(field, value string) {
+	switch field {
+	case "group":
+		m.Group = value
+	case "selfId":
+		m.SelfID = value
+	case "peers":
+		m.Peers = value
+	case "preferredLeaderIds":
+		for _, id := range strings.Split(value, ";") {
+			if id = strings.TrimSpace(id); id != "" {
+				m.PreferredLeaderIDs = append(m.PreferredLeaderIDs, id)
 			}
 		}
 	}
-	bad := func(err error) (HostMember, error) { return m, fmt.Errorf("%s:%d: %w", name, m.Line, err) }
+}
+
+// checkHostMember checks what the entry's fields say together, and returns its peers: a
+// group name and id the wire can carry, peers that parse and name selfId, preferred leaders
+// among the peers.
+func checkHostMember(m HostMember) ([]memberstate.Peer, error) {
 	if err := memberstate.ValidateGroup(m.Group); err != nil { // also what a handshake's prologue can carry
-		return bad(err)
+		return nil, err
 	}
 	if err := memberstate.ValidateID(m.SelfID); err != nil {
-		return bad(err)
+		return nil, err
 	}
 	peers, err := memberstate.ParsePeers(m.Peers)
 	if err != nil {
-		return bad(err)
+		return nil, err
 	}
 	ids := map[string]bool{}
 	for _, p := range peers {
 		ids[p.ID] = true
 	}
 	if !ids[m.SelfID] {
-		return bad(fmt.Errorf("selfId %q is not in peers %s", m.SelfID, m.Peers))
+		return nil, fmt.Errorf("selfId %q is not in peers %s", m.SelfID, m.Peers)
 	}
 	for _, id := range m.PreferredLeaderIDs {
 		if !ids[id] {
-			return bad(fmt.Errorf("preferred leader %q is not a peer", id))
+			return nil, fmt.Errorf("preferred leader %q is not a peer", id)
 		}
 	}
-	m.Peers = memberstate.FormatPeers(peers) // one spelling, so entries of one group compare
-	return m, nil
+	return peers, nil
 }
 
 // scalarOrList is a scalar's value, or (list) a sequence of scalars joined by ';'.

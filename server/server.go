@@ -543,6 +543,22 @@ func (s *Server) UpdateLedger(endTerm, endIndex int64) error {
 	return nil
 }
 
+// StorageUnhealthy is the storage saying its disk cannot be trusted now (a stalled fsync, a
+// full or read-only disk), with the reason for the log. Until the storage's next UpdateLedger
+// (its health is back and its ledger end is known again) the member abstains: it stops
+// campaigning and granting votes, is never a hand-over target (ErrTransfereeAbstaining), and a
+// leader steps down at once, so the group elects a member whose disk works. Status().LedgerKnown
+// is false meanwhile. It is the abstention a LedgerSidecar member has after a start, so it needs
+// no new rule in the election (dledger.Elector.ForgetLedger). LedgerNone refuses it
+// (ErrNoStorage): a member without storage has no disk to be unhealthy.
+func (s *Server) StorageUnhealthy(reason string) error {
+	if s.cfg.Ledger == LedgerNone {
+		return ErrNoStorage
+	}
+	s.elector.ForgetLedger(reason)
+	return nil
+}
+
 // Subscribe calls fn with every role change, in order, on a goroutine of its own; it first
 // receives the latest event. ev.Term is the fencing token: a broker must reject writes carrying
 // a lower term. The last event of a started member is {Role: UNKNOWN, LeaderID: ""}, published

@@ -133,6 +133,20 @@ var docTextBlocks = []docTextBlock{
 		}
 		return nil
 	}, by: "TestBenchFailoverSmoke"},
+	{file: "docs/broker.md", first: "nemesis: ops=", check: func(body string) error {
+		// The nemesis summary line: key=value fields, with the four the test requires.
+		for _, f := range strings.Fields(strings.TrimPrefix(strings.TrimSpace(body), "nemesis: ")) {
+			if !benchKVRE.MatchString(f) {
+				return fmt.Errorf("%q is not a key=value field of the nemesis line", f)
+			}
+		}
+		for _, k := range []string{" lost=0", " duplicated=0", " one_order=true", " linearizable=true"} {
+			if !strings.Contains(body, k) {
+				return fmt.Errorf("the nemesis sample lacks %s", strings.TrimSpace(k))
+			}
+		}
+		return nil
+	}, by: "TestNemesis"},
 	{file: "docs/internals.md", first: "cmd/dledger ", check: func(body string) error {
 		// The layout: every path in the first column exists.
 		for _, l := range strings.Split(body, "\n") {

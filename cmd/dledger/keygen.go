@@ -28,67 +28,85 @@ quorum), before starting the next step.
 
 // runKeygen writes a group key file, or the three files of a key rotation.
 func runKeygen(args []string, stdout, stderr io.Writer) int {
+	path, rotate, err := keygenArgs(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, keygenUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger keygen: %v\n%s", err, keygenUsage)
+		return 2
+	}
+	key, err := secure.GenerateKey()
+	if err == nil {
+		write := writeNewKey
+		if rotate {
+			write = writeRotation
+		}
+		err = write(path, key, stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger keygen: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// keygenArgs is keygen's FILE and --rotate; flag.ErrHelp for -h.
+func keygenArgs(args []string) (path string, rotate bool, err error) {
 	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
-	rotate := fs.Bool("rotate", false, "write the three files of a key rotation from the current key file")
+	fs.BoolVar(&rotate, "rotate", false, "write the three files of a key rotation from the current key file")
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), keygenUsage) }
 	// Flags may come before or after FILE (`keygen --rotate FILE` or `keygen FILE --rotate`):
 	// the flag package stops at the first argument that is not a flag, so parse what follows
 	// each file name again.
 	var files []string
-	for rest := args; ; {
+	for rest := args; ; rest = fs.Args()[1:] {
 		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(stdout, keygenUsage)
-				return 0
-			}
-			fmt.Fprintf(stderr, "dledger keygen: %v\n%s", err, keygenUsage)
-			return 2
+			return "", false, err
 		}
 		if fs.NArg() == 0 {
 			break
 		}
 		files = append(files, fs.Arg(0))
-		rest = fs.Args()[1:]
 	}
 	if len(files) != 1 {
-		fmt.Fprintf(stderr, "dledger keygen: want one FILE\n%s", keygenUsage)
-		return 2
+		return "", false, errors.New("want one FILE")
 	}
-	path := files[0]
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "dledger keygen: %v\n", err)
-		return 1
+	return files[0], rotate, nil
+}
+
+// writeNewKey writes key, alone, to a new file at path.
+func writeNewKey(path string, key [secure.KeySize]byte, stdout io.Writer) error {
+	// A fresh checkout has no data/ (it is git-ignored), and the README's walk-through
+	// writes data/group.key first: create the missing parents, private as the key itself.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
 	}
-	key, err := secure.GenerateKey()
-	if err != nil {
-		return fail(err)
+	if err := secure.WriteKeyFile(path, key); err != nil {
+		return err
 	}
-	if !*rotate {
-		// A fresh checkout has no data/ (it is git-ignored), and the README's walk-through
-		// writes data/group.key first: create the missing parents, private as the key itself.
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return fail(err)
-		}
-		if err := secure.WriteKeyFile(path, key); err != nil {
-			return fail(err)
-		}
-		fmt.Fprintf(stdout, "wrote %s (key id %s): copy it to every member (mode 600) and start each with --key-file %s\n",
-			path, secure.KeyID(key), path)
-		return 0
-	}
+	fmt.Fprintf(stdout, "wrote %s (key id %s): copy it to every member (mode 600) and start each with --key-file %s\n",
+		path, secure.KeyID(key), path)
+	return nil
+}
+
+// writeRotation writes the three step files that replace path's one key with key. It writes
+// none when one exists already, and removes those it wrote when one fails.
+func writeRotation(path string, key [secure.KeySize]byte, stdout io.Writer) error {
 	current, err := secure.LoadKeyFile(path)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	if current.Len() != 1 {
-		return fail(fmt.Errorf("%s holds %d keys: finish the rotation in progress first (its last step leaves one key)", path, current.Len()))
+		return fmt.Errorf("%s holds %d keys: finish the rotation in progress first (its last step leaves one key)", path, current.Len())
 	}
 	old := current.Primary()
 	steps := [][][secure.KeySize]byte{{old, key}, {key, old}, {key}}
 	for i := range steps {
 		if _, err := os.Lstat(stepFile(path, i)); err == nil {
-			return fail(fmt.Errorf("%s already exists; not overwriting it", stepFile(path, i)))
+			return fmt.Errorf("%s already exists; not overwriting it", stepFile(path, i))
 		}
 	}
 	for i, keys := range steps {
@@ -96,7 +114,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 			for j := range i {
 				os.Remove(stepFile(path, j))
 			}
-			return fail(err)
+			return err
 		}
 	}
 	fmt.Fprintf(stdout, `new key id %s replaces %s. Roll out each step to every member, one member at a time
@@ -105,7 +123,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
   2. %s  (new key dials, current key still accepted)
   3. %s  (new key only)
 `, secure.KeyID(key), secure.KeyID(old), stepFile(path, 0), stepFile(path, 1), stepFile(path, 2))
-	return 0
+	return nil
 }
 
 func stepFile(path string, i int) string { return fmt.Sprintf("%s.step%d", path, i+1) }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,8 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                                        gone
                     no-abstain         sidecar members vote before their ledger is  S4
                                        reported after a restart
+                    forget-deadline    NextPassAt leaves out the preferred-leader   PASS
+                                       check's deadline
 
 flags:
 `
@@ -131,45 +134,75 @@ func simCampaign(fs *flag.FlagSet, seeds int, seedStart uint64, members, profile
 	if seeds < 1 {
 		return c, fmt.Errorf("--seeds must be >= 1 (got %d)", seeds)
 	}
-	if members != sim.Mixed {
-		k, err := strconv.Atoi(members)
-		if err != nil || k < sim.MinMembers || k > sim.MaxMembers {
-			return c, fmt.Errorf("--members must be %d..%d or mixed (got %q)", sim.MinMembers, sim.MaxMembers, members)
-		}
-		c.Members = k
+	k, err := simMembers(members)
+	if err != nil {
+		return c, err
 	}
-	switch profile {
-	case "lan", "dledger", sim.Mixed:
-	default:
-		return c, fmt.Errorf("--profile must be lan, dledger or mixed (got %q)", profile)
+	c.Members = k
+	if err := oneOf("profile", profile, simProfiles); err != nil {
+		return c, err
 	}
-	switch scenario {
-	case string(sim.ScenarioChaos), string(sim.ScenarioRejoin), sim.Mixed:
-	default:
-		return c, fmt.Errorf("--scenario must be chaos, rejoin or mixed (got %q)", scenario)
+	if err := oneOf("scenario", scenario, simScenarios); err != nil {
+		return c, err
 	}
-	if duration < 0 {
-		return c, fmt.Errorf("--duration must not be negative (got %v)", duration)
+	if err := simLimits(duration, rpcTimeout, workers, reports); err != nil {
+		return c, err
 	}
-	if rpcTimeout <= 0 {
-		return c, fmt.Errorf("--rpc-timeout must be > 0 (got %v)", rpcTimeout)
-	}
-	if workers < 0 {
-		return c, fmt.Errorf("--workers must be >= 0 (got %d)", workers)
-	}
-	if reports < 0 {
-		return c, fmt.Errorf("--reports must be >= 0 (got %d)", reports)
-	}
-	if broken != "" {
-		ok := false
-		for _, b := range sim.BrokenModes() {
-			ok = ok || string(b) == broken
-		}
-		if !ok {
-			return c, fmt.Errorf("--broken must be one of %s (got %q)", brokenNames(), broken)
-		}
+	if err := checkBroken(broken); err != nil {
+		return c, err
 	}
 	return c, nil
+}
+
+// simMembers is --members as a group size, 0 for mixed.
+func simMembers(members string) (int, error) {
+	if members == sim.Mixed {
+		return 0, nil
+	}
+	k, err := strconv.Atoi(members)
+	if err != nil || k < sim.MinMembers || k > sim.MaxMembers {
+		return 0, fmt.Errorf("--members must be %d..%d or mixed (got %q)", sim.MinMembers, sim.MaxMembers, members)
+	}
+	return k, nil
+}
+
+// simProfiles and simScenarios are the values --profile and --scenario take, in the order
+// an error names them.
+var (
+	simProfiles  = []string{"lan", "dledger", sim.Mixed}
+	simScenarios = []string{string(sim.ScenarioChaos), string(sim.ScenarioRejoin), sim.Mixed}
+)
+
+// oneOf refuses a value of --name that is not one of names.
+func oneOf(name, value string, names []string) error {
+	if slices.Contains(names, value) {
+		return nil
+	}
+	last := len(names) - 1
+	return fmt.Errorf("--%s must be %s or %s (got %q)", name, strings.Join(names[:last], ", "), names[last], value)
+}
+
+// simLimits checks the flags that are numbers or durations.
+func simLimits(duration, rpcTimeout time.Duration, workers, reports int) error {
+	switch {
+	case duration < 0:
+		return fmt.Errorf("--duration must not be negative (got %v)", duration)
+	case rpcTimeout <= 0:
+		return fmt.Errorf("--rpc-timeout must be > 0 (got %v)", rpcTimeout)
+	case workers < 0:
+		return fmt.Errorf("--workers must be >= 0 (got %d)", workers)
+	case reports < 0:
+		return fmt.Errorf("--reports must be >= 0 (got %d)", reports)
+	}
+	return nil
+}
+
+// checkBroken refuses a --broken that names no mode ("" is none).
+func checkBroken(broken string) error {
+	if broken == "" || slices.Contains(sim.BrokenModes(), sim.Broken(broken)) {
+		return nil
+	}
+	return fmt.Errorf("--broken must be one of %s (got %q)", brokenNames(), broken)
 }
 
 // brokenNames lists the --broken modes, comma separated.

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/dledger-go/dledger/dledger/sim"
@@ -33,7 +34,7 @@ func TestEveryBrokenModeIsDocumented(t *testing.T) {
 	}
 	// The check can fail: a help text without one mode's line is caught.
 	doctored := regexp.MustCompile(`(?m)^\s+gone-on-cut .*$`).ReplaceAllString(simUsage, "")
-	if got := undocumentedBrokenModes(doctored, string(readme)); len(got) != 1 || got[0] != "gone-on-cut" {
-		t.Errorf("a help text without gone-on-cut: missing = %v, want [gone-on-cut]", got)
+	if got := undocumentedBrokenModes(doctored, string(readme)); !slices.Contains(got, "gone-on-cut") {
+		t.Errorf("a help text without gone-on-cut: missing = %v, want gone-on-cut among them", got)
 	}
 }
