@@ -3,11 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,12 +210,8 @@ func TestWatchProcessResumesAcrossAFailover(t *testing.T) {
 	proxy.restore()
 	var latest adminclient.LeaderWaitJSON
 	dledgertest.Eventually(t, limit, "watch to catch up with the member's latest event", func() bool {
-		resp, err := http.Get("http://" + g.https[wi] + "/v1/leader?wait=0s")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		if json.NewDecoder(resp.Body).Decode(&latest) != nil {
+		var err error
+		if latest, err = adminclient.New(g.https[wi]).WaitLeader(context.Background(), 0, 0); err != nil {
 			return false
 		}
 		evs, _ := watchLines(t, stdout.String())

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // maxBody bounds an answer's body: a status of a large group is a few kilobytes.
@@ -133,9 +134,10 @@ func (c *Client) Members(ctx context.Context) ([]MemberJSON, error) {
 }
 
 // WaitLeader is the long poll GET /v1/leader?wait=WAIT&index=INDEX: the member's latest role
-// event once its seq is not index (at once when it is already past), or after wait with the
-// latest event unchanged. wait is passed as written ("30s"); index 0 answers at once.
-func (c *Client) WaitLeader(ctx context.Context, wait string, index uint64) (LeaderWaitJSON, error) {
+// event at once when its seq is not index (index 0: the latest event now), else once the next
+// event comes or after wait (the member cuts it to 5 minutes) with the latest unchanged. The
+// answer's Index is the next poll's index. The HTTP client's timeout must exceed wait.
+func (c *Client) WaitLeader(ctx context.Context, wait time.Duration, index uint64) (LeaderWaitJSON, error) {
 	var lw LeaderWaitJSON
 	err := c.get(ctx, fmt.Sprintf("/v1/leader?wait=%s&index=%d", wait, index), &lw)
 	return lw, err

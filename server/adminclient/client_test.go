@@ -185,3 +185,20 @@ func TestWatchIdleAndRefused(t *testing.T) {
 		t.Errorf("bad address: %v, want ErrBadAddress", err)
 	}
 }
+
+// The long poll asks with the wait and index given, and reads the embedded event's keys.
+func TestWaitLeaderAsks(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		query = r.URL.Path + "?" + r.URL.RawQuery
+		io.WriteString(w, `{"index":8,"seq":8,"term":3,"role":"LEADER","leader":"n1","isLeader":true}`)
+	}))
+	defer srv.Close()
+	lw, err := (&Client{Addr: srv.URL}).WaitLeader(context.Background(), 90*time.Second, 7)
+	if err != nil || query != "/v1/leader?wait=1m30s&index=7" {
+		t.Fatalf("asked %q: %v", query, err)
+	}
+	if lw.Index != 8 || lw.Seq != 8 || lw.Leader != "n1" || !lw.IsLeader || lw.Term != 3 {
+		t.Errorf("answer %+v", lw)
+	}
+}
