@@ -21,7 +21,7 @@ func (e *Elector) ForgetLedger(why string) {
 		return
 	}
 	e.ledgerKnown = false
-	e.obs.LedgerKnown(false)
+	e.observe(observation{kind: obsLedgerKnown, arg: 0})
 	e.log.Warn("storage cannot vouch for its ledger: abstains until it reports again", e.fields(zap.String("why", why))...)
 	if e.ms.Role() == protocol.LEADER {
 		e.becomeCandidate(e.ms.CurrTerm(), e.clock.Now(), why)

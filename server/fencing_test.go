@@ -15,6 +15,8 @@ import (
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/rpc/protocol"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // lossProbe is a listener registered before any leadership context exists: when it receives
@@ -256,7 +258,7 @@ func TestLeaderReadyGateHoldsTheHealthRoute(t *testing.T) {
 	ready := func() *bool {
 		t.Helper()
 		code, body := get(t, base+"/v1/status")
-		var st StatusJSON
+		var st adminclient.StatusJSON
 		if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
 			t.Fatalf("/v1/status: %d %s", code, body)
 		}

@@ -7,30 +7,16 @@ import (
 	"strings"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
-
-// GroupJSON is one hosted member in GET /v1/groups.
-type GroupJSON struct {
-	Group    string `json:"group"`
-	SelfID   string `json:"selfId"`
-	Role     string `json:"role"`
-	Term     int64  `json:"term"`
-	LeaderID string `json:"leaderId"`
-}
-
-// GroupsJSON is the body of GET /v1/groups: one page of members, ordered by group then id,
-// and the cursor of the next page ("" on the last).
-type GroupsJSON struct {
-	Groups []GroupJSON `json:"groups"`
-	Next   string      `json:"next,omitempty"`
-}
 
 const (
 	defaultGroupsPage = 100
 	maxGroupsPage     = 1000
 )
 
-// GroupsHandler serves GET /v1/groups: the host's members as GroupJSON objects, ordered by
+// GroupsHandler serves GET /v1/groups: the host's members as adminclient.GroupJSON objects, ordered by
 // group then self id. Query parameters: group (only that group), role (LEADER, FOLLOWER,
 // CANDIDATE or UNKNOWN: only members in that role), limit (page size, default 100, at most
 // 1000) and after (the cursor a previous page returned as next, the last member's group and
@@ -81,7 +67,7 @@ func (h *Host) GroupsHandler() http.Handler {
 				return
 			}
 		}
-		out := GroupsJSON{Groups: []GroupJSON{}}
+		out := adminclient.GroupsJSON{Groups: []adminclient.GroupJSON{}}
 		for _, s := range h.Members() { // ordered by group, then id
 			g, id := s.cfg.Group, s.cfg.SelfID
 			if afterGroup != "" && (g < afterGroup || g == afterGroup && id <= afterID) {
@@ -99,7 +85,7 @@ func (h *Host) GroupsHandler() http.Handler {
 				out.Next = url.PathEscape(last.Group) + "/" + url.PathEscape(last.SelfID)
 				break
 			}
-			out.Groups = append(out.Groups, GroupJSON{Group: g, SelfID: id, Role: st.Role.String(), Term: st.Term, LeaderID: st.LeaderID})
+			out.Groups = append(out.Groups, adminclient.GroupJSON{Group: g, SelfID: id, Role: st.Role.String(), Term: st.Term, LeaderID: st.LeaderID})
 		}
 		writeJSON(w, http.StatusOK, out)
 	})

@@ -21,6 +21,8 @@ import (
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // newTestHost starts a host on 127.0.0.1:port with testKeys, stopped at cleanup.
@@ -325,11 +327,11 @@ func TestHostGroupsEndpoint(t *testing.T) {
 		}
 		return true
 	})
-	get := func(query string) (int, GroupsJSON) {
+	get := func(query string) (int, adminclient.GroupsJSON) {
 		t.Helper()
 		rec := httptest.NewRecorder()
 		h.GroupsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/groups"+query, nil))
-		var out GroupsJSON
+		var out adminclient.GroupsJSON
 		if rec.Code == http.StatusOK {
 			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 				t.Fatal(err)

@@ -17,49 +17,9 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
-
-// StatusJSON is the body of GET /v1/status.
-type StatusJSON struct {
-	Group               string `json:"group"`
-	SelfID              string `json:"selfId"`
-	Role                string `json:"role"`
-	Term                int64  `json:"term"`
-	LeaderID            string `json:"leaderId"`
-	VoteFor             string `json:"voteFor"`
-	LedgerEndTerm       int64  `json:"ledgerEndTerm"`
-	LedgerEndIndex      int64  `json:"ledgerEndIndex"`
-	KnownMaxTermInGroup int64  `json:"knownMaxTermInGroup"`
-	LastParseResult     string `json:"lastParseResult"`
-	LastHeartBeatMsAgo  int64  `json:"lastHeartBeatMsAgo"` // -1: none (candidate)
-	TakingLeadership    bool   `json:"takingLeadership"`
-	TransferringTo      string `json:"transferringTo"`
-	LedgerMode          string `json:"ledgerMode"` // none, sidecar or storage (server.LedgerMode)
-	// Abstaining: the ledger comes from storage and has not been reported since the start, so
-	// this member grants no vote and does not campaign.
-	Abstaining  bool       `json:"abstaining"`
-	PeersString string     `json:"peersString"`
-	Peers       []PeerJSON `json:"peers"`
-	// Ready, on a leader with Config.LeaderReadyGate only: it may serve (SetLeaderReady was
-	// called for its term); /v1/leader answers 200 only when it is true. Absent on any other
-	// role and on a member without the gate, whose leader serves as soon as it leads.
-	Ready *bool `json:"ready,omitempty"`
-}
-
-// PeerJSON is one member as this member sees it. Alive, ledger and lastAck are known only on
-// the leader (from heartbeat answers), so they are pointers, left out of the JSON on any other
-// member: there the elector reports false and zeros, which would read as "every peer is dead
-// with ledger (0,0)".
-type PeerJSON struct {
-	ID             string `json:"id"`
-	Addr           string `json:"addr"`
-	Self           bool   `json:"self"`
-	Alive          *bool  `json:"alive,omitempty"`
-	LedgerKnown    *bool  `json:"ledgerKnown,omitempty"`
-	LedgerEndTerm  *int64 `json:"ledgerEndTerm,omitempty"`
-	LedgerEndIndex *int64 `json:"ledgerEndIndex,omitempty"`
-	LastAckMsAgo   *int64 `json:"lastAckMsAgo,omitempty"` // -1: never
-}
 
 func msAgo(t time.Time, now time.Time) int64 {
 	if t.IsZero() {
@@ -69,14 +29,14 @@ func msAgo(t time.Time, now time.Time) int64 {
 }
 
 // toJSON converts a status snapshot to the API's JSON shape.
-func toJSON(st dledger.Status, now time.Time) StatusJSON {
-	out := StatusJSON{Group: st.Group, SelfID: st.SelfID, Role: st.Role.String(), Term: st.Term,
+func toJSON(st dledger.Status, now time.Time) adminclient.StatusJSON {
+	out := adminclient.StatusJSON{Group: st.Group, SelfID: st.SelfID, Role: st.Role.String(), Term: st.Term,
 		LeaderID: st.LeaderID, VoteFor: st.VoteFor, LedgerEndTerm: st.Ledger.Term, LedgerEndIndex: st.Ledger.Index,
 		KnownMaxTermInGroup: st.KnownMaxTermInGroup, LastParseResult: st.LastParseResult.String(),
 		LastHeartBeatMsAgo: msAgo(st.LastHeartBeat, now), TakingLeadership: st.TakingLeadership,
-		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []PeerJSON{}, Abstaining: !st.LedgerKnown}
+		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []adminclient.PeerJSON{}, Abstaining: !st.LedgerKnown}
 	for _, p := range st.Peers {
-		pj := PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self}
+		pj := adminclient.PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self}
 		if st.Role == protocol.LEADER {
 			alive, known := p.Alive, p.LedgerSet
 			term, index, ack := p.Ledger.Term, p.Ledger.Index, msAgo(p.LastAck, now)
@@ -87,54 +47,28 @@ func toJSON(st dledger.Status, now time.Time) StatusJSON {
 	return out
 }
 
-// LedgerJSON is the body of PUT /v1/ledger. The keys must be spelt exactly so (see decodeBody).
-type LedgerJSON struct {
-	EndTerm  *int64 `json:"endTerm"`
-	EndIndex *int64 `json:"endIndex"`
-}
-
-// TransferRequestJSON is the body of POST /v1/transfer. The key must be spelt exactly so.
-type TransferRequestJSON struct {
-	To string `json:"to"`
-}
-
-// TransferJSON answers POST /v1/transfer.
-type TransferJSON struct {
-	Code     string `json:"code"` // the protocol's code, for diagnostics: Reason says why
-	Term     int64  `json:"term"`
-	LeaderID string `json:"leaderId"`
-	// Error says why the transfer failed, in words (absent on SUCCESS).
-	Error string `json:"error,omitempty"`
-	// Reason names the failure for programs (absent on SUCCESS), one per TransferLeadership
-	// reason: not-leader, unknown-member, transfer-in-progress, transferee-unreachable,
-	// transferee-abstaining, transferee-behind, term-changed, transferee-failed,
-	// outcome-unknown (not a refusal: it may still happen), stopped, or refused (forwarded by
-	// a follower: only the leader can say why).
-	Reason string `json:"reason,omitempty"`
-	// Behind: with reason transferee-behind, how many entries the transferee's ledger was
-	// behind the leader's, when the leader knew.
-	Behind int64 `json:"behind,omitempty"`
-}
-
-// transferReasons names each TransferLeadership reason in TransferJSON.Reason.
+// transferReasons names each TransferLeadership reason in adminclient.TransferJSON.Reason.
 var transferReasons = []struct {
 	err  error
 	name string
 }{
-	{ErrNotLeader, "not-leader"}, {ErrUnknownMember, "unknown-member"}, {ErrTransferInProgress, "transfer-in-progress"},
-	{ErrTransfereeUnreachable, "transferee-unreachable"}, {ErrTransfereeAbstaining, "transferee-abstaining"},
-	{ErrTransfereeBehind, "transferee-behind"}, {ErrTermChanged, "term-changed"},
-	{ErrTransfereeFailed, "transferee-failed"}, {ErrOutcomeUnknown, "outcome-unknown"}, {ErrStopped, "stopped"},
-	{ErrTransferRefused, "refused"}, // a forwarded refusal whose reason only the leader knows
+	{ErrNotLeader, adminclient.ReasonNotLeader}, {ErrUnknownMember, adminclient.ReasonUnknownMember},
+	{ErrTransferInProgress, adminclient.ReasonTransferInProgress},
+	{ErrTransfereeUnreachable, adminclient.ReasonTransfereeUnreachable},
+	{ErrTransfereeAbstaining, adminclient.ReasonTransfereeAbstaining},
+	{ErrTransfereeBehind, adminclient.ReasonTransfereeBehind}, {ErrTermChanged, adminclient.ReasonTermChanged},
+	{ErrTransfereeFailed, adminclient.ReasonTransfereeFailed}, {ErrOutcomeUnknown, adminclient.ReasonOutcomeUnknown},
+	{ErrStopped, adminclient.ReasonStopped},
+	{ErrTransferRefused, adminclient.ReasonRefused}, // a forwarded refusal whose reason only the leader knows
 }
 
 // transferJSON is TransferLeadership's answer as POST /v1/transfer's body, with the wire code.
-func transferJSON(res TransferResult, err error) (TransferJSON, protocol.ResponseCode) {
+func transferJSON(res TransferResult, err error) (adminclient.TransferJSON, protocol.ResponseCode) {
 	var te *TransferError
 	if !errors.As(err, &te) {
-		return TransferJSON{Code: protocol.CodeSuccess.String(), Term: res.Term, LeaderID: res.LeaderID}, protocol.CodeSuccess
+		return adminclient.TransferJSON{Code: protocol.CodeSuccess.String(), Term: res.Term, LeaderID: res.LeaderID}, protocol.CodeSuccess
 	}
-	out := TransferJSON{Code: te.Code.String(), Term: te.Term, LeaderID: te.LeaderID, Error: te.Error(), Behind: te.Behind}
+	out := adminclient.TransferJSON{Code: te.Code.String(), Term: te.Term, LeaderID: te.LeaderID, Error: te.Error(), Behind: te.Behind}
 	for _, r := range transferReasons {
 		if te.Reason == r.err {
 			out.Reason = r.name
@@ -320,7 +254,7 @@ func (s *Server) AdminHandler() http.Handler {
 		if !s.authorized(w, r) {
 			return
 		}
-		var body LedgerJSON
+		var body adminclient.LedgerJSON
 		if err := decodeBody(r, map[string]any{"endTerm": &body.EndTerm, "endIndex": &body.EndIndex}); err != nil {
 			badBody(w, err, `{"endTerm":T,"endIndex":I}`)
 			return
@@ -342,7 +276,7 @@ func (s *Server) AdminHandler() http.Handler {
 		if !s.authorized(w, r) {
 			return
 		}
-		var body TransferRequestJSON
+		var body adminclient.TransferRequestJSON
 		if err := decodeBody(r, map[string]any{"to": &body.To}); err != nil || body.To == "" {
 			if err == nil {
 				err = errors.New("\"to\" is required")

@@ -12,30 +12,14 @@ import (
 
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // Status from one address: members tell each other their admin address in their METADATA
 // answers (MetadataResponse.AdminAddr), and GET /v1/members asks every peer for it over the
 // member's own authenticated rpc connections, so a tool that reaches one member finds the
 // others (`dledger status --http ONE`).
-
-// MemberJSON is one member in GET /v1/members, in the peers string's order.
-type MemberJSON struct {
-	ID      string `json:"id"`
-	RPCAddr string `json:"rpcAddr"` // from the peers string
-	// AdminAddr is the member's admin API address as it advertises it (DaemonConfig.AdminAdvertise,
-	// else its bound address); "" when unknown: unreachable, no admin API, or a member too old
-	// to tell.
-	AdminAddr string `json:"adminAddr"`
-	// ReadAddr is the member's read-only listener (Config.MetricsAddr) as it advertises it:
-	// it serves /v1/status too, so a tool can read a member without an admin API through it.
-	// Absent when the member has none (or is too old to tell).
-	ReadAddr string `json:"readAddr,omitempty"`
-	Self     bool   `json:"self"` // the member that answered this request
-	// Reachable: the member answered METADATA for this group within the timeout.
-	Reachable bool   `json:"reachable"`
-	Error     string `json:"error,omitempty"`
-}
 
 // membersTimeout bounds how long GET /v1/members waits for the peers' answers.
 const membersTimeout = time.Second
@@ -140,18 +124,18 @@ func (g *probeGate) release() { <-g.ch }
 // members asks every other member for its METADATA (in parallel, over this member's
 // authenticated rpc client, until ctx ends) and returns every member in the peers string's
 // order, this member included.
-func (s *Server) members(ctx context.Context) []MemberJSON {
+func (s *Server) members(ctx context.Context) []adminclient.MemberJSON {
 	type answer struct {
 		i    int
 		resp *protocol.MetadataResponse
 		err  error
 	}
-	out := make([]MemberJSON, len(s.peers))
+	out := make([]adminclient.MemberJSON, len(s.peers))
 	answers := make(chan answer, len(s.peers)) // a late callback never blocks
 	answered := make([]bool, len(s.peers))
 	asked := 0
 	for i, p := range s.peers {
-		out[i] = MemberJSON{ID: p.ID, RPCAddr: p.Addr}
+		out[i] = adminclient.MemberJSON{ID: p.ID, RPCAddr: p.Addr}
 		if p.ID == s.cfg.SelfID {
 			out[i].Self, out[i].Reachable = true, true
 			out[i].AdminAddr, out[i].ReadAddr = s.advertisedAdminAddr(), s.advertisedReadAddr()

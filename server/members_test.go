@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
-func getMembers(t *testing.T, s *Server) []MemberJSON {
+func getMembers(t *testing.T, s *Server) []adminclient.MemberJSON {
 	t.Helper()
 	code, body := get(t, "http://"+s.HTTPAddr()+"/v1/members")
-	var ms []MemberJSON
+	var ms []adminclient.MemberJSON
 	if code != http.StatusOK || json.Unmarshal([]byte(body), &ms) != nil {
 		t.Fatalf("/v1/members: %d %s", code, body)
 	}
@@ -33,7 +35,7 @@ func TestMembersRouteFindsEveryAdminAddress(t *testing.T) {
 			t.Fatalf("n%d lists %d members: %+v", i, len(ms), ms)
 		}
 		for j, m := range ms {
-			want := MemberJSON{ID: g.servers[j].cfg.SelfID, RPCAddr: g.servers[j].peers[j].Addr,
+			want := adminclient.MemberJSON{ID: g.servers[j].cfg.SelfID, RPCAddr: g.servers[j].peers[j].Addr,
 				AdminAddr: g.servers[j].HTTPAddr(), Self: i == j, Reachable: true}
 			if m != want {
 				t.Errorf("n%d lists %+v, want %+v", i, m, want)

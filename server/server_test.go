@@ -21,6 +21,8 @@ import (
 	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/rpc/secure"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // freePorts and peersString are the shared test helpers (dledgertest), under the names this
@@ -350,7 +352,7 @@ func TestHTTPAdminAPI(t *testing.T) {
 	furl := "http://" + g.servers[fidx].HTTPAddr()
 
 	code, body := get(t, furl+"/v1/status")
-	var st StatusJSON
+	var st adminclient.StatusJSON
 	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
 		t.Fatalf("status: %d %v %s", code, err, body)
 	}
@@ -427,7 +429,7 @@ func TestHTTPAdminAPI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	var tr TransferJSON
+	var tr adminclient.TransferJSON
 	json.Unmarshal([]byte(body), &tr)
 	if code != 200 || tr.Code != "SUCCESS" || tr.Term != term+1 {
 		t.Fatalf("transfer: %d %s", code, body)

@@ -33,6 +33,8 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // Watch API bounds.
@@ -58,36 +60,6 @@ var (
 	// after a few seconds, so each write extends the deadline instead.
 	watchWriteTimeout = 10 * time.Second
 )
-
-// EventJSON is one role event as GET /v1/watch and the long poll send it.
-type EventJSON struct {
-	Seq      uint64 `json:"seq"`    // 1, 2, ... per member incarnation
-	Term     int64  `json:"term"`   // the fencing token
-	Role     string `json:"role"`   // CANDIDATE, FOLLOWER, LEADER; UNKNOWN: the member stopped
-	Leader   string `json:"leader"` // "" when no leader is known
-	Time     string `json:"time"`   // when the member changed role, RFC 3339 with nanoseconds
-	Member   string `json:"member"` // the member that sent it
-	Instance string `json:"instance"`
-}
-
-// MissedJSON is the data of a stream's "missed" event: the events after Since are gone (the
-// ring kept only those from FirstKept on, or the member restarted and its seqs began again).
-// The current state follows it.
-type MissedJSON struct {
-	Missed    bool   `json:"missed"` // always true, so a line of `dledger watch -o json` says what it is
-	Since     uint64 `json:"since"`  // the last seq the client had
-	FirstKept uint64 `json:"firstKept"`
-	Restarted bool   `json:"restarted"` // the member is another incarnation than the client's last event's
-	Instance  string `json:"instance"`
-}
-
-// LeaderWaitJSON answers the long poll GET /v1/leader?wait=...: the member's latest event, and
-// Index (its seq) for the next poll's index.
-type LeaderWaitJSON struct {
-	Index uint64 `json:"index"`
-	EventJSON
-	IsLeader bool `json:"isLeader"`
-}
 
 // watchHub fans role events out to HTTP clients and keeps the recent ones.
 type watchHub struct {
@@ -198,7 +170,7 @@ var errTooManyWatchers = fmt.Errorf("too many watchers (at most %d streams and l
 // registration (no event is lost or sent twice between them): the missed notice if any, the
 // events to send first, and the watcher that receives the later ones (its ch is already closed
 // when the member has stopped).
-func (h *watchHub) subscribe(p resumePoint) (*watcher, *MissedJSON, []dledger.RoleEvent, error) {
+func (h *watchHub) subscribe(p resumePoint) (*watcher, *adminclient.MissedJSON, []dledger.RoleEvent, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.watchers)+h.polls >= maxWatchers {
@@ -215,7 +187,7 @@ func (h *watchHub) subscribe(p resumePoint) (*watcher, *MissedJSON, []dledger.Ro
 }
 
 // replayLocked is what a client resuming from p must be sent before the live events.
-func (h *watchHub) replayLocked(p resumePoint) (*MissedJSON, []dledger.RoleEvent) {
+func (h *watchHub) replayLocked(p resumePoint) (*adminclient.MissedJSON, []dledger.RoleEvent) {
 	current := func() []dledger.RoleEvent {
 		if h.n == 0 {
 			return nil // the first event is on its way (Start publishes it at once)
@@ -225,7 +197,7 @@ func (h *watchHub) replayLocked(p resumePoint) (*MissedJSON, []dledger.RoleEvent
 	if !p.given {
 		return nil, current()
 	}
-	missed := &MissedJSON{Missed: true, Since: p.seq, Instance: h.instance}
+	missed := &adminclient.MissedJSON{Missed: true, Since: p.seq, Instance: h.instance}
 	// Another incarnation's id, or a seq this incarnation has not reached (the member restarted
 	// since and its seqs began again): everything before now is unknown to the client.
 	if (p.instance != "" && p.instance != h.instance) || (h.n == 0 && p.seq > 0) ||
@@ -296,8 +268,8 @@ func (h *watchHub) latest() (dledger.RoleEvent, bool) {
 	return h.latestLocked(), true
 }
 
-func (h *watchHub) eventJSON(ev dledger.RoleEvent) EventJSON {
-	return EventJSON{Seq: ev.Seq, Term: ev.Term, Role: ev.Role.String(), Leader: ev.LeaderID,
+func (h *watchHub) eventJSON(ev dledger.RoleEvent) adminclient.EventJSON {
+	return adminclient.EventJSON{Seq: ev.Seq, Term: ev.Term, Role: ev.Role.String(), Leader: ev.LeaderID,
 		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Instance: h.instance}
 }
 
@@ -407,7 +379,7 @@ func flushTo(w http.ResponseWriter, rc *http.ResponseController, text string) bo
 // serveLeaderWait answers GET /v1/leader?wait=D&index=N, the long-poll form of the leader
 // check, and reports false (leaving the request to the health check) when there is no wait
 // parameter. It answers once the member's latest event seq differs from N (N=0 or absent: at
-// once), or after D (at most maxLongPollWait), always 200 with LeaderWaitJSON: a long poll
+// once), or after D (at most maxLongPollWait), always 200 with adminclient.LeaderWaitJSON: a long poll
 // reports the state, whatever it is; the health semantics (200 only on the leader) stay with
 // the plain GET /v1/leader, which load balancers use. 400: bad parameters; 503 with
 // Retry-After: too many watchers.
@@ -453,7 +425,7 @@ func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
 		ev = dledger.RoleEvent{Term: st.Term, Role: st.Role, LeaderID: st.LeaderID, At: time.Now()}
 	}
 	w.Header().Set("X-DLedger-Index", strconv.FormatUint(ev.Seq, 10))
-	writeJSON(w, http.StatusOK, LeaderWaitJSON{Index: ev.Seq, EventJSON: s.watch.eventJSON(ev), IsLeader: ev.Role == protocol.LEADER})
+	writeJSON(w, http.StatusOK, adminclient.LeaderWaitJSON{Index: ev.Seq, EventJSON: s.watch.eventJSON(ev), IsLeader: ev.Role == protocol.LEADER})
 	return true
 }
 

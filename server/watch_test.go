@@ -17,6 +17,8 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/rpc/protocol"
+
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // watchOnly is a Server with nothing but its watch hub, serving the watch routes on a
@@ -148,13 +150,13 @@ func (s *sseStream) next(t *testing.T) (sseMsg, bool) {
 	}
 }
 
-func (s *sseStream) nextEvent(t *testing.T) (EventJSON, sseMsg) {
+func (s *sseStream) nextEvent(t *testing.T) (adminclient.EventJSON, sseMsg) {
 	t.Helper()
 	m, ok := s.next(t)
 	if !ok {
 		t.Fatal("the stream ended")
 	}
-	var e EventJSON
+	var e adminclient.EventJSON
 	if err := json.Unmarshal([]byte(m.data), &e); err != nil || m.event != "" {
 		t.Fatalf("want a role event, got %+v (%v)", m, err)
 	}
@@ -180,7 +182,7 @@ func TestWatchStartsWithTheCurrentStateThenFollowsInOrder(t *testing.T) {
 	st := openWatch(t, addr, "", "")
 	e, m := st.nextEvent(t)
 	inst := s.watch.instance
-	want := EventJSON{Seq: 3, Term: 1, Role: "CANDIDATE", Leader: "", Time: time.Unix(1700000000, 3).UTC().Format(time.RFC3339Nano),
+	want := adminclient.EventJSON{Seq: 3, Term: 1, Role: "CANDIDATE", Leader: "", Time: time.Unix(1700000000, 3).UTC().Format(time.RFC3339Nano),
 		Member: "n0", Instance: inst}
 	if e != want || m.id != "3@"+inst {
 		t.Fatalf("first event %+v id %q, want %+v id 3@%s", e, m.id, want, inst)
@@ -217,16 +219,16 @@ func TestWatchSaysWhenEventsWereMissed(t *testing.T) {
 	publishN(s.watch, 1, last)
 	for _, c := range []struct {
 		name, id string
-		want     MissedJSON
+		want     adminclient.MissedJSON
 	}{
-		{"ring lost them", fmt.Sprintf("3@%s", inst), MissedJSON{Missed: true, Since: 3, FirstKept: 11, Instance: inst}},
-		{"other instance", "3@0123456789abcdef", MissedJSON{Missed: true, Since: 3, FirstKept: 11, Restarted: true, Instance: inst}},
-		{"seq not reached", "99999", MissedJSON{Missed: true, Since: 99999, FirstKept: 11, Restarted: true, Instance: inst}},
+		{"ring lost them", fmt.Sprintf("3@%s", inst), adminclient.MissedJSON{Missed: true, Since: 3, FirstKept: 11, Instance: inst}},
+		{"other instance", "3@0123456789abcdef", adminclient.MissedJSON{Missed: true, Since: 3, FirstKept: 11, Restarted: true, Instance: inst}},
+		{"seq not reached", "99999", adminclient.MissedJSON{Missed: true, Since: 99999, FirstKept: 11, Restarted: true, Instance: inst}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := openWatch(t, addr, c.id, "")
 			m, ok := st.next(t)
-			var got MissedJSON
+			var got adminclient.MissedJSON
 			if !ok || m.event != "missed" || json.Unmarshal([]byte(m.data), &got) != nil || got != c.want {
 				t.Fatalf("first message %+v, want event missed with %+v", m, c.want)
 			}
@@ -386,14 +388,14 @@ func TestWatchStreamEndsAfterTheFinalEvent(t *testing.T) {
 	}
 }
 
-func longPoll(t *testing.T, addr, query string) (int, LeaderWaitJSON, http.Header) {
+func longPoll(t *testing.T, addr, query string) (int, adminclient.LeaderWaitJSON, http.Header) {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/v1/leader" + query)
 	if err != nil {
 		t.Fatalf("GET /v1/leader%s: %v", query, err)
 	}
 	defer resp.Body.Close()
-	var body LeaderWaitJSON
+	var body adminclient.LeaderWaitJSON
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(b, &body); err != nil {
@@ -415,7 +417,7 @@ func TestLeaderLongPoll(t *testing.T) {
 	}
 	type answer struct {
 		code int
-		body LeaderWaitJSON
+		body adminclient.LeaderWaitJSON
 	}
 	got := make(chan answer, 1)
 	go func() {
@@ -496,7 +498,7 @@ func TestWatchFollowsAFailoverAndStopEndsIt(t *testing.T) {
 		t.Fatalf("first event %+v, want the current state: following %s", first, old)
 	}
 	var mu sync.Mutex
-	events := []EventJSON{first}
+	events := []adminclient.EventJSON{first}
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
@@ -505,7 +507,7 @@ func TestWatchFollowsAFailoverAndStopEndsIt(t *testing.T) {
 			if !ok {
 				return
 			}
-			var e EventJSON
+			var e adminclient.EventJSON
 			json.Unmarshal([]byte(m.data), &e)
 			mu.Lock()
 			events = append(events, e)

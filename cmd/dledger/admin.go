@@ -1,41 +1,20 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
-func httpURL(addr, path string) string {
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return strings.TrimSuffix(addr, "/") + path
-	}
-	return "http://" + addr + path
-}
-
-func fetchStatus(client *http.Client, addr string) (server.StatusJSON, error) {
-	var st server.StatusJSON
-	resp, err := client.Get(httpURL(addr, "/v1/status"))
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return st, fmt.Errorf("bad status JSON: %v", err)
-	}
-	return st, nil
+// fetchStatus is one member's /v1/status.
+func fetchStatus(client *http.Client, addr string) (adminclient.StatusJSON, error) {
+	return (&adminclient.Client{Addr: addr, HTTP: client}).Status(context.Background())
 }
 
 func dash(s string) string {
@@ -91,41 +70,44 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 		return transferUnknown
 	}
 	started := time.Now()
-	res, status, err := askTransfer(client, *addr, *to, token)
-	if err != nil {
-		// A timeout may have come after the request reached the member, which goes on with it;
-		// any other error (refused connection, bad address) means nothing was asked.
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
+	member := &adminclient.Client{Addr: *addr, HTTP: client, Token: token}
+	res, err := member.Transfer(context.Background(), *to)
+	var te *adminclient.TransferError
+	if errors.As(err, &te) && te.Result.Code == "" {
+		// No transfer's answer. A timeout may have come after the request reached the member,
+		// which goes on with it; any other error (refused connection, bad address) means
+		// nothing was asked; an answer that is not a transfer's (401, 400) is a refusal.
+		switch {
+		case errors.Is(err, adminclient.ErrOutcomeUnknown):
 			return unknown(fmt.Sprintf("no answer within --timeout %v", *timeout))
-		}
-		if status == 0 {
-			fmt.Fprintf(stderr, "dledger transfer: %v (no transfer was asked)\n", err)
-		} else {
-			fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
+		case errors.Is(err, adminclient.ErrNotSent):
+			fmt.Fprintf(stderr, "dledger transfer: %v (no transfer was asked)\n", te.Err)
+		default:
+			fmt.Fprintf(stderr, "dledger transfer: %v\n", te.Err)
 		}
 		return transferRefused
 	}
-	if res.Reason == "refused" && res.LeaderID != "" {
+	if res.Reason == adminclient.ReasonRefused && res.LeaderID != "" {
 		// A follower forwarded the request and the leader refused it with a code only the
 		// leader can explain (unreachable, abstaining or behind). Nothing changed, so asking
 		// the leader itself is safe, and it names the reason.
 		// The second request is a transfer request too: the leader may act on it, so an error
 		// after it was sent leaves the outcome unknown, not refused. Both share --timeout.
-		if leaderAddr := adminAddrOf(client, *addr, res.LeaderID); leaderAddr != "" {
+		if leaderAddr := adminAddrOf(member, res.LeaderID); leaderAddr != "" {
 			if left := time.Until(started.Add(*timeout)); left > 0 {
 				fmt.Fprintf(stderr, "dledger transfer: the leader %s refused the forwarded request; asking it at %s for the reason\n",
 					res.LeaderID, leaderAddr)
 				client.Timeout = left
-				lres, lstatus, err := askTransfer(client, leaderAddr, *to, token)
-				var ne net.Error
+				leader := &adminclient.Client{Addr: leaderAddr, HTTP: client, Token: token}
+				lres, lerr := leader.Transfer(context.Background(), *to)
+				var lte *adminclient.TransferError
 				switch {
-				case err == nil:
-					res, status = lres, lstatus
-				case errors.As(err, &ne) && ne.Timeout():
+				case !errors.As(lerr, &lte) || lte.Result.Code != "": // the leader's answer
+					res, err = lres, lerr
+				case errors.Is(lerr, adminclient.ErrOutcomeUnknown):
 					return unknown(fmt.Sprintf("the leader %s got the request again and did not answer within --timeout %v", res.LeaderID, *timeout))
 				default:
-					fmt.Fprintf(stderr, "dledger transfer: asking the leader: %v\n", err)
+					fmt.Fprintf(stderr, "dledger transfer: asking the leader: %v\n", lte.Err)
 				}
 			}
 		}
@@ -133,9 +115,9 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "transfer to %s: %s term=%d leader=%s (%.0f ms)\n", *to, res.Code, res.Term,
 		dash(res.LeaderID), float64(time.Since(started).Microseconds())/1000)
 	switch {
-	case res.Code == "SUCCESS":
+	case err == nil:
 		return transferDone
-	case res.Reason == "outcome-unknown" || status == http.StatusGatewayTimeout:
+	case errors.Is(err, adminclient.ErrOutcomeUnknown):
 		return unknown("the member got no answer in time (" + res.Error + ")")
 	}
 	if res.Error != "" {
@@ -144,50 +126,11 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 	return transferRefused
 }
 
-// askTransfer posts one transfer request to the member at addr. An answer that is not a
-// transfer's JSON is an error naming its HTTP status.
-func askTransfer(client *http.Client, addr, to, token string) (server.TransferJSON, int, error) {
-	var res server.TransferJSON
-	body, _ := json.Marshal(server.TransferRequestJSON{To: to})
-	req, err := http.NewRequest("POST", httpURL(addr, "/v1/transfer"), bytes.NewReader(body))
-	if err != nil {
-		return res, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return res, 0, err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err := json.Unmarshal(raw, &res); err != nil || res.Code == "" {
-		// Not an answer to the transfer (401, 400, ...): the member's message as text, not its
-		// JSON, whose encoder may have escaped "<" as \u003c.
-		msg := strings.TrimSpace(string(raw))
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(raw, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		return res, resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, msg)
-	}
-	return res, resp.StatusCode, nil
-}
-
-// adminAddrOf is member id's admin address as the member at addr lists it (GET /v1/members),
+// adminAddrOf is member id's admin address as the member asked lists it (GET /v1/members),
 // or "" when it does not know it.
-func adminAddrOf(client *http.Client, addr, id string) string {
-	resp, err := client.Get(httpURL(addr, "/v1/members"))
+func adminAddrOf(member *adminclient.Client, id string) string {
+	members, err := member.Members(context.Background())
 	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	var members []server.MemberJSON
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&members) != nil {
 		return ""
 	}
 	for _, m := range members {

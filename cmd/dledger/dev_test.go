@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // devPorts finds a base port whose next members-1 ports, and the same at +1000, are free.
@@ -127,14 +129,9 @@ func TestDevPrintsInOrderAndStopsTheGroupWithoutHandOvers(t *testing.T) {
 	if leader == "n1" {
 		to = "n2"
 	}
-	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/transfer", base+1000), "application/json",
-		strings.NewReader(`{"to":"`+to+`"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("transfer to %s: %s", to, resp.Status)
+	member := &adminclient.Client{Addr: fmt.Sprintf("127.0.0.1:%d", base+1000), HTTP: &http.Client{Timeout: limit}}
+	if _, err := member.Transfer(context.Background(), to); err != nil {
+		t.Fatalf("transfer to %s: %v", to, err)
 	}
 	dledgertest.Eventually(t, limit, "dev to print "+to+" leading and both others following it", func() bool {
 		m := latest()

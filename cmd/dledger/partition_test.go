@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // The partition test runs real members in network namespaces and cuts them off with silent
@@ -368,7 +368,7 @@ func (n *namespaceNet) startGroup(t *testing.T, bin, dir string) *nsGroup {
 	return g
 }
 
-func (g *nsGroup) status(i int) (server.StatusJSON, error) {
+func (g *nsGroup) status(i int) (adminclient.StatusJSON, error) {
 	return fetchStatus(g.clients[i], g.https[i])
 }
 
@@ -416,7 +416,7 @@ func indexOf(ids []string, id string) int {
 // that took, or an error at the deadline with what i reported last.
 func (g *nsGroup) awaitFollowing(i, leader int, term int64, deadline time.Time) (time.Duration, error) {
 	start := time.Now()
-	var last server.StatusJSON
+	var last adminclient.StatusJSON
 	var lastErr error
 	for time.Now().Before(deadline) {
 		st, err := g.status(i)

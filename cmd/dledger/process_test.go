@@ -14,7 +14,7 @@ import (
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/secure"
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // buildBinary compiles this command into dir.
@@ -83,7 +83,7 @@ func (g *procGroup) kill9(i int) {
 	g.procs[i] = nil
 }
 
-func (g *procGroup) status(i int) (server.StatusJSON, error) {
+func (g *procGroup) status(i int) (adminclient.StatusJSON, error) {
 	return fetchStatus(&http.Client{Timeout: 500 * time.Millisecond}, g.https[i])
 }
 

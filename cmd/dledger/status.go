@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // statusReport is `dledger status -o json`: one entry per member, in the peers string's order
@@ -38,9 +39,9 @@ type memberReport struct {
 	// admin API: it serves /v1/status as well.
 	ReadAddr string `json:"readAddr,omitempty"`
 	// Reachable: its /v1/status answered (Status holds it).
-	Reachable bool               `json:"reachable"`
-	Error     string             `json:"error,omitempty"`
-	Status    *server.StatusJSON `json:"status,omitempty"`
+	Reachable bool                    `json:"reachable"`
+	Error     string                  `json:"error,omitempty"`
+	Status    *adminclient.StatusJSON `json:"status,omitempty"`
 }
 
 // runStatus shows every member of a group. With one --http address it asks that member for
@@ -127,21 +128,13 @@ func discover(client *http.Client, addr string) statusReport {
 	return rep
 }
 
-func fetchMembers(client *http.Client, addr string) ([]server.MemberJSON, error) {
-	resp, err := client.Get(httpURL(addr, "/v1/members"))
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
+func fetchMembers(client *http.Client, addr string) ([]adminclient.MemberJSON, error) {
+	ms, err := (&adminclient.Client{Addr: addr, HTTP: client}).Members(context.Background())
+	if errors.Is(err, adminclient.ErrNoMembersRoute) {
 		return nil, errors.New("no /v1/members (a member older than this tool: list every address with --http a,b,c)")
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	var ms []server.MemberJSON
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ms); err != nil {
-		return nil, fmt.Errorf("bad members JSON: %v", err)
+	if err != nil {
+		return nil, err
 	}
 	if len(ms) == 0 {
 		return nil, errors.New("no members listed")

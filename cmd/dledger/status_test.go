@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // runTool runs the built binary (a real process, as an operator would) and returns its
@@ -181,14 +183,9 @@ func TestStatusShowsAbstentionAndReadsThroughTheReadOnlyListener(t *testing.T) {
 	}
 
 	// Once its ledger is reported, the member no longer abstains, and shows the ledger.
-	req, _ := http.NewRequest("PUT", "http://"+g.https[1]+"/v1/ledger", strings.NewReader(`{"endTerm":-1,"endIndex":-1}`))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("PUT /v1/ledger: %s", resp.Status)
+	member1 := &adminclient.Client{Addr: g.https[1], HTTP: &http.Client{Timeout: 10 * time.Second}}
+	if err := member1.ReportLedger(context.Background(), -1, -1); err != nil {
+		t.Fatalf("PUT /v1/ledger: %v", err)
 	}
 	rep, code = statusJSON(t, g.bin, "--http", g.https[0])
 	if n1 := rep.Members[1]; code != 0 || !n1.Reachable || n1.Status.Abstaining {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/dledger/dledgertest"
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // newProcGroup prepares n real members on loopback (not started), with extra server flags,
@@ -109,7 +109,7 @@ func TestRealProcessDataDirIsLockedAndOwned(t *testing.T) {
 // put sends a PUT with a JSON body to a member's admin API.
 func put(t *testing.T, addr, path, body string) {
 	t.Helper()
-	req, _ := http.NewRequest("PUT", httpURL(addr, path), strings.NewReader(body))
+	req, _ := http.NewRequest("PUT", adminclient.New(addr).URL(path), strings.NewReader(body))
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func counter(addr, name, label, value string) float64 {
 // metricValue is the value of the first line of a member's /metrics that matches series, a
 // regexp of what precedes the value (false if the member is unreachable or has no such line).
 func metricValue(addr, series string) (string, bool) {
-	resp, err := (&http.Client{Timeout: time.Second}).Get(httpURL(addr, "/metrics"))
+	resp, err := (&http.Client{Timeout: time.Second}).Get(adminclient.New(addr).URL("/metrics"))
 	if err != nil {
 		return "", false
 	}
@@ -156,7 +156,7 @@ func TestRealProcessSidecarRestartAbstainsUntilReported(t *testing.T) {
 	g := newProcGroup(t, 3, "--ledger", "sidecar")
 	ledgers := []string{`{"endTerm":5,"endIndex":100}`, `{"endTerm":5,"endIndex":100}`, `{"endTerm":5,"endIndex":50}`}
 	const limit = 30 * time.Second // generous: CI is a busy 2-core machine
-	awaitServing := func(i int) server.StatusJSON {
+	awaitServing := func(i int) adminclient.StatusJSON {
 		t.Helper()
 		deadline := time.Now().Add(limit)
 		for {

@@ -7,7 +7,6 @@ package main
 // restarted member starts its seqs again) it prints a MISSED line before the current state.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,11 +17,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // Reconnection and liveness bounds of dledger watch (variables for tests).
@@ -33,9 +31,6 @@ var (
 	// every 15 s), which finds a member whose host vanished without closing the connection.
 	watchIdle = 45 * time.Second
 )
-
-// maxSSELine bounds one line of the stream (an event's JSON is about 200 bytes).
-const maxSSELine = 64 << 10
 
 func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
@@ -60,13 +55,13 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	w := &watchClient{url: httpURL(*addr, "/v1/watch"), addr: *addr, json: *format == "json", stdout: stdout, stderr: stderr}
+	w := &watchClient{addr: *addr, json: *format == "json", stdout: stdout, stderr: stderr}
 	return w.run(ctx)
 }
 
 // watchClient follows one member's stream across reconnections.
 type watchClient struct {
-	url, addr      string
+	addr           string
 	json           bool
 	stdout, stderr io.Writer
 
@@ -79,8 +74,6 @@ type watchClient struct {
 // errFatal marks an answer that retrying cannot change (the address is not a member's
 // watch API).
 var errFatal = errors.New("fatal")
-
-var errIdle = errors.New("nothing received (not even a keepalive)")
 
 // run follows the stream until ctx ends (exit 0) or the member answers with a client error
 // (exit 1).
@@ -116,119 +109,66 @@ func (w *watchClient) run(ctx context.Context) int {
 	}
 }
 
-// sseEvent is one event of the stream as received.
-type sseEvent struct {
-	id, event string
-	data      strings.Builder
-}
-
 // once reads one connection's stream until it breaks; progressed says whether it printed an
 // event (a working connection resets the back-off).
 func (w *watchClient) once(ctx context.Context, client *http.Client) (progressed bool, err error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
-	if err != nil {
-		return false, fmt.Errorf("%w: %v", errFatal, err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if w.lastID != "" {
-		req.Header.Set("Last-Event-ID", w.lastID)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		err := fmt.Errorf("%s: HTTP %d: %s", w.addr, resp.StatusCode, strings.TrimSpace(string(body)))
-		if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+	c := &adminclient.Client{Addr: w.addr, HTTP: client}
+	st, err := c.Watch(ctx, adminclient.WatchOptions{LastEventID: w.lastID, Idle: watchIdle})
+	if he := (*adminclient.HTTPError)(nil); errors.As(err, &he) {
+		err := fmt.Errorf("%s: %v", w.addr, he)
+		if he.Status >= 400 && he.Status < 500 {
 			err = fmt.Errorf("%w: %v", errFatal, err)
 		}
 		return false, err
 	}
+	if err != nil {
+		if errors.Is(err, adminclient.ErrBadAddress) {
+			return false, fmt.Errorf("%w: %v", errFatal, err)
+		}
+		return false, err
+	}
+	defer st.Close()
 	fmt.Fprintf(w.stderr, "dledger watch: connected to %s\n", w.addr)
-	idle := time.AfterFunc(watchIdle, func() { cancel(errIdle) })
-	defer idle.Stop()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 4096), maxSSELine)
-	var ev sseEvent
-	for sc.Scan() {
-		idle.Reset(watchIdle)
-		line := sc.Text()
-		if line == "" { // the end of an event
-			if ev.data.Len() > 0 && w.handle(&ev) {
-				progressed = true
-			}
-			ev = sseEvent{}
+	for {
+		ev, err := st.Next()
+		if bad := (*adminclient.BadEventError)(nil); errors.As(err, &bad) {
+			fmt.Fprintf(w.stderr, "dledger watch: %v\n", bad)
 			continue
 		}
-		if strings.HasPrefix(line, ":") { // a keepalive comment
-			continue
+		if err != nil {
+			return progressed, fmt.Errorf("%s: %w", w.addr, err)
 		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			ev.id = value
-		case "event":
-			ev.event = value
-		case "data":
-			if ev.data.Len() > 0 {
-				ev.data.WriteByte('\n')
-			}
-			ev.data.WriteString(value)
+		if w.handle(ev) {
+			progressed = true
 		}
 	}
-	err = sc.Err()
-	if errors.Is(context.Cause(ctx), errIdle) {
-		err = fmt.Errorf("%s: %w for %v", w.addr, errIdle, watchIdle)
-	} else if err == nil {
-		err = fmt.Errorf("%s ended the stream (the member stopped, or this client fell behind)", w.addr)
-	}
-	return progressed, err
 }
 
 // handle prints one event; false if it was not a role event (or not one to print).
-func (w *watchClient) handle(ev *sseEvent) bool {
-	data := ev.data.String()
-	switch ev.event {
-	case "missed":
-		var m server.MissedJSON
-		if err := json.Unmarshal([]byte(data), &m); err != nil {
-			fmt.Fprintf(w.stderr, "dledger watch: bad missed event %q: %v\n", data, err)
-			return false
-		}
+func (w *watchClient) handle(ev adminclient.Event) bool {
+	if m := ev.Missed; m != nil {
 		why := fmt.Sprintf("the member keeps only seq %d on", m.FirstKept)
 		if m.Restarted {
 			why = "the member restarted since, and its seqs began again at 1"
 		}
-		w.printMissed(m, data, why)
+		w.printMissed(*m, ev.Data, why)
 		w.toldMissed = true
 		return false
-	case "", "message":
-	default:
-		return false // a kind of event this client does not know
 	}
-	var e server.EventJSON
-	if err := json.Unmarshal([]byte(data), &e); err != nil {
-		fmt.Fprintf(w.stderr, "dledger watch: bad event %q: %v\n", data, err)
-		return false
-	}
+	e := ev.Role
 	if w.lastInstance == e.Instance && w.lastSeq != 0 && !w.toldMissed {
 		if e.Seq <= w.lastSeq {
 			return false // printed already
 		}
 		if e.Seq != w.lastSeq+1 { // the member sends "missed" first; this is a second guard
-			m := server.MissedJSON{Missed: true, Since: w.lastSeq, FirstKept: e.Seq, Instance: e.Instance}
+			m := adminclient.MissedJSON{Missed: true, Since: w.lastSeq, FirstKept: e.Seq, Instance: e.Instance}
 			b, _ := json.Marshal(m)
 			w.printMissed(m, string(b), fmt.Sprintf("the next event came with seq %d", e.Seq))
 		}
 	}
-	w.lastID, w.lastSeq, w.lastInstance, w.toldMissed = ev.id, e.Seq, e.Instance, false
+	w.lastID, w.lastSeq, w.lastInstance, w.toldMissed = ev.ID, e.Seq, e.Instance, false
 	if w.json {
-		fmt.Fprintln(w.stdout, data)
+		fmt.Fprintln(w.stdout, ev.Data)
 		return true
 	}
 	fmt.Fprintf(w.stdout, "%s  %s  seq=%d  term=%d  role=%s  leader=%s\n", e.Time, e.Member, e.Seq, e.Term, e.Role, dash(e.Leader))
@@ -236,7 +176,7 @@ func (w *watchClient) handle(ev *sseEvent) bool {
 }
 
 // printMissed says that events after m.Since were lost, and why.
-func (w *watchClient) printMissed(m server.MissedJSON, data, why string) {
+func (w *watchClient) printMissed(m adminclient.MissedJSON, data, why string) {
 	if w.json {
 		fmt.Fprintln(w.stdout, data)
 		return

@@ -3,11 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/dledger/dledgertest"
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // lockedBuffer is an io.Writer a child process and the test share.
@@ -145,7 +145,7 @@ func startChild(t *testing.T, cmd *exec.Cmd, onFailure func()) (wait func(limit 
 
 // watchLines parses `dledger watch -o json` output: role events, and whether any line said
 // events were missed.
-func watchLines(t *testing.T, out string) (evs []server.EventJSON, missed []string) {
+func watchLines(t *testing.T, out string) (evs []adminclient.EventJSON, missed []string) {
 	t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
@@ -154,7 +154,7 @@ func watchLines(t *testing.T, out string) (evs []server.EventJSON, missed []stri
 			missed = append(missed, line)
 			continue
 		}
-		var e server.EventJSON
+		var e adminclient.EventJSON
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("watch printed %q: %v", line, err)
 		}
@@ -208,14 +208,10 @@ func TestWatchProcessResumesAcrossAFailover(t *testing.T) {
 		t.Fatalf("watch printed events while cut off: %+v", evs)
 	}
 	proxy.restore()
-	var latest server.LeaderWaitJSON
+	var latest adminclient.LeaderWaitJSON
 	dledgertest.Eventually(t, limit, "watch to catch up with the member's latest event", func() bool {
-		resp, err := http.Get("http://" + g.https[wi] + "/v1/leader?wait=0s")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		if json.NewDecoder(resp.Body).Decode(&latest) != nil {
+		var err error
+		if latest, err = adminclient.New(g.https[wi]).WaitLeader(context.Background(), 0, 0); err != nil {
 			return false
 		}
 		evs, _ := watchLines(t, stdout.String())
@@ -322,12 +318,21 @@ func TestWatchPrintsMissedEvents(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	w := &watchClient{stdout: &stdout, stderr: &stderr}
 	feed := func(id, event, data string) {
-		ev := &sseEvent{id: id, event: event}
-		ev.data.WriteString(data)
+		ev := adminclient.Event{ID: id, Data: data}
+		var err error
+		if event == "missed" {
+			ev.Missed = &adminclient.MissedJSON{}
+			err = json.Unmarshal([]byte(data), ev.Missed)
+		} else {
+			err = json.Unmarshal([]byte(data), &ev.Role)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		w.handle(ev)
 	}
 	e := func(seq uint64, role, leader string) string {
-		b, _ := json.Marshal(server.EventJSON{Seq: seq, Term: 2, Role: role, Leader: leader, Time: "T", Member: "n1", Instance: "i"})
+		b, _ := json.Marshal(adminclient.EventJSON{Seq: seq, Term: 2, Role: role, Leader: leader, Time: "T", Member: "n1", Instance: "i"})
 		return string(b)
 	}
 	feed("1@i", "", e(1, "CANDIDATE", ""))

@@ -4,18 +4,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
-func st(self, role string, term int64, leader string) server.StatusJSON {
-	return server.StatusJSON{SelfID: self, Role: role, Term: term, LeaderID: leader}
+func st(self, role string, term int64, leader string) adminclient.StatusJSON {
+	return adminclient.StatusJSON{SelfID: self, Role: role, Term: term, LeaderID: leader}
 }
 
 // The tracker decides what the benchmark reports: when a quorum first agrees on a new leader,
 // which later leaders count as needless changes, and two leaders in one term.
 func TestBenchTracker(t *testing.T) {
 	at := time.Unix(100, 0)
-	obs := func(i int, s server.StatusJSON) Observation { return Observation{Idx: i, At: at, St: s} }
+	obs := func(i int, s adminclient.StatusJSON) Observation { return Observation{Idx: i, At: at, St: s} }
 	tr := newTracker(5, Leader{"n0", 3})
 	steps := []struct {
 		o    Observation
@@ -44,7 +44,7 @@ func TestBenchTracker(t *testing.T) {
 }
 
 func TestBenchUnanimous(t *testing.T) {
-	latest := map[int]server.StatusJSON{0: st("n0", "LEADER", 2, "n0"), 1: st("n1", "FOLLOWER", 2, "n0")}
+	latest := map[int]adminclient.StatusJSON{0: st("n0", "LEADER", 2, "n0"), 1: st("n1", "FOLLOWER", 2, "n0")}
 	if _, _, ok := Unanimous(latest, 3, ViewOf); ok {
 		t.Fatal("unanimous with a member missing")
 	}

@@ -3,7 +3,7 @@ package harness
 import (
 	"fmt"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // Leader is a leader as the members report it: who, and in which term (0 for a system that
@@ -30,7 +30,7 @@ type View struct {
 }
 
 // ViewOf is our member's status as a View.
-func ViewOf(st server.StatusJSON) View {
+func ViewOf(st adminclient.StatusJSON) View {
 	return View{Self: st.SelfID, Leader: Leader{ID: st.LeaderID, Term: st.Term},
 		IsLeader: st.Role == "LEADER", Follows: st.Role == "FOLLOWER"}
 }

@@ -2,16 +2,14 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // poller fetches /v1/status. The client keeps one connection per member alive, so a poll is
@@ -27,6 +25,8 @@ func NewPoller(period time.Duration) *poller {
 	return &poller{period: period, client: &http.Client{Transport: tr, Timeout: 250 * time.Millisecond}}
 }
 
+// get is GET path on the member at addr (the /metrics scrape); an answer other than 200 is
+// an error.
 func (p *poller) get(ctx context.Context, addr, path string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
@@ -43,16 +43,8 @@ func (p *poller) get(ctx context.Context, addr, path string) (*http.Response, er
 	return resp, nil
 }
 
-func (p *poller) status(ctx context.Context, addr string) (server.StatusJSON, error) {
-	var st server.StatusJSON
-	resp, err := p.get(ctx, addr, "/v1/status")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
-	io.Copy(io.Discard, resp.Body) // drain, so the connection is reused
-	return st, err
+func (p *poller) status(ctx context.Context, addr string) (adminclient.StatusJSON, error) {
+	return (&adminclient.Client{Addr: addr, HTTP: p.client}).Status(ctx)
 }
 
 // Observation is one member's answer, stamped when it arrived: the member's state was taken
@@ -61,7 +53,7 @@ func (p *poller) status(ctx context.Context, addr string) (server.StatusJSON, er
 type Observation struct {
 	Idx int
 	At  time.Time
-	St  server.StatusJSON
+	St  adminclient.StatusJSON
 	Err error
 }
 
@@ -128,7 +120,7 @@ func (b *Harness) pollMember(ctx context.Context, i int, period time.Duration, o
 type tracker struct {
 	quorum     int
 	old        Leader // the failed leader (zero for a cold start): not a new leader
-	latest     map[int]server.StatusJSON
+	latest     map[int]adminclient.StatusJSON
 	seen       []Leader
 	termLeader map[int64]string
 	violation  string
@@ -138,7 +130,7 @@ type tracker struct {
 }
 
 func newTracker(groupSize int, old Leader) *tracker {
-	return &tracker{quorum: Quorum(groupSize), old: old, latest: map[int]server.StatusJSON{},
+	return &tracker{quorum: Quorum(groupSize), old: old, latest: map[int]adminclient.StatusJSON{},
 		termLeader: map[int64]string{}}
 }
 
@@ -184,7 +176,7 @@ func (t *tracker) hasSeen(k Leader) bool {
 // describe is the members' last reports, for a failed trial's message.
 func (t *tracker) describe() string { return describeAll(t.latest) }
 
-func describeAll(latest map[int]server.StatusJSON) string {
+func describeAll(latest map[int]adminclient.StatusJSON) string {
 	idxs := make([]int, 0, len(latest))
 	for i := range latest {
 		idxs = append(idxs, i)
@@ -243,7 +235,7 @@ const StablePoll = 10 * time.Millisecond
 // hits a group in its steady state. It also counts the leaders other than want that appear
 // meanwhile in want's term or later: after a rejoin there should be none (docs/protocol.md L2).
 func (b *Harness) AwaitStable(ctx context.Context, want Leader) (Leader, int, error) {
-	latest := map[int]server.StatusJSON{}
+	latest := map[int]adminclient.StatusJSON{}
 	var changes []Leader
 	var since time.Time
 	var agreed Leader

@@ -12,21 +12,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 
 	"github.com/dledger-go/dledger/cmd/internal/harness"
 )
 
 var errNoAnswer = errors.New("no answer")
 
-func st(self, role string, term int64, leader string) server.StatusJSON {
-	return server.StatusJSON{SelfID: self, Role: role, Term: term, LeaderID: leader}
+func st(self, role string, term int64, leader string) adminclient.StatusJSON {
+	return adminclient.StatusJSON{SelfID: self, Role: role, Term: term, LeaderID: leader}
 }
 
 // calmSteps feeds a tracker one report (or a forget, or a poll error) per millisecond.
 type calmStep struct {
 	idx    int
-	st     server.StatusJSON
+	st     adminclient.StatusJSON
 	forget bool
 	err    bool
 }

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 
 	"github.com/dledger-go/dledger/cmd/internal/harness"
 )
@@ -30,7 +30,7 @@ import (
 type calmTracker struct {
 	mu      sync.Mutex
 	size    int // members in the group
-	latest  map[int]server.StatusJSON
+	latest  map[int]adminclient.StatusJSON
 	faulted map[string]bool
 
 	agreed    harness.Leader // the agreed leader, or the last one while none is agreed
@@ -60,7 +60,7 @@ type stall struct {
 
 // newCalmTracker starts from a stable group: start is its leader, agreed by everyone.
 func newCalmTracker(groupSize int, start harness.Leader, at time.Time) *calmTracker {
-	return &calmTracker{size: groupSize, latest: map[int]server.StatusJSON{},
+	return &calmTracker{size: groupSize, latest: map[int]adminclient.StatusJSON{},
 		faulted: map[string]bool{}, agreed: start, agreedNow: true, maxTerm: start.Term,
 		termLeader: map[int64]string{start.Term: start.ID}, termRaisers: map[string]int64{},
 		lastAnswer: map[int]time.Time{}}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/secure"
-	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // ours runs `dledger server` members with one timing profile, authenticated with a group key
@@ -95,7 +95,7 @@ func (o *ours) probe(ctx context.Context, client *http.Client, i int) (view, err
 }
 
 func parseOursStatus(body []byte) (view, error) {
-	var st server.StatusJSON
+	var st adminclient.StatusJSON
 	if err := json.Unmarshal(body, &st); err != nil {
 		return view{}, fmt.Errorf("/v1/status: %w", err)
 	}
