@@ -18,7 +18,7 @@ const (
 // HookResults lists every result, in a fixed order.
 var HookResults = []string{HookOK, HookError, HookTimeout, HookCancelled}
 
-// HookNames lists the hook metrics (README and tests use it). They exist only on a member that
+// HookNames lists the hook metrics (docs/operations.md and tests use it). They exist only on a member that
 // has a hook configured.
 var HookNames = []string{"dledger_hook_runs_total", "dledger_hook_duration_seconds"}
 

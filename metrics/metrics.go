@@ -50,7 +50,7 @@ type Metrics struct {
 	now            func() time.Time
 }
 
-// Names lists every metric this package defines (README and tests use it).
+// Names lists every metric this package defines (docs/operations.md and tests use it).
 var Names = []string{
 	"dledger_term", "dledger_role", "dledger_is_leader", "dledger_leader_changes_total",
 	"dledger_elections_total", "dledger_vote_responses_total", "dledger_votes_granted_total",

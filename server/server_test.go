@@ -398,7 +398,7 @@ func TestHTTPAdminAPI(t *testing.T) {
 	// Put the ledger back level with the others so the transfer below is not refused.
 	send(t, "PUT", furl+"/v1/ledger", `{"endTerm":-1,"endIndex":-1}`)
 
-	// Metrics: every name the README lists.
+	// Metrics: every name docs/operations.md lists.
 	code, body = get(t, lurl+"/metrics")
 	if code != 200 {
 		t.Fatalf("metrics: %d", code)

@@ -19,7 +19,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/secure"
 )
 
-// The README's promise: exit status 2 for a usage error, 1 for a runtime error, and one line on
+// docs/operations.md's promise: exit status 2 for a usage error, 1 for a runtime error, and one line on
 // stderr saying what is wrong. A usage error also leaves no data dir behind.
 func TestServerExitCodesAndOneLineErrors(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")

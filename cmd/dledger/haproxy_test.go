@@ -28,7 +28,7 @@ import (
 // HAProxy's own log of every server state change, read from its stats socket as a stream
 // (`show events <ring> -w`), is the record the assertions use: no sampling can miss a moment.
 
-// haproxySwitchBound is the documented bound (README.md, BENCHMARKS.md) on the time from a new
+// haproxySwitchBound is the documented bound (docs/operations.md, BENCHMARKS.md) on the time from a new
 // leader's election (the time of its LEADER role event) to HAProxy marking it UP in the leader
 // backend. The shipped timing takes rise x inter = 300 ms after the first check that sees the
 // new leader (BENCHMARKS.md has the measured times); the bound leaves room for a busy CI machine.

@@ -132,7 +132,7 @@ func TestServerNotifiesTheServiceManager(t *testing.T) {
 	}
 }
 
-// The unit file has what the README promises, and systemd-analyze (where installed) accepts it.
+// The unit file has what docs/operations.md promises, and systemd-analyze (where installed) accepts it.
 func TestSystemdUnit(t *testing.T) {
 	path := filepath.Join("..", "..", "scripts", "systemd", "dledger@.service")
 	b, err := os.ReadFile(path)

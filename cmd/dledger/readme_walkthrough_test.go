@@ -37,9 +37,9 @@ func readmeWalkThrough(t *testing.T) (script, sample string) {
 	if !ok {
 		t.Fatal("the walk-through's sh block is not closed")
 	}
-	_, rest, ok = strings.Cut(rest, "```\n")
+	_, rest, ok = strings.Cut(rest, "```text\n")
 	if !ok {
-		t.Fatal("the walk-through has no sample status table after its sh block")
+		t.Fatal("the walk-through has no sample status table (a ```text block) after its sh block")
 	}
 	sample, _, ok = strings.Cut(rest, "```\n")
 	if !ok {

@@ -10,7 +10,7 @@ import (
 )
 
 // undocumentedBrokenModes returns the --broken modes that help (dledger sim -h) or readme (the
-// README's --broken table) does not list. gone-on-cut was once in the flag's list but missing
+// --broken table in docs/internals.md) does not list. gone-on-cut was once in the flag's list but missing
 // from both tables.
 func undocumentedBrokenModes(help, readme string) []string {
 	var missing []string
@@ -25,12 +25,12 @@ func undocumentedBrokenModes(help, readme string) []string {
 }
 
 func TestEveryBrokenModeIsDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/internals.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if missing := undocumentedBrokenModes(simUsage, string(readme)); len(missing) > 0 {
-		t.Errorf("--broken modes missing from dledger sim -h's table or the README's --broken table: %v", missing)
+		t.Errorf("--broken modes missing from dledger sim -h's table or docs/internals.md's --broken table: %v", missing)
 	}
 	// The check can fail: a help text without one mode's line is caught.
 	doctored := regexp.MustCompile(`(?m)^\s+gone-on-cut .*$`).ReplaceAllString(simUsage, "")

@@ -87,7 +87,7 @@ func TestOptionsAreValidated(t *testing.T) {
 	}
 }
 
-// TestBoundsAreStated pins the documented L1 bound values (README and liveness.go).
+// TestBoundsAreStated pins the documented L1 bound values (docs/internals.md and liveness.go).
 func TestBoundsAreStated(t *testing.T) {
 	lan, _ := dledger.Profile(dledger.ProfileLAN)
 	dl, _ := dledger.Profile(dledger.ProfileDLedger)

@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-// The README's embedding snippet must compile as written: it is the first code an embedder
+// The embedding guide's snippet (docs/embedding.md) must compile as written: it is the first code an embedder
 // copies. The test wraps it in a function whose parameters are the snippet's free names and
 // vets it inside this module, importing nothing from the module but package server (one
 // import for the common case) (a directory starting with "_" is left out of ./... patterns).
-func TestREADMEEmbeddingSnippetCompiles(t *testing.T) {
+func TestEmbeddingGuideSnippetCompiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a package with the go command")
 	}
@@ -20,14 +20,14 @@ func TestREADMEEmbeddingSnippetCompiles(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command on PATH")
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/embedding.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const heading = "## Embedding in Go\n\n```go\n"
 	_, rest, ok := strings.Cut(string(readme), heading)
 	if !ok {
-		t.Fatal("README has no Go block right under \"## Embedding in Go\"")
+		t.Fatal("docs/embedding.md has no Go block right under \"## Embedding in Go\"")
 	}
 	snippet, _, ok := strings.Cut(rest, "```\n")
 	if !ok {
@@ -68,6 +68,6 @@ func embed(ctx context.Context, zapLogger *zap.Logger, promRegistry *prometheus.
 	cmd := exec.Command(goBin, "vet", "./"+filepath.Base(dir))
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the README's embedding snippet does not compile:\n%s\n--- as wrapped:\n%s", out, src)
+		t.Fatalf("docs/embedding.md's embedding snippet does not compile:\n%s\n--- as wrapped:\n%s", out, src)
 	}
 }
