@@ -98,7 +98,7 @@ func TestHostsElectEveryGroupAndFailOver(t *testing.T) {
 	leaders := map[string]string{}
 	terms := map[string]int64{}
 	for _, g := range groups {
-		leaders[g], terms[g] = dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member {
+		leaders[g], terms[g] = dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member {
 			return groupView(members[g], down)
 		})
 	}
@@ -123,7 +123,7 @@ func TestHostsElectEveryGroupAndFailOver(t *testing.T) {
 	}
 	stopped = victim
 	for _, g := range groups {
-		id, term := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member {
+		id, term := dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member {
 			return groupView(members[g], down)
 		})
 		if id == fmt.Sprintf("n%d", victim) {
@@ -162,12 +162,12 @@ func TestHostThreeMembersOfOneGroup(t *testing.T) {
 		})))
 	}
 	other := addStarted(t, h, "solo", "n0", "n0-"+addr) // a one-member group on the same host
-	dledgertest.Eventually(t, 10*time.Second, "the one-member group leads", func() bool {
+	dledgertest.Eventually(t, electionLimit, "the one-member group leads", func() bool {
 		return other.Status().Role == protocol.LEADER
 	})
 	gone := map[string]bool{}
 	down := func(s *Server) bool { return gone[s.Status().SelfID] }
-	leader, term := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members, down) })
+	leader, term := dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member { return groupView(members, down) })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -179,7 +179,7 @@ func TestHostThreeMembersOfOneGroup(t *testing.T) {
 		t.Fatal("the removed member is still on the host")
 	}
 	// Another member leads, at a higher term.
-	next, nextTerm := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members, down) })
+	next, nextTerm := dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member { return groupView(members, down) })
 	if next == leader || nextTerm <= term {
 		t.Fatalf("after removing leader %s@%d: %s@%d", leader, term, next, nextTerm)
 	}
@@ -262,7 +262,7 @@ func TestHostDataDirs(t *testing.T) {
 		t.Fatalf("the single-member dir was not read in place: term %d, want >= 7", got)
 	}
 	odd := addStarted(t, h, "a/..", "n0", "n0-"+addr)
-	dledgertest.Eventually(t, 10*time.Second, "both lead", func() bool {
+	dledgertest.Eventually(t, electionLimit, "both lead", func() bool {
 		return old.Status().Role == protocol.LEADER && odd.Status().Role == protocol.LEADER
 	})
 	dir := filepath.Join(root, "groups", "a%2F..", "n0")
@@ -310,7 +310,7 @@ func TestHostGroupsEndpoint(t *testing.T) {
 	sort.Strings(want)
 	var leader string
 	var term int64
-	dledgertest.Eventually(t, 10*time.Second, "all of group e follow one leader", func() bool {
+	dledgertest.Eventually(t, electionLimit, "all of group e follow one leader", func() bool {
 		var ok bool
 		leader, term, ok = dledgertest.StableLeader(groupView(members, func(*Server) bool { return false }), 3)
 		for _, m := range members {
@@ -319,7 +319,7 @@ func TestHostGroupsEndpoint(t *testing.T) {
 		}
 		return ok
 	})
-	dledgertest.Eventually(t, 10*time.Second, "the one-member groups lead", func() bool {
+	dledgertest.Eventually(t, electionLimit, "the one-member groups lead", func() bool {
 		for _, g := range []string{"a", "b/x", "c%", "d"} {
 			if h.Member(g, "n0").Status().Role != protocol.LEADER {
 				return false
@@ -401,7 +401,7 @@ func TestHostDiskErrorFailsOneGroupOnly(t *testing.T) {
 		}
 	}
 	up := func(*Server) bool { return false }
-	dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members["g0"], up) })
+	dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member { return groupView(members["g0"], up) })
 	// g1 elects too (n0 may even lead it, elected by the other two at a term it need not
 	// write), but n0's vote is never granted, not even to itself.
 	defer func() {
@@ -412,13 +412,13 @@ func TestHostDiskErrorFailsOneGroupOnly(t *testing.T) {
 			}
 		}
 	}()
-	dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members["g1"], up) })
+	dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member { return groupView(members["g1"], up) })
 	if st := members["g1"][0].fullStatus(); st.VoteFor != "" {
 		t.Fatalf("the member whose vote file cannot be written granted a vote: %+v", st)
 	}
 	// The same host's member of g0 is a full voter: make it lead g0 by transfer.
 	g0 := members["g0"]
-	dledgertest.Eventually(t, 10*time.Second, "n0 leads g0", func() bool {
+	dledgertest.Eventually(t, electionLimit, "n0 leads g0", func() bool {
 		for _, s := range g0 {
 			if s.Status().Role == protocol.LEADER {
 				if s.Status().SelfID == "n0" {
@@ -459,7 +459,7 @@ func TestHostAcceptsAConnectionPerSharedGroup(t *testing.T) {
 	}
 	defer cl.Close()
 	for id := range peers {
-		dledgertest.Eventually(t, 10*time.Second, "connection "+id, func() bool { return cl.Connected(id) })
+		dledgertest.Eventually(t, electionLimit, "connection "+id, func() bool { return cl.Connected(id) })
 		done := make(chan error, 1)
 		cl.SendMetadata(id, &protocol.MetadataRequest{Header: protocol.Header{Group: "g", RemoteID: id, LocalID: "x"}},
 			func(r *protocol.MetadataResponse, err error) {
@@ -487,7 +487,7 @@ func TestHostReAddsAFollowerAndTheLeaderStays(t *testing.T) {
 		members = append(members, addStartedWith(t, hosts[i], "g", fmt.Sprintf("n%d", i), peers, calmTimings()))
 	}
 	up := func(*Server) bool { return false }
-	leader, term := dledgertest.AwaitLeader(t, 10*time.Second, 3, func() []dledgertest.Member { return groupView(members, up) })
+	leader, term := dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member { return groupView(members, up) })
 	f := (func() int {
 		for i, m := range members {
 			if m.Status().SelfID != leader {
@@ -506,7 +506,7 @@ func TestHostReAddsAFollowerAndTheLeaderStays(t *testing.T) {
 		t.Fatal("a member removed twice")
 	}
 	members[f] = addStartedWith(t, hosts[f], "g", id, peers, calmTimings())
-	dledgertest.Eventually(t, 10*time.Second, "the re-added follower follows the leader", func() bool {
+	dledgertest.Eventually(t, electionLimit, "the re-added follower follows the leader", func() bool {
 		st := members[f].Status()
 		return st.LeaderID == leader && st.Term == term && st.Role == protocol.FOLLOWER
 	})
