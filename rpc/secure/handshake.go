@@ -182,15 +182,19 @@ func msg1Payload(payload []byte) (peerID, target string, err error) {
 // checkMsg1 bounds msg1 and reads its version byte before any cryptography. An
 // unauthenticated rpc frame starts with a msgpack array header (the envelope), which tells a
 // member without a key from a garbled handshake.
-func checkMsg1(msg1 []byte) error {
+func checkMsg1(msg1 []byte) error { return checkMsg1Version(msg1, Version) }
+
+// checkMsg1Version is checkMsg1 for a responder of version want: any other version below
+// 0x10 is ErrVersion (a host link's msg1 to a member of version 1, or the reverse).
+func checkMsg1Version(msg1 []byte, want byte) error {
 	if len(msg1) == 0 {
 		return fmt.Errorf("%w: empty msg1", ErrMalformed)
 	}
 	switch v := msg1[0]; {
-	case v == Version:
+	case v == want:
 	case v >= 0x90 && v <= 0x9f, v == 0xdc, v == 0xdd: // msgpack fixarray, array16, array32
 		return ErrPlaintext
-	case v > Version && v < 0x10:
+	case v >= Version && v < 0x10:
 		return fmt.Errorf("%w: %d", ErrVersion, v)
 	default:
 		return fmt.Errorf("%w: msg1 starts with %#x", ErrMalformed, v)
