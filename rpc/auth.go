@@ -29,16 +29,28 @@ type Auth struct {
 	// Members are the ids a Server accepts connections from: the other members of the group.
 	// A Client ignores it.
 	Members []string
+	// Host, for a Client, is this host's id (its rpc address as the members' peers strings
+	// name it): the client then keeps host links (docs/protocol.md 4.1, "Host links"), whose
+	// peers are hosts named by their host ids, with the version 2 handshake when Keys are set,
+	// and a host hello as every connection's first frame. Group and SelfID must be empty:
+	// every request names its own group and members in its header. A Server ignores it.
+	Host string
 }
 
 func (a *Auth) check() error {
 	switch {
 	case a.Insecure && a.Keys.Len() > 0:
 		return errors.New("rpc: Auth has both Keys and Insecure; choose one")
+	case a.Host != "" && (a.Group != "" || a.SelfID != ""):
+		return errors.New("rpc: Auth.Host is for host links, whose requests name their group: leave Group and SelfID empty")
+	case a.Host != "" && len(a.Host) > secure.MaxHostIDLen:
+		return fmt.Errorf("rpc: Auth.Host %q must be at most %d bytes", a.Host, secure.MaxHostIDLen)
 	case a.Insecure:
 		return nil
 	case a.Keys.Len() == 0:
 		return errors.New("rpc: peer authentication needs a key set (Auth.Keys), or Auth.Insecure")
+	case a.Host != "":
+		return nil
 	case a.Group == "" || len(a.Group) > secure.MaxGroupLen:
 		return fmt.Errorf("rpc: Auth.Group %q must be 1 to %d bytes", a.Group, secure.MaxGroupLen)
 	case a.SelfID == "" || len(a.SelfID) > secure.MaxIDLen:
@@ -122,6 +134,9 @@ func appendFrame(dst, body []byte) []byte {
 // msg1 as the first frame, msg2 as the answer. It returns the session for every later frame.
 func handshake(conn net.Conn, a *Auth, peerID string, deadline time.Time) (*secure.Session, error) {
 	in, msg1, err := secure.NewInitiator(a.Keys, a.Group, a.SelfID, peerID)
+	if a.Host != "" {
+		in, msg1, err = secure.NewLinkInitiator(a.Keys, a.Host, peerID)
+	}
 	if err != nil {
 		return nil, err // a configuration error; check() makes it unreachable
 	}

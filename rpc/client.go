@@ -141,7 +141,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	cl := &Client{
 		opts:  opts,
 		obs:   newObserver(opts.Logger, opts.Hooks),
-		hello: opts.Auth.Group != "" && opts.Auth.SelfID != "",
+		hello: opts.Auth.Group != "" && opts.Auth.SelfID != "" || opts.Auth.Host != "",
 		peers: make(map[string]*peer, len(opts.Peers)),
 	}
 	cl.maxBody, cl.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())

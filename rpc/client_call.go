@@ -15,6 +15,7 @@ type call struct {
 	deadline time.Time
 	sent     time.Time // when submit registered it: where its round trip (Hooks.OnRoundTrip) starts
 	done     any
+	timeout  time.Duration // the caller's own bound (Caller); 0: the method's, from ClientOptions
 }
 
 func (cl *Client) newCall(m method) *call {
@@ -82,7 +83,11 @@ func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
 		err = ErrPeerDown
 	default:
 		c.sent = time.Now()
-		c.deadline = c.sent.Add(c.m.timeout(&cl.opts))
+		d := c.timeout
+		if d <= 0 {
+			d = c.m.timeout(&cl.opts)
+		}
+		c.deadline = c.sent.Add(d)
 		p.pending[id] = c
 		gen = p.gen
 	}

@@ -212,6 +212,10 @@ func (d *deadlineWriter) Write(b []byte) (int, error) {
 func (p *peer) hello(w *bufio.Writer, sess *secure.Session, gen uint64) error {
 	a := &p.cl.opts.Auth
 	req := protocol.MetadataRequest{Header: protocol.Header{Group: a.Group, RemoteID: p.id, LocalID: a.SelfID}}
+	if a.Host != "" {
+		// A host link's hello names no group: the hosts, by their host ids.
+		req.Header = protocol.Header{RemoteID: p.id, LocalID: a.Host}
+	}
 	id := p.nextID.Add(1)
 	fb, err := encodeFrameOf(id, metadataMethod.code, false, &req, p.cl.maxPlain)
 	if err != nil {

@@ -25,8 +25,8 @@ type method interface {
 	// library decode into it; they return that member for the bounds check.
 	decodeRequest(d *msgpack.Decoder, r *request) (any, error)
 	decodeResponse(d *msgpack.Decoder, r *response) (any, error)
-	// localID is the request's sender as its header names it.
-	localID(r *request) string
+	// header is the request's header (sender, receiver, group).
+	header(r *request) *protocol.Header
 	// serve runs the Handler on t's request on a worker, sends the answer and releases t
 	// (for an asynchronous Handler, once it replied).
 	serve(s *Server, t *task)
@@ -135,7 +135,7 @@ func (k *kind[Q, P]) decodeResponse(d *msgpack.Decoder, r *response) (any, error
 	return m, decodeMessage(d, m)
 }
 
-func (k *kind[Q, P]) localID(r *request) string { return k.reqHeader(k.req(r)).LocalID }
+func (k *kind[Q, P]) header(r *request) *protocol.Header { return k.reqHeader(k.req(r)) }
 
 func (k *kind[Q, P]) keepsTask() bool { return k.handleLater != nil }
 
@@ -192,8 +192,14 @@ func (k *kind[Q, P]) complete(done any, r *response, err error) {
 
 // send is every Client.Send method: it starts a call of k's code to peer to.
 func send[Q, P any](cl *Client, k *kind[Q, P], to string, req *Q, done func(*P, error)) {
+	sendWithin(cl, k, to, req, 0, done)
+}
+
+// sendWithin is send with the call's own timeout (0: the method's default).
+func sendWithin[Q, P any](cl *Client, k *kind[Q, P], to string, req *Q, timeout time.Duration, done func(*P, error)) {
 	c := cl.newCall(k)
 	c.done = done
+	c.timeout = timeout
 	if p, id := cl.begin(to, c); p != nil {
 		fb, err := encodeFrameOf(id, k.code, false, req, cl.maxPlain)
 		p.submit(c, id, fb, err)

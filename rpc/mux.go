@@ -21,29 +21,66 @@ import (
 // id closes it (ReasonWrongMember), and a request for a group or member not served here is
 // answered with the code, the connection kept: every group on a host shares its key set.
 // Members are added and removed while the server runs.
+//
+// The same server also accepts host links (handshake version 2, docs/protocol.md 4.1, "Host
+// links"): one connection from another host, authenticated as that host, which carries the
+// requests of all its members to all of ours. A request on it is served only if its
+// localId is a member whose peers entry, in the group of the member it is for, names the
+// authenticated host (AddMember); else the connection is closed (ReasonWrongMember). A
+// request that names no group (a host hello, a host heartbeat) must name the host itself as
+// localId. A request for a group or member not served here is answered with the code.
 type Mux struct {
 	mu     sync.RWMutex
 	groups map[string]map[string]*route // group -> local member id -> route
+	// hosts are the ids this host answers host links as (SetHost, and every member's own
+	// peers entry), counted by the members that name each.
+	host      string
+	selfHosts map[string]int
 }
 
-// route is one local member: its handler and the ids it accepts connections from.
+// route is one local member: its handler, the ids it accepts connections from, and the host
+// id of each (AddMember; empty: not accepted on a host link).
 type route struct {
 	h     Handler
+	self  string // this member's own host id (its own peers entry), "" if unknown
 	peers map[string]bool
+	hosts map[string]string
 }
 
 // NewMux returns a Mux with no member.
-func NewMux() *Mux { return &Mux{groups: map[string]map[string]*route{}} }
+func NewMux() *Mux { return &Mux{groups: map[string]map[string]*route{}, selfHosts: map[string]int{}} }
+
+// SetHost names the host id a host link must dial to reach this mux (the host's rpc address
+// as the members' peers strings name it). A link that dials a member's own address is
+// accepted too.
+func (m *Mux) SetHost(id string) {
+	m.mu.Lock()
+	m.host = id
+	m.mu.Unlock()
+}
 
 // Add routes requests for member self of group to h; peers are the ids h accepts requests
-// from (the group's other members). It fails if that member is already routed.
+// from (the group's other members). It fails if that member is already routed. Such a member
+// accepts no request on a host link (AddMember names the hosts).
 func (m *Mux) Add(group, self string, peers []string, h Handler) error {
+	addrs := make(map[string]string, len(peers))
+	for _, p := range peers {
+		addrs[p] = ""
+	}
+	return m.AddMember(group, self, addrs, h)
+}
+
+// AddMember is Add with the group's members and their host ids (peer id -> the rpc address
+// its peers entry names, this member's own included): a request on a host link is served
+// only from a member whose host id is the link's.
+func (m *Mux) AddMember(group, self string, peers map[string]string, h Handler) error {
 	if h == nil {
 		return errors.New("rpc: Mux.Add: nil handler")
 	}
-	r := &route{h: h, peers: make(map[string]bool, len(peers))}
-	for _, p := range peers {
+	r := &route{h: h, self: peers[self], peers: make(map[string]bool, len(peers)), hosts: make(map[string]string, len(peers))}
+	for p, addr := range peers {
 		r.peers[p] = p != self
+		r.hosts[p] = addr
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -56,6 +93,9 @@ func (m *Mux) Add(group, self string, peers []string, h Handler) error {
 		return fmt.Errorf("rpc: Mux.Add: member %q of group %q is already served", self, group)
 	}
 	g[self] = r
+	if r.self != "" {
+		m.selfHosts[r.self]++
+	}
 	return nil
 }
 
@@ -66,6 +106,11 @@ func (m *Mux) Remove(group, self string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if g := m.groups[group]; g != nil {
+		if r := g[self]; r != nil && r.self != "" {
+			if m.selfHosts[r.self]--; m.selfHosts[r.self] <= 0 {
+				delete(m.selfHosts, r.self)
+			}
+		}
 		delete(g, self)
 		if len(g) == 0 {
 			delete(m.groups, group)
@@ -110,6 +155,39 @@ func (m *Mux) respond(keys secure.KeySet, msg1 []byte) (msg2 []byte, s *secure.S
 		}
 		return nil
 	})
+}
+
+// respondLink is the handshake of a host link (version 2): the dialler must have dialled
+// this host. Any host holding the key may connect; each of its requests is then checked
+// against the peers of the member it is for (linkSender). One trial read per key, whatever
+// the number of groups.
+func (m *Mux) respondLink(keys secure.KeySet, msg1 []byte) (msg2 []byte, s *secure.Session, peerHost string, err error) {
+	return secure.RespondLink(keys, msg1, func(peer, target string) error {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		if target == "" || target != m.host && m.selfHosts[target] == 0 {
+			return fmt.Errorf("%w: host %q dialled %q, which is not this host", secure.ErrWrongPeer, peer, target)
+		}
+		return nil
+	})
+}
+
+// linkSender says whether a request with header h may come over a host link from host: its
+// localId must be a member of the group whose peers entry (in the route of the member the
+// request is for) names that host; a request that names no group must come from the host
+// itself. A request for a group or member not served here passes: it is answered with the
+// code, as on any connection.
+func (m *Mux) linkSender(h *protocol.Header, host string) bool {
+	if h.Group == "" {
+		return h.LocalID == host
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	r := m.groups[h.Group][h.RemoteID]
+	if r == nil {
+		return true
+	}
+	return r.peers[h.LocalID] && r.hosts[h.LocalID] == host
 }
 
 // refused answers a request whose member is not here: the code alone (the worker sends a

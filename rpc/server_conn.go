@@ -70,6 +70,9 @@ type serverConn struct {
 	sess   *secure.Session
 	sealMu sync.Mutex
 	plain  []byte
+	// link: sess is a host link's (handshake version 2), whose PeerID is the dialling
+	// host's id; its requests are checked by Mux.linkSender instead of by their localId alone.
+	link bool
 }
 
 // closeReason is why the server closed a connection, ranked: when two are set (a timer

@@ -131,9 +131,14 @@ func (s *Server) frame(c gnet.Conn, sc *serverConn, n int) gnet.Action {
 // member the connection authenticated as.
 func (s *Server) dispatch(sc *serverConn, t *task) gnet.Action {
 	if sc.sess != nil {
-		if id := t.m.localID(&t.request); id != sc.sess.PeerID() {
+		h := t.m.header(&t.request)
+		ok := h.LocalID == sc.sess.PeerID()
+		if sc.link {
+			ok = s.mux.linkSender(h, sc.sess.PeerID())
+		}
+		if !ok {
 			s.taskPool.Put(t)
-			return s.refuse(sc, sc.sess.PeerID(), fmt.Errorf("%w: %q sent a request as %q", errWrongMember, sc.sess.PeerID(), id))
+			return s.refuse(sc, sc.sess.PeerID(), fmt.Errorf("%w: %q sent a request as %q", errWrongMember, sc.sess.PeerID(), h.LocalID))
 		}
 	}
 	sc.lastFrame.Store(monoNow())
@@ -167,9 +172,13 @@ func (s *Server) respond(c gnet.Conn, sc *serverConn, msg1 []byte) error {
 	var sess *secure.Session
 	var peerID string
 	var err error
-	if s.mux != nil {
+	switch {
+	case s.mux != nil && secure.MsgVersion(msg1) == secure.VersionLink:
+		msg2, sess, peerID, err = s.mux.respondLink(a.Keys, msg1)
+		sc.link = err == nil
+	case s.mux != nil:
 		msg2, sess, _, peerID, _, err = s.mux.respond(a.Keys, msg1)
-	} else {
+	default:
 		msg2, sess, peerID, err = secure.Respond(a.Keys, a.Group, a.SelfID, msg1, s.accept)
 	}
 	if err != nil {
