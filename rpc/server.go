@@ -285,6 +285,9 @@ func (s *Server) Addr() string { return s.addr }
 // Stats returns running totals.
 func (s *Server) Stats() Stats { return s.obs.stats() }
 
+// Conns is the number of connections open now (accepted and not yet closed).
+func (s *Server) Conns() int { return int(s.conns.Load()) }
+
 // Stop closes the listener and every connection, drops queued requests, and waits for the
 // workers to leave the Handler, or for ctx to end: then it returns ctx's error, and the
 // shutdown carries on in the background until gnet and the handlers have returned, so

@@ -35,12 +35,20 @@ type HostConfig struct {
 	Keys     KeySet
 	Insecure bool
 	// MaxConns and MaxConnsPerIP bound the rpc listener's open connections, in all and from
-	// one source address (defaults 4096 and 2048; see rpc.ServerOptions). Connections are
-	// still one per pair of members, not of hosts (docs/design.md, "The host as built"): a
-	// host whose members have P peers on other hosts needs about P of them, and one peer
-	// host as many as the members they share; one member's defaults (256, 32) would refuse
-	// the 33rd group shared with one host.
+	// one source address (defaults 4096 and 2048; see rpc.ServerOptions). With host links a
+	// peer host needs one connection, whatever the groups shared; with PerMemberLinks, or
+	// from single-member processes, one per pair of members (docs/design.md, "The host as
+	// built").
 	MaxConns, MaxConnsPerIP int
+	// Advertise is this host's id: its rpc address as the members' peers strings name it
+	// (default Listen). Every hosted member's own peers entry must name it, and the other
+	// hosts dial it and name it in their host link handshakes (host_link.go).
+	Advertise string
+	// PerMemberLinks turns host links off: each member keeps its own rpc client, with a
+	// connection and a version 1 handshake per pair of members, as a single-member process
+	// does. For peers that are single-member processes (server.New, version 1 only), which
+	// refuse a host link's handshake.
+	PerMemberLinks bool
 }
 
 const (
@@ -63,6 +71,8 @@ type Host struct {
 	// maint is the host's one StateMaintainer: a goroutine and a timer for every member,
 	// which wakes only for the members whose pass is due (driver.Maintainer).
 	maint   *driver.Maintainer
+	links   *hostLinks // nil with PerMemberLinks (host_link.go)
+	hostID  string
 	stopRun context.CancelFunc
 	runDone chan struct{}
 
@@ -107,8 +117,12 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	if cfg.MaxConnsPerIP == 0 {
 		cfg.MaxConnsPerIP = defaultHostMaxConnsPerIP
 	}
+	hooks, err := h.initLinks()
+	if err != nil {
+		return nil, err
+	}
 	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP,
-		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc")})
+		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: hooks, OnPeerHello: h.peerHello})
 	if err != nil {
 		return nil, err
 	}
@@ -292,6 +306,9 @@ func (h *Host) Stop(ctx context.Context) error {
 		wg.Go(func() { errs[i] = s.Stop(ctx) })
 	}
 	wg.Wait()
+	if h.links != nil {
+		h.links.closeAll() // every member left them; nothing is left but for a failed AddGroup
+	}
 	if started {
 		h.stopRun()
 		<-h.runDone

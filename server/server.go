@@ -89,7 +89,7 @@ type Server struct {
 	rpcSrv   *rpc.Server // nil on a host: host.mux routes to handler
 	host     *Host
 	handler  rpc.Handler
-	client   *rpc.Client
+	client   peerClient    // its own *rpc.Client, or its share of its host's links (host_link.go)
 	admin    *httpEndpoint // nil: no admin API
 	metricsL *httpEndpoint // nil: no separate metrics listener
 	watch    *watchHub     // GET /v1/watch and the long poll (watch.go)
@@ -210,20 +210,24 @@ func New(config Config, opts ...Option) (*Server, error) {
 	// elector stops following it at once if it led (docs/protocol.md 7.11). The client dials
 	// before the elector exists, hence the pointer.
 	var elector atomic.Pointer[dledger.Elector]
-	s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
-		TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks,
-		OnPeerGone: func(id string) {
-			if e := elector.Load(); e != nil {
-				e.PeerGone(id)
-			}
-		},
-		// A new connection lets a group starting at once retry its first round without waiting
-		// (docs/protocol.md 7.11, start-up order).
-		OnPeerConnected: func(id string) {
-			if e := elector.Load(); e != nil {
-				e.PeerReachable(id)
-			}
-		}})
+	if o.host != nil && o.host.links != nil {
+		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, memberTimeouts(cfg.Election), elector.Load)
+	} else {
+		s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
+			TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks,
+			OnPeerGone: func(id string) {
+				if e := elector.Load(); e != nil {
+					e.PeerGone(id)
+				}
+			},
+			// A new connection lets a group starting at once retry its first round without waiting
+			// (docs/protocol.md 7.11, start-up order).
+			OnPeerConnected: func(id string) {
+				if e := elector.Load(); e != nil {
+					e.PeerReachable(id)
+				}
+			}})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -658,11 +662,11 @@ func (s *Server) startRPC() error {
 		}
 		return nil
 	}
-	ids := make([]string, len(s.peers))
-	for i, p := range s.peers {
-		ids[i] = p.ID
+	hosts := make(map[string]string, len(s.peers))
+	for _, p := range s.peers {
+		hosts[p.ID] = p.Addr
 	}
-	return s.host.mux.Add(s.cfg.Group, s.cfg.SelfID, ids, s.handler)
+	return s.host.mux.AddMember(s.cfg.Group, s.cfg.SelfID, hosts, s.handler)
 }
 
 // HTTPAddr is the admin API's address (after Start), or "".

@@ -1,0 +1,308 @@
+package server
+
+// Host links: one connection, one handshake and one rpc.Client per pair of hosts, shared by
+// every member of this host (docs/protocol.md 4.1, "Host links"; docs/design.md, "The host as
+// built"). A hosted member's transport is a memberLink, which maps each of its peers to the
+// link of the host that peer is on.
+
+import (
+	"fmt"
+
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc"
+	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
+)
+
+// peerClient is what a member sends its requests through: its own rpc.Client (server.New, or
+// a host with PerMemberLinks), or its share of its host's links (memberLink).
+type peerClient interface {
+	dledger.Transport
+	SendMetadata(to string, req *protocol.MetadataRequest, done func(*protocol.MetadataResponse, error))
+	Kick(peer string)
+	Connected(peer string) bool
+	Close() error
+}
+
+// hostLinks keeps the host's links, one per peer host, created when the first member with a
+// peer on that host joins and closed when the last one leaves.
+type hostLinks struct {
+	self  string // this host's id
+	auth  rpc.Auth
+	log   *zap.Logger
+	hooks rpc.Hooks
+	// onLink, if set, is called for every link created (the liveness wiring, host_live.go);
+	// under mu.
+	onLink func(host string, cl *rpc.Client)
+
+	mu    sync.Mutex
+	links map[string]*link // peer host id -> its link
+}
+
+// link is the connection to one peer host and the members that use it.
+type link struct {
+	host    string
+	cl      *rpc.Client
+	members map[*memberLink]struct{}
+}
+
+func newHostLinks(self string, keys KeySet, insecure bool, log *zap.Logger, hooks rpc.Hooks) *hostLinks {
+	return &hostLinks{self: self, auth: rpc.Auth{Keys: keys, Insecure: insecure, Host: self},
+		log: log, hooks: hooks, links: map[string]*link{}}
+}
+
+// join makes member self of group a user of the links to the hosts of its peers and returns
+// its transport. elector returns the member's elector once it exists (the links may report
+// a peer host gone or connected before it does).
+func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Timeouts, elector func() *dledger.Elector) (*memberLink, error) {
+	m := &memberLink{hl: hl, group: group, self: self, t: t, elector: elector,
+		hostOf: map[string]string{}, peersOn: map[string][]string{}, links: map[string]*link{}}
+	for _, p := range peers {
+		if p.ID == self {
+			if p.Addr != hl.self {
+				return nil, fmt.Errorf("host: member %s of group %s names itself at %s, but this host's id is %s (HostConfig.Advertise, default Listen): its peers would find it on no host link", self, group, p.Addr, hl.self)
+			}
+			continue
+		}
+		m.hostOf[p.ID] = p.Addr
+		m.peersOn[p.Addr] = append(m.peersOn[p.Addr], p.ID)
+	}
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	for host := range m.peersOn {
+		l := hl.links[host]
+		if l == nil {
+			cl, err := hl.newClient(host)
+			if err != nil {
+				hl.leaveLocked(m)
+				return nil, err
+			}
+			l = &link{host: host, cl: cl, members: map[*memberLink]struct{}{}}
+			hl.links[host] = l
+			if hl.onLink != nil {
+				hl.onLink(host, cl)
+			}
+		}
+		l.members[m] = struct{}{}
+		m.links[host] = l
+	}
+	return m, nil
+}
+
+// newClient dials peer host: its requests time out by each member's Caller bounds, and the
+// link's own CallTimeout (the default, 1 s) sets only how long a silent link may go unnoticed.
+func (hl *hostLinks) newClient(host string) (*rpc.Client, error) {
+	return rpc.NewClient(rpc.ClientOptions{Peers: map[string]string{host: host}, Auth: hl.auth,
+		Logger: hl.log.With(zap.String("peerHost", host)), Hooks: hl.hooks,
+		OnPeerGone:      func(string) { hl.each(host, (*dledger.Elector).PeerGone) },
+		OnPeerConnected: func(string) { hl.each(host, (*dledger.Elector).PeerReachable) }})
+}
+
+// each tells every member with a peer on host about each such peer: the link to that host
+// closed and its port refused the redial (its process is gone: every group it led fails over
+// at once), or the link came up. It runs on the link's connection goroutine.
+func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) {
+	hl.mu.Lock()
+	l := hl.links[host]
+	var ms []*memberLink
+	if l != nil {
+		ms = make([]*memberLink, 0, len(l.members))
+		for m := range l.members {
+			ms = append(ms, m)
+		}
+	}
+	hl.mu.Unlock()
+	for _, m := range ms {
+		e := m.elector()
+		if e == nil || m.closed.Load() {
+			continue
+		}
+		for _, id := range m.peersOn[host] {
+			f(e, id)
+		}
+	}
+}
+
+// leaveLocked removes m from its links; links left without a member are removed and
+// returned, to be closed outside hl.mu (Close waits for the link's goroutines, whose
+// callbacks take hl.mu).
+func (hl *hostLinks) leaveLocked(m *memberLink) (idle []*rpc.Client) {
+	for host, l := range m.links {
+		delete(l.members, m)
+		if len(l.members) == 0 && hl.links[host] == l {
+			delete(hl.links, host)
+			idle = append(idle, l.cl)
+		}
+	}
+	return idle
+}
+
+// kick makes the link to host dial at once if it is backing off: host has just said hello
+// on a link of its own to us.
+func (hl *hostLinks) kick(host string) {
+	hl.mu.Lock()
+	l := hl.links[host]
+	hl.mu.Unlock()
+	if l != nil {
+		l.cl.Kick(host)
+	}
+}
+
+// closeAll closes every link at once, members or not (a host that stops or is killed).
+func (hl *hostLinks) closeAll() {
+	hl.mu.Lock()
+	var cls []*rpc.Client
+	for host, l := range hl.links {
+		cls = append(cls, l.cl)
+		delete(hl.links, host)
+	}
+	hl.mu.Unlock()
+	for _, cl := range cls {
+		cl.Close()
+	}
+}
+
+// count is the number of links (one per peer host in use).
+func (hl *hostLinks) count() int {
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	return len(hl.links)
+}
+
+// memberLink is one hosted member's transport over its host's links: a request to peer p goes
+// on the link to p's host, bounded by the member's own call timeouts.
+type memberLink struct {
+	hl          *hostLinks
+	group, self string
+	t           rpc.Timeouts
+	elector     func() *dledger.Elector
+	hostOf      map[string]string   // peer id -> host id; fixed at join
+	peersOn     map[string][]string // host id -> peer ids on it
+	links       map[string]*link    // host id -> link; fixed at join
+	closed      atomic.Bool
+	closeOnce   sync.Once
+}
+
+// caller returns the link and host of peer to, or completes nothing and returns false.
+func (m *memberLink) caller(to string) (rpc.Caller, string, error) {
+	if m.closed.Load() {
+		return rpc.Caller{}, "", rpc.ErrClosed
+	}
+	host := m.hostOf[to]
+	l := m.links[host]
+	if l == nil {
+		return rpc.Caller{}, "", rpc.ErrUnknownPeer
+	}
+	return l.cl.Caller(m.t), host, nil
+}
+
+func (m *memberLink) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
+	c, host, err := m.caller(to)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	c.SendVote(host, req, done)
+}
+
+func (m *memberLink) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
+	c, host, err := m.caller(to)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	c.SendHeartBeat(host, req, done)
+}
+
+func (m *memberLink) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
+	c, host, err := m.caller(to)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	c.SendLeadershipTransfer(host, req, done)
+}
+
+func (m *memberLink) SendMetadata(to string, req *protocol.MetadataRequest, done func(*protocol.MetadataResponse, error)) {
+	c, host, err := m.caller(to)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	c.SendMetadata(host, req, done)
+}
+
+// Kick kicks the link to peer's host.
+func (m *memberLink) Kick(peer string) {
+	if l := m.links[m.hostOf[peer]]; l != nil {
+		l.cl.Kick(l.host)
+	}
+}
+
+// Connected reports whether the link to peer's host is up.
+func (m *memberLink) Connected(peer string) bool {
+	l := m.links[m.hostOf[peer]]
+	return l != nil && l.cl.Connected(l.host)
+}
+
+// Close leaves the links; a link no other member uses is closed. Later calls fail with
+// rpc.ErrClosed.
+func (m *memberLink) Close() error {
+	m.closeOnce.Do(func() {
+		m.closed.Store(true)
+		m.hl.mu.Lock()
+		idle := m.hl.leaveLocked(m)
+		m.hl.mu.Unlock()
+		for _, cl := range idle {
+			cl.Close()
+		}
+	})
+	return nil
+}
+
+// memberTimeouts are a member's call bounds, as server.New gives its own client.
+func memberTimeouts(c dledger.Config) rpc.Timeouts {
+	return rpc.Timeouts{Call: callTimeout(c), Transfer: c.TransferBound() + time.Second}
+}
+
+// initLinks sets up the host's id, its metrics without a group label, and its links (unless
+// PerMemberLinks), and returns the rpc listener's hooks.
+func (h *Host) initLinks() (rpc.Hooks, error) {
+	h.hostID = h.cfg.Advertise
+	if h.hostID == "" {
+		h.hostID = h.cfg.Listen
+	}
+	hm, err := newHostMetrics(h.reg, func() int {
+		if h.links == nil {
+			return 0
+		}
+		return h.links.count()
+	})
+	if err != nil {
+		return rpc.Hooks{}, err
+	}
+	if !h.cfg.PerMemberLinks {
+		if len(h.hostID) > secure.MaxHostIDLen {
+			return rpc.Hooks{}, fmt.Errorf("host: host id %q is longer than %d bytes (a host link's handshake carries it); set Advertise or PerMemberLinks", h.hostID, secure.MaxHostIDLen)
+		}
+		h.links = newHostLinks(h.hostID, h.cfg.Keys, h.cfg.Insecure, h.log.Named("link"), hm.hooks())
+		h.mux.SetHost(h.hostID)
+	}
+	return hm.hooks(), nil
+}
+
+// peerHello: a host, or a member, said hello on a connection of its own to us, so it is up:
+// our link to it stops backing off (a member's hello reaches its member's handler,
+// hostedHandler).
+func (h *Host) peerHello(id string) {
+	if h.links != nil {
+		h.links.kick(id)
+	}
+}

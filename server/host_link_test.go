@@ -1,0 +1,339 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/rpc"
+)
+
+// linkedHosts starts n hosts (HostConfig from cfg, Listen and DataDir filled in) and adds a
+// member of each of groups to every one, with timings; members[g][i] is host i's member of
+// group g, named n<i>.
+func linkedHosts(t *testing.T, n, groups int, timings dledger.Config, cfg func(i int, c *HostConfig)) ([]*Host, map[string][]*Server, []string) {
+	t.Helper()
+	ports := freePorts(t, n)
+	var hosts []*Host
+	for i, p := range ports {
+		c := HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", p), DataDir: t.TempDir(), Keys: testKeys}
+		if cfg != nil {
+			cfg(i, &c)
+		}
+		h, err := NewHost(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			h.Stop(ctx)
+		})
+		hosts = append(hosts, h)
+	}
+	var ids []string
+	for i, h := range hosts {
+		ids = append(ids, fmt.Sprintf("n%d-%s", i, h.hostID))
+	}
+	peers := ""
+	for i, id := range ids {
+		if i > 0 {
+			peers += ";"
+		}
+		peers += id
+	}
+	members := map[string][]*Server{}
+	var names []string
+	for g := range groups {
+		name := fmt.Sprintf("g%03d", g)
+		names = append(names, name)
+		for i, h := range hosts {
+			members[name] = append(members[name], addStartedWith(t, h, name, fmt.Sprintf("n%d", i), peers, timings))
+		}
+	}
+	return hosts, members, names
+}
+
+// awaitLeaders waits for every group to have one leader followed by a quorum (members of a
+// host for which down says true do not count) and returns each group's leader and term.
+func awaitLeaders(t *testing.T, members map[string][]*Server, names []string, down func(*Server) bool) (map[string]string, map[string]int64) {
+	t.Helper()
+	leaders, terms := map[string]string{}, map[string]int64{}
+	for _, g := range names {
+		leaders[g], terms[g] = dledgertest.AwaitLeader(t, electionLimit, len(members[g]), func() []dledgertest.Member {
+			return groupView(members[g], down)
+		})
+	}
+	return leaders, terms
+}
+
+// TestHostLinksOnePerPeerHost: three hosts share 30 groups, every host a member of each;
+// every group elects over the hosts' links, and each host's listener holds exactly one
+// connection per peer host (two), not one per shared group, while each host keeps one link
+// per peer host. Nothing is counted as a bad frame or an authentication failure.
+func TestHostLinksOnePerPeerHost(t *testing.T) {
+	const groups = 30
+	hosts, members, names := linkedHosts(t, 3, groups, fastTimings(), nil)
+	awaitLeaders(t, members, names, func(*Server) bool { return false })
+	for i, h := range hosts {
+		dledgertest.Eventually(t, electionLimit, "one connection per peer host", func() bool { return h.rpcSrv.Conns() == 2 })
+		if n := h.links.count(); n != 2 {
+			t.Fatalf("host %d has %d links, want 2", i, n)
+		}
+		if st := h.rpcSrv.Stats(); st.AuthFailures != 0 || st.BadFrames != 0 {
+			t.Fatalf("host %d listener: %+v", i, st)
+		}
+	}
+	// The hosts' listeners authenticated every link once: a group added now elects over the
+	// links already up, and the connections stay two per host.
+	names = append(names, "late")
+	for i, h := range hosts {
+		members["late"] = append(members["late"], addStarted(t, h, "late", fmt.Sprintf("n%d", i), members[names[0]][0].peersString()))
+	}
+	awaitLeaders(t, members, names[len(names)-1:], func(*Server) bool { return false })
+	for i, h := range hosts {
+		if n := h.rpcSrv.Conns(); n != 2 {
+			t.Fatalf("host %d: %d connections after a group was added, want 2", i, n)
+		}
+	}
+}
+
+// peersString is the member's peers string as configured.
+func (s *Server) peersString() string {
+	out := ""
+	for i, p := range s.peers {
+		if i > 0 {
+			out += ";"
+		}
+		out += p.ID + "-" + p.Addr
+	}
+	return out
+}
+
+// kill stops the host as a crash would: no hand-over, its passes stop, its links and its
+// listener close (peers see their links closed and the redial refused).
+func (h *Host) kill(t *testing.T) {
+	t.Helper()
+	h.stopRun()
+	<-h.runDone
+	h.links.closeAll()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.rpcSrv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHostKilledFailsOverByTheClosedLink: with a failure detector of 20 s, a host that dies
+// (listener and links closed, no hand-over) is noticed only by its closed links: every group
+// it led elects a leader on the other hosts well within that window, and no other group
+// changes leader or term. Without the closed-link signal reaching every member with a peer
+// on the dead host, the groups it led would wait out the 20 s detector and the test would
+// time out first.
+func TestHostKilledFailsOverByTheClosedLink(t *testing.T) {
+	slow := fastTimings()
+	slow.MaxHeartBeatLeak = 200 // 20 s without heartbeats before a follower campaigns
+	hosts, members, names := linkedHosts(t, 3, 12, slow, nil)
+	leaders, terms := awaitLeaders(t, members, names, func(*Server) bool { return false })
+	victim := -1
+	fmt.Sscanf(leaders[names[0]], "n%d", &victim)
+	led := 0
+	for _, g := range names {
+		if leaders[g] == fmt.Sprintf("n%d", victim) {
+			led++
+		}
+	}
+	hosts[victim].kill(t)
+	down := func(s *Server) bool { return s.cfg.SelfID == fmt.Sprintf("n%d", victim) }
+	const detector = 10 * time.Second // half the failure detector: only the closed link can be this quick
+	for _, g := range names {
+		id, term := dledgertest.AwaitLeader(t, detector, 3, func() []dledgertest.Member { return groupView(members[g], down) })
+		if id == fmt.Sprintf("n%d", victim) {
+			t.Fatalf("group %s still led by the killed host", g)
+		}
+		if leaders[g] != fmt.Sprintf("n%d", victim) && (id != leaders[g] || term != terms[g]) {
+			t.Fatalf("group %s, not led by the killed host, changed: %s@%d -> %s@%d", g, leaders[g], terms[g], id, term)
+		}
+	}
+	t.Logf("the killed host led %d of %d groups", led, len(names))
+}
+
+// cutProxy forwards connections to a backend until cut: then it closes every connection it
+// carries and holds new ones open without forwarding (a link that carries nothing, as a
+// partition looks to TCP), until restored.
+type cutProxy struct {
+	ln      net.Listener
+	backend string
+	mu      sync.Mutex
+	cut     bool
+	conns   map[net.Conn]struct{}
+}
+
+func newCutProxy(t *testing.T, backend string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, backend: backend, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go p.serve()
+	return p
+}
+
+func (p *cutProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		p.conns[c] = struct{}{}
+		cut := p.cut
+		p.mu.Unlock()
+		if cut {
+			continue // held, silent, until restored or cut again
+		}
+		b, err := net.Dial("tcp", p.backend)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[b] = struct{}{}
+		p.mu.Unlock()
+		go func() { io.Copy(b, c); b.Close() }()
+		go func() { io.Copy(c, b); c.Close() }()
+	}
+}
+
+// setCut closes every connection the proxy holds, and decides whether new ones are carried.
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	p.cut = cut
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+	p.mu.Unlock()
+}
+
+// TestHostLinkCutAndRestored: host 2 is reached through a proxy (its Advertise address); the
+// proxy cuts every link into host 2 and later restores them. During the cut, groups whose
+// leader is on host 0 or 1 keep it (a quorum remains) and the closed connections are not
+// mistaken for a dead process; after the restore the links to host 2 come back, one per
+// peer host, and every group has one leader followed by all three members again.
+func TestHostLinkCutAndRestored(t *testing.T) {
+	ports := freePorts(t, 1)
+	backend := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	proxy := newCutProxy(t, backend)
+	hosts, members, names := linkedHosts(t, 3, 8, fastTimings(), func(i int, c *HostConfig) {
+		if i == 2 {
+			c.Listen, c.Advertise = backend, proxy.ln.Addr().String()
+		}
+	})
+	all := func(*Server) bool { return false }
+	leaders, _ := awaitLeaders(t, members, names, all)
+	proxy.setCut(true)
+	// Groups led on host 0 or 1 keep their leader and term while host 2 is cut off from
+	// their heartbeats (host 2's own links out still carry its campaigns, which a member
+	// following a live leader refuses).
+	cutOff := func(s *Server) bool { return s.cfg.SelfID == "n2" }
+	for _, g := range names {
+		if leaders[g] == "n2" {
+			continue
+		}
+		id, _ := dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member { return groupView(members[g], cutOff) })
+		if id != leaders[g] {
+			t.Fatalf("group %s: leader %s -> %s during the cut", g, leaders[g], id)
+		}
+	}
+	for i := range 2 {
+		dledgertest.Eventually(t, electionLimit, "link to host 2 down", func() bool {
+			return !members[names[0]][i].client.Connected("n2")
+		})
+	}
+	proxy.setCut(false)
+	for i := range 2 {
+		dledgertest.Eventually(t, electionLimit, "link to host 2 back", func() bool {
+			return members[names[0]][i].client.Connected("n2")
+		})
+	}
+	awaitLeaders(t, members, names, all)
+	for _, g := range names {
+		dledgertest.Eventually(t, electionLimit, "every member follows "+g+"'s leader", func() bool {
+			id, _, ok := dledgertest.StableLeader(groupView(members[g], all), 3)
+			if !ok {
+				return false
+			}
+			for _, s := range members[g] {
+				if st := s.Status(); st.LeaderID != id {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	dledgertest.Eventually(t, electionLimit, "one connection per peer host into host 2", func() bool {
+		return hosts[2].rpcSrv.Conns() == 2
+	})
+}
+
+// TestHostAcceptsVersion1Members: a single-member process (server.New: its own client,
+// version 1 handshakes per member pair) is a member of a group whose other two members are
+// on hosts that keep PerMemberLinks; the group elects and the hosts' listeners accept the
+// version 1 handshakes. And a host of host links answers a version 1 member dialling in.
+func TestHostAcceptsVersion1Members(t *testing.T) {
+	ports := freePorts(t, 3)
+	peers := peersString(ports)
+	var members []*Server
+	for i := range 2 {
+		h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]), DataDir: t.TempDir(), Keys: testKeys,
+			PerMemberLinks: i == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Stop(context.Background()) })
+		if i == 0 {
+			members = append(members, addStarted(t, h, "g", "n0", peers))
+			continue
+		}
+		// Host 1 talks host links: the group's member here is not added; a version 1 client
+		// dials it below.
+		addStarted(t, h, "other", "n1", fmt.Sprintf("n1-127.0.0.1:%d;n9-127.0.0.1:1", ports[1]))
+		cl, err := rpc.NewClient(rpc.ClientOptions{Peers: map[string]string{"n1": h.Addr()},
+			Auth: rpc.Auth{Keys: testKeys, Group: "other", SelfID: "n9"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		dledgertest.Eventually(t, electionLimit, "version 1 connection to a host of links", func() bool { return cl.Connected("n1") })
+	}
+	single, err := New(Config{Group: "g", SelfID: "n2", Peers: peers, Listen: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		DataDir: t.TempDir(), Keys: testKeys, Election: fastTimings()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := single.UpdateLedger(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := single.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { single.Stop(context.Background()) })
+	members = append(members, single)
+	dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member {
+		return groupView(members, func(*Server) bool { return false })
+	})
+}
