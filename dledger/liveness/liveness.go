@@ -1,0 +1,556 @@
+// Package liveness is a host's liveness table: liveness per pair of hosts instead of per group
+// (docs/protocol.md section 12). A host that carries members of many groups sends each peer
+// host one small frame per Interval, whatever the number of groups; the frame carries the
+// changes (group, member, epoch) of this host's members since the peer last acknowledged them.
+// A member's epoch changes whenever its term, role or leader does (the elector asks for it,
+// Member.Changed). So a host that keeps hearing a peer host, and hears of no newer epoch of
+// a member there, knows that member is as it was at its last explicit heartbeat: a leader
+// still leads, a follower still follows. The electors use that (dledger.HostLiveness) to skip
+// explicit heartbeats while a group is idle, and the table wakes them (the wake function given
+// to AddMember) when it stops vouching: a peer host turns stale, restarts (a new
+// incarnation), or reports a change of a member of the group.
+//
+// The table is deterministic like the elector: no goroutine, no socket, no clock. Time is an
+// argument of every call; the driver (server.Host in production, dledger/sim in the
+// simulator) calls Due when NextDue says, carries the frames, and hands back what arrives
+// (Received, Answered, Failed). Every method is safe for concurrent use. Wake functions and
+// Config.Kick run without the table's lock held, except Kick from Member.Changed, which runs
+// under the caller's (the elector's) lock: both must only schedule work, never call back.
+package liveness
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Config is a table's identity and timing.
+type Config struct {
+	// Self is this host's id: its rpc address, as the peers strings of its groups name it.
+	Self string
+	// Incarnation identifies this run of the host. A restarted host must use a greater value
+	// (the start time in nanoseconds will do); peers that see it change forget what the old
+	// run told them and stop vouching for its members.
+	Incarnation uint64
+	// Interval is how often a frame goes to each peer host while nothing changes.
+	Interval time.Duration
+	// Fresh is how long a peer host stays fresh after it was last heard from and after the
+	// send time of the last frame it acknowledged; 0 means 2 x Interval, which tolerates one
+	// lost frame.
+	Fresh time.Duration
+	// Kick, if set, is called when NextDue may have moved earlier (a change waits to be sent).
+	// It may run under an elector's lock: it must only schedule a call of Due.
+	Kick func()
+}
+
+// Change is one change of a member of the sending host: its epoch after the change.
+type Change struct {
+	Group  string `msgpack:"g"`
+	Member string `msgpack:"m"`
+	Epoch  uint64 `msgpack:"e"`
+}
+
+// Frame is what a host sends a peer host every Interval, or at once when changes wait.
+type Frame struct {
+	Incarnation uint64   `msgpack:"inc"`
+	Seq         uint64   `msgpack:"seq"`
+	Changes     []Change `msgpack:"changes,omitempty"`
+}
+
+// Ack answers a Frame. It echoes the frame's Seq, names the answering host's incarnation, and
+// carries the answering host's own changes not yet acknowledged by the asker, so that when the
+// asker records "acknowledged", it also knows every change the answering host had made by then.
+type Ack struct {
+	Incarnation uint64   `msgpack:"inc"`
+	Seq         uint64   `msgpack:"seq"`
+	Changes     []Change `msgpack:"changes,omitempty"`
+}
+
+// Outgoing is a frame to send to host To. The driver keeps the time Due was called with (the
+// send time) and passes it to Answered with the answer.
+type Outgoing struct {
+	To    string
+	Frame Frame
+}
+
+// key names a member of a group.
+type key struct{ group, member string }
+
+// pending is a change of a local member waiting for a peer host's acknowledgement: seq is the
+// last frame that carried this epoch (0: not sent yet).
+type pending struct {
+	epoch uint64
+	seq   uint64
+}
+
+// remote is what the table knows of a member on a peer host: its latest epoch, and what the
+// host's heard and acked times were just before that epoch arrived (the last moment the table
+// could vouch for the member as it was before the change).
+type remote struct {
+	epoch                    uint64
+	heardBefore, ackedBefore time.Time
+}
+
+// host is a peer host.
+type host struct {
+	id    string
+	refs  int    // local members with a peer on this host
+	inc   uint64 // its incarnation, 0 until heard from
+	since time.Time
+	// heard: the last frame or ack received from it (this incarnation); acked: the send time
+	// of the newest frame of ours it acknowledged (this incarnation).
+	heard, acked time.Time
+	failed       bool // the link failed since it was last heard
+	stale        bool // as of the last check (wakes fire on the fresh -> stale edge)
+	seq          uint64
+	nextSend     time.Time
+	unsent       bool // some pending change has not been sent yet
+	pending      map[key]pending
+	remotes      map[key]*remote
+}
+
+// local is a member of a group on this host.
+type local struct {
+	key
+	peerHost map[string]string // peer id -> host id, for every other member of the group
+	wake     func()
+}
+
+// Table is a host's liveness table.
+type Table struct {
+	mu      sync.Mutex
+	cfg     Config
+	epoch   uint64 // the last epoch handed out: epochs are host-wide, so a re-added member's are newer
+	locals  map[key]*local
+	byGroup map[string][]*local
+	hosts   map[string]*host
+	order   []string // host ids, sorted: frames go out in a fixed order (determinism)
+	// promised is the NextDue last returned; stallAt the last Due that came more than
+	// Interval/2 after it (the host's own process stalled: a stop, a long pause).
+	promised, stallAt time.Time
+}
+
+// New builds an empty table. Interval must be positive and Incarnation non-zero.
+func New(cfg Config) (*Table, error) {
+	if cfg.Interval <= 0 || cfg.Incarnation == 0 || cfg.Self == "" {
+		return nil, fmt.Errorf("liveness.New: Self, Incarnation and a positive Interval are required")
+	}
+	if cfg.Fresh <= 0 {
+		cfg.Fresh = 2 * cfg.Interval
+	}
+	return &Table{cfg: cfg, locals: map[key]*local{}, byGroup: map[string][]*local{}, hosts: map[string]*host{}}, nil
+}
+
+// Config returns the table's configuration, defaults filled in.
+func (t *Table) Config() Config { return t.cfg }
+
+// AddMember registers local member self of group; peerHost maps every member id of the group
+// (self may be included; it is ignored) to its host id. wake asks the driver to run the
+// member's pass now; it must only schedule. A member on this same host is never vouched for.
+func (t *Table) AddMember(group, self string, peerHost map[string]string, wake func()) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := key{group, self}
+	if _, dup := t.locals[k]; dup {
+		return fmt.Errorf("liveness: member %s of group %s is already registered", self, group)
+	}
+	l := &local{key: k, peerHost: map[string]string{}, wake: wake}
+	for id, h := range peerHost {
+		if id != self {
+			l.peerHost[id] = h
+		}
+	}
+	t.locals[k] = l
+	t.byGroup[group] = append(t.byGroup[group], l)
+	for _, h := range l.hostSet(t.cfg.Self) {
+		hs := t.hosts[h]
+		if hs == nil {
+			hs = &host{id: h, pending: map[key]pending{}, remotes: map[key]*remote{}, stale: true}
+			t.hosts[h] = hs
+			t.order = append(t.order, h)
+			slices.Sort(t.order)
+		}
+		hs.refs++
+	}
+	return nil
+}
+
+// hostSet is the distinct peer hosts of l's group, other than self, sorted.
+func (l *local) hostSet(self string) []string {
+	var out []string
+	for _, h := range l.peerHost {
+		if h != self && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// RemoveMember forgets a local member. A peer host no local member needs any more gets no
+// more frames.
+func (t *Table) RemoveMember(group, self string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := key{group, self}
+	l := t.locals[k]
+	if l == nil {
+		return
+	}
+	delete(t.locals, k)
+	t.byGroup[group] = slices.DeleteFunc(t.byGroup[group], func(x *local) bool { return x == l })
+	if len(t.byGroup[group]) == 0 {
+		delete(t.byGroup, group)
+	}
+	for _, h := range l.hostSet(t.cfg.Self) {
+		hs := t.hosts[h]
+		hs.refs--
+		delete(hs.pending, k)
+		if hs.refs == 0 {
+			delete(t.hosts, h)
+			t.order = slices.DeleteFunc(t.order, func(x string) bool { return x == h })
+		}
+	}
+}
+
+// For returns member self of group's view of the table: the elector's seam
+// (dledger.HostLiveness). It returns nil if the member is not registered.
+func (t *Table) For(group, self string) *Member {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.locals[key{group, self}] == nil {
+		return nil
+	}
+	return &Member{t: t, k: key{group, self}}
+}
+
+// Due returns the frames to send now, at most one per peer host, in host order, and wakes the
+// members that a peer host's turning stale concerns. The driver calls it at NextDue.
+func (t *Table) Due(now time.Time) []Outgoing {
+	t.mu.Lock()
+	var out []Outgoing
+	if !t.promised.IsZero() && now.Sub(t.promised) > t.cfg.Interval/2 {
+		t.stallAt = now
+	}
+	t.promised = time.Time{}
+	for _, id := range t.order {
+		h := t.hosts[id]
+		if !h.unsent && now.Before(h.nextSend) {
+			continue
+		}
+		h.seq++
+		f := Frame{Incarnation: t.cfg.Incarnation, Seq: h.seq, Changes: h.changes(h.seq)}
+		h.unsent = false
+		h.nextSend = now.Add(t.cfg.Interval)
+		out = append(out, Outgoing{To: id, Frame: f})
+	}
+	wakes := t.checkStale(now)
+	t.mu.Unlock()
+	run(wakes)
+	return out
+}
+
+// changes lists h's pending changes, in a fixed order; with seq != 0 it marks them as sent in
+// frame seq.
+func (h *host) changes(seq uint64) []Change {
+	if len(h.pending) == 0 {
+		return nil
+	}
+	out := make([]Change, 0, len(h.pending))
+	for k, p := range h.pending {
+		out = append(out, Change{Group: k.group, Member: k.member, Epoch: p.epoch})
+		if seq != 0 {
+			h.pending[k] = pending{epoch: p.epoch, seq: seq}
+		}
+	}
+	slices.SortFunc(out, func(a, b Change) int {
+		if a.Group != b.Group {
+			return cmpString(a.Group, b.Group)
+		}
+		return cmpString(a.Member, b.Member)
+	})
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// NextDue is when Due next has something to do: a frame to send, or a peer host that turns
+// stale. Never later than Interval from now while any peer host is known.
+func (t *Table) NextDue(now time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	next := now.Add(t.cfg.Interval)
+	for _, id := range t.order {
+		h := t.hosts[id]
+		if h.unsent {
+			next = now
+			break
+		}
+		if h.nextSend.Before(next) {
+			next = h.nextSend
+		}
+		if !h.stale {
+			if s := h.staleAt(t.cfg.Fresh); s.Before(next) {
+				next = s
+			}
+		}
+	}
+	if next.Before(now) {
+		next = now
+	}
+	t.promised = next
+	return next
+}
+
+// staleAt is when h turns stale if nothing more is heard: Fresh after the older of its heard
+// and acked times (strictly after: fresh at exactly that time).
+func (h *host) staleAt(fresh time.Duration) time.Time {
+	return minTime(h.heard, h.acked).Add(fresh + time.Nanosecond)
+}
+
+// freshAt says whether h is fresh at now: heard from and acknowledging, both within Fresh, in
+// a known incarnation, and its link has not failed since.
+func (h *host) freshAt(now time.Time, fresh time.Duration) bool {
+	return h.inc != 0 && !h.failed && !h.heard.IsZero() && !h.acked.IsZero() &&
+		now.Sub(h.heard) <= fresh && now.Sub(h.acked) <= fresh
+}
+
+// checkStale updates every host's stale flag and returns the wakes of the fresh -> stale edges.
+func (t *Table) checkStale(now time.Time) []func() {
+	var wakes []func()
+	for _, id := range t.order {
+		h := t.hosts[id]
+		stale := !h.freshAt(now, t.cfg.Fresh)
+		if stale && !h.stale {
+			wakes = t.wakeHost(wakes, id)
+		}
+		h.stale = stale
+	}
+	return wakes
+}
+
+// wakeHost appends the wakes of every local member with a peer on host id, in a fixed order.
+func (t *Table) wakeHost(wakes []func(), id string) []func() {
+	ls := make([]*local, 0, 8)
+	for _, l := range t.locals {
+		for _, h := range l.peerHost {
+			if h == id {
+				ls = append(ls, l)
+				break
+			}
+		}
+	}
+	slices.SortFunc(ls, func(a, b *local) int {
+		if a.group != b.group {
+			return cmpString(a.group, b.group)
+		}
+		return cmpString(a.member, b.member)
+	})
+	for _, l := range ls {
+		wakes = append(wakes, l.wake)
+	}
+	return wakes
+}
+
+func run(wakes []func()) {
+	for _, w := range wakes {
+		if w != nil {
+			w()
+		}
+	}
+}
+
+// Received takes a frame from host from, received at now, and returns the answer to send back.
+// A frame from an older incarnation than the one known is answered but changes nothing; a
+// newer incarnation makes the table forget what the old one said and wakes every local member
+// with a peer there. Changes for members the table does not place on that host are ignored.
+func (t *Table) Received(from string, f Frame, now time.Time) Ack {
+	t.mu.Lock()
+	ack := Ack{Incarnation: t.cfg.Incarnation, Seq: f.Seq}
+	h := t.hosts[from]
+	if h == nil {
+		t.mu.Unlock()
+		return ack
+	}
+	wakes := t.hear(h, f.Incarnation, f.Changes, now)
+	ack.Changes = h.changes(0)
+	wakes = append(wakes, t.checkStale(now)...)
+	t.mu.Unlock()
+	run(wakes)
+	return ack
+}
+
+// Answered takes host to's answer to the frame sent at sentAt (the time Due was called with).
+func (t *Table) Answered(to string, sentAt time.Time, a Ack, now time.Time) {
+	t.mu.Lock()
+	h := t.hosts[to]
+	if h == nil {
+		t.mu.Unlock()
+		return
+	}
+	wakes := t.hear(h, a.Incarnation, a.Changes, now)
+	if h.inc == a.Incarnation {
+		if sentAt.After(h.acked) && !sentAt.After(now) {
+			h.acked = sentAt
+		}
+		for k, p := range h.pending {
+			if p.seq != 0 && p.seq <= a.Seq {
+				delete(h.pending, k)
+			}
+		}
+	}
+	wakes = append(wakes, t.checkStale(now)...)
+	t.mu.Unlock()
+	run(wakes)
+}
+
+// hear is what a frame and an ack share: the incarnation check, the changes, and the heard
+// time. It returns the wakes to run.
+func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []func() {
+	var wakes []func()
+	switch {
+	case inc == 0 || inc < h.inc:
+		return nil // an older run's late message, or none at all
+	case inc > h.inc:
+		if h.inc != 0 && !h.stale {
+			wakes = t.wakeHost(wakes, h.id)
+		}
+		h.stale = true // woken now, if it was fresh: not again when checkStale sees it stale
+		h.inc, h.since = inc, now
+		h.heard, h.acked = time.Time{}, time.Time{}
+		clear(h.remotes)
+		for k, p := range h.pending { // the new run has heard none of them
+			h.pending[k] = pending{epoch: p.epoch}
+		}
+	}
+	for _, c := range changes {
+		k := key{c.Group, c.Member}
+		if !t.placed(k, h.id) {
+			continue
+		}
+		r := h.remotes[k]
+		if r == nil {
+			r = &remote{}
+			h.remotes[k] = r
+		}
+		if c.Epoch <= r.epoch {
+			continue
+		}
+		r.epoch, r.heardBefore, r.ackedBefore = c.Epoch, h.heard, h.acked
+		for _, l := range t.byGroup[c.Group] {
+			wakes = append(wakes, l.wake)
+		}
+	}
+	h.heard = now
+	h.failed = false
+	return wakes
+}
+
+// placed says whether some local member's group places member k on host id.
+func (t *Table) placed(k key, id string) bool {
+	for _, l := range t.byGroup[k.group] {
+		if l.peerHost[k.member] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Failed records that the link to host to failed or closed (the process may be gone): the
+// host is stale until it is heard from again.
+func (t *Table) Failed(to string, now time.Time) {
+	t.mu.Lock()
+	var wakes []func()
+	if h := t.hosts[to]; h != nil {
+		h.failed = true
+		wakes = t.checkStale(now)
+	}
+	t.mu.Unlock()
+	run(wakes)
+}
+
+// Member is one local member's view of the table: the elector's seam (dledger.HostLiveness).
+type Member struct {
+	t *Table
+	k key
+}
+
+// Changed records a change of the member's term, role or leader and returns its new epoch,
+// greater than every epoch this table handed out before. The change goes to every peer host of
+// the group with the next frame, which is due at once (Config.Kick). It runs under the
+// elector's lock and only records.
+func (m *Member) Changed() uint64 {
+	t := m.t
+	t.mu.Lock()
+	t.epoch++
+	ep := t.epoch
+	kick := false
+	if l := t.locals[m.k]; l != nil {
+		for _, id := range l.hostSet(t.cfg.Self) {
+			h := t.hosts[id]
+			h.pending[m.k] = pending{epoch: ep}
+			h.unsent, kick = true, true
+		}
+	}
+	t.mu.Unlock()
+	if kick && t.cfg.Kick != nil {
+		t.cfg.Kick()
+	}
+	return ep
+}
+
+// Peer is what the table knows of peer member id of this member's group, for an elector that
+// last exchanged an explicit heartbeat with it at since, when its epoch was epoch:
+//   - heard: the last time its host was heard from, and acked: the send time of the newest
+//     frame its host acknowledged, both at most as late as the moment a newer epoch of the
+//     peer arrived (after it, the table no longer vouches for the peer as it was), and zero if
+//     the host restarted after since or the peer is on this host;
+//   - ok: the table vouches for the peer at now: its host is fresh, in the incarnation it
+//     already had at since, and no epoch of the peer newer than epoch has arrived.
+//
+// While ok holds, the table wakes this member if it stops holding (the host turns stale or
+// restarts, or a change of the group arrives).
+func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, acked time.Time, ok bool) {
+	t := m.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.locals[m.k]
+	if l == nil || epoch == 0 {
+		return
+	}
+	hid := l.peerHost[id]
+	h := t.hosts[hid]
+	if hid == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
+		return
+	}
+	heard, acked = h.heard, h.acked
+	if r := h.remotes[key{m.k.group, id}]; r != nil && r.epoch > epoch {
+		return minTime(heard, r.heardBefore), minTime(acked, r.ackedBefore), false
+	}
+	return heard, acked, h.freshAt(now, t.cfg.Fresh)
+}
+
+// StalledAt is when the table last saw its host's own process stall: a Due call that came more
+// than Interval/2 after the NextDue it followed (zero: never). A member whose passes are
+// planned far ahead cannot see such a stall itself.
+func (m *Member) StalledAt() time.Time {
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	return m.t.stallAt
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,320 @@
+package liveness
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+const iv = 200 * time.Millisecond
+
+// pair is two hosts A and B, each a member of groups g1 and g2 (a on A, b on B), wired by hand.
+type pair struct {
+	a, b   *Table
+	wokeA  []string // "group/member" per wake on A
+	wokeB  []string
+	kicksA int
+}
+
+func newPair(t *testing.T, incA, incB uint64) *pair {
+	t.Helper()
+	p := &pair{}
+	var err error
+	p.a, err = New(Config{Self: "A", Incarnation: incA, Interval: iv, Kick: func() { p.kicksA++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.b, err = New(Config{Self: "B", Incarnation: incB, Interval: iv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]string{"a": "A", "b": "B"}
+	for _, g := range []string{"g1", "g2"} {
+		if err := p.a.AddMember(g, "a", hosts, func() { p.wokeA = append(p.wokeA, g+"/a") }); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.b.AddMember(g, "b", hosts, func() { p.wokeB = append(p.wokeB, g+"/b") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// exchange sends every frame due on from to to and the answers back, with no delay.
+func exchange(from, to *Table, fromID string, now time.Time) int {
+	out := from.Due(now)
+	for _, o := range out {
+		ack := to.Received(fromID, o.Frame, now)
+		from.Answered(o.To, now, ack, now)
+	}
+	return len(out)
+}
+
+func (p *pair) both(now time.Time) {
+	exchange(p.a, p.b, "A", now)
+	exchange(p.b, p.a, "B", now)
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	for _, c := range []Config{{Self: "A", Incarnation: 1}, {Self: "A", Interval: iv}, {Incarnation: 1, Interval: iv}} {
+		if _, err := New(c); err == nil {
+			t.Errorf("New(%+v) accepted", c)
+		}
+	}
+	tb, _ := New(Config{Self: "A", Incarnation: 1, Interval: iv})
+	if tb.Config().Fresh != 2*iv {
+		t.Errorf("Fresh default = %v, want 2 x Interval", tb.Config().Fresh)
+	}
+	if err := tb.AddMember("g", "a", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.AddMember("g", "a", nil, nil); err == nil {
+		t.Error("a duplicated member was accepted")
+	}
+}
+
+// One frame per peer host per Interval, however many groups: the point of the table.
+func TestOneFramePerHostPerInterval(t *testing.T) {
+	p := newPair(t, 1, 1)
+	if n := exchange(p.a, p.b, "A", t0); n != 1 {
+		t.Fatalf("first Due sent %d frames, want 1 (one host)", n)
+	}
+	if n := exchange(p.a, p.b, "A", t0.Add(iv/2)); n != 0 {
+		t.Fatalf("Due before Interval sent %d frames", n)
+	}
+	if got := p.a.NextDue(t0.Add(iv / 2)); !got.Equal(t0.Add(iv)) {
+		t.Fatalf("NextDue = %v, want the next interval", got.Sub(t0))
+	}
+	if n := exchange(p.a, p.b, "A", t0.Add(iv)); n != 1 {
+		t.Fatalf("Due at Interval sent %d frames, want 1", n)
+	}
+}
+
+// A change goes out at once (Kick, NextDue = now), reaches the peer, which wakes its member of
+// that group only, and stops the peer's vouching for the changed member.
+func TestChangeTravelsAndWakesTheGroup(t *testing.T) {
+	p := newPair(t, 1, 1)
+	ma, mb := p.a.For("g1", "a"), p.b.For("g1", "b")
+	ea := ma.Changed()
+	if p.kicksA != 1 {
+		t.Fatalf("Changed kicked %d times, want 1", p.kicksA)
+	}
+	p.both(t0)
+	p.wokeA, p.wokeB = nil, nil
+	// b had an explicit heartbeat from a at epoch ea at t0: vouched.
+	now := t0.Add(iv)
+	p.both(now)
+	if _, _, ok := mb.Peer("a", ea, t0, now); !ok {
+		t.Fatal("b's table does not vouch for a, fresh and unchanged")
+	}
+	e2 := ma.Changed()
+	if e2 <= ea {
+		t.Fatalf("epochs do not grow: %d then %d", ea, e2)
+	}
+	if got := p.a.NextDue(now.Add(time.Millisecond)); !got.Equal(now.Add(time.Millisecond)) {
+		t.Fatalf("a change waits: NextDue = %v", got.Sub(t0))
+	}
+	later := now.Add(10 * time.Millisecond)
+	exchange(p.a, p.b, "A", later)
+	if !slices.Equal(p.wokeB, []string{"g1/b"}) {
+		t.Fatalf("woken on B: %v, want g1/b only", p.wokeB)
+	}
+	heard, _, ok := mb.Peer("a", ea, t0, later)
+	if ok {
+		t.Fatal("b's table still vouches for a after a newer epoch arrived")
+	}
+	if !heard.Equal(now) {
+		t.Fatalf("heard = %v, want the last frame before the change (%v)", heard.Sub(t0), now.Sub(t0))
+	}
+	if _, _, ok := mb.Peer("a", e2, later, later); !ok {
+		t.Fatal("not vouched at the new epoch")
+	}
+	// g2 is untouched.
+	if _, _, ok := p.b.For("g2", "b").Peer("a", ea, t0, later); !ok {
+		t.Fatal("g2's view lost its vouching because of g1's change")
+	}
+}
+
+// A peer host that is not heard from turns stale at Fresh: Due wakes every member with a peer
+// there, once; Peer stops vouching and reports when it was last heard.
+func TestStaleWakesOnce(t *testing.T) {
+	p := newPair(t, 1, 1)
+	mb := p.b.For("g1", "b")
+	ea := p.a.For("g1", "a").Changed()
+	p.both(t0)
+	p.wokeB = nil
+	fresh := p.b.Config().Fresh
+	if got := p.b.NextDue(t0.Add(time.Millisecond)); got.After(t0.Add(iv)) {
+		t.Fatalf("NextDue %v", got.Sub(t0))
+	}
+	p.b.Due(t0.Add(fresh)) // exactly Fresh: still fresh
+	if len(p.wokeB) != 0 {
+		t.Fatalf("woken at exactly Fresh: %v", p.wokeB)
+	}
+	at := t0.Add(fresh + time.Millisecond)
+	p.b.Due(at)
+	if !slices.Equal(p.wokeB, []string{"g1/b", "g2/b"}) {
+		t.Fatalf("woken: %v, want both groups' members", p.wokeB)
+	}
+	heard, _, ok := mb.Peer("a", ea, t0, at)
+	if ok || !heard.Equal(t0) {
+		t.Fatalf("Peer = %v, %v; want not vouched, heard at t0", heard.Sub(t0), ok)
+	}
+	p.b.Due(at.Add(iv))
+	if len(p.wokeB) != 2 {
+		t.Fatalf("a stale host woke its members again: %v", p.wokeB)
+	}
+}
+
+// A failed link makes the host stale at once.
+func TestFailedIsStale(t *testing.T) {
+	p := newPair(t, 1, 1)
+	ea := p.a.For("g1", "a").Changed()
+	p.both(t0)
+	p.wokeB = nil
+	p.b.Failed("A", t0)
+	if len(p.wokeB) != 2 {
+		t.Fatalf("woken: %v", p.wokeB)
+	}
+	if _, _, ok := p.b.For("g1", "b").Peer("a", ea, t0, t0); ok {
+		t.Fatal("vouched over a failed link")
+	}
+	p.both(t0.Add(iv))
+	if _, _, ok := p.b.For("g1", "b").Peer("a", ea, t0, t0.Add(iv)); !ok {
+		t.Fatal("not vouched once heard again")
+	}
+}
+
+// A restarted host (new incarnation) wakes its peers' members and voids what was vouched
+// before the restart was heard of; late messages of the old run change nothing.
+func TestNewIncarnation(t *testing.T) {
+	p := newPair(t, 1, 1)
+	ea := p.a.For("g1", "a").Changed()
+	p.both(t0)
+	p.wokeB = nil
+	a2, _ := New(Config{Self: "A", Incarnation: 2, Interval: iv})
+	hosts := map[string]string{"a": "A", "b": "B"}
+	if err := a2.AddMember("g1", "a", hosts, nil); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(iv)
+	exchange(a2, p.b, "A", now)
+	if len(p.wokeB) != 2 {
+		t.Fatalf("woken by a restart: %v", p.wokeB)
+	}
+	mb := p.b.For("g1", "b")
+	if h, a, ok := mb.Peer("a", ea, t0, now); ok || !h.IsZero() || !a.IsZero() {
+		t.Fatalf("vouched across a restart: %v %v %v", h, a, ok)
+	}
+	// The old run's late frame: answered, ignored.
+	ack := p.b.Received("A", Frame{Incarnation: 1, Seq: 99, Changes: []Change{{"g1", "a", 1000}}}, now)
+	if ack.Incarnation != 1 || ack.Seq != 99 {
+		t.Fatalf("ack %+v", ack)
+	}
+	exchange(p.b, a2, "B", now) // acks flow both ways: fresh again
+	e := a2.For("g1", "a").Changed()
+	exchange(a2, p.b, "A", now.Add(time.Millisecond))
+	if _, _, ok := mb.Peer("a", e, now.Add(time.Millisecond), now.Add(time.Millisecond)); !ok {
+		t.Fatal("not vouched for the new run after an exchange")
+	}
+}
+
+// A change is sent again until acknowledged; the acknowledgement of a frame carries the
+// answering host's own pending changes.
+func TestChangesResentUntilAckedAndPiggybacked(t *testing.T) {
+	p := newPair(t, 1, 1)
+	p.both(t0)
+	ea := p.a.For("g1", "a").Changed()
+	out := p.a.Due(t0.Add(time.Millisecond)) // lost
+	if len(out) != 1 || len(out[0].Frame.Changes) != 1 || out[0].Frame.Changes[0].Epoch != ea {
+		t.Fatalf("frame %+v", out)
+	}
+	if n := len(p.a.Due(t0.Add(2 * time.Millisecond))); n != 0 {
+		t.Fatalf("a sent change went out again before the interval: %d frames", n)
+	}
+	out = p.a.Due(t0.Add(iv + time.Millisecond))
+	if len(out) != 1 || len(out[0].Frame.Changes) != 1 {
+		t.Fatalf("the unacknowledged change was not resent: %+v", out)
+	}
+	ack := p.b.Received("A", out[0].Frame, t0.Add(iv+time.Millisecond))
+	p.a.Answered("B", t0.Add(iv+time.Millisecond), ack, t0.Add(iv+2*time.Millisecond))
+	out = p.a.Due(t0.Add(2*iv + time.Millisecond))
+	if len(out) != 1 || len(out[0].Frame.Changes) != 0 {
+		t.Fatalf("an acknowledged change was resent: %+v", out)
+	}
+	// B's member changes; B's ack to A's next frame carries it before B's own frame goes.
+	eb := p.b.For("g2", "b").Changed()
+	p.wokeA = nil
+	ack = p.b.Received("A", out[0].Frame, t0.Add(2*iv+time.Millisecond))
+	if len(ack.Changes) != 1 || ack.Changes[0] != (Change{"g2", "b", eb}) {
+		t.Fatalf("ack %+v does not carry B's pending change", ack)
+	}
+	p.a.Answered("B", t0.Add(2*iv+time.Millisecond), ack, t0.Add(2*iv+time.Millisecond))
+	if !slices.Equal(p.wokeA, []string{"g2/a"}) {
+		t.Fatalf("woken on A: %v", p.wokeA)
+	}
+}
+
+// Changes for members the receiver does not place on the sending host, or for groups it does
+// not have, are ignored; a frame from an unknown host is answered and ignored.
+func TestMisplacedChangesIgnored(t *testing.T) {
+	p := newPair(t, 1, 1)
+	p.both(t0)
+	p.wokeB = nil
+	p.b.Received("A", Frame{Incarnation: 1, Seq: 5, Changes: []Change{{"g1", "b", 7}, {"gX", "a", 7}, {"g1", "zz", 7}}}, t0)
+	if len(p.wokeB) != 0 {
+		t.Fatalf("misplaced changes woke %v", p.wokeB)
+	}
+	p.b.Received("Q", Frame{Incarnation: 1, Seq: 1, Changes: []Change{{"g1", "a", 7}}}, t0)
+	if len(p.wokeB) != 0 {
+		t.Fatalf("a frame from an unknown host woke %v", p.wokeB)
+	}
+}
+
+// A peer on this same host is never vouched for; nor is an epoch of 0 (no explicit exchange).
+func TestSameHostNeverVouched(t *testing.T) {
+	tb, _ := New(Config{Self: "A", Incarnation: 1, Interval: iv})
+	_ = tb.AddMember("g", "a", map[string]string{"a": "A", "a2": "A"}, nil)
+	if _, _, ok := tb.For("g", "a").Peer("a2", 1, t0, t0); ok {
+		t.Fatal("a peer on the same host was vouched for")
+	}
+	if len(tb.Due(t0)) != 0 {
+		t.Fatal("frames to itself")
+	}
+	p := newPair(t, 1, 1)
+	p.both(t0)
+	if _, _, ok := p.b.For("g1", "b").Peer("a", 0, t0, t0); ok {
+		t.Fatal("epoch 0 vouched for")
+	}
+	if p.b.For("nope", "b") != nil {
+		t.Fatal("For of an unknown member")
+	}
+}
+
+// RemoveMember stops frames to a host no member needs; Due notices its own host's stall.
+func TestRemoveMemberAndStall(t *testing.T) {
+	p := newPair(t, 1, 1)
+	p.a.RemoveMember("g1", "a")
+	if n := exchange(p.a, p.b, "A", t0); n != 1 {
+		t.Fatalf("frames: %d (g2 still needs B)", n)
+	}
+	p.a.RemoveMember("g2", "a")
+	if n := exchange(p.a, p.b, "A", t0.Add(iv)); n != 0 {
+		t.Fatalf("frames to a host no member needs: %d", n)
+	}
+	q := newPair(t, 1, 1)
+	m := q.a.For("g1", "a")
+	next := q.a.NextDue(t0)
+	q.a.Due(next)
+	if !m.StalledAt().IsZero() {
+		t.Fatal("a Due on time counted as a stall")
+	}
+	next = q.a.NextDue(next)
+	late := next.Add(iv)
+	q.a.Due(late)
+	if !m.StalledAt().Equal(late) {
+		t.Fatalf("StalledAt = %v, want %v", m.StalledAt(), late)
+	}
+}
