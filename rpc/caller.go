@@ -40,6 +40,12 @@ func (c Caller) SendLeadershipTransfer(to string, req *protocol.LeadershipTransf
 	sendWithin(c.cl, transferMethod, to, req, c.t.Transfer, done)
 }
 
+// SendHostHeartBeat sends a host heartbeat (a liveness frame) to peer host to, bounded by
+// the Caller's Call timeout.
+func (c Caller) SendHostHeartBeat(to string, req *protocol.HostHeartBeatRequest, done func(*protocol.HostHeartBeatResponse, error)) {
+	sendWithin(c.cl, hostHeartBeatMethod, to, req, c.t.Call, done)
+}
+
 // SendMetadata is Client.SendMetadata bounded by the Caller's Call timeout.
 func (c Caller) SendMetadata(to string, req *protocol.MetadataRequest, done func(*protocol.MetadataResponse, error)) {
 	sendWithin(c.cl, metadataMethod, to, req, c.t.Call, done)

@@ -60,7 +60,8 @@ type message interface {
 	*protocol.VoteRequest | *protocol.VoteResponse |
 		*protocol.HeartBeatRequest | *protocol.HeartBeatResponse |
 		*protocol.LeadershipTransferRequest | *protocol.LeadershipTransferResponse |
-		*protocol.MetadataRequest | *protocol.MetadataResponse
+		*protocol.MetadataRequest | *protocol.MetadataResponse |
+		*protocol.HostHeartBeatRequest | *protocol.HostHeartBeatResponse
 }
 
 // encodeFrame encodes a whole frame (length, envelope, msg) into a pooled buffer; the caller
@@ -284,6 +285,10 @@ func inBounds(m any) bool {
 		return termOK(m.Term)
 	case *protocol.MetadataResponse:
 		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
+	case *protocol.HostHeartBeatRequest:
+		return termOK(m.Term) && len(m.Changes) <= protocol.MaxHostChanges
+	case *protocol.HostHeartBeatResponse:
+		return termOK(m.Term) && len(m.Changes) <= protocol.MaxHostChanges
 	}
 	return false
 }
@@ -376,6 +381,7 @@ type request struct {
 	hb   protocol.HeartBeatRequest
 	lt   protocol.LeadershipTransferRequest
 	meta protocol.MetadataRequest
+	host protocol.HostHeartBeatRequest
 }
 
 // response holds one decoded response, like request does for requests.
@@ -386,6 +392,7 @@ type response struct {
 	hb   protocol.HeartBeatResponse
 	lt   protocol.LeadershipTransferResponse
 	meta protocol.MetadataResponse
+	host protocol.HostHeartBeatResponse
 }
 
 // decodeRequest decodes a request frame body (the server side).

@@ -110,7 +110,24 @@ var (
 			return s.handler.HandleMetadata(req)
 		},
 	}
-	methods = [...]method{voteMethod, heartBeatMethod, transferMethod, metadataMethod}
+	// hostHeartBeatMethod is served by a Mux with a host handler (SetHostHandler) only: the
+	// Handler interface, which the elector implements, does not change.
+	hostHeartBeatMethod = &kind[protocol.HostHeartBeatRequest, protocol.HostHeartBeatResponse]{
+		code:       protocol.RequestHostHeartBeat,
+		req:        func(r *request) *protocol.HostHeartBeatRequest { return &r.host },
+		resp:       func(r *response) *protocol.HostHeartBeatResponse { return &r.host },
+		reqHeader:  func(m *protocol.HostHeartBeatRequest) *protocol.Header { return &m.Header },
+		respHeader: func(m *protocol.HostHeartBeatResponse) *protocol.Header { return &m.Header },
+		handle: func(s *Server, req *protocol.HostHeartBeatRequest) *protocol.HostHeartBeatResponse {
+			if s.mux != nil {
+				if h := s.mux.hostHandler(); h != nil {
+					return h(req)
+				}
+			}
+			return &protocol.HostHeartBeatResponse{Header: protocol.Header{Code: protocol.CodeUnsupported}}
+		},
+	}
+	methods = [...]method{voteMethod, heartBeatMethod, transferMethod, metadataMethod, hostHeartBeatMethod}
 )
 
 // methodOf returns the table entry for code, or nil for a code we do not serve.

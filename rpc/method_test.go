@@ -12,7 +12,7 @@ import (
 // transferee answers after its election).
 func TestMethodTable(t *testing.T) {
 	codes := []protocol.RequestCode{protocol.RequestMetadata, protocol.RequestVote,
-		protocol.RequestHeartBeat, protocol.RequestLeadershipTransfer}
+		protocol.RequestHeartBeat, protocol.RequestLeadershipTransfer, protocol.RequestHostHeartBeat}
 	if len(methods) != len(codes) {
 		t.Fatalf("%d table entries for %d request codes", len(methods), len(codes))
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/rpc/secure"
@@ -36,6 +37,22 @@ type Mux struct {
 	// peers entry), counted by the members that name each.
 	host      string
 	selfHosts map[string]int
+	// hostHB answers host heartbeats (SetHostHandler); nil: UNSUPPORTED.
+	hostHB atomic.Pointer[func(*protocol.HostHeartBeatRequest) *protocol.HostHeartBeatResponse]
+}
+
+// SetHostHandler makes f answer the host heartbeats this mux's server receives (the host's
+// liveness table). f runs on a worker goroutine and must not block; the request is the
+// server's, reused once f returns. Without one they are answered UNSUPPORTED.
+func (m *Mux) SetHostHandler(f func(*protocol.HostHeartBeatRequest) *protocol.HostHeartBeatResponse) {
+	m.hostHB.Store(&f)
+}
+
+func (m *Mux) hostHandler() func(*protocol.HostHeartBeatRequest) *protocol.HostHeartBeatResponse {
+	if f := m.hostHB.Load(); f != nil {
+		return *f
+	}
+	return nil
 }
 
 // route is one local member: its handler, the ids it accepts connections from, and the host

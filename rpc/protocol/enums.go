@@ -194,6 +194,8 @@ func (r RequestCode) String() string {
 		return "HEART_BEAT"
 	case RequestLeadershipTransfer:
 		return "LEADERSHIP_TRANSFER"
+	case RequestHostHeartBeat:
+		return "HOST_HEART_BEAT"
 	}
 	return "RequestCode(" + strconv.Itoa(int(r)) + ")"
 }

@@ -1,0 +1,42 @@
+package protocol
+
+// Host heartbeats (docs/protocol.md 4.1, "Host links"; section 12): a host of many groups
+// sends each peer host one frame per interval on their host link, carrying its liveness
+// table's changes (package dledger/liveness), whatever the number of groups. The header
+// names no group: LocalID is the sending host's id and RemoteID the receiving host's (host
+// ids are rpc addresses as the peers strings name them); Term and LeaderID are unused.
+
+// RequestHostHeartBeat is a host heartbeat's request code. Ours, not DLedger's: a member
+// without host links answers it UNSUPPORTED.
+const RequestHostHeartBeat RequestCode = 59001
+
+// MaxHostChanges bounds the change list of one host heartbeat or its answer: a longer list is
+// a bad frame (out_of_range). A sender with more changes waiting splits them over several
+// frames of the same Seq.
+const MaxHostChanges = 1024
+
+// HostChange is one change of a member of the sending host: its epoch after the change.
+type HostChange struct {
+	Group  string `msgpack:"g"`
+	Member string `msgpack:"m"`
+	Epoch  uint64 `msgpack:"e"`
+}
+
+// HostHeartBeatRequest is a liveness frame (liveness.Frame) from host LocalID to host
+// RemoteID.
+type HostHeartBeatRequest struct {
+	Header      `msgpack:",inline"`
+	Incarnation uint64       `msgpack:"inc"`
+	Seq         uint64       `msgpack:"seq"`
+	Changes     []HostChange `msgpack:"changes"`
+}
+
+// HostHeartBeatResponse is the answer (liveness.Ack): Code SUCCESS, the answering host's
+// incarnation, the frame's Seq, and the answering host's own changes not yet acknowledged.
+// UNSUPPORTED from a member without host links; UNKNOWN_GROUP-style refusals do not apply.
+type HostHeartBeatResponse struct {
+	Header      `msgpack:",inline"`
+	Incarnation uint64       `msgpack:"inc"`
+	Seq         uint64       `msgpack:"seq"`
+	Changes     []HostChange `msgpack:"changes"`
+}
