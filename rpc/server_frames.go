@@ -9,6 +9,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/rpc/secure"
 )
 
@@ -133,8 +134,11 @@ func (s *Server) dispatch(sc *serverConn, t *task) gnet.Action {
 	if sc.sess != nil {
 		h := t.m.header(&t.request)
 		ok := h.LocalID == sc.sess.PeerID()
-		if sc.link {
+		switch {
+		case sc.link:
 			ok = s.mux.linkSender(h, sc.sess.PeerID())
+		case t.code == protocol.RequestHostHeartBeat:
+			ok = false // a member's session speaks for a member, never for a host
 		}
 		if !ok {
 			s.taskPool.Put(t)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -49,6 +50,9 @@ type HostConfig struct {
 	// does. For peers that are single-member processes (server.New, version 1 only), which
 	// refuse a host link's handshake.
 	PerMemberLinks bool
+	// LivenessInterval is how often the host sends each peer host a host heartbeat, its
+	// liveness table's frame (host_live.go; default the lan profile's heartbeat interval).
+	LivenessInterval time.Duration
 }
 
 const (
@@ -72,6 +76,7 @@ type Host struct {
 	// which wakes only for the members whose pass is due (driver.Maintainer).
 	maint   *driver.Maintainer
 	links   *hostLinks // nil with PerMemberLinks (host_link.go)
+	live    *hostLive  // the liveness table's driver, with links (host_live.go)
 	hostID  string
 	stopRun context.CancelFunc
 	runDone chan struct{}
@@ -150,6 +155,9 @@ func (h *Host) Start() error {
 		defer close(h.runDone)
 		h.maint.Run(ctx)
 	}()
+	if h.live != nil {
+		h.live.start(ctx)
+	}
 	h.state = 1
 	h.log.Info("host started", zap.String("rpc", h.rpcSrv.Addr()))
 	return nil
@@ -312,6 +320,9 @@ func (h *Host) Stop(ctx context.Context) error {
 	if started {
 		h.stopRun()
 		<-h.runDone
+		if h.live != nil {
+			h.live.wait()
+		}
 		if err := h.rpcSrv.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc server: %w", err))
 		}

@@ -41,6 +41,9 @@ type hostLinks struct {
 	// onLink, if set, is called for every link created (the liveness wiring, host_live.go);
 	// under mu.
 	onLink func(host string, cl *rpc.Client)
+	// live is the host's liveness table driver: members are registered with it as they join,
+	// and told of a peer host gone (Failed). Set once, before any member joins.
+	live *hostLive
 
 	mu    sync.Mutex
 	links map[string]*link // peer host id -> its link
@@ -74,6 +77,12 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Ti
 		m.hostOf[p.ID] = p.Addr
 		m.peersOn[p.Addr] = append(m.peersOn[p.Addr], p.ID)
 	}
+	if hl.live != nil {
+		if err := hl.live.addMember(group, self, peers, elector); err != nil {
+			return nil, err
+		}
+		m.registered = true
+	}
 	hl.mu.Lock()
 	defer hl.mu.Unlock()
 	for host := range m.peersOn {
@@ -81,7 +90,11 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Ti
 		if l == nil {
 			cl, err := hl.newClient(host)
 			if err != nil {
-				hl.leaveLocked(m)
+				idle := hl.leaveLocked(m)
+				go closeAll(idle) // not under hl.mu (leaveLocked)
+				if m.registered {
+					hl.live.table.RemoveMember(group, self)
+				}
 				return nil, err
 			}
 			l = &link{host: host, cl: cl, members: map[*memberLink]struct{}{}}
@@ -101,7 +114,12 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Ti
 func (hl *hostLinks) newClient(host string) (*rpc.Client, error) {
 	return rpc.NewClient(rpc.ClientOptions{Peers: map[string]string{host: host}, Auth: hl.auth,
 		Logger: hl.log.With(zap.String("peerHost", host)), Hooks: hl.hooks,
-		OnPeerGone:      func(string) { hl.each(host, (*dledger.Elector).PeerGone) },
+		OnPeerGone: func(string) {
+			if hl.live != nil {
+				hl.live.table.Failed(host, time.Now())
+			}
+			hl.each(host, (*dledger.Elector).PeerGone)
+		},
 		OnPeerConnected: func(string) { hl.each(host, (*dledger.Elector).PeerReachable) }})
 }
 
@@ -188,6 +206,7 @@ type memberLink struct {
 	links       map[string]*link    // host id -> link; fixed at join
 	closed      atomic.Bool
 	closeOnce   sync.Once
+	registered  bool // with the liveness table
 }
 
 // caller returns the link and host of peer to, or completes nothing and returns false.
@@ -260,8 +279,9 @@ func (m *memberLink) Close() error {
 		m.hl.mu.Lock()
 		idle := m.hl.leaveLocked(m)
 		m.hl.mu.Unlock()
-		for _, cl := range idle {
-			cl.Close()
+		closeAll(idle)
+		if m.registered {
+			m.hl.live.table.RemoveMember(m.group, m.self)
 		}
 	})
 	return nil
@@ -288,12 +308,21 @@ func (h *Host) initLinks() (rpc.Hooks, error) {
 	if err != nil {
 		return rpc.Hooks{}, err
 	}
+	if h.cfg.LivenessInterval <= 0 {
+		h.cfg.LivenessInterval = dledger.DefaultConfig().HeartBeatInterval
+	}
 	if !h.cfg.PerMemberLinks {
 		if len(h.hostID) > secure.MaxHostIDLen {
 			return rpc.Hooks{}, fmt.Errorf("host: host id %q is longer than %d bytes (a host link's handshake carries it); set Advertise or PerMemberLinks", h.hostID, secure.MaxHostIDLen)
 		}
 		h.links = newHostLinks(h.hostID, h.cfg.Keys, h.cfg.Insecure, h.log.Named("link"), hm.hooks())
 		h.mux.SetHost(h.hostID)
+		if h.live, err = newHostLive(h.hostID, h.cfg.LivenessInterval, h.links, h.log.Named("liveness")); err != nil {
+			return rpc.Hooks{}, err
+		}
+		h.links.live = h.live
+		h.live.counters = hm.heartbeats
+		h.mux.SetHostHandler(h.live.answer)
 	}
 	return hm.hooks(), nil
 }
@@ -304,5 +333,11 @@ func (h *Host) initLinks() (rpc.Hooks, error) {
 func (h *Host) peerHello(id string) {
 	if h.links != nil {
 		h.links.kick(id)
+	}
+}
+
+func closeAll(cls []*rpc.Client) {
+	for _, cl := range cls {
+		cl.Close()
 	}
 }

@@ -17,6 +17,7 @@ type hostMetrics struct {
 	authFailures *prometheus.CounterVec
 	linkErrors   *prometheus.CounterVec
 	links        prometheus.GaugeFunc
+	heartbeats   *prometheus.CounterVec
 }
 
 func newHostMetrics(reg prometheus.Registerer, links func() int) (*hostMetrics, error) {
@@ -30,13 +31,15 @@ func newHostMetrics(reg prometheus.Registerer, links func() int) (*hostMetrics, 
 		links: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dledger_host_links",
 			Help: "Outbound host links (one per peer host some member of this host uses)."}, func() float64 { return float64(links()) }),
 	}
+	m.heartbeats = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dledger_host_heartbeats_total",
+		Help: "Host heartbeats (liveness frames between hosts): sent, frames answered in full, and received."}, []string{"event"})
 	for _, r := range rpc.BadFrameReasons() {
 		m.badFrames.WithLabelValues(r)
 	}
 	for _, r := range rpc.AuthFailureReasons() {
 		m.authFailures.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{m.badFrames, m.authFailures, m.linkErrors, m.links} {
+	for _, c := range []prometheus.Collector{m.badFrames, m.authFailures, m.linkErrors, m.links, m.heartbeats} {
 		err := reg.Register(c)
 		var are prometheus.AlreadyRegisteredError
 		switch {
@@ -50,6 +53,8 @@ func newHostMetrics(reg prometheus.Registerer, links func() int) (*hostMetrics, 
 			m.authFailures = are.ExistingCollector.(*prometheus.CounterVec)
 		case c == prometheus.Collector(m.linkErrors):
 			m.linkErrors = are.ExistingCollector.(*prometheus.CounterVec)
+		case c == prometheus.Collector(m.heartbeats):
+			m.heartbeats = are.ExistingCollector.(*prometheus.CounterVec)
 		}
 	}
 	return m, nil

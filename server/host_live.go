@@ -1,0 +1,243 @@
+package server
+
+// The host's liveness table in production (package dledger/liveness; docs/protocol.md 4.1,
+// "Host heartbeats"): one timer and one goroutine per host, not per group, send the table's
+// due frames on the host links, and feed back what arrives (Received), what is answered
+// (Answered) and what fails (Failed). Each hosted member is registered with the table while it
+// exists; the table wakes it (its elector's pass, on the host's Maintainer) when it stops
+// vouching for a peer the member relies on.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/liveness"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// hostLive drives a host's liveness table.
+type hostLive struct {
+	table *liveness.Table
+	links *hostLinks
+	log   *zap.Logger
+	kick  chan struct{}
+	done  chan struct{}
+	// Host heartbeats sent (parts of frames), frames answered in full, and received; and
+	// their counters in the host's metrics (nil: none).
+	sent, answered, received atomic.Uint64
+	counters                 *prometheus.CounterVec
+}
+
+func (l *hostLive) count(n *atomic.Uint64, event string) {
+	n.Add(1)
+	if l.counters != nil {
+		l.counters.WithLabelValues(event).Inc()
+	}
+}
+
+// newHostLive builds the table for host self; interval is its frame interval.
+func newHostLive(self string, interval time.Duration, links *hostLinks, log *zap.Logger) (*hostLive, error) {
+	l := &hostLive{links: links, log: log, kick: make(chan struct{}, 1)}
+	t, err := liveness.New(liveness.Config{Self: self, Incarnation: uint64(time.Now().UnixNano()), Interval: interval,
+		Kick: func() {
+			select {
+			case l.kick <- struct{}{}:
+			default:
+			}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	l.table = t
+	return l, nil
+}
+
+// addMember registers a hosted member; wake schedules its elector's pass now.
+func (l *hostLive) addMember(group, self string, peers []memberstate.Peer, elector func() *dledger.Elector) error {
+	hosts := make(map[string]string, len(peers))
+	for _, p := range peers {
+		hosts[p.ID] = p.Addr
+	}
+	return l.table.AddMember(group, self, hosts, func() {
+		if e := elector(); e != nil {
+			e.Wake()
+		}
+	})
+}
+
+// start runs the table's timer until ctx ends; wait waits for it.
+func (l *hostLive) start(ctx context.Context) {
+	l.done = make(chan struct{})
+	go func() {
+		defer close(l.done)
+		l.run(ctx)
+	}()
+}
+
+func (l *hostLive) wait() {
+	if l.done != nil {
+		<-l.done
+	}
+}
+
+// run sleeps until the table's NextDue (or a kick: a change waits to be sent), then sends
+// what Due returns. One timer for the whole host.
+func (l *hostLive) run(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		t.Reset(time.Until(l.table.NextDue(time.Now())))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		now := time.Now()
+		for _, out := range l.table.Due(now) {
+			l.send(out, now)
+		}
+	}
+}
+
+// frameBudget bounds the change bytes of one host heartbeat, well inside a frame (64 KiB):
+// a change costs its names and about 20 bytes of keys and integers.
+const frameBudget = 32 << 10
+
+func changeCost(group, member string) int { return len(group) + len(member) + 20 }
+
+// split cuts changes into parts that each fit one host heartbeat (MaxHostChanges, and
+// frameBudget bytes); at least one part, possibly empty.
+func split(changes []protocol.HostChange) [][]protocol.HostChange {
+	var parts [][]protocol.HostChange
+	start, cost := 0, 0
+	for i, c := range changes {
+		cc := changeCost(c.Group, c.Member)
+		if i > start && (i-start == protocol.MaxHostChanges || cost+cc > frameBudget) {
+			parts = append(parts, changes[start:i])
+			start, cost = i, 0
+		}
+		cost += cc
+	}
+	return append(parts, changes[start:])
+}
+
+// fits says whether changes fit one answer.
+func fits(changes []liveness.Change) bool {
+	if len(changes) > protocol.MaxHostChanges {
+		return false
+	}
+	cost := 0
+	for _, c := range changes {
+		cost += changeCost(c.Group, c.Member)
+	}
+	return cost <= frameBudget
+}
+
+// send carries one frame to its host, split over several host heartbeats of the same Seq if
+// its changes do not fit one. The table hears of the answer once every part is answered: an
+// acknowledgement covers the whole frame, so it must not be given for part of it.
+func (l *hostLive) send(out liveness.Outgoing, sentAt time.Time) {
+	cl := l.links.client(out.To)
+	if cl == nil {
+		l.table.Failed(out.To, time.Now())
+		return
+	}
+	changes := make([]protocol.HostChange, len(out.Frame.Changes))
+	for i, c := range out.Frame.Changes {
+		changes[i] = protocol.HostChange(c)
+	}
+	parts := split(changes)
+	agg := &frameAnswer{l: l, to: out.To, sentAt: sentAt, left: len(parts), ack: liveness.Ack{Seq: out.Frame.Seq}}
+	caller := cl.Caller(rpc.Timeouts{})
+	for _, part := range parts {
+		req := &protocol.HostHeartBeatRequest{Header: protocol.Header{LocalID: l.links.self, RemoteID: out.To},
+			Incarnation: out.Frame.Incarnation, Seq: out.Frame.Seq, Changes: part}
+		l.count(&l.sent, "sent")
+		caller.SendHostHeartBeat(out.To, req, agg.part)
+	}
+}
+
+// frameAnswer gathers the answers to the parts of one frame.
+type frameAnswer struct {
+	l      *hostLive
+	to     string
+	sentAt time.Time
+	mu     sync.Mutex
+	left   int
+	err    error
+	refuse bool
+	ack    liveness.Ack
+}
+
+func (a *frameAnswer) part(r *protocol.HostHeartBeatResponse, err error) {
+	a.mu.Lock()
+	switch {
+	case err != nil:
+		a.err = err
+	case r.Code != protocol.CodeSuccess || r.Seq != a.ack.Seq:
+		a.refuse = true // withheld (its changes would not fit) or not understood: no acknowledgement
+	default:
+		a.ack.Incarnation = r.Incarnation
+		for _, c := range r.Changes {
+			a.ack.Changes = append(a.ack.Changes, liveness.Change(c))
+		}
+	}
+	a.left--
+	last := a.left == 0
+	a.mu.Unlock()
+	if !last {
+		return
+	}
+	now := time.Now()
+	switch {
+	case a.err != nil && errors.Is(a.err, rpc.ErrPeerDown), errors.Is(a.err, rpc.ErrClosed):
+		a.l.table.Failed(a.to, now) // the link is down or closed (ErrConnLost matches ErrPeerDown)
+	case a.err != nil, a.refuse:
+		// A timeout or a withheld answer: no acknowledgement; staleness takes its course.
+	default:
+		a.l.count(&a.l.answered, "answered")
+		a.l.table.Answered(a.to, a.sentAt, a.ack, now)
+	}
+}
+
+// received answers a host heartbeat from another host (the Mux's host handler). Its
+// LocalID is the sending host, authenticated on a host link (rpc checks it).
+func (l *hostLive) answer(req *protocol.HostHeartBeatRequest) *protocol.HostHeartBeatResponse {
+	f := liveness.Frame{Incarnation: req.Incarnation, Seq: req.Seq, Changes: make([]liveness.Change, len(req.Changes))}
+	for i, c := range req.Changes {
+		f.Changes[i] = liveness.Change(c)
+	}
+	l.count(&l.received, "received")
+	ack := l.table.Received(req.LocalID, f, time.Now())
+	if !fits(ack.Changes) {
+		// Too many of our own changes wait to piggyback on one answer: withhold it. They reach
+		// the asker in our own frames (split), and it records no acknowledgement until then.
+		return &protocol.HostHeartBeatResponse{Header: protocol.Header{Code: protocol.CodeInconsistentState}}
+	}
+	resp := &protocol.HostHeartBeatResponse{Header: protocol.Header{LocalID: l.links.self, RemoteID: req.LocalID, Code: protocol.CodeSuccess},
+		Incarnation: ack.Incarnation, Seq: ack.Seq, Changes: make([]protocol.HostChange, len(ack.Changes))}
+	for i, c := range ack.Changes {
+		resp.Changes[i] = protocol.HostChange(c)
+	}
+	return resp
+}
+
+// client returns the link to host, or nil.
+func (hl *hostLinks) client(host string) *rpc.Client {
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	if l := hl.links[host]; l != nil {
+		return l.cl
+	}
+	return nil
+}
