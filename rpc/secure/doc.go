@@ -20,6 +20,11 @@
 // handshake each side holds a send and a receive key, and every later frame body is
 // ChaCha20-Poly1305 with the implicit 64-bit counter of Noise's transport phase (Session).
 //
+// A host of many groups keeps one connection per peer host instead (NewLinkInitiator,
+// RespondLink: version 2, link.go): the same pattern and key set, with the prologue
+// "dledger-host-link/2" NUL and the two host ids in place of the group and member ids, so the
+// responder's work does not grow with the groups it serves.
+//
 // SHA256 rather than BLAKE2s: the hash runs only during the handshake (a few dozen calls, next
 // to two X25519 operations that cost far more), so BLAKE2s's speed on CPUs without SHA
 // instructions does not matter, and crypto/sha256 is the standard library's (maintained with
