@@ -17,9 +17,11 @@ import (
 // decoder adds checks in front of the library, never a different reading. The seed corpus
 // is in testdata/fuzz/FuzzDecodeFrame.
 func FuzzDecodeFrame(f *testing.F) {
-	for _, mc := range msgCases {
+	for _, mc := range append(msgCases, hostCases...) {
 		f.Add(frameOf(mc, 1, mc.newMsg()))
 	}
+	f.Add(frameOf(hostCases[0], 2, &protocol.HostHeartBeatRequest{Incarnation: 3, Seq: 1,
+		Changes: []protocol.HostChange{{Group: "g", Member: "n0", Epoch: 2}}}))
 	for _, h := range hostileBodies {
 		f.Add(frameWith(h.body))
 	}
@@ -51,7 +53,7 @@ func checkBody(t *testing.T, body []byte) {
 }
 
 func caseFor(code protocol.RequestCode, resp bool) msgCase {
-	for _, mc := range msgCases {
+	for _, mc := range append(msgCases, hostCases...) {
 		if mc.code == code && mc.resp == resp {
 			return mc
 		}

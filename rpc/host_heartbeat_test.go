@@ -11,6 +11,15 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
+// hostCases are the host heartbeat's messages for the per-type tests that can take a list
+// (FuzzDecodeFrame); msgCases' random filling knows no slices.
+var hostCases = []msgCase{
+	newCase[protocol.HostHeartBeatRequest, *protocol.HostHeartBeatRequest]("HostHeartBeatRequest", protocol.RequestHostHeartBeat, false,
+		func(r *request) any { return &r.host }, nil),
+	newCase[protocol.HostHeartBeatResponse, *protocol.HostHeartBeatResponse]("HostHeartBeatResponse", protocol.RequestHostHeartBeat, true,
+		nil, func(r *response) any { return &r.host }),
+}
+
 // handHostHeartBeat is the hand-built message of a host heartbeat request or answer: the
 // header's keys, then inc, seq and changes (an array of maps g, m, e), integers in their
 // smallest form.
