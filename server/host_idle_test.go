@@ -61,7 +61,7 @@ func TestHostIdleCPU(t *testing.T) {
 		}
 	}
 	for name, ms := range members {
-		dledgertest.AwaitLeader(t, time.Minute, 3, func() []dledgertest.Member {
+		dledgertest.AwaitLeader(t, 3*time.Minute, 3, func() []dledgertest.Member {
 			var v []dledgertest.Member
 			for _, s := range ms {
 				st := s.Status()

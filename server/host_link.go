@@ -38,9 +38,6 @@ type hostLinks struct {
 	auth  rpc.Auth
 	log   *zap.Logger
 	hooks rpc.Hooks
-	// onLink, if set, is called for every link created (the liveness wiring, host_live.go);
-	// under mu.
-	onLink func(host string, cl *rpc.Client)
 	// live is the host's liveness table driver: members are registered with it as they join,
 	// and told of a peer host gone (Failed). Set once, before any member joins.
 	live *hostLive
@@ -99,9 +96,6 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Ti
 			}
 			l = &link{host: host, cl: cl, members: map[*memberLink]struct{}{}}
 			hl.links[host] = l
-			if hl.onLink != nil {
-				hl.onLink(host, cl)
-			}
 		}
 		l.members[m] = struct{}{}
 		m.links[host] = l
