@@ -25,6 +25,7 @@ import (
 // (delay, jitter, loss, cut host pairs), and the host faults. A table's wake schedules the
 // member's pass at once, as server.Host's driver does.
 //
+// In half the seeds every group's ledger advances (ledger.go), so S4 meets the host faults.
 // Host faults, one per fault phase: a crash (every member of the host and its table are gone;
 // the peers' tables hear the closed sockets), a pause (SIGSTOP: nothing on the host runs, what
 // reaches it waits), a restart (a crash and a start soon after: a new incarnation), a host
@@ -158,6 +159,15 @@ func (hr *hostRun) fail(inv, format string, args ...any) {
 func (hr *hostRun) run() {
 	for _, h := range hr.hosts {
 		hr.startHost(h)
+	}
+	// Half the seeds run the ledger model (ledger.go) in every group: leaders append,
+	// followers copy, so votes meet the ledger rule (S4) under host faults, while the quiet
+	// heartbeats carry no ledger and the leader's view of a quiet follower's ledger ages.
+	if hr.rngFault.IntN(2) == 0 {
+		hr.note("every group's ledger advances")
+		for _, g := range hr.groups {
+			g.at(0, g.ledgerStep)
+		}
 	}
 	hr.beginHeal("start")
 	for hr.violation == nil && !hr.finished {
