@@ -193,6 +193,6 @@ func (e *Elector) hostStalled(now time.Time) bool {
 	if e.live == nil {
 		return false
 	}
-	at := e.live.StalledAt()
+	at := e.live.StalledAt(now)
 	return !at.IsZero() && now.Sub(at) < e.cfg.HeartBeatInterval
 }

@@ -41,7 +41,7 @@ func (f *fakeLive) Peer(id string, epoch uint64, since, now time.Time) (time.Tim
 	return f.heard, f.acked, f.ok
 }
 
-func (f *fakeLive) StalledAt() time.Time {
+func (f *fakeLive) StalledAt(time.Time) time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.stalled

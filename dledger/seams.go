@@ -56,6 +56,6 @@ type HostLiveness interface {
 	// the arrival of a newer epoch of the peer and zero if the host restarted after since; ok
 	// says the table vouches for the peer at now (its host fresh, no newer epoch).
 	Peer(id string, epoch uint64, since, now time.Time) (heard, acked time.Time, ok bool)
-	// StalledAt is when the host's process was last seen to stall (zero: never).
-	StalledAt() time.Time
+	// StalledAt is when the host's process was last seen to stall, as of now (zero: never).
+	StalledAt(now time.Time) time.Time
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -102,10 +103,16 @@ func newHostRun(o Options, cfg dledger.Config) *hostRun {
 		hr.cut = append(hr.cut, make([]bool, o.Hosts))
 	}
 	hr.tr = newTracer(o.Trace, ids)
+	if o.Trace != nil {
+		fmt.Fprintf(o.Trace, "=== seed %d hosts=%d groups=%d members=%d profile=%s scenario=%s\n", o.Seed, o.Hosts, o.Groups, o.Members, o.Profile, o.Scenario)
+	}
 	for g := range o.Groups {
 		gs := newGroup(Options{Seed: o.Seed*1_000_003 + uint64(g), Members: o.Members, RPCTimeout: o.RPCTimeout,
 			Broken: o.Broken}, cfg)
 		gs.name = fmt.Sprintf("g%d", g)
+		if o.Trace != nil { // one trace, every group's lines prefixed with its name
+			gs.tr.out = prefixWriter{w: o.Trace, prefix: gs.name + " "}
+		}
 		gs.hr, gs.gi = hr, g
 		parts := make([]string, o.Members)
 		for k := range parts {
@@ -744,4 +751,17 @@ func (n neverStale) Peer(id string, epoch uint64, since, now time.Time) (heard, 
 		return now, now, true
 	}
 	return heard, acked, ok
+}
+
+// prefixWriter writes each line (one Write per line, as the tracer writes) after a prefix.
+type prefixWriter struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixWriter) Write(b []byte) (int, error) {
+	if _, err := io.WriteString(p.w, p.prefix); err != nil {
+		return 0, err
+	}
+	return p.w.Write(b)
 }
