@@ -669,14 +669,14 @@ func (hr *hostRun) checkStable(g *sim) {
 	rec := hr.now - hr.expectAt
 	hr.maxRec = max(hr.maxRec, rec)
 	hr.expecting = false
+	if hr.idle {
+		return // MeasureIdle, MeasureFailover: no fault phases
+	}
 	if hr.expectInv == "L4" { // the fault holds for the rest of its phase; the heal checks L1
 		hr.inPhase(max(hr.phaseEnd-hr.now, 0), func() { hr.beginHeal("heal") })
 		return
 	}
 	hr.heals++
-	if hr.idle {
-		return // MeasureIdle: no faults
-	}
 	id := hr.phaseID
 	hr.at(between(hr.rngFault, 0, hr.cfg.DetectionWindow()), func() {
 		if hr.phaseID != id {

@@ -82,3 +82,34 @@ func TestHostOptionsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A host fault with the tables: every group the host led has a new leader no later than
+// without them plus one freshness bound (2 intervals), and no other group changes its term
+// (docs/protocol.md 12.4).
+func TestFailoverNoSlowerWithTables(t *testing.T) {
+	for _, pause := range []bool{false, true} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			o := Options{Seed: seed, Hosts: 3, Groups: 20, Members: 3}
+			quiet, err := MeasureFailover(o, pause)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.NoTable = true
+			explicit, err := MeasureFailover(o, pause)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("pause=%v seed %d: led %d/%d groups; recovery %v with tables, %v without; other groups' term changes %d and %d",
+				pause, seed, quiet.Led, explicit.Led, quiet.Recovery, explicit.Recovery, quiet.OtherTermChanges, explicit.OtherTermChanges)
+			if quiet.Led == 0 {
+				t.Fatalf("the busiest host led no group")
+			}
+			if quiet.Recovery > explicit.Recovery+400*time.Millisecond {
+				t.Errorf("pause=%v seed %d: recovery %v with tables, %v without", pause, seed, quiet.Recovery, explicit.Recovery)
+			}
+			if quiet.OtherTermChanges != 0 {
+				t.Errorf("pause=%v seed %d: %d groups the host did not lead changed their term", pause, seed, quiet.OtherTermChanges)
+			}
+		}
+	}
+}

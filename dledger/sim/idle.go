@@ -103,3 +103,78 @@ func (hr *hostRun) counts() (msgs uint64, passes, frames int) {
 	}
 	return msgs, passes, hr.frames
 }
+
+// Failover is what one host fault costs hosts of many groups (MeasureFailover).
+type Failover struct {
+	Pause bool // the host was stopped (SIGSTOP), not crashed
+	Led   int  // groups the host led
+	// Recovery: from the fault until every group has a leader on another host, followed by a
+	// quorum there.
+	Recovery time.Duration
+	// OtherTermChanges: groups not led by the host whose leader's term changed.
+	OtherTermChanges int
+}
+
+// MeasureFailover starts o's hosts, lets every group elect and settle (as MeasureIdle), then
+// crashes (or, with pause, stops) the host that leads the most groups and measures how long
+// until every group has a leader elsewhere (L4), and how many groups it did not lead changed
+// their leader's term.
+func MeasureFailover(o Options, pause bool) (Failover, error) {
+	o, cfg, err := o.withDefaults()
+	if err != nil {
+		return Failover{}, err
+	}
+	if o.Hosts == 0 {
+		return Failover{}, fmt.Errorf("MeasureFailover needs hosts")
+	}
+	hr := newHostRun(o, cfg)
+	hr.idle = true
+	for _, h := range hr.hosts {
+		hr.startHost(h)
+	}
+	hr.expectAll("L1", nil)
+	runTo := func(t time.Duration) error {
+		for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= t {
+			hr.step()
+		}
+		hr.now = max(hr.now, t)
+		if hr.violation != nil {
+			return hr.violation
+		}
+		return nil
+	}
+	if err := runTo(L1Bound(cfg) + cfg.QuietRefresh() + cfg.DetectionWindow()); err != nil {
+		return Failover{}, err
+	}
+	h := hr.busiestLeader()
+	f := Failover{Pause: pause}
+	terms := make([]int64, len(hr.groups))
+	for i, g := range hr.groups {
+		if l := g.leader(); l != nil {
+			terms[i] = l.ms.CurrTerm()
+			if hr.place(g.gi, l.idx) == h.idx {
+				f.Led++
+				terms[i] = -1
+			}
+		}
+	}
+	start := hr.now
+	if pause {
+		hr.pauseHost(h)
+	} else {
+		hr.crashHost(h)
+	}
+	hr.expectAll("L4", h)
+	for hr.violation == nil && hr.expecting && hr.step() {
+	}
+	if hr.violation != nil {
+		return f, hr.violation
+	}
+	f.Recovery = hr.now - start
+	for i, g := range hr.groups {
+		if l := g.leader(); terms[i] >= 0 && (l == nil || l.ms.CurrTerm() != terms[i]) {
+			f.OtherTermChanges++
+		}
+	}
+	return f, nil
+}
