@@ -59,6 +59,9 @@ type Options struct {
 	// leadership, though it follows a leader. Without it the ledger is whatever was last set,
 	// empty at first: for a member with no storage.
 	LedgerFromStorage bool
+	// Liveness is the host's liveness table's view for this member (docs/protocol.md 12): nil
+	// for a member with a process of its own, which heartbeats every follower every interval.
+	Liveness HostLiveness
 }
 
 // RoleEvent is one role change (docs/protocol.md section 8): the term as adopted (the fencing
@@ -146,6 +149,11 @@ type Elector struct {
 	// Succession and the start-up order (succession.go).
 	succession succession
 	startUp    startUp
+
+	// Coalesced liveness (quiet.go, docs/protocol.md 12): the host's table (nil: none), this
+	// member's epoch, and as a follower the leader's epoch at its last explicit heartbeat.
+	live HostLiveness
+	quietState
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -156,6 +164,7 @@ type peerStatus struct {
 	ackSent time.Time
 	ledger  memberstate.LedgerEnd // as of the round ackSent
 	known   bool                  // ledger reported at least once
+	quiet   quietPeer             // quiet.go
 }
 
 // Member is who an Elector is: its group, its own id, every member of the group (itself
@@ -211,6 +220,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		peers:      make([]peerStatus, len(ms.Peers())),
 		peerstring: memberstate.FormatPeers(ms.Peers()),
 		notify:     make(chan struct{}, 1),
+		live:       opt.Liveness,
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
@@ -263,7 +273,8 @@ func (e *Elector) Tick() {
 // heartbeat interval of resuming it has read them all and heard from its leader again.
 func (e *Elector) stalled(now time.Time) bool {
 	return now.Sub(e.passDue()) > e.cfg.StallThreshold() ||
-		(!e.stallSeenAt.IsZero() && now.Sub(e.stallSeenAt) < e.cfg.HeartBeatInterval)
+		(!e.stallSeenAt.IsZero() && now.Sub(e.stallSeenAt) < e.cfg.HeartBeatInterval) ||
+		e.hostStalled(now)
 }
 
 // UpdateLedger records the embedding storage's ledger end (term of the last entry, its index).
@@ -370,6 +381,7 @@ func (e *Elector) emit(now time.Time) {
 	}
 	ev.Seq = e.last.Seq + 1
 	e.last = ev
+	e.newEpoch()
 	e.pending = append(e.pending, ev)
 	e.onRoleEvent(ev)
 	select {
@@ -408,7 +420,7 @@ func (e *Elector) SetEventsAlarm(set func()) {
 // maintainAsFollower is the follower pass (docs/protocol.md 7.7): no valid heartbeat for more
 // than DW (leak x interval) → candidate at the same term, remembering the lost leader (E5).
 func (e *Elector) maintainAsFollower(now time.Time) {
-	if now.Sub(e.lastLeaderHeartBeat) > e.cfg.DetectionWindow() {
+	if heard, _ := e.leaderHeard(now); now.Sub(heard) > e.cfg.DetectionWindow() {
 		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
 		e.becomeCandidate(term, now, "no heartbeat from leader "+lost)
 		e.lost = lostLeader{id: lost, term: term}
@@ -422,9 +434,14 @@ func (e *Elector) maintainAsFollower(now time.Time) {
 	}
 }
 
-// followerDeadline is the follower pass's deadline: its leader silent for more than DW.
-func (e *Elector) followerDeadline() deadline {
-	return dueAfter(e.lastLeaderHeartBeat.Add(e.cfg.DetectionWindow()))
+// followerDeadline is the follower pass's deadline: its leader silent for more than DW; none
+// while the host's table vouches for the leader (it wakes this member when it stops).
+func (e *Elector) followerDeadline(now time.Time) deadline {
+	heard, vouched := e.leaderHeard(now)
+	if vouched {
+		return never
+	}
+	return dueAfter(heard.Add(e.cfg.DetectionWindow()))
 }
 
 // setNextVote sets when the next vote round may start. Whatever sets it cancels a pending

@@ -22,6 +22,7 @@ type heartBeatRound struct {
 	succ, notReady     int
 	maxTerm            int64
 	inconsistentLeader bool
+	successors         string // the order of succession the round carried (quiet.go)
 }
 
 // maintainAsLeader is the leader pass of docs/protocol.md 7.5, step by step.
@@ -38,7 +39,7 @@ func (e *Elector) maintainAsLeader(now time.Time) {
 		e.becomeCandidate(e.ms.CurrTerm(), now, "no quorum of heartbeat acks within leak x interval")
 		return
 	}
-	if !e.sendHeartBeatNow && now.Sub(e.lastSendHeartBeat) < e.cfg.HeartBeatInterval { // step 3
+	if !e.sendHeartBeatNow && now.Before(e.nextRoundAt(now)) { // step 3
 		return
 	}
 	if e.hb != nil { // step 4
@@ -56,14 +57,14 @@ func (e *Elector) maintainAsLeader(now time.Time) {
 // is asked for, step 3), the deadline of the round in flight (step 1), and the moment
 // check-quorum would step down (step 2).
 func (e *Elector) leaderDeadline(now time.Time) deadline {
-	d := dueAt(e.lastSendHeartBeat.Add(e.cfg.HeartBeatInterval))
+	d := dueAt(e.nextRoundAt(now))
 	if e.sendHeartBeatNow {
 		d = dueAt(now)
 	}
 	if e.hb != nil {
 		d = earliest(d, dueAt(e.hb.deadline))
 	}
-	return earliest(d, dueAfter(e.quorumAck(now).Add(e.cfg.DetectionWindow())))
+	return earliest(d, e.checkQuorumDeadline(now))
 }
 
 // quorumAck is the time up to which a quorum is known to have followed this leader: the
@@ -79,7 +80,7 @@ func (e *Elector) quorumAck(now time.Time) time.Time {
 		if p.ID == e.ms.SelfID() {
 			acks = append(acks, now)
 		} else {
-			acks = append(acks, e.peers[i].ackSent)
+			acks = append(acks, e.peerAck(i, now))
 		}
 	}
 	e.ackScratch = acks
@@ -108,15 +109,16 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 		got: make([]bool, len(peers)), maxTerm: -1}
 	e.hb = r
 	successors := e.successorOrder()
+	r.successors = successors
 	for i, p := range peers {
-		if p.ID == e.ms.SelfID() {
+		if p.ID == e.ms.SelfID() || e.quiet(i, successors, now) {
 			r.got[i] = true
 			r.answered++
-			r.succ++ // self counts 1
+			r.succ++ // self counts 1, and so does a quiet follower (quiet.go)
 			continue
 		}
 		req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
-			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}, Successors: successors}
+			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}, Successors: successors, Epoch: e.epoch}
 		e.post(heartBeatRequest{req: req, round: r.id, sentAt: now, idx: i})
 	}
 	e.noteHeartBeatProgress(r, now)
@@ -149,6 +151,7 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 		}
 		return
 	}
+	e.peers[idx].quiet.note(code, sentAt, resp, r.successors)
 	r.tally(idx, code, resp)
 	e.noteHeartBeatProgress(r, now)
 }
@@ -205,6 +208,7 @@ func (e *Elector) decideHeartBeat(now time.Time) {
 	for i, got := range r.got {
 		if !got {
 			e.peers[i].alive = false // no answer within the round (a late one revives it)
+			e.peers[i].quiet = quietPeer{}
 		}
 	}
 	if e.ms.Role() != protocol.LEADER || e.ms.CurrTerm() != r.term {
@@ -248,10 +252,12 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 	case req.Term == ms.CurrTerm() && ms.LeaderID() == "": // row 4
 		e.becomeFollower(req.Term, sender, now)
 		e.noteSuccessors(sender, req.Successors)
+		e.noteLeaderEpoch(req.Epoch, now)
 		resp.Code = protocol.CodeSuccess
 	case req.Term == ms.CurrTerm() && ms.LeaderID() == sender: // row 5
 		e.lastLeaderHeartBeat = now
 		e.noteSuccessors(sender, req.Successors)
+		e.noteLeaderEpoch(req.Epoch, now)
 		resp.Code = protocol.CodeSuccess
 	case req.Term == ms.CurrTerm(): // row 6: two leaders in one term would be a safety bug
 		e.log.Error("heartbeat from a second leader in this term", e.fields(
@@ -264,6 +270,7 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 	l := ms.Ledger()
 	resp.LedgerEndTerm, resp.LedgerEndIndex = l.Term, l.Index
 	resp.LedgerUnknown = !e.ledgerKnown
+	resp.Epoch = e.epoch
 	return resp
 }
 
@@ -281,6 +288,7 @@ func (e *Elector) followAtHigherTerm(req *protocol.HeartBeatRequest, resp *proto
 	if err == nil {
 		e.becomeFollower(req.Term, sender, now)
 		e.noteSuccessors(sender, req.Successors)
+		e.noteLeaderEpoch(req.Epoch, now)
 		resp.Code = protocol.CodeSuccess
 		return
 	}

@@ -69,6 +69,7 @@ var tableHomes = []tableHome{
 	{section: "7.8", caption: "Transferee's side", kind: "row", funcs: []string{"acceptTakeLeadership"},
 		tests:    []string{"TestTransferTransfereeSideAnswerCodes", "TestTransferTransfereeSideRows"},
 		untested: map[string]string{"4": "defensive: rows 1-3 leave no request for it, so no input reaches it"}},
+	{section: "12.2", kind: "rule", funcs: []string{"quiet"}, tests: []string{"TestQuietFollower"}},
 }
 
 // docTable is a decision table as the document has it.

@@ -106,7 +106,7 @@ func dueAfter(t time.Time) deadline { return dueAt(t.Add(time.Nanosecond)) }
 // than StallThreshold earlier would take that pass, run at once, for the end of a stall of its
 // own process, and refuse to take leadership for a heartbeat interval.
 func (e *Elector) nextPassAt(now time.Time) time.Time {
-	next := now.Add(e.cfg.maxPassGap())
+	next := now.Add(e.passGap())
 	for _, d := range e.deadlines(now) {
 		t := d.t
 		if t.IsZero() {
@@ -142,7 +142,7 @@ func (e *Elector) roleDeadline(now time.Time) deadline {
 	case protocol.LEADER:
 		return e.leaderDeadline(now)
 	case protocol.FOLLOWER:
-		return e.followerDeadline()
+		return e.followerDeadline(now)
 	case protocol.CANDIDATE:
 		return e.candidateDeadline(now)
 	}

@@ -39,3 +39,23 @@ type Handler interface {
 	HandleLeadershipTransfer(req *protocol.LeadershipTransferRequest, reply func(*protocol.LeadershipTransferResponse))
 	HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse
 }
+
+// HostLiveness is an elector's view of its host's liveness table (package dledger/liveness,
+// whose *Member implements it; docs/protocol.md section 12). With it, an idle group sends no
+// explicit heartbeat to a follower the table vouches for, and a follower whose leader the table
+// vouches for plans no timeout pass: the table wakes the member (the wake function its driver
+// registered) when it stops vouching. Without it (Options.Liveness nil) the elector behaves
+// exactly as it always did.
+type HostLiveness interface {
+	// Changed records a change of this member's term, role or leader and returns its new
+	// epoch, greater than any before. It runs under the elector's lock and only records.
+	Changed() uint64
+	// Peer tells what the host's table knows of peer id, whose epoch was epoch at the last
+	// explicit heartbeat exchanged with it, at since: heard and acked are the last times its
+	// host was heard from and the send time of the newest host frame it acknowledged, capped at
+	// the arrival of a newer epoch of the peer and zero if the host restarted after since; ok
+	// says the table vouches for the peer at now (its host fresh, no newer epoch).
+	Peer(id string, epoch uint64, since, now time.Time) (heard, acked time.Time, ok bool)
+	// StalledAt is when the host's process was last seen to stall, as of now (zero: never).
+	StalledAt(now time.Time) time.Time
+}

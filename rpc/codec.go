@@ -119,23 +119,60 @@ func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response boo
 
 // encodeMessage encodes msg with the library. A struct with an omitempty field takes the
 // library's slower path, which allocates the list of fields to write on every call; a
-// heartbeat answer's LedgerUnknown is false but for an abstaining follower, so the common
-// case is encoded as heartBeatResponseKnown, the same struct with that field left out (the
-// bytes omitempty would give), and allocates nothing.
+// heartbeat answer's LedgerUnknown is false but for an abstaining follower, and a heartbeat's
+// Epoch is 0 but on a host with a liveness table, so the common cases are encoded as the same
+// structs with those fields left out or always written (the bytes omitempty would give), and
+// allocate nothing.
 func encodeMessage(e *msgpack.Encoder, msg any) error {
-	if r, ok := msg.(*protocol.HeartBeatResponse); ok && !r.LedgerUnknown {
-		return e.Encode((*heartBeatResponseKnown)(r))
+	switch r := msg.(type) {
+	case *protocol.HeartBeatRequest:
+		if r.Epoch == 0 {
+			return e.Encode((*heartBeatRequestPlain)(r))
+		}
+		return e.Encode((*heartBeatRequestEpoch)(r))
+	case *protocol.HeartBeatResponse:
+		switch {
+		case r.LedgerUnknown:
+		case r.Epoch == 0:
+			return e.Encode((*heartBeatResponseKnown)(r))
+		default:
+			return e.Encode((*heartBeatResponseKnownEpoch)(r))
+		}
 	}
 	return e.Encode(msg)
 }
 
-// heartBeatResponseKnown is protocol.HeartBeatResponse without its omitempty field (Go
-// converts between struct types that differ only in tags).
+// heartBeatRequestPlain and heartBeatRequestEpoch are protocol.HeartBeatRequest without its
+// omitempty field, and with it always written (Go converts between struct types that differ
+// only in tags).
+type heartBeatRequestPlain struct {
+	protocol.Header `msgpack:",inline"`
+	Successors      string `msgpack:"successors"`
+	Epoch           uint64 `msgpack:"-"`
+}
+
+type heartBeatRequestEpoch struct {
+	protocol.Header `msgpack:",inline"`
+	Successors      string `msgpack:"successors"`
+	Epoch           uint64 `msgpack:"epoch"`
+}
+
+// heartBeatResponseKnown and heartBeatResponseKnownEpoch are protocol.HeartBeatResponse of a
+// member that knows its ledger, without and with an epoch.
 type heartBeatResponseKnown struct {
 	protocol.Header `msgpack:",inline"`
-	LedgerEndTerm   int64 `msgpack:"ledgerEndTerm"`
-	LedgerEndIndex  int64 `msgpack:"ledgerEndIndex"`
-	LedgerUnknown   bool  `msgpack:"-"`
+	LedgerEndTerm   int64  `msgpack:"ledgerEndTerm"`
+	LedgerEndIndex  int64  `msgpack:"ledgerEndIndex"`
+	LedgerUnknown   bool   `msgpack:"-"`
+	Epoch           uint64 `msgpack:"-"`
+}
+
+type heartBeatResponseKnownEpoch struct {
+	protocol.Header `msgpack:",inline"`
+	LedgerEndTerm   int64  `msgpack:"ledgerEndTerm"`
+	LedgerEndIndex  int64  `msgpack:"ledgerEndIndex"`
+	LedgerUnknown   bool   `msgpack:"-"`
+	Epoch           uint64 `msgpack:"epoch"`
 }
 
 // --- decoding ---------------------------------------------------------------------------

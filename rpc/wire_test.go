@@ -126,6 +126,8 @@ func handMessage(m any) []byte {
 			b = appendStr(b, v.String())
 		case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			b = appendInt(b, v.Int())
+		case reflect.Uint64:
+			b = appendUint(b, v.Uint())
 		case reflect.Bool:
 			b = appendBool(b, v.Bool())
 		default:

@@ -16,7 +16,7 @@ import (
 
 const simUsage = `usage: dledger sim --seeds N [--seed-start S] [--members K|mixed] [--profile lan|dledger|mixed]
                   [--scenario chaos|rejoin|mixed] [--duration D] [--rpc-timeout D] [--workers W]
-                  [--trace] [--hashes] [--broken MODE] [--reports R]
+                  [--trace] [--hashes] [--broken MODE] [--reports R] [--hosts H [--groups G]]
 
 Runs the deterministic simulator on seeds S .. S+N-1 and checks docs/protocol.md section 9 after every
 event. A violation prints the seed, the invariant, the last trace events and a command that
@@ -26,6 +26,10 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
   mixed profile   lan when seed/2 is even, dledger when it is odd
   mixed scenario  rejoin (L2) when seed/4 is a multiple of 4, chaos otherwise
   --duration 0    100 detection windows of the profile (lan 60s, dledger 10m) of virtual time
+  --hosts H       hosts of many groups (docs/protocol.md section 12): H hosts, each a member of
+                  G groups (--groups, default 20; member k of group g on host (g+k) mod H), a
+                  liveness table per host, host faults (crash, pause, restart, isolation, cut);
+                  members at most H (mixed: 3, or 5 for odd seeds with 5 hosts or more), chaos
   --broken MODE   switch on a deliberate bug to see the checker catch it; each mode breaks
                   the invariant named (dledger/sim/broken_test.go shows it is caught):
                     double-vote        a member grants two candidates in a term     S2 (S1)
@@ -43,6 +47,8 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                                        reported after a restart
                     forget-deadline    NextPassAt leaves out the preferred-leader   PASS
                                        check's deadline
+                    host-never-stale   a host's liveness table vouches for a host   L4 (--hosts)
+                                       once heard, stale or changed
 
 flags:
 `
@@ -63,6 +69,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	broken := fs.String("broken", "", "deliberate bug for checker self-tests (see above): "+brokenNames())
 	reports := fs.Int("reports", 3, "full violation reports to print; later violations get one line")
 	hashes := fs.Bool("hashes", false, "print one line per seed: its trace hash, elections and steps (to show a refactoring changes no run)")
+	hosts := fs.Int("hosts", 0, "run hosts of many groups: this many hosts (3..7; 0: one group, no hosts)")
+	groups := fs.Int("groups", 0, "groups per run of hosts (0: 20)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -75,6 +83,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	}
 	c, err := simCampaign(fs, *seeds, *seedStart, *members, *profile, *scenario, *duration, *rpcTimeout, *workers, *broken, *reports)
 	if err != nil {
+		fmt.Fprintf(stderr, "dledger sim: %v (see dledger sim -h)\n", err)
+		return 2
+	}
+	if err := simHosts(&c, *hosts, *groups); err != nil {
 		fmt.Fprintf(stderr, "dledger sim: %v (see dledger sim -h)\n", err)
 		return 2
 	}
@@ -194,6 +206,20 @@ func simLimits(duration, rpcTimeout time.Duration, workers, reports int) error {
 	case reports < 0:
 		return fmt.Errorf("--reports must be >= 0 (got %d)", reports)
 	}
+	return nil
+}
+
+// simHosts sets --hosts and --groups on the campaign.
+func simHosts(c *sim.CampaignOptions, hosts, groups int) error {
+	switch {
+	case hosts == 0 && groups != 0:
+		return fmt.Errorf("--groups needs --hosts")
+	case hosts != 0 && (hosts < sim.MinHosts || hosts > sim.MaxHosts):
+		return fmt.Errorf("--hosts must be %d..%d (got %d)", sim.MinHosts, sim.MaxHosts, hosts)
+	case groups < 0:
+		return fmt.Errorf("--groups must be >= 1 (got %d)", groups)
+	}
+	c.Hosts, c.Groups = hosts, groups
 	return nil
 }
 

@@ -539,13 +539,18 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 	return heard, acked, h.freshAt(now, t.cfg.Fresh)
 }
 
-// StalledAt is when the table last saw its host's own process stall: a Due call that came more
-// than Interval/2 after the NextDue it followed (zero: never). A member whose passes are
-// planned far ahead cannot see such a stall itself.
-func (m *Member) StalledAt() time.Time {
-	m.t.mu.Lock()
-	defer m.t.mu.Unlock()
-	return m.t.stallAt
+// StalledAt is when the table last saw its host's own process stall (zero: never): now, if the
+// Due that NextDue promised is more than Interval/2 overdue (the process has just resumed and
+// the driver has not run it yet), else the last Due call that came that late. A member whose
+// passes are planned far ahead cannot see such a stall itself.
+func (m *Member) StalledAt(now time.Time) time.Time {
+	t := m.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.promised.IsZero() && now.Sub(t.promised) > t.cfg.Interval/2 {
+		return now
+	}
+	return t.stallAt
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -308,13 +308,20 @@ func TestRemoveMemberAndStall(t *testing.T) {
 	m := q.a.For("g1", "a")
 	next := q.a.NextDue(t0)
 	q.a.Due(next)
-	if !m.StalledAt().IsZero() {
+	if !m.StalledAt(next).IsZero() {
 		t.Fatal("a Due on time counted as a stall")
 	}
 	next = q.a.NextDue(next)
+	if got := m.StalledAt(next.Add(iv / 2)); !got.IsZero() {
+		t.Fatalf("a Due half an interval late counted as a stall (%v)", got)
+	}
 	late := next.Add(iv)
+	if got := m.StalledAt(late); !got.Equal(late) {
+		t.Fatalf("before the late Due runs, StalledAt = %v, want now (%v)", got, late)
+	}
 	q.a.Due(late)
-	if !m.StalledAt().Equal(late) {
-		t.Fatalf("StalledAt = %v, want %v", m.StalledAt(), late)
+	q.a.NextDue(late)
+	if got := m.StalledAt(late.Add(time.Millisecond)); !got.Equal(late) {
+		t.Fatalf("StalledAt = %v, want the late Due (%v)", got, late)
 	}
 }

@@ -30,6 +30,9 @@ import (
 //	gone-on-cut        the transport reports a cut link as the peer's process gone, so a
 //	                   cut-off follower skips the same-term probe (announceGone)        L2
 //	forget-deadline    NextPassAt leaves out the preferred-leader check's deadline    PASS
+//	host-never-stale   on hosts of many groups, the elector's view of its host's liveness
+//	                   table vouches for every peer once heard: a stale, restarted or
+//	                   changed host's members stay trusted (hosts.go, liveFor)       L4
 //
 // keep-lost-round and endless-take are transitions inside the elector that forget a reset, and
 // forget-deadline is a deadline the elector's schedule forgets; nothing outside it can reach

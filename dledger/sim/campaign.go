@@ -25,6 +25,9 @@ type CampaignOptions struct {
 	// RPCTimeout, Broken: as in Options.
 	RPCTimeout time.Duration
 	Broken     Broken
+	// Hosts > 0 runs hosts of Groups groups each (Options.Hosts): members are then at most
+	// Hosts (mixed: 3, or 5 for odd seeds when there are 5 hosts or more), the scenario chaos.
+	Hosts, Groups int
 	// Workers run seeds in parallel (0: GOMAXPROCS). Each seed is still one deterministic
 	// goroutine; results are reported in seed order whatever the worker count.
 	Workers int
@@ -42,6 +45,15 @@ func (c CampaignOptions) OptionsFor(seed uint64) Options {
 		Duration: c.Duration, RPCTimeout: c.RPCTimeout, Broken: c.Broken, Trace: c.Trace}
 	if o.Members == 0 {
 		o.Members = []int{3, 5}[seed%2]
+	}
+	if c.Hosts > 0 {
+		o.Hosts, o.Groups = c.Hosts, c.Groups
+		if c.Members == 0 {
+			o.Members = min(o.Members, c.Hosts)
+		}
+		if c.Scenario == Mixed {
+			c.Scenario, o.Scenario = string(ScenarioChaos), ScenarioChaos
+		}
 	}
 	if o.Profile == Mixed {
 		o.Profile = []string{dledger.ProfileLAN, dledger.ProfileDLedger}[(seed/2)%2]

@@ -32,6 +32,13 @@
 // PASS: a pass run before the time NextPassAt named sends nothing and changes no status
 // (passes.go), so no deadline is missing from the elector's schedule.
 //
+// Hosts (hosts.go, Options.Hosts) run many groups at once on hosts that each carry a member
+// of many of them and share a liveness table (dledger/liveness, docs/protocol.md section 12):
+// each group is a sim of its own, all on one virtual clock, the tables' frames travel between
+// hosts, and the faults are a host's (crash, pause, restart, isolation, cut). L4 is checked
+// during one host's crash, pause or isolation; MeasureIdle (idle.go) counts what an idle group
+// costs with and without the tables.
+//
 // Cluster (cluster.go) is the same members, network, queue and checker without the fault
 // schedule: scenario tests (dledger's TestScenario*) crash, cut off, stop and resume members,
 // set ledgers and ask for transfers themselves, on exact one-way delays, with S1-S5 checked

@@ -80,9 +80,13 @@ func (s *sim) startMember(m *member) error {
 	// The member's randomness depends on the run seed, the member and the incarnation only.
 	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
 	ep := &endpoint{s: s, m: m, inc: m.inc}
-	who := dledger.Member{Group: group, SelfID: m.id, Peers: s.peers, Store: memberStore{m.store, s, m}}
+	who := dledger.Member{Group: s.groupName(), SelfID: m.id, Peers: s.peers, Store: memberStore{m.store, s, m}}
+	var live dledger.HostLiveness
+	if s.hr != nil {
+		live = s.hr.liveFor(s, m)
+	}
 	e, err := dledger.New(s.cfg, who, s.electorOptions(dledger.Options{Clock: vclock{s}, Rand: rnd, Transport: ep,
-		LedgerFromStorage: s.sidecar || s.harness.fromStorage()}, ep))
+		LedgerFromStorage: s.sidecar || s.harness.fromStorage(), Liveness: live}, ep))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}
@@ -156,6 +160,7 @@ func (s *sim) tick(m *member, inc int, gen uint64) {
 		m.lastTickAt, m.sameInstant = s.now, 1
 	}
 	s.touch(m)
+	s.passes++
 	m.e.Tick()
 	m.e.NextPassAt() // the alarm queues the next pass
 }

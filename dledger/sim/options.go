@@ -45,13 +45,17 @@ const (
 	// one votes on the empty ledger its elector starts with until the report (issue 12): S4,
 	// checked against the true ledger.
 	BrokenNoAbstain Broken = "no-abstain"
+	// BrokenHostNeverStale: on hosts of many groups (Options.Hosts), the liveness table keeps
+	// vouching for a peer host's members once heard, as if the host never went stale and its
+	// members never changed, so a paused or crashed host's leaders stay trusted: L4.
+	BrokenHostNeverStale Broken = "host-never-stale"
 )
 
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
 		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut,
-		BrokenForgetDeadline}
+		BrokenForgetDeadline, BrokenHostNeverStale}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
@@ -77,7 +81,19 @@ type Options struct {
 	Broken     Broken
 	// Trace, when set, receives every trace line as it happens (the full trace).
 	Trace io.Writer
+	// Hosts > 0 runs hosts of many groups (hosts.go): Hosts hosts (MinHosts..MaxHosts), each
+	// carrying members of Groups groups (0 means 20) of Members members (at most Hosts), with
+	// a liveness table per host unless NoTable, under host faults. Scenario must be chaos.
+	Hosts   int
+	Groups  int
+	NoTable bool
 }
+
+// MinHosts and MaxHosts bound Options.Hosts.
+const (
+	MinHosts = 3
+	MaxHosts = 7
+)
 
 // DefaultDuration is 100 detection windows (leak x heartbeat interval) of virtual time: 60 s
 // for "lan", 600 s for "dledger". A fault phase lasts 1-4 windows and a heal phase usually
@@ -117,6 +133,24 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 	}
 	if o.RPCTimeout == 0 {
 		o.RPCTimeout = DefaultRPCTimeout
+	}
+	if o.Hosts != 0 || o.Groups != 0 {
+		if o.Groups == 0 {
+			o.Groups = 20
+		}
+		switch {
+		case o.Hosts < MinHosts || o.Hosts > MaxHosts:
+			return o, cfg, fmt.Errorf("hosts must be %d..%d (got %d)", MinHosts, MaxHosts, o.Hosts)
+		case o.Groups < 1 || o.Groups > 10_000:
+			return o, cfg, fmt.Errorf("groups must be 1..10000 (got %d)", o.Groups)
+		case o.Members > o.Hosts:
+			return o, cfg, fmt.Errorf("members (%d) must not exceed hosts (%d): a host carries one member of a group", o.Members, o.Hosts)
+		case o.Scenario != ScenarioChaos:
+			return o, cfg, fmt.Errorf("hosts run the chaos scenario only (got %s)", o.Scenario)
+		}
+	}
+	if o.Broken == BrokenHostNeverStale && o.Hosts == 0 {
+		return o, cfg, fmt.Errorf("broken mode %s needs hosts", o.Broken)
 	}
 	return o, cfg, nil
 }
@@ -167,13 +201,15 @@ type Result struct {
 	Preferred   string // the preferred leader of this run ("" for none)
 	FinalLeader string // the leader when the run ended ("" for none)
 	PreferredUp bool   // the preferred member was running when the run ended
+	// Hosts and Groups: a run of hosts (Options.Hosts), else 0.
+	Hosts, Groups int
 	// ReplayOptions reproduce this run (with Trace unset).
 	ReplayOptions Options
 }
 
 // Violation is a broken invariant: which one, what was seen, and how to see it again.
 type Violation struct {
-	Invariant string        // "S1".."S5", "L1".."L3", "PASS" (passes.go), or "SIM" for a simulator self-check
+	Invariant string        // "S1".."S5", "L1".."L4", "PASS" (passes.go), or "SIM" for a simulator self-check
 	Detail    string        // what was seen
 	At        time.Duration // virtual time
 	Tail      []string      // the last trace lines before the violation, oldest first
@@ -217,6 +253,9 @@ func ReplayCommand(o Options) string {
 	}
 	if o.RPCTimeout != 0 && o.RPCTimeout != DefaultRPCTimeout {
 		cmd += " --rpc-timeout " + o.RPCTimeout.String()
+	}
+	if o.Hosts > 0 {
+		cmd += fmt.Sprintf(" --hosts %d --groups %d", o.Hosts, o.Groups)
 	}
 	if o.Broken != BrokenNone {
 		cmd += " --broken " + string(o.Broken)

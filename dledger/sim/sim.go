@@ -59,6 +59,21 @@ type sim struct {
 	probing   bool  // the PASS oracle's early pass is running (passes.go)
 	// harness is set when a Cluster drives the run (cluster.go), nil in Run.
 	harness *harness
+	// Hosts of many groups (hosts.go): the run of hosts this group is part of (nil in Run and
+	// a Cluster), this group's index there and its name.
+	hr   *hostRun
+	gi   int
+	name string
+	// passes counts the passes the members ran (IdleCost).
+	passes int
+}
+
+// groupName is the group's name: "sim", or gN in a run of hosts.
+func (s *sim) groupName() string {
+	if s.name == "" {
+		return group
+	}
+	return s.name
 }
 
 // Run simulates one seed. The error is for invalid options only; a broken invariant is
@@ -67,6 +82,9 @@ func Run(o Options) (Result, error) {
 	o, cfg, err := o.withDefaults()
 	if err != nil {
 		return Result{}, err
+	}
+	if o.Hosts > 0 {
+		return runHosts(o, cfg), nil
 	}
 	s := newSim(o, cfg)
 	if err := s.run(); err != nil {

@@ -39,6 +39,11 @@ type HeartBeatRequest struct {
 	// array: the steady heartbeat stays free of allocations on both sides (the codec interns
 	// strings), and no omitempty (which costs the encoder an allocation per message).
 	Successors string `msgpack:"successors"`
+	// Epoch is the leader's epoch on a host with a liveness table (docs/protocol.md 12): it
+	// changes with every change of the leader's term, role or leader, so a follower whose host
+	// hears of no newer epoch of its leader knows the leader still leads. 0 (no table) is left
+	// out, so a member without one sends what it always sent.
+	Epoch uint64 `msgpack:"epoch,omitempty"`
 }
 
 // HeartBeatResponse answers a heartbeat; Term is the receiver's currTerm on EXPIRED_TERM,
@@ -53,6 +58,9 @@ type HeartBeatResponse struct {
 	// started), so the ledger above means nothing and it must not be a hand-over target. Left
 	// out when false, so members that never abstain send what they always sent.
 	LedgerUnknown bool `msgpack:"ledgerUnknown,omitempty"`
+	// Epoch is the follower's epoch after it handled the heartbeat (as HeartBeatRequest.Epoch;
+	// 0, left out, without a liveness table).
+	Epoch uint64 `msgpack:"epoch,omitempty"`
 }
 
 // LeadershipTransferRequest asks TransfereeID to take leadership from TransferID. The admin's

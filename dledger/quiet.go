@@ -1,0 +1,198 @@
+package dledger
+
+import (
+	"time"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Quiet heartbeats: coalesced liveness on a host of many groups (docs/protocol.md section 12).
+//
+// With a host liveness table (Options.Liveness), this member's epoch changes with every change
+// of its term, role or leader (emit calls newEpoch), and the table carries each change to the
+// peer hosts, once per host frame for every group. A heartbeat carries the leader's epoch and
+// its answer the follower's. Then:
+//   - a leader sends no explicit heartbeat to a follower that is quiet (quiet): its last
+//     explicit heartbeat of this leadership was answered SUCCESS with epoch ef, the order of
+//     succession has not changed since, QuietRefresh has not passed since, and the table
+//     vouches for the follower at ef. Check-quorum counts the follower as acknowledged at the
+//     send time of the newest host frame its host acknowledged (peerAck);
+//   - a follower whose leader the table vouches for at the epoch of the leader's last explicit
+//     heartbeat counts the leader as heard at its host's last frame (leaderHeard), and plans no
+//     timeout pass while the table vouches.
+//
+// The table wakes the member when it stops vouching (a peer host turns stale, restarts, or
+// reports a change of a member of the group); from then on the deadlines are today's, computed
+// from the last time the table could vouch. Without a table none of this runs: epoch stays 0
+// (left off the wire), nothing is quiet, and every deadline is what it always was.
+
+// QuietRefresh bounds how long a follower stays quiet without an explicit heartbeat: 50
+// heartbeat intervals (lan: 10 s). The explicit heartbeat refreshes what only it carries, the
+// follower's ledger end (for transfers and preferred leaders) and the order of succession, and
+// proves the table's vouching right once in a while. 50 intervals keep an idle group's
+// heartbeat traffic at 2 % of today's, while a ledger the leader knows is at most 10 s old on
+// lan (a transfer re-checks the transferee's ledger itself, docs/protocol.md 7.8).
+func (c Config) QuietRefresh() time.Duration { return 50 * c.HeartBeatInterval }
+
+// quietState is the elector's part of quiet heartbeats.
+type quietState struct {
+	epoch uint64 // this member's epoch (0 without a table)
+	// leaderEpoch is the leader's epoch at its last explicit heartbeat, received at
+	// leaderEpochAt (0: none since this member's last change).
+	leaderEpoch   uint64
+	leaderEpochAt time.Time
+}
+
+// quietPeer is what the leader knows of a follower's last explicit heartbeat of this
+// leadership: answered SUCCESS with epoch (0: not, or the answer failed since), for the round
+// sent at sentAt, which carried successors.
+type quietPeer struct {
+	epoch      uint64
+	sentAt     time.Time
+	successors string
+}
+
+// note records the answer of the current round, sent at sentAt with successors.
+func (q *quietPeer) note(code protocol.ResponseCode, sentAt time.Time, resp *protocol.HeartBeatResponse, successors string) {
+	if code != protocol.CodeSuccess || resp == nil || resp.Epoch == 0 {
+		*q = quietPeer{}
+		return
+	}
+	*q = quietPeer{epoch: resp.Epoch, sentAt: sentAt, successors: successors}
+}
+
+// newEpoch takes a new epoch from the table after a change of term, role or leader (emit). The
+// change voids what the member knew of its leader's epoch: a new explicit heartbeat must come.
+func (e *Elector) newEpoch() {
+	if e.live == nil {
+		return
+	}
+	e.epoch = e.live.Changed()
+	e.leaderEpoch, e.leaderEpochAt = 0, time.Time{}
+}
+
+// noteLeaderEpoch records the epoch an explicit heartbeat from the leader carried, received at now.
+func (e *Elector) noteLeaderEpoch(epoch uint64, now time.Time) {
+	if e.live != nil {
+		e.leaderEpoch, e.leaderEpochAt = epoch, now
+	}
+}
+
+// leaderHeard is when the follower last heard from its leader: its last explicit heartbeat,
+// or later, the last frame of the leader's host that the table can vouch for; vouched says the
+// table vouches for the leader now.
+func (e *Elector) leaderHeard(now time.Time) (heard time.Time, vouched bool) {
+	heard = e.lastLeaderHeartBeat
+	if e.live == nil || e.leaderEpoch == 0 {
+		return heard, false
+	}
+	h, _, ok := e.live.Peer(e.ms.LeaderID(), e.leaderEpoch, e.leaderEpochAt, now)
+	if h.After(heard) {
+		heard = h
+	}
+	return heard, ok
+}
+
+// quiet is the table of docs/protocol.md 12.2: whether follower i needs no explicit heartbeat
+// now; successors is the order of succession a round would carry. The first matching rule wins.
+func (e *Elector) quiet(i int, successors string, now time.Time) bool {
+	q := &e.peers[i].quiet
+	switch {
+	case e.live == nil || q.epoch == 0: // rule 1
+		return false
+	case q.successors != successors: // rule 2
+		return false
+	case now.Sub(q.sentAt) >= e.cfg.QuietRefresh(): // rule 3
+		return false
+	}
+	if _, _, ok := e.live.Peer(e.ms.Peers()[i].ID, q.epoch, q.sentAt, now); !ok { // rule 4
+		return false
+	}
+	return true // rule 5
+}
+
+// peerAck is follower i's check-quorum acknowledgement: the send time of the newest round it
+// answered SUCCESS, or later, the send time of the newest host frame its host acknowledged while
+// the table could vouch for it as it was at its last explicit heartbeat.
+func (e *Elector) peerAck(i int, now time.Time) time.Time {
+	ack := e.peers[i].ackSent
+	if q := &e.peers[i].quiet; e.live != nil && q.epoch != 0 {
+		if _, a, _ := e.live.Peer(e.ms.Peers()[i].ID, q.epoch, q.sentAt, now); a.After(ack) {
+			ack = a
+		}
+	}
+	return ack
+}
+
+// nextRoundAt is when the next heartbeat round is due (step 3 of the leader pass): a heartbeat
+// interval after the last one, unless every follower is quiet; then when the first of them
+// needs its refresh.
+func (e *Elector) nextRoundAt(now time.Time) time.Time {
+	next := e.lastSendHeartBeat.Add(e.cfg.HeartBeatInterval)
+	if e.live == nil {
+		return next
+	}
+	var refresh time.Time
+	successors := e.lastSuccessors()
+	for i, p := range e.ms.Peers() {
+		if p.ID == e.ms.SelfID() {
+			continue
+		}
+		if !e.quiet(i, successors, now) {
+			return next
+		}
+		if t := e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh()); refresh.IsZero() || t.Before(refresh) {
+			refresh = t
+		}
+	}
+	if refresh.IsZero() { // a group of one
+		return next
+	}
+	return refresh
+}
+
+// lastSuccessors is the order of succession as the leader computes it now.
+func (e *Elector) lastSuccessors() string { return e.successorOrder() }
+
+// checkQuorumDeadline is when check-quorum would step this leader down: DW after the quorum's
+// acknowledgement, where a follower the table vouches for counts as acknowledged until the
+// table wakes this member (never, if a quorum is vouched for).
+func (e *Elector) checkQuorumDeadline(now time.Time) deadline {
+	if e.live == nil {
+		return dueAfter(e.quorumAck(now).Add(e.cfg.DetectionWindow()))
+	}
+	vouched := 1 // this member
+	for i, p := range e.ms.Peers() {
+		if p.ID == e.ms.SelfID() {
+			continue
+		}
+		if q := &e.peers[i].quiet; q.epoch != 0 {
+			if _, _, ok := e.live.Peer(p.ID, q.epoch, q.sentAt, now); ok {
+				vouched++
+			}
+		}
+	}
+	if e.ms.Quorum(vouched) {
+		return never
+	}
+	return dueAfter(e.quorumAck(now).Add(e.cfg.DetectionWindow()))
+}
+
+// passGap is how far ahead a pass may be planned when nothing is due: maxPassGap, or with a
+// table QuietRefresh (the table notices a stall of the host's process, hostStalled).
+func (e *Elector) passGap() time.Duration {
+	if e.live == nil {
+		return e.cfg.maxPassGap()
+	}
+	return max(e.cfg.maxPassGap(), e.cfg.QuietRefresh())
+}
+
+// hostStalled says whether the host's table saw its process stall less than a heartbeat
+// interval ago: a member whose passes are planned far ahead cannot see that itself.
+func (e *Elector) hostStalled(now time.Time) bool {
+	if e.live == nil {
+		return false
+	}
+	at := e.live.StalledAt(now)
+	return !at.IsZero() && now.Sub(at) < e.cfg.HeartBeatInterval
+}

@@ -1,0 +1,331 @@
+package dledger
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// fakeLive is a host liveness table the test sets by hand (docs/protocol.md 12): every peer
+// is heard and acked at the same times, vouched for when ok, and peers in changed have a
+// newer epoch than any the elector knows.
+type fakeLive struct {
+	mu           sync.Mutex
+	changes      uint64
+	heard, acked time.Time
+	ok           bool
+	changed      map[string]bool
+	stalled      time.Time
+	asked        []string // "id@epoch" per Peer call with an epoch
+}
+
+func (f *fakeLive) Changed() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.changes++
+	return 100 + f.changes
+}
+
+func (f *fakeLive) Peer(id string, epoch uint64, since, now time.Time) (time.Time, time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if epoch == 0 {
+		return time.Time{}, time.Time{}, false
+	}
+	if f.changed[id] {
+		return f.heard, f.acked, false
+	}
+	return f.heard, f.acked, f.ok
+}
+
+func (f *fakeLive) StalledAt(time.Time) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stalled
+}
+
+func (f *fakeLive) set(heard, acked time.Time, ok bool) {
+	f.mu.Lock()
+	f.heard, f.acked, f.ok = heard, acked, ok
+	f.mu.Unlock()
+}
+
+// newQuietUnit is n0 of an n-member group on a host with the fake table.
+func newQuietUnit(t *testing.T, n int) (*unit, *fakeLive) {
+	t.Helper()
+	store := memberstate.NewMemStore()
+	ms, err := memberstate.New("g", "n0", peersOf(n), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := &fakeLive{changed: map[string]bool{}}
+	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	u.e, err = newElector(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Liveness: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.e.startUp.hadLeader = true
+	return u, live
+}
+
+// answerWithEpoch answers heartbeats SUCCESS, each follower reporting epoch 7 and ledger (1, 5).
+func answerWithEpoch(hs []sentHeartBeat, epoch uint64) {
+	for _, h := range hs {
+		r := hbResp(h.to, protocol.CodeSuccess, h.req.Term)
+		r.Epoch = epoch
+		r.LedgerEndTerm, r.LedgerEndIndex = 1, 5
+		h.done(r, nil)
+	}
+}
+
+// nextRound advances one heartbeat interval and returns the ids the leader's pass sent to.
+func nextRound(u *unit) []string {
+	u.clock.Advance(u.cfg.HeartBeatInterval)
+	u.e.Tick()
+	var to []string
+	for _, h := range u.tr.takeHeartBeats() {
+		to = append(to, h.to)
+	}
+	return to
+}
+
+// quietLeader makes n0 a leader whose followers answered two rounds with an epoch (the second
+// round carries the order of succession the first answers made), the table vouching.
+func quietLeader(t *testing.T) (*unit, *fakeLive) {
+	u, live := newQuietUnit(t, 3)
+	live.set(u.clock.Now(), u.clock.Now(), true)
+	u.makeLeader()
+	answerWithEpoch(u.tr.takeHeartBeats(), 7) // round 1 carried no order of succession
+	u.clock.Advance(u.cfg.HeartBeatInterval)
+	u.e.Tick()
+	hs := u.tr.takeHeartBeats()
+	if len(hs) != 2 {
+		t.Fatalf("round 2 went to %d followers, want both (the order of succession changed)", len(hs))
+	}
+	if hs[0].req.Epoch == 0 {
+		t.Fatal("a heartbeat of a member with a table carries no epoch")
+	}
+	answerWithEpoch(hs, 7)
+	return u, live
+}
+
+// The rules of docs/protocol.md 12.2, each against the others held.
+func TestQuietFollower(t *testing.T) {
+	t.Run("rule1_no_epoch_in_the_answer_is_explicit", func(t *testing.T) {
+		u, live := newQuietUnit(t, 3)
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		u.makeLeader()
+		for range 3 {
+			hs := u.tr.takeHeartBeats()
+			if len(hs) == 0 {
+				hs = nil
+				u.clock.Advance(u.cfg.HeartBeatInterval)
+				u.e.Tick()
+				hs = u.tr.takeHeartBeats()
+			}
+			if len(hs) != 2 {
+				t.Fatalf("a round went to %d followers; without epochs every follower is explicit", len(hs))
+			}
+			answerWithEpoch(hs, 0)
+			live.set(u.clock.Now(), u.clock.Now(), true)
+		}
+	})
+	t.Run("rule2_a_changed_order_of_succession_is_explicit", func(t *testing.T) {
+		// quietLeader's round 2 is this rule: the answers to round 1 made the order "n1;n2",
+		// which round 1 did not carry. Now n2 answers with a newer ledger: the order becomes
+		// "n2;n1", and both get it explicitly.
+		u, live := quietLeader(t)
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		if to := nextRound(u); len(to) != 0 {
+			t.Fatalf("round 3 went to %v; both followers were quiet", to)
+		}
+		u.e.mu.Lock()
+		u.e.peers[2].ledger = memberstate.LedgerEnd{Term: 1, Index: 9}
+		u.e.mu.Unlock()
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		if to := nextRound(u); len(to) != 2 {
+			t.Fatalf("after the order of succession changed, a round went to %v; want both", to)
+		}
+	})
+	t.Run("rule3_refresh_after_QuietRefresh", func(t *testing.T) {
+		u, live := quietLeader(t)
+		last := u.clock.Now()
+		for u.clock.Now().Sub(last) < u.cfg.QuietRefresh()-u.cfg.HeartBeatInterval {
+			live.set(u.clock.Now(), u.clock.Now(), true)
+			if to := nextRound(u); len(to) != 0 {
+				t.Fatalf("%v after the last explicit round, heartbeats went to %v", u.clock.Now().Sub(last), to)
+			}
+		}
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		if to := nextRound(u); len(to) != 2 {
+			t.Fatalf("at QuietRefresh the round went to %v; want both", to)
+		}
+	})
+	t.Run("rule4_a_table_that_does_not_vouch_is_explicit", func(t *testing.T) {
+		u, live := quietLeader(t)
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		live.changed["n2"] = true
+		if to := nextRound(u); len(to) != 1 || to[0] != "n2" {
+			t.Fatalf("with n2 changed the round went to %v; want n2 only", to)
+		}
+		live.set(u.clock.Now(), u.clock.Now(), false) // the host went stale
+		if to := nextRound(u); len(to) != 2 {
+			t.Fatalf("with the host stale the round went to %v; want both", to)
+		}
+	})
+	t.Run("rule5_quiet_followers_get_no_heartbeat_and_count_for_check_quorum", func(t *testing.T) {
+		u, live := quietLeader(t)
+		// No pass is planned before the refresh: nothing is due while the table vouches.
+		if at := u.e.NextPassAt(); at.Sub(u.clock.Now()) < u.cfg.QuietRefresh()-u.cfg.HeartBeatInterval {
+			t.Fatalf("a quiet leader plans a pass in %v", at.Sub(u.clock.Now()))
+		}
+		for range 3 * u.cfg.MaxHeartBeatLeak {
+			live.set(u.clock.Now(), u.clock.Now(), true)
+			if to := nextRound(u); len(to) != 0 {
+				t.Fatalf("heartbeats to quiet followers: %v", to)
+			}
+		}
+		if u.e.Status().Role != protocol.LEADER {
+			t.Fatal("a leader whose followers are vouched for stepped down")
+		}
+	})
+}
+
+// Check-quorum of a quiet leader: a follower's acknowledgement is the send time of the newest
+// host frame its host acknowledged; once the table stops vouching and no ack is newer than the
+// detection window, the leader steps down, exactly at ack + DW.
+func TestQuietCheckQuorumUsesTheHostAck(t *testing.T) {
+	u, live := quietLeader(t)
+	ack := u.clock.Now()
+	live.set(ack, ack, false) // both followers' host is stale from now on, last acked at ack
+	u.e.Tick()                // the table's wake
+	for range u.tr.takeHeartBeats() {
+	} // the explicit heartbeats go unanswered
+	dw := u.cfg.DetectionWindow()
+	u.clock.Set(ack.Add(dw))
+	u.e.Tick()
+	if u.e.Status().Role != protocol.LEADER {
+		t.Fatal("stepped down at exactly ack + DW")
+	}
+	u.clock.Set(ack.Add(dw + u.cfg.MaintainInterval))
+	u.e.Tick()
+	if u.e.Status().Role == protocol.LEADER {
+		t.Fatal("still leads DW after the last acknowledgement")
+	}
+}
+
+// The follower's side: while the table vouches for its leader it plans no timeout pass; when
+// the table stops (woken), it times out DW after the last time the table heard the leader's
+// host, not before.
+func TestQuietFollowerSide(t *testing.T) {
+	u, live := newQuietUnit(t, 3)
+	req := hbReq("n1", 1)
+	req.Epoch = 42
+	resp := u.e.HandleHeartBeat(req)
+	if resp.Code != protocol.CodeSuccess || resp.Epoch == 0 {
+		t.Fatalf("answer %+v: want SUCCESS with the follower's epoch", resp)
+	}
+	live.set(u.clock.Now(), u.clock.Now(), true)
+	if at := u.e.NextPassAt(); at.Sub(u.clock.Now()) < u.cfg.QuietRefresh() {
+		t.Fatalf("a vouched follower plans a pass in %v", at.Sub(u.clock.Now()))
+	}
+	dw := u.cfg.DetectionWindow()
+	u.clock.Advance(3 * dw)
+	heard := u.clock.Now()
+	live.set(heard, heard, true)
+	u.e.Tick()
+	if st := u.e.Status(); st.Role != protocol.FOLLOWER {
+		t.Fatalf("timed out while the table vouched for the leader: %v", st.Role)
+	}
+	live.set(heard, heard, false) // stale: the wake
+	if at := u.e.NextPassAt(); !at.Equal(heard.Add(dw + time.Nanosecond)) {
+		t.Fatalf("after the table stopped vouching the timeout is at %v, want heard + DW", at.Sub(heard))
+	}
+	u.clock.Set(heard.Add(dw))
+	u.e.Tick()
+	if u.e.Status().Role != protocol.FOLLOWER {
+		t.Fatal("timed out at exactly heard + DW")
+	}
+	u.clock.Set(heard.Add(dw + time.Nanosecond))
+	u.e.Tick()
+	if u.e.Status().Role != protocol.CANDIDATE {
+		t.Fatal("no timeout after heard + DW")
+	}
+}
+
+// A change of the leader's epoch that arrives ends the vouching; so does any change of the
+// follower's own (a new explicit heartbeat must come first).
+func TestQuietFollowerChangedLeader(t *testing.T) {
+	u, live := newQuietUnit(t, 3)
+	req := hbReq("n1", 1)
+	req.Epoch = 42
+	u.e.HandleHeartBeat(req)
+	live.set(u.clock.Now(), u.clock.Now(), true)
+	live.changed["n1"] = true
+	if at := u.e.NextPassAt(); at.After(u.clock.Now().Add(u.cfg.DetectionWindow() + time.Nanosecond)) {
+		t.Fatalf("a follower whose leader changed plans no timeout (next pass in %v)", at.Sub(u.clock.Now()))
+	}
+	n := live.changes
+	u.e.HandleHeartBeat(hbReq("n2", 2)) // a new leader at a higher term, no epoch
+	if live.changes == n {
+		t.Fatal("a change of term and leader took no new epoch")
+	}
+	delete(live.changed, "n2")
+	if at := u.e.NextPassAt(); at.After(u.clock.Now().Add(u.cfg.DetectionWindow() + time.Nanosecond)) {
+		t.Fatal("vouched for a leader whose heartbeat carried no epoch")
+	}
+}
+
+// Without a table nothing of this runs: no epoch on the wire, every follower explicit.
+func TestQuietNeedsATable(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.makeLeader()
+	for range 5 {
+		hs := u.tr.takeHeartBeats()
+		if len(hs) != 2 || hs[0].req.Epoch != 0 {
+			t.Fatalf("without a table: %d heartbeats, epoch %d", len(hs), hs[0].req.Epoch)
+		}
+		for _, h := range hs {
+			r := hbResp(h.to, protocol.CodeSuccess, h.req.Term)
+			r.Epoch = 9 // a peer with a table answers with one; it changes nothing here
+			h.done(r, nil)
+		}
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+		u.e.Tick()
+	}
+	if resp := u.e.HandleHeartBeat(hbReq("n1", 1)); resp.Epoch != 0 {
+		t.Fatalf("an answer without a table carries epoch %d", resp.Epoch)
+	}
+}
+
+// A stall of the host's process seen by the table makes the member refuse to take leadership
+// for a heartbeat interval (docs/protocol.md 7.8 row 5), as its own overdue pass would.
+func TestQuietHostStall(t *testing.T) {
+	u, live := newQuietUnit(t, 3)
+	now := u.clock.Now()
+	u.e.mu.Lock()
+	stalled := u.e.stalled(now)
+	u.e.mu.Unlock()
+	if stalled {
+		t.Fatal("stalled without a stall")
+	}
+	live.mu.Lock()
+	live.stalled = now
+	live.mu.Unlock()
+	u.e.mu.Lock()
+	stalled = u.e.stalled(now)
+	u.e.mu.Unlock()
+	if !stalled {
+		t.Fatal("the table's stall is not the member's")
+	}
+	u.e.mu.Lock()
+	late := u.e.hostStalled(now.Add(u.cfg.HeartBeatInterval - time.Nanosecond))
+	over := u.e.hostStalled(now.Add(u.cfg.HeartBeatInterval))
+	u.e.mu.Unlock()
+	if !late || over {
+		t.Fatalf("the table's stall counts until a heartbeat interval later: %v just before, %v at", late, over)
+	}
+}

@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"testing"
+	"time"
+)
+
+// Hosts of many groups under host faults: every invariant holds, and a seed replays exactly.
+func TestHostsRunClean(t *testing.T) {
+	for seed := uint64(1); seed <= 6; seed++ {
+		o := Options{Seed: seed, Hosts: []int{3, 5}[seed%2], Groups: 8, Members: 3}
+		if seed%4 == 1 {
+			o.Members = 5
+		}
+		r := mustRun(t, o)
+		if r.Violation != nil {
+			t.Fatalf("seed %d: %s", seed, r.Report())
+		}
+		if r.Heals < 3 || r.Elections < o.Groups {
+			t.Fatalf("seed %d: %d heals, %d elections: the run did not get far", seed, r.Heals, r.Elections)
+		}
+		if again := mustRun(t, o); again.TraceHash != r.TraceHash || again.Steps != r.Steps {
+			t.Fatalf("seed %d does not replay: hash %x then %x", seed, r.TraceHash, again.TraceHash)
+		}
+	}
+}
+
+// The planted bug of the shared part: a table that keeps vouching for a host once heard is
+// caught as L4, with a report that replays it.
+func TestCheckerCatchesHostNeverStale(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		r := mustRun(t, Options{Seed: seed, Hosts: 3, Groups: 6, Members: 3, Broken: BrokenHostNeverStale})
+		if r.Violation == nil {
+			continue
+		}
+		if r.Violation.Invariant != "L4" {
+			t.Fatalf("seed %d: got %s, want L4\n%s", seed, r.Violation.Invariant, r.Report())
+		}
+		checkReport(t, r)
+		t.Logf("caught at seed %d: %s", seed, r.Violation.Detail)
+		return
+	}
+	t.Fatal("host-never-stale went unnoticed for 20 seeds")
+}
+
+// What an idle group costs (docs/protocol.md 12.5): with the tables, a group member sends a
+// fiftieth of the requests and runs a twentieth of the passes it does without; the hosts'
+// frames are one per host pair per interval, however many groups.
+func TestIdleCost(t *testing.T) {
+	measure := func(groups int, noTable bool) IdleCost {
+		c, err := MeasureIdle(Options{Seed: 1, Hosts: 3, Groups: groups, Members: 3, NoTable: noTable}, 60*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(c)
+		return c
+	}
+	explicit, quiet := measure(20, true), measure(20, false)
+	if quiet.Messages*20 > explicit.Messages || quiet.Passes*20 > explicit.Passes {
+		t.Errorf("quiet groups cost %.3f requests and %.3f passes per member-second, explicit ones %.3f and %.3f",
+			quiet.Messages, quiet.Passes, explicit.Messages, explicit.Passes)
+	}
+	perInterval := float64(time.Second) / float64(200*time.Millisecond)
+	if more := measure(60, false); more.Frames > perInterval*1.05 || quiet.Frames > perInterval*1.05 || more.Frames != quiet.Frames {
+		t.Errorf("frames per host pair-second: %.2f with 20 groups, %.2f with 60; want one per interval", quiet.Frames, more.Frames)
+	}
+	if explicit.Frames != 0 {
+		t.Errorf("frames without tables: %.2f", explicit.Frames)
+	}
+}
+
+func TestHostOptionsRefused(t *testing.T) {
+	for _, o := range []Options{
+		{Hosts: 2},
+		{Hosts: 3, Members: 5},
+		{Hosts: 3, Scenario: ScenarioRejoin},
+		{Groups: 3},
+		{Broken: BrokenHostNeverStale},
+	} {
+		if _, err := Run(o); err == nil {
+			t.Errorf("Run(%+v) accepted", o)
+		}
+	}
+}
+
+// A host fault with the tables: every group the host led has a new leader no later than
+// without them plus one freshness bound (2 intervals), and no other group changes its term
+// (docs/protocol.md 12.4).
+func TestFailoverNoSlowerWithTables(t *testing.T) {
+	for _, pause := range []bool{false, true} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			o := Options{Seed: seed, Hosts: 3, Groups: 20, Members: 3}
+			quiet, err := MeasureFailover(o, pause)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.NoTable = true
+			explicit, err := MeasureFailover(o, pause)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("pause=%v seed %d: led %d/%d groups; recovery %v with tables, %v without; other groups' term changes %d and %d",
+				pause, seed, quiet.Led, explicit.Led, quiet.Recovery, explicit.Recovery, quiet.OtherTermChanges, explicit.OtherTermChanges)
+			if quiet.Led == 0 {
+				t.Fatalf("the busiest host led no group")
+			}
+			if quiet.Recovery > explicit.Recovery+400*time.Millisecond {
+				t.Errorf("pause=%v seed %d: recovery %v with tables, %v without", pause, seed, quiet.Recovery, explicit.Recovery)
+			}
+			if quiet.OtherTermChanges != 0 {
+				t.Errorf("pause=%v seed %d: %d groups the host did not lead changed their term", pause, seed, quiet.OtherTermChanges)
+			}
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"fmt"
+	"time"
+)
+
+// IdleCost is what idle groups cost on hosts of many groups, measured in virtual time: the
+// deterministic version of issue 29's CPU target (docs/protocol.md section 12). Per group
+// member and second of virtual time: Messages counts the group's requests (heartbeats, votes;
+// each has an answer), Passes the elector passes its members ran; per host pair and second,
+// Frames counts the host frames (each has an acknowledgement).
+type IdleCost struct {
+	Hosts, Groups, Members int
+	Table                  bool
+	Window                 time.Duration
+	Messages, Passes       float64 // per group member per second
+	Frames                 float64 // per ordered host pair per second
+}
+
+func (c IdleCost) String() string {
+	mode := "explicit heartbeats (no table)"
+	if c.Table {
+		mode = "host liveness table (quiet)"
+	}
+	return fmt.Sprintf("hosts=%d groups=%d members=%d %s: per member-second messages=%.3f passes=%.3f; frames per host pair-second=%.2f",
+		c.Hosts, c.Groups, c.Members, mode, c.Messages, c.Passes, c.Frames)
+}
+
+// MeasureIdle starts o's hosts (o.Hosts > 0; no faults), lets every group elect its leader
+// (L1Bound, checked as L1) and settle for QuietRefresh more (the first explicit exchanges are
+// over), then counts over window. S1-S5 and PASS are checked throughout.
+func MeasureIdle(o Options, window time.Duration) (IdleCost, error) {
+	o, cfg, err := o.withDefaults()
+	if err != nil {
+		return IdleCost{}, err
+	}
+	if o.Hosts == 0 {
+		return IdleCost{}, fmt.Errorf("MeasureIdle needs hosts")
+	}
+	hr := newHostRun(o, cfg)
+	hr.idle = true
+	for _, h := range hr.hosts {
+		hr.startHost(h)
+	}
+	hr.expectAll("L1", nil)
+	runTo := func(t time.Duration) error {
+		for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= t {
+			hr.step()
+		}
+		if hr.violation != nil {
+			return hr.violation
+		}
+		hr.now = t
+		return nil
+	}
+	if err := runTo(L1Bound(cfg)); err != nil {
+		return IdleCost{}, err
+	}
+	if err := runTo(hr.now + cfg.QuietRefresh() + cfg.DetectionWindow()); err != nil {
+		return IdleCost{}, err
+	}
+	msgs0, passes0, frames0 := hr.counts()
+	if err := runTo(hr.now + window); err != nil {
+		return IdleCost{}, err
+	}
+	msgs1, passes1, frames1 := hr.counts()
+	members := float64(o.Groups*o.Members) * window.Seconds()
+	pairs := float64(o.Hosts*(o.Hosts-1)) * window.Seconds()
+	return IdleCost{Hosts: o.Hosts, Groups: o.Groups, Members: o.Members, Table: !o.NoTable, Window: window,
+		Messages: float64(msgs1-msgs0) / members, Passes: float64(passes1-passes0) / members,
+		Frames: float64(frames1-frames0) / pairs}, nil
+}
+
+// queued is the number of events in every group's queue.
+func (hr *hostRun) queued() int {
+	n := 0
+	for _, g := range hr.groups {
+		n += g.q.len()
+	}
+	return n
+}
+
+// nextAt is the time of the earliest queued event.
+func (hr *hostRun) nextAt() time.Duration {
+	at := time.Duration(-1)
+	if hr.q.len() > 0 {
+		at = hr.q.h[0].at
+	}
+	for _, g := range hr.groups {
+		if g.q.len() > 0 && (at < 0 || g.q.h[0].at < at) {
+			at = g.q.h[0].at
+		}
+	}
+	return at
+}
+
+// counts are the totals IdleCost takes differences of.
+func (hr *hostRun) counts() (msgs uint64, passes, frames int) {
+	for _, g := range hr.groups {
+		msgs += g.net.calls
+		passes += g.passes
+	}
+	return msgs, passes, hr.frames
+}
+
+// Failover is what one host fault costs hosts of many groups (MeasureFailover).
+type Failover struct {
+	Pause bool // the host was stopped (SIGSTOP), not crashed
+	Led   int  // groups the host led
+	// Recovery: from the fault until every group has a leader on another host, followed by a
+	// quorum there.
+	Recovery time.Duration
+	// OtherTermChanges: groups not led by the host whose leader's term changed.
+	OtherTermChanges int
+}
+
+// MeasureFailover starts o's hosts, lets every group elect and settle (as MeasureIdle), then
+// crashes (or, with pause, stops) the host that leads the most groups and measures how long
+// until every group has a leader elsewhere (L4), and how many groups it did not lead changed
+// their leader's term.
+func MeasureFailover(o Options, pause bool) (Failover, error) {
+	o, cfg, err := o.withDefaults()
+	if err != nil {
+		return Failover{}, err
+	}
+	if o.Hosts == 0 {
+		return Failover{}, fmt.Errorf("MeasureFailover needs hosts")
+	}
+	hr := newHostRun(o, cfg)
+	hr.idle = true
+	for _, h := range hr.hosts {
+		hr.startHost(h)
+	}
+	hr.expectAll("L1", nil)
+	runTo := func(t time.Duration) error {
+		for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= t {
+			hr.step()
+		}
+		hr.now = max(hr.now, t)
+		if hr.violation != nil {
+			return hr.violation
+		}
+		return nil
+	}
+	if err := runTo(L1Bound(cfg) + cfg.QuietRefresh() + cfg.DetectionWindow()); err != nil {
+		return Failover{}, err
+	}
+	h := hr.busiestLeader()
+	f := Failover{Pause: pause}
+	terms := make([]int64, len(hr.groups))
+	for i, g := range hr.groups {
+		if l := g.leader(); l != nil {
+			terms[i] = l.ms.CurrTerm()
+			if hr.place(g.gi, l.idx) == h.idx {
+				f.Led++
+				terms[i] = -1
+			}
+		}
+	}
+	start := hr.now
+	if pause {
+		hr.pauseHost(h)
+	} else {
+		hr.crashHost(h)
+	}
+	hr.expectAll("L4", h)
+	for hr.violation == nil && hr.expecting && hr.step() {
+	}
+	if hr.violation != nil {
+		return f, hr.violation
+	}
+	f.Recovery = hr.now - start
+	for i, g := range hr.groups {
+		if l := g.leader(); terms[i] >= 0 && (l == nil || l.ms.CurrTerm() != terms[i]) {
+			f.OtherTermChanges++
+		}
+	}
+	return f, nil
+}
