@@ -339,15 +339,16 @@ func TestHostAcceptsVersion1Members(t *testing.T) {
 	})
 }
 
-// vouched says whether host h's liveness table vouches for member peer of group, as seen by
-// h's member self (epoch 1: no change of the peer heard of beyond it).
+// vouched says whether host h's liveness table vouches for member peer of group's host, as
+// seen by h's member self (with the largest epoch: whatever changes of the peer were heard of,
+// only the host's freshness counts).
 func vouched(h *Host, group, self, peer string) bool {
 	m := h.live.table.For(group, self)
 	if m == nil {
 		return false
 	}
 	now := time.Now()
-	_, _, ok := m.Peer(peer, 1, now, now)
+	_, _, ok := m.Peer(peer, ^uint64(0), now, now)
 	return ok
 }
 

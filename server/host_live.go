@@ -241,3 +241,16 @@ func (hl *hostLinks) client(host string) *rpc.Client {
 	}
 	return nil
 }
+
+// hostLiveness is member self of group's view of its host's liveness table (the elector's
+// seam), or nil: a member of its own process, or on a host without links. The member was
+// registered with the table when it joined the links (hostLinks.join).
+func hostLiveness(h *Host, group, self string) dledger.HostLiveness {
+	if h == nil || h.live == nil {
+		return nil
+	}
+	if m := h.live.table.For(group, self); m != nil {
+		return m
+	}
+	return nil
+}

@@ -238,6 +238,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
 		// reports before Start, so it never abstains in practice).
 		LedgerFromStorage: cfg.Ledger != LedgerNone,
+		Liveness:          hostLiveness(o.host, cfg.Group, cfg.SelfID), // nil but on a host with links
 	})
 	if err != nil {
 		s.client.Close()
