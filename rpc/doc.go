@@ -65,6 +65,16 @@
 // the client refused) and logged at a limited rate; it is not a bad frame. Auth.Insecure
 // keeps the plaintext protocol; NewServer and NewClient refuse an Auth with neither.
 //
+// # Host links
+//
+// A host of many groups (a Server on a Mux) keeps one Client per peer host, shared by all its
+// members (Auth.Host: handshake version 2, binding host ids; each member sends through a
+// Caller with its own timeouts). The Mux's server accepts both versions: a request on a host
+// link is served only from a member whose peers entry names the authenticated host
+// (Mux.AddMember), and a request naming no group (the link's hello, a host heartbeat) only as
+// that host itself. Host heartbeats (HOST_HEART_BEAT) carry the hosts' liveness frames; the
+// Mux's host handler answers them (SetHostHandler), any other server UNSUPPORTED.
+//
 // # Connections stay up; strangers get 5 s
 //
 // A client that knows its group and id (Auth.Group, Auth.SelfID) sends a hello as the first
