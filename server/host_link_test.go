@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -392,5 +393,37 @@ func TestHostHeartbeatsBetweenHosts(t *testing.T) {
 		// host 1 is alive and heard from every 50 ms; a check right after can only miss if the
 		// machine stalled for longer than the freshness window, so look again for a while.
 		dledgertest.Eventually(t, electionLimit, "host 0 vouches for n1", func() bool { return vouched(hosts[0], names[0], "n0", "n1") })
+	}
+}
+
+// TestHostLinkConfigRefusals: a host id too long for the link handshake is refused at
+// NewHost (unless PerMemberLinks), and a member whose own peers entry does not name the host's
+// id is refused at AddGroup: its peers would find it on no host link.
+func TestHostLinkConfigRefusals(t *testing.T) {
+	long := strings.Repeat("h", 60) + ".example:20911"
+	if _, err := NewHost(HostConfig{Listen: "127.0.0.1:0", Advertise: long, DataDir: t.TempDir(), Insecure: true}); err == nil {
+		t.Fatal("a host id of 74 bytes was accepted")
+	}
+	if _, err := NewHost(HostConfig{Listen: "127.0.0.1:0", Advertise: long, DataDir: t.TempDir(), Insecure: true, PerMemberLinks: true}); err != nil {
+		t.Fatalf("PerMemberLinks: %v", err)
+	}
+	h, err := NewHost(HostConfig{Listen: "127.0.0.1:20911", DataDir: t.TempDir(), Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.AddGroup(Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:20999;n1-127.0.0.1:20912"}); err == nil ||
+		!strings.Contains(err.Error(), "this host's id is 127.0.0.1:20911") {
+		t.Fatalf("a member naming itself at another address: %v", err)
+	}
+	s, err := h.AddGroup(Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:20911;n1-127.0.0.1:20912"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.links.count(); n != 1 {
+		t.Fatalf("%d links for one peer host", n)
+	}
+	s.Stop(context.Background())
+	if n := h.links.count(); n != 0 {
+		t.Fatalf("%d links left after the last member left", n)
 	}
 }
