@@ -427,3 +427,50 @@ func TestHostLinkConfigRefusals(t *testing.T) {
 		t.Fatalf("%d links left after the last member left", n)
 	}
 }
+
+// hostCounter reads a host metric's value for one label value (0 if absent).
+func hostCounter(t *testing.T, h *Host, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := h.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestHostListenerCountsWithoutAGroup: what the host's listener refuses before any group is
+// known (a handshake that is no handshake, a link that dialled another host) is counted in the
+// host's metrics, which carry no group label.
+func TestHostListenerCountsWithoutAGroup(t *testing.T) {
+	h := newTestHost(t, freePorts(t, 1)[0], t.TempDir())
+	conn, err := net.Dial("tcp", h.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte{0, 0, 0, 3, 'G', 'E', 'T'})
+	dledgertest.Eventually(t, electionLimit, "malformed counted", func() bool {
+		return hostCounter(t, h, "dledger_host_auth_failures_total", "reason", "malformed") == 1
+	})
+	conn.Close()
+	conn, err = net.Dial("tcp", h.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte{0, 0, 0, 0}) // a first frame of length 0 is no msg1
+	dledgertest.Eventually(t, electionLimit, "second refusal counted", func() bool {
+		return hostCounter(t, h, "dledger_host_auth_failures_total", "reason", "malformed") == 2
+	})
+}
