@@ -162,6 +162,8 @@ var docTextBlocks = []docTextBlock{
 	}},
 	{file: "docs/protocol.md", first: "frame    = length body",
 		reason: "section 4.2's frame grammar, not output; the framing rules are tested in rpc (TestValidateEveryTypeCode, the hostile-input table)"},
+	{file: "docs/protocol.md", first: "00 00 00 75", by: "TestHostHeartBeatWire",
+		reason: "section 4.1's annotated host heartbeat: the same frame's bytes are TestHostHeartBeatWire's golden"},
 	{file: "docs/protocol.md", first: "00 00 00 3e",
 		reason: "section 4.2's hand-annotated example encoding of one heartbeat request; no test decodes the annotated hex"},
 	{file: "docs/protocol.md", first: "# ", check: func(body string) error {
