@@ -12,8 +12,10 @@
 //
 // The table is deterministic like the elector: no goroutine, no socket, no clock. Time is an
 // argument of every call; the driver (server.Host in production, dledger/sim in the
-// simulator) calls Due when NextDue says, carries the frames, and hands back what arrives
-// (Received, Answered, Failed). Every method is safe for concurrent use. Wake functions and
+// simulator) calls Due when NextDue says and whenever Config.Kick asks, carries the frames,
+// and hands back what arrives (Received, Answered, Failed); those three never make NextDue
+// earlier, so the driver need not ask again after them. A frame's send time, which Answered
+// takes back, is the now Due was called with. Every method is safe for concurrent use. Wake functions and
 // Config.Kick run without the table's lock held, except Kick from Member.Changed, which runs
 // under the caller's (the elector's) lock: both must only schedule work, never call back.
 package liveness

@@ -271,6 +271,16 @@ func TestMisplacedChangesIgnored(t *testing.T) {
 	if len(p.wokeB) != 0 {
 		t.Fatalf("a frame from an unknown host woke %v", p.wokeB)
 	}
+	// A frame without an incarnation changes nothing.
+	later := t0.Add(iv)
+	p.both(later)
+	if _, _, ok := p.b.For("g1", "b").Peer("a", 1, t0, later); !ok {
+		t.Fatal("not vouched after an exchange")
+	}
+	p.b.Received("A", Frame{Seq: 9, Changes: []Change{{"g1", "a", 70}}}, later)
+	if _, _, ok := p.b.For("g1", "b").Peer("a", 1, t0, later); !ok {
+		t.Fatal("a frame with incarnation 0 was applied")
+	}
 }
 
 // A peer on this same host is never vouched for; nor is an epoch of 0 (no explicit exchange).

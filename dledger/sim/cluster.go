@@ -221,6 +221,7 @@ func (c *Cluster) Stop(id string) {
 	m := c.m(id)
 	if m.up {
 		m.stopped = true
+		m.stops++
 		c.s.note("%s stopped", id)
 	}
 }

@@ -26,7 +26,8 @@ import (
 // (delay, jitter, loss, cut host pairs), and the host faults. A table's wake schedules the
 // member's pass at once, as server.Host's driver does.
 //
-// In half the seeds every group's ledger advances (ledger.go), so S4 meets the host faults.
+// In half the seeds every group's ledger advances (ledger.go), so S4 meets the host faults;
+// in half the fault phases an admin asks a few groups for a leadership transfer (L3).
 // Host faults, one per fault phase: a crash (every member of the host and its table are gone;
 // the peers' tables hear the closed sockets), a pause (SIGSTOP: nothing on the host runs, what
 // reaches it waits), a restart (a crash and a start soon after: a new incarnation), a host
@@ -445,6 +446,7 @@ func (hr *hostRun) pauseHost(h *simHost) {
 		for _, m := range g.members {
 			if hr.place(g.gi, m.idx) == h.idx && m.up {
 				m.stopped = true
+				m.stops++
 			}
 		}
 	}
@@ -551,6 +553,14 @@ func (hr *hostRun) beginFault() {
 	}
 	kind := r.IntN(5)
 	hr.tr.add(record{at: hr.now, kind: rPhase, a: -1, b: -1, note: fmt.Sprintf("host fault %d on %s for %v: %v", kind, hr.tr.ids[h.idx], length, p)})
+	// Half the phases also see an admin ask 1-3 groups' leaders for a transfer (L3), whose
+	// transferee's ledger a quiet leader may know only as of its last explicit heartbeat.
+	if r.IntN(2) == 0 {
+		for range 1 + r.IntN(3) {
+			g := hr.groups[r.IntN(len(hr.groups))]
+			hr.inPhase(between(r, 0, length), func() { hr.transfer(g) })
+		}
+	}
 	// A crash, pause or isolation holds until L4 is decided (the other hosts elect a leader
 	// for every group), then for the rest of the phase; the other faults last the phase.
 	hr.phaseEnd = hr.now + length
@@ -580,6 +590,23 @@ func (hr *hostRun) beginFault() {
 			hr.cutHosts(o, h, true)
 		}
 		hr.inPhase(length, func() { hr.beginHeal("heal") })
+	}
+}
+
+// transfer asks group g's leader for a transfer to a random member, as an admin would (L3,
+// transfer.go); nothing if the leader's host is stopped (an admin's request waits with it).
+func (hr *hostRun) transfer(g *sim) {
+	if l := g.leader(); l == nil || l.stopped {
+		return
+	}
+	hr.enter(g)
+	g.transfer()
+	g.check()
+	if g.violation != nil && hr.violation == nil {
+		v := *g.violation
+		v.Detail = g.name + ": " + v.Detail
+		v.Replay = ReplayCommand(hr.opt)
+		hr.violation = &v
 	}
 }
 

@@ -36,6 +36,9 @@ type member struct {
 	// it waits in held, as in its socket buffers, until Cluster.Resume. Never set in Run.
 	stopped bool
 	held    []func()
+	// stops counts the times the member was stopped: L3 does not hold a member to its bound
+	// across a stop (transfer.go), as a process frozen meanwhile cannot answer in time.
+	stops int
 	// The member's next pass, as production's driver schedules it (dledger/driver): at the
 	// time its elector's NextPassAt names, moved by the elector's alarm when an event makes it
 	// due sooner, or later while it is not due yet.

@@ -18,7 +18,8 @@ func L3Bound(cfg dledger.Config) time.Duration {
 
 // transfer asks the current leader, as an admin would, to hand leadership to a random member
 // (possibly itself, a crashed one or a lagging one: every request must be answered). The
-// answer must come within L3Bound unless the leader crashes first (its caller is gone then).
+// answer must come within L3Bound unless the leader crashes first (its caller is gone then)
+// or is stopped meanwhile (a frozen process answers late; hosts.go stops hosts).
 // The other half of L3, that no transferee is left taking leadership, is takeEnded.
 func (s *sim) transfer() {
 	l := s.leader()
@@ -26,7 +27,7 @@ func (s *sim) transfer() {
 		return
 	}
 	to := s.members[s.rngFault.IntN(len(s.members))]
-	inc, began := l.inc, s.now
+	inc, stops, began := l.inc, l.stops, s.now
 	bound := L3Bound(s.cfg)
 	answered := false
 	s.tr.add(record{at: s.now, kind: rNote, a: int8(l.idx), b: int8(to.idx), note: fmt.Sprintf("admin asks %s to transfer leadership to %s", l.id, to.id)})
@@ -39,12 +40,12 @@ func (s *sim) transfer() {
 		answered = true
 		s.tr.add(record{at: s.now, kind: rNote, a: int8(l.idx), b: int8(to.idx),
 			note: fmt.Sprintf("transfer %s->%s answered %v (term %d) after %v", l.id, to.id, resp.Code, resp.Term, s.now-began)})
-		if s.now-began > bound {
+		if s.now-began > bound && l.stops == stops {
 			s.fail("L3", "the transfer %s->%s was answered after %v, above the bound %v", l.id, to.id, s.now-began, bound)
 		}
 	})
 	s.at(bound, func() {
-		if !answered && l.up && l.inc == inc {
+		if !answered && l.up && l.inc == inc && l.stops == stops {
 			s.fail("L3", "the transfer %s->%s asked at %v got no answer within %v", l.id, to.id, began, bound)
 		}
 	})
@@ -54,8 +55,12 @@ func (s *sim) transfer() {
 // schedules the second half of L3: L3Bound later, m must no longer be taking leadership.
 func (s *sim) transferDelivered(m *member) {
 	m.takeReqs++
-	n, inc := m.takeReqs, m.inc
-	s.at(L3Bound(s.cfg), func() { s.takeEnded(m, n, inc) })
+	n, inc, stops := m.takeReqs, m.inc, m.stops
+	s.at(L3Bound(s.cfg), func() {
+		if m.stops == stops { // a member stopped meanwhile is late, not stuck
+			s.takeEnded(m, n, inc)
+		}
+	})
 }
 
 // takeEnded checks that the transfer request number n, delivered to m in incarnation inc, left
