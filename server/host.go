@@ -51,7 +51,10 @@ type HostConfig struct {
 	// refuse a host link's handshake.
 	PerMemberLinks bool
 	// LivenessInterval is how often the host sends each peer host a host heartbeat, its
-	// liveness table's frame (host_live.go; default the lan profile's heartbeat interval).
+	// liveness table's frame (host_live.go; default the lan profile's heartbeat interval,
+	// 200 ms). A peer host is fresh for two intervals, which bounds how long a quiet follower
+	// trusts its leader's host: keep it at most the smallest heartbeat interval of the groups
+	// hosted, or their failover waits for the table rather than their own detection window.
 	LivenessInterval time.Duration
 }
 
