@@ -69,6 +69,32 @@ func TestIdleCost(t *testing.T) {
 	}
 }
 
+func TestHostOptionsBounds(t *testing.T) {
+	for _, c := range []struct {
+		o  Options
+		ok bool
+	}{
+		{Options{Hosts: MinHosts - 1}, false},
+		{Options{Hosts: MinHosts}, true},
+		{Options{Hosts: MaxHosts}, true},
+		{Options{Hosts: MaxHosts + 1}, false},
+		{Options{Hosts: 3, Groups: 1}, true},
+		{Options{Hosts: 3, Groups: 10_000}, true},
+		{Options{Hosts: 3, Groups: 10_001}, false},
+		{Options{Hosts: 3, Groups: -1}, false},
+		{Options{Hosts: 3, Members: 3}, true},
+		{Options{Hosts: 3, Members: 4}, false},
+	} {
+		o, _, err := c.o.withDefaults()
+		if (err == nil) != c.ok {
+			t.Errorf("%+v: err %v, want ok=%v", c.o, err, c.ok)
+		}
+		if err == nil && c.o.Groups == 0 && o.Groups != 20 {
+			t.Errorf("default groups %d, want 20", o.Groups)
+		}
+	}
+}
+
 func TestHostOptionsRefused(t *testing.T) {
 	for _, o := range []Options{
 		{Hosts: 2},
