@@ -69,6 +69,8 @@ type hostRun struct {
 	// Counters for the idle measurement (MeasureIdle): frames sent between hosts; idle: no faults.
 	frames int
 	idle   bool
+	// transfers counts the leadership transfers asked of the groups' leaders.
+	transfers int
 }
 
 // simHost is one host process.
@@ -600,6 +602,7 @@ func (hr *hostRun) transfer(g *sim) {
 		return
 	}
 	hr.enter(g)
+	hr.transfers++
 	g.transfer()
 	g.check()
 	if g.violation != nil && hr.violation == nil {
@@ -765,7 +768,7 @@ func (hr *hostRun) result() Result {
 	return Result{Seed: hr.opt.Seed, Members: hr.opt.Members, Profile: hr.opt.Profile, Scenario: hr.opt.Scenario,
 		Violation: hr.violation, Elections: elections, MaxTerm: maxTerm, TermsUsed: maxTerm, SimTime: hr.now, Steps: steps, Heals: hr.heals,
 		MaxRecovery: hr.maxRec, Bound: L1Bound(hr.cfg), TraceHash: hash, ReplayOptions: replay,
-		Hosts: hr.opt.Hosts, Groups: hr.opt.Groups}
+		Hosts: hr.opt.Hosts, Groups: hr.opt.Groups, Transfers: hr.transfers}
 }
 
 // neverStale is the host-never-stale bug (broken.go): the seam vouches for every peer its

@@ -7,6 +7,12 @@ import (
 
 // Hosts of many groups under host faults: every invariant holds, and a seed replays exactly.
 func TestHostsRunClean(t *testing.T) {
+	transfers := 0
+	defer func() {
+		if !t.Failed() && transfers == 0 {
+			t.Error("no run of hosts asked for a transfer")
+		}
+	}()
 	for seed := uint64(1); seed <= 6; seed++ {
 		o := Options{Seed: seed, Hosts: []int{3, 5}[seed%2], Groups: 8, Members: 3}
 		if seed%4 == 1 {
@@ -19,6 +25,7 @@ func TestHostsRunClean(t *testing.T) {
 		if r.Heals < 3 || r.Elections < o.Groups {
 			t.Fatalf("seed %d: %d heals, %d elections: the run did not get far", seed, r.Heals, r.Elections)
 		}
+		transfers += r.Transfers
 		if again := mustRun(t, o); again.TraceHash != r.TraceHash || again.Steps != r.Steps {
 			t.Fatalf("seed %d does not replay: hash %x then %x", seed, r.TraceHash, again.TraceHash)
 		}
@@ -69,6 +76,32 @@ func TestIdleCost(t *testing.T) {
 	}
 }
 
+func TestHostOptionsBounds(t *testing.T) {
+	for _, c := range []struct {
+		o  Options
+		ok bool
+	}{
+		{Options{Hosts: MinHosts - 1}, false},
+		{Options{Hosts: MinHosts}, true},
+		{Options{Hosts: MaxHosts}, true},
+		{Options{Hosts: MaxHosts + 1}, false},
+		{Options{Hosts: 3, Groups: 1}, true},
+		{Options{Hosts: 3, Groups: 10_000}, true},
+		{Options{Hosts: 3, Groups: 10_001}, false},
+		{Options{Hosts: 3, Groups: -1}, false},
+		{Options{Hosts: 3, Members: 3}, true},
+		{Options{Hosts: 3, Members: 4}, false},
+	} {
+		o, _, err := c.o.withDefaults()
+		if (err == nil) != c.ok {
+			t.Errorf("%+v: err %v, want ok=%v", c.o, err, c.ok)
+		}
+		if err == nil && c.o.Groups == 0 && o.Groups != 20 {
+			t.Errorf("default groups %d, want 20", o.Groups)
+		}
+	}
+}
+
 func TestHostOptionsRefused(t *testing.T) {
 	for _, o := range []Options{
 		{Hosts: 2},
@@ -111,5 +144,47 @@ func TestFailoverNoSlowerWithTables(t *testing.T) {
 				t.Errorf("pause=%v seed %d: %d groups the host did not lead changed their term", pause, seed, quiet.OtherTermChanges)
 			}
 		}
+	}
+}
+
+// L3 holds a leader to its bound only while its process runs: a leader stopped (its host
+// paused) with a transfer outstanding answers late, which is not a violation; nor is a
+// transferee that is stopped while taking leadership.
+func TestL3ExemptsAStoppedMember(t *testing.T) {
+	o, cfg, err := Options{Seed: 3, Hosts: 3, Groups: 2, Members: 3}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr := newHostRun(o, cfg)
+	hr.idle = true
+	for _, h := range hr.hosts {
+		hr.startHost(h)
+	}
+	run := func(d time.Duration) {
+		t.Helper()
+		end := hr.now + d
+		for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= end {
+			hr.step()
+		}
+		hr.now = end
+		if hr.violation != nil {
+			t.Fatal(hr.violation)
+		}
+	}
+	run(L1Bound(cfg))
+	for _, g := range hr.groups {
+		l := g.leader()
+		if l == nil {
+			t.Fatal("no leader")
+		}
+		h := hr.hosts[hr.place(g.gi, l.idx)]
+		hr.transfer(g)
+		hr.pauseHost(h)
+		run(2 * L3Bound(cfg))
+		hr.resumeHost(h)
+		run(2 * L3Bound(cfg))
+	}
+	if hr.transfers != 2 {
+		t.Fatalf("%d transfers asked, want 2", hr.transfers)
 	}
 }

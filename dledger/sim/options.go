@@ -201,8 +201,9 @@ type Result struct {
 	Preferred   string // the preferred leader of this run ("" for none)
 	FinalLeader string // the leader when the run ended ("" for none)
 	PreferredUp bool   // the preferred member was running when the run ended
-	// Hosts and Groups: a run of hosts (Options.Hosts), else 0.
-	Hosts, Groups int
+	// Hosts and Groups: a run of hosts (Options.Hosts), else 0; Transfers: the leadership
+	// transfers an admin asked for in it.
+	Hosts, Groups, Transfers int
 	// ReplayOptions reproduce this run (with Trace unset).
 	ReplayOptions Options
 }
