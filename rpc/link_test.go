@@ -162,3 +162,26 @@ func (l *rawLink) request(id uint64, h protocol.Header, answered bool) {
 		l.t.Fatalf("answer does not open: %v", err)
 	}
 }
+
+// TestLinkBadFrameClosesThatLinkOnly: a host link that sends a sealed frame whose body is no
+// rpc envelope is closed and counted as a bad frame; another host's link on the same server
+// keeps being served.
+func TestLinkBadFrameClosesThatLinkOnly(t *testing.T) {
+	keys := newKeys(t)
+	mux, _ := linkMux(t)
+	var bad reasonCounter
+	s := startServer(t, mux, func(o *ServerOptions) { o.Auth = Auth{Keys: keys}; o.OnBadFrame = bad.add })
+	good := linkRaw(t, s.Addr(), keys, linkHostA, linkHostB)
+	good.request(1, protocol.Header{Group: "g1", RemoteID: "a", LocalID: "n1"}, true)
+	evil := linkRaw(t, s.Addr(), keys, "10.0.0.3:20911", linkHostB)
+	body, err := evil.sess.Seal(nil, []byte{0xc1}) // 0xc1: the one byte msgpack never uses
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := evil.conn.Write(appendFrame(nil, body)); err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, evil.conn, "bad frame on a link")
+	eventually(t, "bad frame counted", func() bool { return bad.get(ReasonMalformed) == 1 })
+	good.request(2, protocol.Header{Group: "g2", RemoteID: "a", LocalID: "n1"}, true)
+}
