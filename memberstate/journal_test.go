@@ -657,3 +657,53 @@ func benchDir(b *testing.B) string {
 	b.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// BenchmarkRestartMembers: a host restarting with N members' states on disk, until every
+// member's store is open (what a cold start costs before any election): N vote files, each
+// rewritten at open (a whole write, fsync, rename, directory fsync), against one journal,
+// rewritten as one snapshot.
+func BenchmarkRestartMembers(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("files/%d", n), func(b *testing.B) {
+			root := benchDir(b)
+			for i := range n {
+				s, err := OpenFileStore(filepath.Join(root, fmt.Sprint(i)), Owner{Group: fmt.Sprintf("g%d", i), SelfID: "n0"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Save(Durable{Term: 3, VoteFor: "n0"}); err != nil {
+					b.Fatal(err)
+				}
+				s.Close()
+			}
+			b.ResetTimer()
+			for range b.N {
+				for i := range n {
+					s, err := OpenFileStore(filepath.Join(root, fmt.Sprint(i)), Owner{Group: fmt.Sprintf("g%d", i), SelfID: "n0"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					s.Close()
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("journal/%d", n), func(b *testing.B) {
+			dir := benchDir(b)
+			j := mustJournal(b, dir)
+			for i := range n {
+				if err := mustMember(b, j, fmt.Sprintf("g%d", i), "n0").Save(Durable{Term: 3, VoteFor: "n0"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			j.Close()
+			b.ResetTimer()
+			for range b.N {
+				j := mustJournal(b, dir)
+				for i := range n {
+					mustMember(b, j, fmt.Sprintf("g%d", i), "n0")
+				}
+				j.Close()
+			}
+		})
+	}
+}
