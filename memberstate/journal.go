@@ -259,13 +259,14 @@ func (j *Journal) extend(name string, exists bool, from, to int64) error {
 		return nil
 	}
 	if exists {
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		// fdatasync covers a size change: it writes the metadata needed to read the data back.
+		f, err := j.ops.openSlots(path)
 		if err != nil {
 			return fmt.Errorf("vote journal: %w", err)
 		}
 		err = fill(f, from)
 		if err == nil {
-			err = f.Sync()
+			err = f.Datasync()
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr

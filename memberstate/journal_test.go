@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -705,5 +706,76 @@ func BenchmarkRestartMembers(b *testing.B) {
 				j.Close()
 			}
 		})
+	}
+}
+
+// fullDiskOps fails every write past limit bytes of a file with ENOSPC: a disk that fills up.
+type fullDiskOps struct {
+	fsOps
+	limit int64
+}
+
+func (o fullDiskOps) openSlots(path string) (slotFile, error) {
+	f, err := o.fsOps.openSlots(path)
+	return fullDiskFile{f, o.limit}, err
+}
+
+type fullDiskFile struct {
+	slotFile
+	limit int64
+}
+
+func (f fullDiskFile) WriteAt(b []byte, off int64) (int, error) {
+	if off+int64(len(b)) > f.limit {
+		return 0, syscall.ENOSPC
+	}
+	return f.slotFile.WriteAt(b, off)
+}
+
+// TestJournalFullDiskFailsOnlyTheMemberAdded: once the disk is full, the members already in
+// the journal keep saving (their writes go into preallocated bytes), and only adding a
+// member that needs the files to grow fails, with nothing granted and nothing lost.
+func TestJournalFullDiskFailsOnlyTheMemberAdded(t *testing.T) {
+	dir := t.TempDir()
+	j := mustJournal(t, dir)
+	size := j.size
+	j.Close()
+	j, err := openJournalWith(dir, fullDiskOps{osOps{}, size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	var stores []*JournalStore
+	var added error
+	for i := 0; added == nil; i++ {
+		var s *JournalStore
+		if s, added = j.Member(Owner{Group: fmt.Sprintf("g%d", i), SelfID: "n0"}); added == nil {
+			stores = append(stores, s)
+		}
+		if i > 100_000 {
+			t.Fatal("the files never needed to grow")
+		}
+	}
+	if !errors.Is(added, syscall.ENOSPC) {
+		t.Fatalf("adding a member on a full disk: %v", added)
+	}
+	// Every member in the journal saves, compactions included, on the full disk.
+	epoch := j.epoch
+	for term := int64(1); j.epoch < epoch+2; term++ {
+		if term > 200 {
+			t.Fatal("no snapshot after 200 rounds")
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, len(stores))
+		for _, s := range stores {
+			wg.Go(func() { errs <- s.Save(Durable{Term: term, VoteFor: "n0"}) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("a member already in the journal failed on the full disk: %v", err)
+			}
+		}
 	}
 }

@@ -195,7 +195,9 @@ func TestHostCrashFailoverMeasure(t *testing.T) {
 	}
 	t.Logf("%d groups led %.1fs after the first AddGroup", n, time.Since(start).Seconds())
 	time.Sleep(3 * time.Second) // steady state: the followers know the order of succession
-	led, _ = leaders()
+	for ok := false; !ok; time.Sleep(50 * time.Millisecond) {
+		led, ok = leaders()
+	}
 	count := make([]int, 3)
 	for _, l := range led {
 		count[l]++
