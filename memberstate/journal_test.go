@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
 func mustJournal(t testing.TB, dir string) *Journal {
@@ -777,5 +779,25 @@ func TestJournalFullDiskFailsOnlyTheMemberAdded(t *testing.T) {
 				t.Fatalf("a member already in the journal failed on the full disk: %v", err)
 			}
 		}
+	}
+}
+
+// TestJournalLongestLineIsRead: the longest line valid names allow (group, ids, term, epoch
+// and sequence number at their limits) fits the reader's line bound and reads back.
+func TestJournalLongestLineIsRead(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("x", n) }
+	o := Owner{Group: long(128), SelfID: long(64)}
+	d := Durable{Term: protocol.MaxTerm, VoteFor: long(64)}
+	if ValidateGroup(o.Group) != nil || ValidateID(o.SelfID) != nil {
+		t.Fatal("the limits this test assumes moved")
+	}
+	line := encodeJournalRecord(1<<64-1, 1<<64-1, o, d)
+	if len(line) > maxRecordLen {
+		t.Fatalf("the longest line is %d bytes, over the reader's %d", len(line), maxRecordLen)
+	}
+	j := Journal{states: map[Owner]Durable{o: d}}
+	sc := scanJournal(j.snapshot(1<<64 - 1).buf)
+	if !sc.valid || sc.states[o] != d {
+		t.Fatalf("the longest line read back as %+v (%s)", sc.states, sc.why)
 	}
 }
