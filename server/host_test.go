@@ -482,6 +482,16 @@ func TestHostReAddsAFollowerAndTheLeaderStays(t *testing.T) {
 	}
 	up := func(*Server) bool { return false }
 	leader, term := dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member { return groupView(members, up) })
+	// A leader needs only a quorum: wait until the third member follows it too, or the check
+	// below finds it still waiting for its first heartbeat (seen as "n2 at @0").
+	dledgertest.Eventually(t, electionLimit, "every member follows the leader", func() bool {
+		for _, m := range members {
+			if st := m.Status(); st.LeaderID != leader || st.Term != term {
+				return false
+			}
+		}
+		return true
+	})
 	f := (func() int {
 		for i, m := range members {
 			if m.Status().SelfID != leader {
