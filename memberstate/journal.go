@@ -181,8 +181,10 @@ func (j *Journal) open() error {
 		}
 	}
 	if from < 0 {
+		// Epoch 1 is only ever the empty snapshot that creates the journal: a file holding no
+		// more than a torn epoch 1 is a creation a crash cut short, before any Save.
 		for i := range scans {
-			if exists[i] && !scans[i].blank {
+			if exists[i] && !scans[i].blank && scans[i].maxEpoch > 1 {
 				return fmt.Errorf("vote journal %s: no file holds a valid snapshot (%s: %s); refusing to start "+
 					"every member at term 0, which could let them vote twice in a term", j.dir, journalNames[i], scans[i].why)
 			}
@@ -231,6 +233,14 @@ func (j *Journal) open() error {
 	j.broken = true
 	if err := j.compact(); err != nil {
 		return fmt.Errorf("vote journal %s: rewriting the state read at start-up: %w", j.dir, err)
+	}
+	if from < 0 {
+		// A new journal: its empty epoch 1 snapshot is durable; now the first real one, so
+		// that epoch 1 never holds more than that, and a file with nothing beyond a torn
+		// epoch 1 is known to be a creation cut short.
+		if err := j.compact(); err != nil {
+			return fmt.Errorf("vote journal %s: creating: %w", j.dir, err)
+		}
 	}
 	return nil
 }

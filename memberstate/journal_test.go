@@ -461,7 +461,8 @@ func TestJournalTornSnapshotKeepsTheOtherFile(t *testing.T) {
 }
 
 // TestJournalCorruptFilesRefuseToStart: files that exist but hold no valid snapshot stop the
-// open, never a silent term 0; zeros alone are a journal whose creation was cut short.
+// open, never a silent term 0; zeros alone, or a torn first snapshot (epoch 1, empty), are a
+// journal whose creation was cut short.
 func TestJournalCorruptFilesRefuseToStart(t *testing.T) {
 	dir := t.TempDir()
 	j := mustJournal(t, dir)
@@ -480,6 +481,13 @@ func TestJournalCorruptFilesRefuseToStart(t *testing.T) {
 	zeros := t.TempDir()
 	os.WriteFile(filepath.Join(zeros, journalNames[0]), make([]byte, 4096), 0o644)
 	j = mustJournal(t, zeros)
+	j.Close()
+	// A creation cut short: the first (empty, epoch 1) snapshot torn, the other file zeros.
+	torn := t.TempDir()
+	first := (&Journal{states: map[Owner]Durable{}}).snapshot(1).buf
+	os.WriteFile(filepath.Join(torn, journalNames[0]), first[:len(first)-5], 0o644)
+	os.WriteFile(filepath.Join(torn, journalNames[1]), make([]byte, 4096), 0o644)
+	j = mustJournal(t, torn)
 	j.Close()
 }
 
