@@ -78,21 +78,33 @@ type Journal struct {
 	size   int64  // each file's size
 	broken bool   // a write or sync failed: the next flush writes a snapshot
 
-	syncs atomic.Uint64
+	syncs    atomic.Uint64
+	syncTook time.Duration // the last flush's fdatasync; the flusher's alone
 }
 
 // JournalStore is one member's Store in a Journal.
 type JournalStore struct {
-	j      *Journal
-	owner  Owner
-	closed bool // guarded by j.mu
+	j       *Journal
+	owner   Owner
+	closed  bool                             // guarded by j.mu
+	observe func(op string, d time.Duration) // guarded by j.mu
+}
+
+// SetObserver has this member's later Saves report their durations to fn, as FileStore's
+// observer does: OpSave for the whole Save (its wait for the batch included) and OpFsync for
+// the fdatasync of the flush that made it durable. nil stops it; fn must be quick.
+func (s *JournalStore) SetObserver(fn func(op string, d time.Duration)) {
+	s.j.mu.Lock()
+	s.observe = fn
+	s.j.mu.Unlock()
 }
 
 // jbatch is the Saves that one flush makes durable.
 type jbatch struct {
-	recs []jrec
-	done bool
-	err  error
+	recs  []jrec
+	done  bool
+	err   error
+	fsync time.Duration // how long its flush's fdatasync took
 }
 
 type jrec struct {
@@ -444,8 +456,8 @@ func (s *JournalStore) Save(d Durable) error {
 		return fmt.Errorf("save vote state: member %s of group %s is closed", s.owner.SelfID, s.owner.Group)
 	}
 	var start time.Time
-	obs := j.observe
-	if obs != nil {
+	obs, own := j.observe, s.observe
+	if obs != nil || own != nil {
 		start = time.Now()
 	}
 	j.states[s.owner] = d
@@ -463,13 +475,20 @@ func (s *JournalStore) Save(d Durable) error {
 		// added while the last flush ran.
 		j.flushing = true
 		j.cur = &jbatch{}
+		j.syncTook = 0
 		err := j.flushLocked(b)
-		b.done, b.err = true, err
+		b.done, b.err, b.fsync = true, err, j.syncTook
 		j.flushing = false
 		j.cond.Broadcast()
 	}
 	if obs != nil {
 		obs(OpSave, time.Since(start))
+	}
+	if own != nil {
+		own(OpSave, time.Since(start))
+		if b.fsync > 0 {
+			own(OpFsync, b.fsync)
+		}
 	}
 	if b.err != nil {
 		return fmt.Errorf("save vote state: %w", b.err)
@@ -581,8 +600,9 @@ func (j *Journal) datasync(f slotFile, obs func(string, time.Duration)) error {
 	start := time.Now()
 	err := f.Datasync()
 	j.syncs.Add(1)
+	j.syncTook = time.Since(start)
 	if obs != nil {
-		obs(OpFsync, time.Since(start))
+		obs(OpFsync, j.syncTook)
 	}
 	if err != nil {
 		return fmt.Errorf("fdatasync: %w", err)

@@ -809,3 +809,31 @@ func TestJournalLongestLineIsRead(t *testing.T) {
 		t.Fatalf("the longest line read back as %+v (%s)", sc.states, sc.why)
 	}
 }
+
+// TestJournalStoreObserver: a member's observer sees each of its Saves (OpSave) and the
+// fdatasync that made it durable (OpFsync), and nothing of another member's Saves.
+func TestJournalStoreObserver(t *testing.T) {
+	j := mustJournal(t, t.TempDir())
+	defer j.Close()
+	a, b := mustMember(t, j, "a", "n0"), mustMember(t, j, "b", "n0")
+	var mu sync.Mutex
+	seen := map[string]int{}
+	a.SetObserver(func(op string, d time.Duration) {
+		mu.Lock()
+		seen[op]++
+		mu.Unlock()
+	})
+	for term := int64(1); term <= 3; term++ {
+		if err := a.Save(Durable{Term: term}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Save(Durable{Term: term}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen[OpSave] != 3 || seen[OpFsync] != 3 || len(seen) != 2 {
+		t.Fatalf("observed %v, want 3 saves and 3 fsyncs", seen)
+	}
+}

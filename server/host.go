@@ -222,6 +222,7 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	}
 	if journaled != nil {
 		h.voteStores[key] = journaled
+		journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
 	}
 	if s.gatherer == nil {
 		s.gatherer = h.gatherer

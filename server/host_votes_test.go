@@ -27,7 +27,7 @@ func TestHostMovesMemberVoteFilesIntoTheJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Save(memberstate.Durable{Term: 7, VoteFor: "n0"}); err != nil {
+	if err := fs.Save(memberstate.Durable{Term: 7}); err != nil { // no vote: electing itself writes one
 		t.Fatal(err)
 	}
 	fs.Close()
@@ -49,6 +49,22 @@ func TestHostMovesMemberVoteFilesIntoTheJournal(t *testing.T) {
 	}
 	waitLeader(t, s)
 	led := s.Status().Term
+	// The journal times the member's writes into its metrics, as a vote file does.
+	mfs, err := h.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := uint64(0)
+	for _, mf := range mfs {
+		if mf.GetName() == "dledger_vote_store_write_seconds" {
+			for _, m := range mf.GetMetric() {
+				writes += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if writes == 0 {
+		t.Fatal("no dledger_vote_store_write_seconds sample for a member in the journal")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := h.Stop(ctx); err != nil {
