@@ -56,11 +56,21 @@ type HostConfig struct {
 	// trusts its leader's host: keep it at most the smallest heartbeat interval of the groups
 	// hosted, or their failover waits for the table rather than their own detection window.
 	LivenessInterval time.Duration
+	// Workers is the number of rpc handler goroutines (default 256; a member's own port has
+	// 8). A vote request's handler waits for the grant's durable write, so after a host crash
+	// thousands of grants arrive at once, and each worker holds one in the vote journal's
+	// batch: with 8, grants took a fsync per 8 (docs/design.md, "The data dir").
+	Workers int
+	// VoteFiles keeps a vote file per member (DataDir/groups/<group>/<id>/vote.state, the
+	// layout before the vote journal) instead of the host's vote journal (DataDir/votes):
+	// one fdatasync per vote write, for comparison and for hosts of few groups.
+	VoteFiles bool
 }
 
 const (
 	defaultHostMaxConns      = 4096
 	defaultHostMaxConnsPerIP = 2048
+	defaultHostWorkers       = 256
 )
 
 // Host serves many members, of one or many groups, on one rpc port and one data dir root: a
@@ -87,6 +97,10 @@ type Host struct {
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
 	members map[memberKey]*Server
+	// votes is the host's vote journal (host_votes.go), opened by the first member that
+	// needs it; voteStores are its members' stores, closed when they leave.
+	votes      *memberstate.Journal
+	voteStores map[memberKey]*memberstate.JournalStore
 }
 
 type memberKey struct{ group, self string }
@@ -112,7 +126,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		return nil, errors.New("host: both Keys and Insecure are set")
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
-		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}}
+		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}, voteStores: map[memberKey]*memberstate.JournalStore{}}
 	if h.reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -125,11 +139,14 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	if cfg.MaxConnsPerIP == 0 {
 		cfg.MaxConnsPerIP = defaultHostMaxConnsPerIP
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = defaultHostWorkers
+	}
 	hooks, err := h.initLinks()
 	if err != nil {
 		return nil, err
 	}
-	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP,
+	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, Workers: cfg.Workers,
 		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: hooks, OnPeerHello: h.peerHello})
 	if err != nil {
 		return nil, err
@@ -205,18 +222,32 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	if h.members[key] != nil {
 		return nil, fmt.Errorf("host: member %s of group %s is already on this host", cfg.SelfID, cfg.Group)
 	}
+	var journaled *memberstate.JournalStore
 	if cfg.DataDir == "" && o.store == nil {
 		dir, err := h.memberDir(cfg.Group, cfg.SelfID)
 		if err != nil {
 			return nil, err
 		}
-		cfg.DataDir = dir
+		if dir == h.cfg.DataDir || h.cfg.VoteFiles {
+			cfg.DataDir = dir
+		} else if journaled, err = h.journalStore(cfg.Group, cfg.SelfID, dir); err != nil {
+			return nil, err
+		} else {
+			opts = append(opts, WithStore(journaled))
+		}
 	}
 	all := append([]Option{WithLogger(h.log), WithRegisterer(h.reg)}, opts...)
 	all = append(all, func(o *options) { o.host = h })
 	s, err := New(cfg, all...)
 	if err != nil {
+		if journaled != nil {
+			journaled.Close()
+		}
 		return nil, err
+	}
+	if journaled != nil {
+		h.voteStores[key] = journaled
+		journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
 	}
 	if s.gatherer == nil {
 		s.gatherer = h.gatherer
@@ -330,6 +361,9 @@ func (h *Host) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("rpc server: %w", err))
 		}
 	}
+	if err := h.closeVotes(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -339,6 +373,10 @@ func (h *Host) forget(s *Server) {
 	defer h.mu.Unlock()
 	if k := (memberKey{s.cfg.Group, s.cfg.SelfID}); h.members[k] == s {
 		delete(h.members, k)
+		if js := h.voteStores[k]; js != nil {
+			js.Close()
+			delete(h.voteStores, k)
+		}
 	}
 }
 

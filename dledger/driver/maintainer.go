@@ -9,39 +9,63 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 )
 
-// Maintainer is the StateMaintainer of a host of many electors (server.Host): one goroutine
-// and one timer for all of them, where Run takes two goroutines and a timer per elector. Its
-// timer is armed for the earliest NextPassAt of the electors it drives (a heap), and each
-// wake-up ticks only the electors whose pass is due, so an elector with nothing due costs
-// nothing. Role events are delivered by the same goroutine, in order per elector, when an
-// elector's events alarm (Elector.SetEventsAlarm) says it has some.
+// Maintainer is the StateMaintainer of a host of many electors (server.Host): one timer for
+// all of them, where Run takes two goroutines and a timer per elector. Its timer is armed for
+// the earliest NextPassAt of the electors it drives (a heap), and each wake-up runs only the
+// electors whose pass is due, so an elector with nothing due costs nothing. Role events are
+// published when an elector's events alarm (Elector.SetEventsAlarm) says it has some.
+//
+// Due passes run concurrently, on at most Workers goroutines started for the work at hand and
+// ended when it is done: a pass may block on its durable write (a candidate's term and
+// self-vote), and ticking members one after another would put every other member's pass
+// behind that fsync, and give a store that batches writes across members (the host's vote
+// journal, memberstate.Journal) one write per fsync to batch. An elector is never run by two
+// goroutines at once: its passes and its event publications run one after another, in the
+// order they were asked for, so its role events are published in order. An idle maintainer
+// has no goroutine but Run's.
 //
 // The order of locks: an elector calls the alarms with its own lock held, and they take only
-// the maintainer's; the maintainer's goroutine calls an elector without holding its own lock.
+// the maintainer's; a worker calls an elector without holding the maintainer's lock.
 type Maintainer struct {
-	mu    sync.Mutex
-	due   passHeap
-	ready []*driven // electors with events to publish
-	timer *time.Timer
-	wake  chan struct{}
-	n     int // electors added and not removed
+	mu      sync.Mutex
+	due     passHeap
+	runq    []*driven // electors with work and no worker yet
+	timer   *time.Timer
+	workers int // running worker goroutines
+	max     int // at most this many
+	running bool
+	wg      sync.WaitGroup // the workers, which Run waits for before it returns
+	n       int            // electors added and not removed
 }
 
-// driven is one elector on a Maintainer. busy is held while the maintainer ticks it or
-// publishes its events, so that removing it waits for that to end.
+// DefaultMaintainerWorkers bounds how many electors' passes a Maintainer runs at once: enough
+// that the members electing after a host crash (a third of a host's groups) have their term
+// and vote writes in few shared fsyncs, few enough that a burst does not take thousands of
+// goroutines.
+const DefaultMaintainerWorkers = 256
+
+// driven is one elector on a Maintainer. busy is held while a worker runs its pass or
+// publishes its events, so that removing it waits for that to end. The flags are guarded by
+// the maintainer's mu.
 type driven struct {
-	e      *dledger.Elector
-	p      Publisher
-	at     time.Time
-	index  int // in the heap; -1 while not in it
-	queued bool
-	busy   sync.Mutex
-	gone   bool // set under busy by remove
+	e     *dledger.Elector
+	p     Publisher
+	at    time.Time
+	index int // in the heap; -1 while not in it
+	// tick, publish: a pass is due, events are waiting. scheduled: in runq or on a worker,
+	// which will look at tick and publish again before it lets the elector go.
+	tick, publish, scheduled bool
+	busy                     sync.Mutex
+	gone                     bool // set under busy by remove
 }
 
-// NewMaintainer returns a maintainer with no elector; Run drives the electors Added to it.
-func NewMaintainer() *Maintainer {
-	return &Maintainer{timer: time.NewTimer(time.Hour), wake: make(chan struct{}, 1)}
+// NewMaintainer returns a maintainer with no elector and DefaultMaintainerWorkers; Run drives
+// the electors Added to it.
+func NewMaintainer() *Maintainer { return NewMaintainerWorkers(DefaultMaintainerWorkers) }
+
+// NewMaintainerWorkers is NewMaintainer running at most workers electors at once (at least 1).
+func NewMaintainerWorkers(workers int) *Maintainer {
+	return &Maintainer{timer: time.NewTimer(time.Hour), max: max(1, workers)}
 }
 
 // Add drives e, publishing its role events to p, until remove is called. remove stops
@@ -90,70 +114,124 @@ func (m *Maintainer) plan(d *driven, at time.Time) {
 	}
 }
 
-// eventsReady is d's events alarm. Called with d's elector locked.
+// eventsReady is d's events alarm. Called with d's elector locked: it only schedules.
 func (m *Maintainer) eventsReady(d *driven) {
 	m.mu.Lock()
-	if !d.queued {
-		d.queued = true
-		m.ready = append(m.ready, d)
-	}
+	d.publish = true
+	m.scheduleLocked(d)
 	m.mu.Unlock()
-	select {
-	case m.wake <- struct{}{}:
-	default:
+}
+
+// scheduleLocked gives d a worker, or a place in the queue, unless it has one; with m.mu held.
+// Before Run starts (and after it ends) the work waits in the queue.
+func (m *Maintainer) scheduleLocked(d *driven) {
+	if d.scheduled {
+		return // its worker looks at the flags again before letting it go
+	}
+	d.scheduled = true
+	if m.running && m.workers < m.max {
+		m.workers++
+		m.wg.Add(1)
+		go m.work(d)
+		return
+	}
+	m.runq = append(m.runq, d)
+}
+
+// work runs d, then the queued electors, until none is left or Run has ended.
+func (m *Maintainer) work(d *driven) {
+	defer m.wg.Done()
+	for {
+		m.runOne(d)
+		m.mu.Lock()
+		if !m.running || len(m.runq) == 0 {
+			m.workers--
+			m.mu.Unlock()
+			return
+		}
+		d = m.runq[0]
+		m.runq[0] = nil
+		m.runq = m.runq[1:]
+		m.mu.Unlock()
 	}
 }
 
-// Run drives the electors until ctx is done.
+// runOne runs d's due pass and publishes its events, again while more was asked for
+// meanwhile (a pass queues events, an answer makes the next pass due), then lets d go.
+func (m *Maintainer) runOne(d *driven) {
+	for {
+		m.mu.Lock()
+		tick, publish := d.tick, d.publish
+		d.tick, d.publish = false, false
+		if !tick && !publish {
+			d.scheduled = false
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		d.busy.Lock()
+		if !d.gone {
+			if tick {
+				d.e.Tick()
+				d.e.NextPassAt() // plans the next pass (the alarm puts d back in the heap)
+			}
+			if publish {
+				d.p.Publish(d.e.TakeEvents())
+			}
+		}
+		d.busy.Unlock()
+	}
+}
+
+// Run drives the electors until ctx is done; it returns once no pass or publication of its
+// is running.
 func (m *Maintainer) Run(ctx context.Context) {
-	var due, ready []*driven
+	m.mu.Lock()
+	m.running = true
+	m.startQueuedLocked()
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.running = false
+		m.mu.Unlock()
+		m.wg.Wait()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.timer.C:
-		case <-m.wake:
 		}
-		due, ready = m.take(due[:0], ready[:0])
-		for _, d := range due {
-			d.busy.Lock()
-			if !d.gone {
-				d.e.Tick()
-				d.e.NextPassAt() // plans the next pass (the alarm puts d back in the heap)
-			}
-			d.busy.Unlock()
-		}
-		for _, d := range ready {
-			d.busy.Lock()
-			if !d.gone {
-				d.p.Publish(d.e.TakeEvents())
-			}
-			d.busy.Unlock()
-		}
-		clear(due)
-		clear(ready)
+		m.takeDue()
 	}
 }
 
-// take removes from the heap the electors whose pass is due, re-arms the timer for the next,
-// and takes the electors with events.
-func (m *Maintainer) take(due, ready []*driven) ([]*driven, []*driven) {
+// startQueuedLocked gives queued electors workers, up to the bound; with m.mu held.
+func (m *Maintainer) startQueuedLocked() {
+	for len(m.runq) > 0 && m.workers < m.max {
+		d := m.runq[0]
+		m.runq[0] = nil
+		m.runq = m.runq[1:]
+		m.workers++
+		m.wg.Add(1)
+		go m.work(d)
+	}
+}
+
+// takeDue removes from the heap the electors whose pass is due, schedules them, and re-arms
+// the timer for the next.
+func (m *Maintainer) takeDue() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
 	for len(m.due) > 0 && !m.due[0].at.After(now) {
-		due = append(due, heap.Pop(&m.due).(*driven))
+		d := heap.Pop(&m.due).(*driven)
+		d.tick = true
+		m.scheduleLocked(d)
 	}
 	if len(m.due) > 0 {
 		m.timer.Reset(time.Until(m.due[0].at))
 	}
-	for _, d := range m.ready {
-		d.queued = false
-	}
-	ready = append(ready, m.ready...)
-	clear(m.ready)
-	m.ready = m.ready[:0]
-	return due, ready
 }
 
 // Len is how many electors the maintainer drives.
