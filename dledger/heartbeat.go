@@ -263,7 +263,7 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 	resp.LeaderID = ms.LeaderID()
 	l := ms.Ledger()
 	resp.LedgerEndTerm, resp.LedgerEndIndex = l.Term, l.Index
-	resp.LedgerUnknown = !e.ledgerKnown
+	resp.LedgerUnknown = !e.ledgerKnown || e.withdrawn // either: no transfer target, no successor
 	return resp
 }
 
