@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -41,6 +42,8 @@ type HostConfig struct {
 	// host as many as the members they share; one member's defaults (256, 32) would refuse
 	// the 33rd group shared with one host.
 	MaxConns, MaxConnsPerIP int
+	// NoBalance turns the leader balancer off (host_balance.go; on by default).
+	NoBalance bool
 }
 
 const (
@@ -69,6 +72,10 @@ type Host struct {
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
 	members map[memberKey]*Server
+
+	bal     *balancer     // nil: NoBalance (host_balance.go)
+	drained atomic.Bool   // Drain is in force (host_drain.go)
+	drainCh chan struct{} // wakes a Drain
 }
 
 type memberKey struct{ group, self string }
@@ -94,7 +101,10 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		return nil, errors.New("host: both Keys and Insecure are set")
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
-		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}}
+		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}, drainCh: make(chan struct{}, 1)}
+	if !cfg.NoBalance {
+		h.bal = newBalancer()
+	}
 	if h.reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -136,6 +146,7 @@ func (h *Host) Start() error {
 		defer close(h.runDone)
 		h.maint.Run(ctx)
 	}()
+	h.bal.start(h)
 	h.state = 1
 	h.log.Info("host started", zap.String("rpc", h.rpcSrv.Addr()))
 	return nil
@@ -195,6 +206,9 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	}
 	if s.gatherer == nil {
 		s.gatherer = h.gatherer
+	}
+	if h.drained.Load() {
+		s.elector.WithdrawCandidacy("host drained")
 	}
 	h.members[key] = s
 	return s, nil
@@ -285,6 +299,7 @@ func (h *Host) Stop(ctx context.Context) error {
 	started := h.state == 1
 	h.state = 2
 	h.mu.Unlock()
+	h.bal.stop() // no transfer of its own races the members' hand-overs
 	members := h.Members()
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
