@@ -20,7 +20,9 @@ import (
 // increase per moved group, no leaderless gap beyond the take, and the ledger rule is the
 // elector's (a transferee behind is refused, FALL_BEHIND_TOO_MUCH, and costs nothing). At most
 // balanceInFlight transfers run at once per host, each group at most one: that is the pace,
-// and what bounds the overshoot of hosts acting on each other's stale counts (balance's doc).
+// and what bounds the overshoot of hosts acting on each other's stale counts (balance's doc);
+// and a host that has just gained a group gives none away for balanceCooldown, so that it
+// never hands back what it received on a stale count before the views have caught up.
 //
 // It is on for every host unless HostConfig.NoBalance: a host of one group has nothing to move
 // (one group's quota is one on any host), so today's single-group deployment is unchanged. It
@@ -38,6 +40,11 @@ var (
 	balanceInFlight = 4
 	// balanceRetry: how long a (group, member) whose transfer failed is not tried again.
 	balanceRetry = 10 * time.Second
+	// balanceCooldown: a host that has just gained leadership of a group gives none away for
+	// this long (ten lan heartbeat intervals), so that the other hosts' views of it are
+	// current when it next plans: a host that overshot on a stale count would otherwise hand
+	// groups straight back, paying a term each way.
+	balanceCooldown = 2 * time.Second
 )
 
 // balancer is the host's balancer state; its fields are the loop's own but for wake.
@@ -47,12 +54,15 @@ type balancer struct {
 	cancel context.CancelFunc
 
 	// The pacing, from the variables above when the host was made.
-	period, settle, retry time.Duration
-	inFlightMax           int
+	period, settle, retry, cooldown time.Duration
+	inFlightMax                     int
 
 	mu       sync.Mutex
 	inFlight map[string]string     // group -> host it is being handed to
 	failed   map[moveKey]time.Time // not before then
+	leading  map[string]time.Time  // group -> when a plan first saw this host lead it
+	lastGain time.Time             // the latest of leading
+	cool     *time.Timer           // wakes the loop when the cooldown ends
 	transfer func(ctx context.Context, s *Server, to string) error
 	wg       sync.WaitGroup
 }
@@ -61,7 +71,8 @@ type moveKey struct{ group, to string }
 
 func newBalancer() *balancer {
 	return &balancer{wake: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
-		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, inFlightMax: balanceInFlight,
+		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, cooldown: balanceCooldown,
+		inFlightMax: balanceInFlight, leading: map[string]time.Time{},
 		transfer: func(ctx context.Context, s *Server, to string) error {
 			_, err := s.transfer(ctx, to, false) // as leader only: never forwarded
 			return err
@@ -86,6 +97,11 @@ func (b *balancer) stop() {
 	}
 	b.cancel()
 	<-b.done
+	b.mu.Lock()
+	if b.cool != nil {
+		b.cool.Stop()
+	}
+	b.mu.Unlock()
 }
 
 // roleEvents is called with every role event of a hosted member, on the goroutine that
@@ -135,9 +151,22 @@ func (h *Host) balanceOnce(ctx context.Context) {
 		return
 	}
 	b := h.bal
-	view, leaders := h.balanceView(time.Now())
+	now := time.Now()
+	view, leaders := h.balanceView(now)
 	b.mu.Lock()
 	free := b.inFlightMax - len(b.inFlight)
+	if wait := b.lastGain.Add(b.cooldown).Sub(now); wait > 0 {
+		if b.cool != nil {
+			b.cool.Stop()
+		}
+		b.cool = time.AfterFunc(wait, func() {
+			select {
+			case b.wake <- struct{}{}:
+			default:
+			}
+		})
+		free = 0
+	}
 	b.mu.Unlock()
 	for _, m := range balance.Plan(view, free) {
 		s := leaders[m.Group]
@@ -165,16 +194,28 @@ func (h *Host) balanceOnce(ctx context.Context) {
 	}
 }
 
-// selfHost is the host id of this host as its members' peers strings name it: the host's
-// Listen address.
-func (h *Host) selfHost() string { return h.cfg.Listen }
+// selfHost is this host's id as the other hosts know it: the address its members' own entries
+// in their peers strings name (which must be the host's Listen address; its Listen if it has
+// no member yet). Every host's view must name a host alike, since the plans of all of them are
+// to agree.
+func (h *Host) selfHost(members []*Server) string {
+	for _, s := range members {
+		for _, p := range s.peers {
+			if p.ID == s.cfg.SelfID {
+				return p.Addr
+			}
+		}
+	}
+	return h.cfg.Listen
+}
 
 // balanceView is the balance.View of this host's started members at now, and the member that
 // leads each group this host leads. A group with several members here is one group, seen by the
 // one that leads (or any).
 func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 	b := h.bal
-	self := h.selfHost()
+	members := h.Members()
+	self := h.selfHost(members)
 	v := balance.View{Self: self}
 	leaders := map[string]*Server{}
 	at := map[string]int{} // group -> index in v.Groups
@@ -185,7 +226,7 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 			delete(b.failed, k)
 		}
 	}
-	for _, s := range h.Members() {
+	for _, s := range members {
 		if !s.running() {
 			continue
 		}
@@ -201,11 +242,14 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 				g.Leader = host
 			}
 			g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
-				Eligible: !p.Self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{st.Group, p.ID}])})
+				Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{st.Group, p.ID}])})
 		}
 		if st.Role == protocol.LEADER {
 			g.Leader = self
 			leaders[st.Group] = s
+			if _, ok := b.leading[st.Group]; !ok {
+				b.leading[st.Group], b.lastGain = now, now
+			}
 		}
 		if to, ok := b.inFlight[st.Group]; ok {
 			g.Leader, g.Busy = to, true // counted as done: the next plan does not repeat it
@@ -218,6 +262,11 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 		}
 		at[st.Group] = len(v.Groups)
 		v.Groups = append(v.Groups, g)
+	}
+	for g := range b.leading {
+		if leaders[g] == nil {
+			delete(b.leading, g)
+		}
 	}
 	return v, leaders
 }
@@ -234,7 +283,7 @@ func (s *Server) running() bool {
 // group). For the admin API and tests.
 func (h *Host) BalanceLoads() []balance.Load {
 	if h.bal == nil {
-		return balance.Loads(balance.View{Self: h.selfHost()})
+		return balance.Loads(balance.View{Self: h.selfHost(h.Members())})
 	}
 	v, _ := h.balanceView(time.Now())
 	return balance.Loads(v)

@@ -160,9 +160,10 @@ func (h *Host) handOverAway(ctx context.Context, s *Server, skip string) (failed
 	if st.Role != protocol.LEADER {
 		return ""
 	}
-	to := drainTarget(st, h.selfHost(), skip)
+	self := h.selfHost([]*Server{s})
+	to := drainTarget(st, self, skip)
 	if to == "" && skip != "" {
-		to = drainTarget(st, h.selfHost(), "")
+		to = drainTarget(st, self, "")
 	}
 	if to == "" {
 		return "" // none yet: the next heartbeat round may show one
