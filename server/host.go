@@ -101,10 +101,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		return nil, errors.New("host: both Keys and Insecure are set")
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
-		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}, drainCh: make(chan struct{}, 1)}
-	if !cfg.NoBalance {
-		h.bal = newBalancer()
-	}
+		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}}
 	if h.reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -122,6 +119,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.initBalance() // host_balance.go
 	return h, nil
 }
 

@@ -79,6 +79,14 @@ func newBalancer() *balancer {
 		}}
 }
 
+// initBalance makes the host's balancer (unless HostConfig.NoBalance) and Drain's wake-up.
+func (h *Host) initBalance() {
+	h.drainCh = make(chan struct{}, 1)
+	if !h.cfg.NoBalance {
+		h.bal = newBalancer()
+	}
+}
+
 // start runs the balancer's goroutine (Host.Start); b may be nil (NoBalance).
 func (b *balancer) start(h *Host) {
 	if b == nil {
