@@ -287,12 +287,12 @@ func (s *Server) running() bool {
 }
 
 // BalanceLoads is this host's view of the leader balance: every live host of its groups with
-// the groups it leads and its quota (one entry per host when every host is a member of every
-// group). For the admin API and tests.
+// the groups it leads among them, its quota and its pinned groups (balance.Totals), ordered by
+// host id. For the admin API, a benchmark's balance measure and tests.
 func (h *Host) BalanceLoads() []balance.Load {
 	if h.bal == nil {
-		return balance.Loads(balance.View{Self: h.selfHost(h.Members())})
+		return nil
 	}
 	v, _ := h.balanceView(time.Now())
-	return balance.Loads(v)
+	return balance.Totals(v)
 }

@@ -145,6 +145,32 @@ func placements(v View) []View {
 	return out
 }
 
+// Totals is Loads summed over v's placements: per live host, the groups it leads, its quota and
+// its pinned groups, ordered by host id. With one placement it is Loads(v).
+func Totals(v View) []Load {
+	sum := map[string]*Load{}
+	var hosts []string
+	for _, p := range placements(v) {
+		for _, l := range Loads(p) {
+			t := sum[l.Host]
+			if t == nil {
+				t = &Load{Host: l.Host}
+				sum[l.Host] = t
+				hosts = append(hosts, l.Host)
+			}
+			t.Load += l.Load
+			t.Quota += l.Quota
+			t.Fixed += l.Fixed
+		}
+	}
+	slices.Sort(hosts)
+	out := make([]Load, len(hosts))
+	for i, h := range hosts {
+		out[i] = *sum[h]
+	}
+	return out
+}
+
 // planPlacement is Plan within one placement.
 func planPlacement(v View, max int) []Move {
 	var out []Move

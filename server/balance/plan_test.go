@@ -70,3 +70,18 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+// Totals sums a host's loads and quotas over placements: two placements, {a,b,c} and {a,b},
+// each balanced on its own.
+func TestTotals(t *testing.T) {
+	two := groups(10, 4, "a", "a", "b")
+	for i := range two {
+		two[i].Members = two[i].Members[:2] // members on a and b only
+	}
+	v := View{Self: "a", Groups: append(groups(0, 6, "a", "a", "b", "c"), two...)}
+	got := Totals(v)
+	want := []Load{{Host: "a", Load: 10, Quota: 4}, {Host: "b", Quota: 4}, {Host: "c", Quota: 2}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Totals = %+v, want %+v", got, want)
+	}
+}
