@@ -28,7 +28,7 @@ import (
 // (one group's quota is one on any host), so today's single-group deployment is unchanged. It
 // pauses while the host is drained (host_drain.go).
 
-// Balancer pacing. Variables, so that tests can run it faster.
+// Balancer pacing. Variables: a test may set them before it makes its hosts.
 var (
 	// balancePeriod: the slow wake-up, for what no role event announces (a peer host that
 	// came back and caught up: its members' liveness shows in the leader's status only).
@@ -63,7 +63,6 @@ type balancer struct {
 	leading  map[string]time.Time  // group -> when a plan first saw this host lead it
 	lastGain time.Time             // the latest of leading
 	cool     *time.Timer           // wakes the loop when the cooldown ends
-	transfer func(ctx context.Context, s *Server, to string) error
 	wg       sync.WaitGroup
 }
 
@@ -72,11 +71,7 @@ type moveKey struct{ group, to string }
 func newBalancer() *balancer {
 	return &balancer{wake: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
 		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, cooldown: balanceCooldown,
-		inFlightMax: balanceInFlight, leading: map[string]time.Time{},
-		transfer: func(ctx context.Context, s *Server, to string) error {
-			_, err := s.transfer(ctx, to, false) // as leader only: never forwarded
-			return err
-		}}
+		inFlightMax: balanceInFlight, leading: map[string]time.Time{}}
 }
 
 // initBalance makes the host's balancer (unless HostConfig.NoBalance) and Drain's wake-up.
@@ -185,7 +180,7 @@ func (h *Host) balanceOnce(ctx context.Context) {
 		go func() {
 			defer b.wg.Done()
 			tctx, cancel := context.WithTimeout(ctx, s.TransferTimeout()+time.Second)
-			err := b.transfer(tctx, s, m.To)
+			_, err := s.transfer(tctx, m.To, false) // as leader only: never forwarded
 			cancel()
 			h.log.Info("balance: hand-over", zap.String("group", m.Group), zap.String("to", m.To), zap.String("host", m.Host), zap.Error(err))
 			b.mu.Lock()
