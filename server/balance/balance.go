@@ -119,30 +119,99 @@ func Plan(v View, max int) []Move {
 // over different hosts (three members each on five hosts, say). When every host is a member of
 // every group there is one placement.
 func placements(v View) []View {
-	byKey := map[string]int{}
-	var out []View
-	var keys []string
-	for _, g := range v.Groups {
+	var reps []int               // per placement, the index in v.Groups of its first group
+	byHash := map[uint64][]int{} // a host set's hash -> its placements
+	of := make([]int, len(v.Groups))
+	for gi, g := range v.Groups {
+		h := hostSetHash(g.Members)
+		i := -1
+		for _, c := range byHash[h] {
+			if sameHosts(v.Groups[reps[c]].Members, g.Members) {
+				i = c
+				break
+			}
+		}
+		if i < 0 {
+			i = len(reps)
+			byHash[h] = append(byHash[h], i)
+			reps = append(reps, gi)
+		}
+		of[gi] = i
+	}
+	out := make([]View, len(reps))
+	for i := range out {
+		out[i].Self = v.Self
+	}
+	if len(out) == 1 { // every host in every group: the view as it is, uncopied
+		out[0].Groups = v.Groups
+	} else {
+		for gi, g := range v.Groups {
+			out[of[gi]].Groups = append(out[of[gi]].Groups, g)
+		}
+	}
+	for i := range out {
 		var hosts []string
-		for _, m := range g.Members {
+		for _, m := range v.Groups[reps[i]].Members {
 			hosts = append(hosts, m.Host)
 		}
 		slices.Sort(hosts)
-		key := strings.Join(slices.Compact(hosts), "\x00")
-		i, ok := byKey[key]
-		if !ok {
-			i = len(out)
-			byKey[key] = i
-			out = append(out, View{Self: v.Self})
-			keys = append(keys, key)
-		}
-		out[i].Groups = append(out[i].Groups, g)
-	}
-	for i := range out {
-		out[i].key = keys[i]
+		out[i].key = strings.Join(slices.Compact(hosts), "\x00")
 	}
 	slices.SortFunc(out, func(a, b View) int { return cmp.Compare(a.key, b.key) })
 	return out
+}
+
+// hostSetHash hashes the set of the members' hosts (order and repeats do not count), without
+// allocating: a plan at ten thousand groups visits every group every few seconds.
+func hostSetHash(ms []Member) uint64 {
+	var sum uint64
+next:
+	for i, m := range ms {
+		for _, o := range ms[:i] {
+			if o.Host == m.Host {
+				continue next
+			}
+		}
+		h := uint64(14695981039346656037) // FNV-1a
+		for k := 0; k < len(m.Host); k++ {
+			h ^= uint64(m.Host[k])
+			h *= 1099511628211
+		}
+		sum += h
+	}
+	return sum
+}
+
+// sameHosts: a and b have members on the same set of hosts. Members of one group list their
+// hosts in the same order (the peers string's), so that is tried first.
+func sameHosts(a, b []Member) bool {
+	if len(a) == len(b) {
+		same := true
+		for i := range a {
+			if a[i].Host != b[i].Host {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true
+		}
+	}
+	return subset(a, b) && subset(b, a)
+}
+
+// subset: every host of a is a host of b.
+func subset(a, b []Member) bool {
+next:
+	for _, m := range a {
+		for _, o := range b {
+			if o.Host == m.Host {
+				continue next
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // Totals is Loads summed over v's placements: per live host, the groups it leads, its quota and

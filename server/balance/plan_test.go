@@ -85,3 +85,19 @@ func TestTotals(t *testing.T) {
 		t.Fatalf("Totals = %+v, want %+v", got, want)
 	}
 }
+
+// BenchmarkPlan10000 is one host's plan over 10,000 groups on three hosts, balanced (the
+// periodic plan at steady state, which finds nothing to do).
+func BenchmarkPlan10000(b *testing.B) {
+	var gs []Group
+	for i, h := range []string{"a", "b", "c"} {
+		gs = append(gs, groups(i*3334, 3334, h, "a", "b", "c")...)
+	}
+	v := View{Self: "a", Groups: gs}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ms := Plan(v, 4); len(ms) != 0 {
+			b.Fatalf("balanced, yet %d moves", len(ms))
+		}
+	}
+}
