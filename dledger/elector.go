@@ -136,6 +136,8 @@ type Elector struct {
 
 	// ledgerKnown: the ledger end is known (see Options.LedgerFromStorage).
 	ledgerKnown bool
+	// withdrawn: this member's candidacy is withdrawn (a drained host, withdraw.go).
+	withdrawn bool
 
 	// Stall detection (see stalled): when the last pass ran, and the last pass that ran more
 	// than StallThreshold after it was due.

@@ -269,7 +269,7 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 	resp.LeaderID = ms.LeaderID()
 	l := ms.Ledger()
 	resp.LedgerEndTerm, resp.LedgerEndIndex = l.Term, l.Index
-	resp.LedgerUnknown = !e.ledgerKnown
+	resp.LedgerUnknown = !e.ledgerKnown || e.withdrawn // either: no transfer target, no successor
 	resp.Epoch = e.epoch
 	return resp
 }

@@ -106,6 +106,12 @@ func TestTransferTransfereeSideRows(t *testing.T) {
 		u.e.HandleHeartBeat(hbReq("n1", 5))
 		refused(t, u, takeReq("n1", 5, -1))
 	})
+	t.Run("row6_withdrawn", func(t *testing.T) {
+		u := newUnit(t, 3, nil)
+		followAt3(u)
+		u.e.WithdrawCandidacy("drained")
+		refused(t, u, takeReq("n1", 3, 10))
+	})
 	t.Run("row7_no_term_after_MaxTerm", func(t *testing.T) {
 		u := newUnit(t, 3, nil)
 		u.setTerm(protocol.MaxTerm, "n1")

@@ -286,9 +286,10 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 			zap.String("from", req.TransferID), zap.Duration("sinceLastPass", now.Sub(e.lastPass)))...)
 		no(protocol.CodeTakeLeadershipFailed)
 		return
-	case !e.ledgerKnown: // row 6
+	case !e.ledgerKnown || e.withdrawn: // row 6
 		// A member that does not know its ledger cannot know it is caught up, and could not
-		// campaign anyway (Options.LedgerFromStorage).
+		// campaign anyway (Options.LedgerFromStorage); a withdrawn one takes no leadership
+		// (withdraw.go).
 		no(protocol.CodeTakeLeadershipFailed)
 		return
 	case req.Term >= protocol.MaxTerm: // row 7

@@ -51,7 +51,7 @@ func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
 
 // maintainAsCandidate is the candidate pass of docs/protocol.md 7.2, step by step.
 func (e *Elector) maintainAsCandidate(now time.Time) {
-	if !e.ledgerKnown {
+	if !e.ledgerKnown || e.withdrawn { // neither campaigns (withdraw.go)
 		e.abstain(now)
 		return
 	}
@@ -107,7 +107,7 @@ func (e *Elector) candidateDeadline(now time.Time) deadline {
 	switch {
 	case e.needIncreaseTerm:
 		return dueAt(now)
-	case !e.ledgerKnown:
+	case !e.ledgerKnown || e.withdrawn:
 		return never
 	case e.vote != nil:
 		return dueAt(e.vote.deadline)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,8 @@ type HostConfig struct {
 	// layout before the vote journal) instead of the host's vote journal (DataDir/votes):
 	// one fdatasync per vote write, for comparison and for hosts of few groups.
 	VoteFiles bool
+	// NoBalance turns the leader balancer off (host_balance.go; on by default).
+	NoBalance bool
 }
 
 const (
@@ -101,6 +104,10 @@ type Host struct {
 	// needs it; voteStores are its members' stores, closed when they leave.
 	votes      *memberstate.Journal
 	voteStores map[memberKey]*memberstate.JournalStore
+
+	bal     *balancer     // nil: NoBalance (host_balance.go)
+	drained atomic.Bool   // Drain is in force (host_drain.go)
+	drainCh chan struct{} // wakes a Drain
 }
 
 type memberKey struct{ group, self string }
@@ -151,6 +158,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.initBalance() // host_balance.go
 	return h, nil
 }
 
@@ -178,6 +186,7 @@ func (h *Host) Start() error {
 	if h.live != nil {
 		h.live.start(ctx)
 	}
+	h.bal.start(h)
 	h.state = 1
 	h.log.Info("host started", zap.String("rpc", h.rpcSrv.Addr()))
 	return nil
@@ -251,6 +260,9 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	}
 	if s.gatherer == nil {
 		s.gatherer = h.gatherer
+	}
+	if h.drained.Load() {
+		s.elector.WithdrawCandidacy("host drained")
 	}
 	h.members[key] = s
 	return s, nil
@@ -341,6 +353,7 @@ func (h *Host) Stop(ctx context.Context) error {
 	started := h.state == 1
 	h.state = 2
 	h.mu.Unlock()
+	h.bal.stop() // no transfer of its own races the members' hand-overs
 	members := h.Members()
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup

@@ -347,7 +347,12 @@ func (s *Server) start() error {
 		ep.serve()
 	}
 	// Each event passes the fence before any listener gets it (fencing.go).
-	pub := driver.PublishFunc(func(evs []dledger.RoleEvent) { s.publish(evs...) })
+	pub := driver.PublishFunc(func(evs []dledger.RoleEvent) {
+		s.publish(evs...)
+		if s.host != nil {
+			s.host.roleEvents() // wakes its balancer and a Drain; only schedules
+		}
+	})
 	s.runDone = make(chan struct{})
 	if s.host != nil {
 		// The host's one StateMaintainer drives every member: no goroutine of our own.

@@ -1,0 +1,103 @@
+package balance
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// groups builds n groups g<first>.. with members on hosts a, b, c (member ids "<host>1"), led
+// by leader; eligible lists the hosts whose members can take leadership.
+func groups(first, n int, leader string, eligible ...string) []Group {
+	var out []Group
+	for i := range n {
+		g := Group{Name: fmt.Sprintf("g%02d", first+i), Leader: leader}
+		for _, h := range []string{"a", "b", "c"} {
+			g.Members = append(g.Members, Member{ID: h + "1", Host: h, Eligible: slices.Contains(eligible, h)})
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	pinned := groups(0, 12, "a", all...)
+	for i := range 8 {
+		pinned[i].Pinned = true
+	}
+	busy := groups(0, 12, "a", all...)
+	busy[0].Busy, busy[1].Busy, busy[2].Busy = true, true, true
+	moving := groups(0, 12, "a", all...)
+	moving[0].Leader, moving[1].Leader = "b", "c" // two transfers of a's counted as done
+	twoOnA := groups(0, 6, "a", all...)
+	for i := range twoOnA {
+		twoOnA[i].Members = append(twoOnA[i].Members, Member{ID: "a2", Host: "a", Eligible: true})
+	}
+	for _, c := range []struct {
+		name string
+		view View
+		max  int
+		want []string // group>member
+	}{
+		{"one host leads all: a third each to the others, in group order", View{Self: "a", Groups: groups(0, 6, "a", all...)}, 10,
+			[]string{"g00>b1", "g01>b1", "g02>c1", "g03>c1"}},
+		{"the cap on moves", View{Self: "a", Groups: groups(0, 6, "a", all...)}, 1, []string{"g00>b1"}},
+		{"no cap, no moves", View{Self: "a", Groups: groups(0, 6, "a", all...)}, 0, nil},
+		{"balanced: nothing", View{Self: "a", Groups: append(append(groups(0, 2, "a", all...), groups(2, 2, "b", all...)...), groups(4, 2, "c", all...)...)}, 10, nil},
+		{"one more than the others is no imbalance", View{Self: "a", Groups: append(append(groups(0, 3, "a", all...), groups(3, 2, "b", all...)...), groups(5, 2, "c", all...)...)}, 10, nil},
+		{"a host at its quota does not give", View{Self: "b", Groups: append(groups(0, 6, "a", all...), groups(6, 3, "b", all...)...)}, 10, nil},
+		{"a host whose members cannot take leadership is not counted (drained, behind)", View{Self: "a", Groups: groups(0, 6, "a", "a", "b")}, 10,
+			[]string{"g00>b1", "g01>b1", "g02>b1"}},
+		{"pinned groups stay, and are counted: a keeps its 8 and gives its 4 others", View{Self: "a", Groups: pinned}, 10,
+			[]string{"g08>b1", "g09>b1", "g10>c1", "g11>c1"}},
+		{"busy groups are not moved again", View{Self: "a", Groups: busy}, 10,
+			[]string{"g03>b1", "g04>b1", "g05>b1", "g06>b1", "g07>c1", "g08>c1", "g09>c1", "g10>c1"}},
+		{"a transfer under way counts as done", View{Self: "a", Groups: moving}, 10,
+			[]string{"g02>b1", "g03>b1", "g04>b1", "g05>c1", "g06>c1", "g07>c1"}},
+		{"a second member on the same host is no target", View{Self: "a", Groups: twoOnA}, 10,
+			[]string{"g00>b1", "g01>b1", "g02>c1", "g03>c1"}},
+		{"only what this host leads", View{Self: "b", Groups: groups(0, 6, "a", all...)}, 10, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, m := range Plan(c.view, c.max) {
+				got = append(got, m.Group+">"+m.To)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("Plan = %v, want %v (loads %+v)", got, c.want, Loads(c.view))
+			}
+		})
+	}
+}
+
+// Totals sums a host's loads and quotas over placements: two placements, {a,b,c} and {a,b},
+// each balanced on its own.
+func TestTotals(t *testing.T) {
+	two := groups(10, 4, "a", "a", "b")
+	for i := range two {
+		two[i].Members = two[i].Members[:2] // members on a and b only
+	}
+	v := View{Self: "a", Groups: append(groups(0, 6, "a", "a", "b", "c"), two...)}
+	got := Totals(v)
+	want := []Load{{Host: "a", Load: 10, Quota: 4}, {Host: "b", Quota: 4}, {Host: "c", Quota: 2}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Totals = %+v, want %+v", got, want)
+	}
+}
+
+// BenchmarkPlan10000 is one host's plan over 10,000 groups on three hosts, balanced (the
+// periodic plan at steady state, which finds nothing to do).
+func BenchmarkPlan10000(b *testing.B) {
+	var gs []Group
+	for i, h := range []string{"a", "b", "c"} {
+		gs = append(gs, groups(i*3334, 3334, h, "a", "b", "c")...)
+	}
+	v := View{Self: "a", Groups: gs}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ms := Plan(v, 4); len(ms) != 0 {
+			b.Fatalf("balanced, yet %d moves", len(ms))
+		}
+	}
+}

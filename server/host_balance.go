@@ -1,0 +1,293 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/server/balance"
+)
+
+// The host's leader balancer (docs/design.md, "Leader balance"; issue 29 item 4). One goroutine
+// per host, not per group: woken by its members' role events (after a short settle, so that a
+// burst of events, a cold start or a failover of thousands of groups, costs one plan) and by a
+// slow period, it builds the host's view from its members' statuses, asks balance.Plan which of
+// the groups it leads to hand to whom, and starts those transfers. Leadership moves only by the
+// elector's transfer (docs/protocol.md 7.8), the one way it moves without an election: one term
+// increase per moved group, no leaderless gap beyond the take, and the ledger rule is the
+// elector's (a transferee behind is refused, FALL_BEHIND_TOO_MUCH, and costs nothing). At most
+// balanceInFlight transfers run at once per host, each group at most one: that is the pace,
+// and what bounds the overshoot of hosts acting on each other's stale counts (balance's doc);
+// and a host that has just gained a group gives none away for balanceCooldown, so that it
+// never hands back what it received on a stale count before the views have caught up.
+//
+// It is on for every host unless HostConfig.NoBalance: a host of one group has nothing to move
+// (one group's quota is one on any host), so today's single-group deployment is unchanged. It
+// pauses while the host is drained (host_drain.go).
+
+// Balancer pacing. Variables: a test may set them before it makes its hosts.
+var (
+	// balancePeriod: the slow wake-up, for what no role event announces (a peer host that
+	// came back and caught up: its members' liveness shows in the leader's status only).
+	balancePeriod = 3 * time.Second
+	// balanceSettle: the wait after a role event before planning, to let a burst settle and
+	// the other hosts' heartbeats carry the last transfers' outcomes.
+	balanceSettle = 200 * time.Millisecond
+	// balanceInFlight: transfers a host runs at once.
+	balanceInFlight = 4
+	// balanceRetry: how long a (group, member) whose transfer failed is not tried again.
+	balanceRetry = 10 * time.Second
+	// balanceCooldown: a host that has just gained leadership of a group gives none away for
+	// this long (ten lan heartbeat intervals), so that the other hosts' views of it are
+	// current when it next plans: a host that overshot on a stale count would otherwise hand
+	// groups straight back, paying a term each way.
+	balanceCooldown = 2 * time.Second
+)
+
+// balancer is the host's balancer state; its fields are the loop's own but for wake.
+type balancer struct {
+	wake   chan struct{} // role events and Undrain; never blocks the sender
+	done   chan struct{}
+	cancel context.CancelFunc
+
+	// The pacing, from the variables above when the host was made.
+	period, settle, retry, cooldown time.Duration
+	inFlightMax                     int
+
+	mu       sync.Mutex
+	inFlight map[string]string     // group -> host it is being handed to
+	failed   map[moveKey]time.Time // not before then
+	leading  map[string]time.Time  // group -> when a plan first saw this host lead it
+	lastGain time.Time             // the latest of leading
+	cool     *time.Timer           // wakes the loop when the cooldown ends
+	wg       sync.WaitGroup
+}
+
+type moveKey struct{ group, to string }
+
+func newBalancer() *balancer {
+	return &balancer{wake: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
+		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, cooldown: balanceCooldown,
+		inFlightMax: balanceInFlight, leading: map[string]time.Time{}}
+}
+
+// initBalance makes the host's balancer (unless HostConfig.NoBalance) and Drain's wake-up.
+func (h *Host) initBalance() {
+	h.drainCh = make(chan struct{}, 1)
+	if !h.cfg.NoBalance {
+		h.bal = newBalancer()
+	}
+}
+
+// start runs the balancer's goroutine (Host.Start); b may be nil (NoBalance).
+func (b *balancer) start(h *Host) {
+	if b == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel, b.done = cancel, make(chan struct{})
+	go h.runBalancer(ctx)
+}
+
+// stop ends the balancer's goroutine and waits for it and its transfers (Host.Stop); a no-op
+// if it never started.
+func (b *balancer) stop() {
+	if b == nil || b.cancel == nil {
+		return
+	}
+	b.cancel()
+	<-b.done
+	b.mu.Lock()
+	if b.cool != nil {
+		b.cool.Stop()
+	}
+	b.mu.Unlock()
+}
+
+// roleEvents is called with every role event of a hosted member, on the goroutine that
+// publishes it: it only schedules.
+func (h *Host) roleEvents() {
+	h.drainWake()
+	if h.bal == nil {
+		return
+	}
+	select {
+	case h.bal.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runBalancer is the balancer's goroutine, until ctx ends; it then waits for the transfers it
+// started.
+func (h *Host) runBalancer(ctx context.Context) {
+	b := h.bal
+	defer close(b.done)
+	defer b.wg.Wait()
+	tick := time.NewTicker(b.period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-b.wake:
+			select { // settle: a burst of events is one plan
+			case <-ctx.Done():
+				return
+			case <-time.After(b.settle):
+			}
+			select {
+			case <-b.wake:
+			default:
+			}
+		}
+		h.balanceOnce(ctx)
+	}
+}
+
+// balanceOnce plans and starts the transfers of one round.
+func (h *Host) balanceOnce(ctx context.Context) {
+	if h.drained.Load() {
+		return
+	}
+	b := h.bal
+	now := time.Now()
+	view, leaders := h.balanceView(now)
+	b.mu.Lock()
+	free := b.inFlightMax - len(b.inFlight)
+	if wait := b.lastGain.Add(b.cooldown).Sub(now); wait > 0 {
+		if b.cool != nil {
+			b.cool.Stop()
+		}
+		b.cool = time.AfterFunc(wait, func() {
+			select {
+			case b.wake <- struct{}{}:
+			default:
+			}
+		})
+		free = 0
+	}
+	b.mu.Unlock()
+	for _, m := range balance.Plan(view, free) {
+		s := leaders[m.Group]
+		b.mu.Lock()
+		b.inFlight[m.Group] = m.Host
+		b.mu.Unlock()
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			tctx, cancel := context.WithTimeout(ctx, s.TransferTimeout()+time.Second)
+			_, err := s.transfer(tctx, m.To, false) // as leader only: never forwarded
+			cancel()
+			h.log.Info("balance: hand-over", zap.String("group", m.Group), zap.String("to", m.To), zap.String("host", m.Host), zap.Error(err))
+			b.mu.Lock()
+			delete(b.inFlight, m.Group)
+			if err != nil {
+				b.failed[moveKey{m.Group, m.To}] = time.Now().Add(b.retry)
+			}
+			b.mu.Unlock()
+			select {
+			case b.wake <- struct{}{}:
+			default:
+			}
+		}()
+	}
+}
+
+// selfHost is this host's id as the other hosts know it: the address its members' own entries
+// in their peers strings name (which must be the host's Listen address; its Listen if it has
+// no member yet). Every host's view must name a host alike, since the plans of all of them are
+// to agree.
+func (h *Host) selfHost(members []*Server) string {
+	for _, s := range members {
+		for _, p := range s.peers {
+			if p.ID == s.cfg.SelfID {
+				return p.Addr
+			}
+		}
+	}
+	return h.cfg.Listen
+}
+
+// balanceView is the balance.View of this host's started members at now, and the member that
+// leads each group this host leads. A group with several members here is one group, seen by the
+// one that leads (or any).
+func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
+	b := h.bal
+	members := h.Members()
+	self := h.selfHost(members)
+	v := balance.View{Self: self}
+	leaders := map[string]*Server{}
+	at := map[string]int{} // group -> index in v.Groups
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, until := range b.failed {
+		if now.After(until) {
+			delete(b.failed, k)
+		}
+	}
+	for _, s := range members {
+		if !s.running() {
+			continue
+		}
+		st := s.elector.Status()
+		g := balance.Group{Name: st.Group, Pinned: len(s.elector.Config().PreferredLeaderIDs) > 0,
+			Busy: st.TransferringTo != "" || st.TakingLeadership}
+		for _, p := range st.Peers {
+			host := p.Addr
+			if p.Self {
+				host = self
+			}
+			if p.ID == st.LeaderID {
+				g.Leader = host
+			}
+			g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
+				Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{st.Group, p.ID}])})
+		}
+		if st.Role == protocol.LEADER {
+			g.Leader = self
+			leaders[st.Group] = s
+			if _, ok := b.leading[st.Group]; !ok {
+				b.leading[st.Group], b.lastGain = now, now
+			}
+		}
+		if to, ok := b.inFlight[st.Group]; ok {
+			g.Leader, g.Busy = to, true // counted as done: the next plan does not repeat it
+		}
+		if i, ok := at[st.Group]; ok {
+			if st.Role == protocol.LEADER {
+				v.Groups[i] = g
+			}
+			continue
+		}
+		at[st.Group] = len(v.Groups)
+		v.Groups = append(v.Groups, g)
+	}
+	for g := range b.leading {
+		if leaders[g] == nil {
+			delete(b.leading, g)
+		}
+	}
+	return v, leaders
+}
+
+// running: started and not stopping.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == 1
+}
+
+// BalanceLoads is this host's view of the leader balance: every live host of its groups with
+// the groups it leads among them, its quota and its pinned groups (balance.Totals), ordered by
+// host id. For the admin API, a benchmark's balance measure and tests.
+func (h *Host) BalanceLoads() []balance.Load {
+	if h.bal == nil {
+		return nil
+	}
+	v, _ := h.balanceView(time.Now())
+	return balance.Totals(v)
+}

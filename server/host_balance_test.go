@@ -1,0 +1,457 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// roleLog records every role event of every member of a test's hosts, and wakes whoever waits
+// for a condition on them: the tests wait for events, not for time.
+type roleLog struct {
+	mu      sync.Mutex
+	evs     []loggedEvent
+	changed chan struct{} // closed and replaced at every event
+}
+
+type loggedEvent struct {
+	group, self string
+	ev          dledger.RoleEvent
+}
+
+func newRoleLog() *roleLog { return &roleLog{changed: make(chan struct{})} }
+
+func (l *roleLog) listener(group, self string) Option {
+	return WithListener(func(ev dledger.RoleEvent) {
+		if ev.Missed > 0 {
+			return
+		}
+		l.mu.Lock()
+		l.evs = append(l.evs, loggedEvent{group, self, ev})
+		close(l.changed)
+		l.changed = make(chan struct{})
+		l.mu.Unlock()
+	})
+}
+
+func (l *roleLog) mark() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.evs)
+}
+
+func (l *roleLog) since(i int) []loggedEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]loggedEvent(nil), l.evs[i:]...)
+}
+
+// await waits until cond holds, re-checking it at every role event (and on a slow tick, for
+// what a Drain or a Stop changes without one).
+func (l *roleLog) await(t *testing.T, limit time.Duration, what string, diag func() string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		l.mu.Lock()
+		ch := l.changed
+		l.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Second):
+		case <-deadline:
+			t.Fatalf("after %v: %s: %s", limit, what, diag())
+		}
+	}
+}
+
+// balanceTimings are the lan profile with a detection window of 10 s: these tests count every
+// term (an election after a missed window would be a term without a transfer), and the one
+// process that holds all three hosts, 90 members under -race on a loaded 2-core machine, was
+// seen frozen for 2 s, after which every member of a group timed out at once. Leadership
+// moves here by transfers, which wait for no window (a stopping host hands over too).
+func balanceTimings() dledger.Config {
+	c := dledger.DefaultConfig()
+	c.MaxHeartBeatLeak = 50
+	return c
+}
+
+// balanceLimit bounds a wait for the balance: generous, for the same machine.
+const balanceLimit = 60 * time.Second
+
+// balanceRig is hosts of the same groups, member n<i> of every group on host i.
+type balanceRig struct {
+	t      *testing.T
+	ports  []int
+	dirs   []string
+	hosts  []*Host
+	peers  string
+	groups []string
+	log    *roleLog
+	// optsFor is each group's timings (default fastTimings).
+	optsFor func(group string) dledger.Config
+}
+
+func newBalanceRig(t *testing.T, nHosts, nGroups int) *balanceRig {
+	r := &balanceRig{t: t, ports: freePorts(t, nHosts), log: newRoleLog()}
+	r.peers = peersString(r.ports)
+	for i := range nHosts {
+		r.dirs = append(r.dirs, t.TempDir())
+		r.hosts = append(r.hosts, nil)
+		_ = i
+	}
+	for g := range nGroups {
+		r.groups = append(r.groups, fmt.Sprintf("g%02d", g))
+	}
+	return r
+}
+
+// start (re)starts host i, optionally drained before its members are added, with its members.
+func (r *balanceRig) start(i int, drained bool) {
+	r.t.Helper()
+	h := newTestHost(r.t, r.ports[i], r.dirs[i])
+	if drained {
+		if err := h.Drain(context.Background()); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	r.hosts[i] = h
+	for _, g := range r.groups {
+		self := fmt.Sprintf("n%d", i)
+		timings := balanceTimings()
+		if r.optsFor != nil {
+			timings = r.optsFor(g)
+		}
+		addStartedWith(r.t, h, g, self, r.peers, timings, r.log.listener(g, self))
+	}
+}
+
+// ctx is a context for one Stop or Drain of the test, bounded by balanceLimit.
+func (r *balanceRig) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), balanceLimit)
+	r.t.Cleanup(cancel)
+	return ctx
+}
+
+// leads counts the groups each host's members lead (a stopped host: -1).
+func (r *balanceRig) leads() []int {
+	out := make([]int, len(r.hosts))
+	for i, h := range r.hosts {
+		if !hostRunning(h) {
+			out[i] = -1
+			continue
+		}
+		for _, s := range h.Members() {
+			if s.Status().Role == protocol.LEADER {
+				out[i]++
+			}
+		}
+	}
+	return out
+}
+
+// awaitLeads waits until the hosts lead want groups each (-1: stopped, skipped), and every
+// group has exactly one leader.
+func (r *balanceRig) awaitLeads(want []int, limit time.Duration) {
+	r.t.Helper()
+	r.log.await(r.t, limit, fmt.Sprintf("hosts lead %v groups each", want), r.diagnose, func() bool {
+		got := r.leads()
+		for i := range want {
+			if want[i] >= 0 && got[i] != want[i] {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// diagnose is each host's view of the balance, for a failure message.
+func (r *balanceRig) diagnose() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "leads %v;", r.leads())
+	for i, h := range r.hosts {
+		if !hostRunning(h) {
+			continue
+		}
+		fmt.Fprintf(&b, " host %d sees %+v", i, h.BalanceLoads())
+		if h.bal != nil {
+			h.bal.mu.Lock()
+			fmt.Fprintf(&b, " in flight %v failed %d;", h.bal.inFlight, len(h.bal.failed))
+			h.bal.mu.Unlock()
+		}
+	}
+	return b.String()
+}
+
+// awaitLogged waits until every running member's latest logged event is its current state:
+// the elector queues its events for the host's maintainer to publish, and listeners get them
+// on goroutines of their own, so a state the statuses already show may not be logged yet.
+func (r *balanceRig) awaitLogged() {
+	r.t.Helper()
+	r.log.await(r.t, balanceLimit, "the log has every member's latest event", func() string { return "" }, func() bool {
+		latest := map[[2]string]dledger.RoleEvent{}
+		for _, e := range r.log.since(0) {
+			latest[[2]string{e.group, e.self}] = e.ev
+		}
+		for _, h := range r.hosts {
+			if !hostRunning(h) {
+				continue
+			}
+			for _, s := range h.Members() {
+				st := s.elector.Status() // the elector's own: its events may not be published yet
+				got := latest[[2]string{s.cfg.Group, s.cfg.SelfID}]
+				if got.Term != st.Term || got.Role != st.Role || got.LeaderID != st.LeaderID {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// terms is every group's highest term over the running members.
+func (r *balanceRig) terms() map[string]int64 {
+	out := map[string]int64{}
+	for _, h := range r.hosts {
+		if !hostRunning(h) {
+			continue
+		}
+		for _, s := range h.Members() {
+			st := s.Status()
+			out[st.Group] = max(out[st.Group], st.Term)
+		}
+	}
+	return out
+}
+
+// checkTransfersOnly checks the role events since mark, given each group's term then: every
+// term a group reached has a leader (no failed election, no term moved for nothing), so the
+// group's term rose by exactly its number of new leaders (one per moved group); and the group
+// was never without a leader for longer than one transfer. It returns the moves.
+func (r *balanceRig) checkTransfersOnly(mark int, before map[string]int64) int {
+	r.t.Helper()
+	r.awaitLogged()
+	byGroup := map[string][]loggedEvent{}
+	for _, e := range r.log.since(mark) {
+		byGroup[e.group] = append(byGroup[e.group], e)
+	}
+	bound := balanceTimings().TransferBound()
+	moves := 0
+	for _, g := range r.groups {
+		evs := byGroup[g]
+		led := map[int64]bool{}
+		seen := map[int64]bool{}
+		for _, e := range evs {
+			if e.ev.Role == protocol.UNKNOWN { // a stopped member's last event
+				continue
+			}
+			seen[e.ev.Term] = true
+			if e.ev.Role == protocol.LEADER {
+				led[e.ev.Term] = true
+			}
+		}
+		for term := range seen {
+			if term > before[g] && !led[term] {
+				r.t.Fatalf("group %s reached term %d with no leader (a needless term increase): %v", g, term, evs)
+			}
+		}
+		for term := range led {
+			if term > before[g] {
+				moves++
+			}
+		}
+		if rose := r.terms()[g] - before[g]; rose != int64(countAbove(led, before[g])) {
+			r.t.Fatalf("group %s: term rose by %d for %d new leaders: %v", g, rose, countAbove(led, before[g]), evs)
+		}
+		// Leaderless gaps: from a leader's step-down to the next LEADER event.
+		sort.SliceStable(evs, func(i, j int) bool { return evs[i].ev.At.Before(evs[j].ev.At) })
+		leading := map[string]bool{}
+		var gapFrom time.Time
+		for _, e := range evs {
+			was := len(leading) > 0
+			if e.ev.Role == protocol.LEADER {
+				leading[e.self] = true
+			} else {
+				delete(leading, e.self)
+			}
+			switch now := len(leading) > 0; {
+			case was && !now:
+				gapFrom = e.ev.At
+			case !was && now && !gapFrom.IsZero():
+				if gap := e.ev.At.Sub(gapFrom); gap > bound {
+					r.t.Fatalf("group %s had no leader for %v, longer than a transfer (%v)", g, gap, bound)
+				}
+				gapFrom = time.Time{}
+			}
+		}
+	}
+	return moves
+}
+
+func hostRunning(h *Host) bool {
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state == 1
+}
+
+func countAbove(led map[int64]bool, t int64) int {
+	n := 0
+	for term := range led {
+		if term > t {
+			n++
+		}
+	}
+	return n
+}
+
+// TestHostBalancesLeadership: three hosts, 30 groups, every host a member of each, all led at
+// first by host 0 (host 1 starts drained, host 2 later). The balancers spread them 10/10/10,
+// by transfers only (one term per moved group, no term without a leader, no leaderless gap
+// beyond a transfer). Host 0 stops: its groups hand over, and the two others settle at 15/15.
+// It restarts on the same data dirs: 10/10/10 again. Host 1 drains: it leads nothing, and
+// keeps leading nothing when host 2 stops and its groups fail over (host 0 takes all 30);
+// undrained, it takes half back; its Stop after a Drain moves no group.
+func TestHostBalancesLeadership(t *testing.T) {
+	const nGroups = 30
+	r := newBalanceRig(t, 3, nGroups)
+	r.start(0, false)
+	r.start(1, true) // votes, so host 0 can elect, but leads nothing
+	r.awaitLeads([]int{nGroups, 0, -1}, electionLimit)
+
+	mark, before := r.log.mark(), r.terms()
+	r.start(2, false)
+	r.hosts[1].Undrain()
+	r.awaitLeads([]int{10, 10, 10}, balanceLimit)
+	moves := r.checkTransfersOnly(mark, before)
+	t.Logf("spread from one host: %d moves (minimum 20)", moves)
+	if moves < 20 || moves > 2*20 {
+		t.Fatalf("%d moves to spread 30 groups from one host over three; want 20 (at most 40 with stale views)", moves)
+	}
+
+	// Host 0 stops: its groups hand over (Stop), then the two others balance.
+	if err := r.hosts[0].Stop(r.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	r.awaitLeads([]int{-1, 15, 15}, balanceLimit)
+
+	// Back on the same data dirs: balance among three again.
+	mark, before = r.log.mark(), r.terms()
+	r.start(0, false)
+	r.awaitLeads([]int{10, 10, 10}, balanceLimit)
+	moves = r.checkTransfersOnly(mark, before)
+	t.Logf("rejoin: %d moves (minimum 10)", moves)
+
+	// Drain host 1: everything moves away, and stays away.
+	mark, before = r.log.mark(), r.terms()
+	if err := r.hosts[1].Drain(r.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.leads(); got[1] != 0 {
+		t.Fatalf("Drain returned with host 1 leading %d groups", got[1])
+	}
+	r.awaitLeads([]int{15, 0, 15}, balanceLimit)
+	r.checkTransfersOnly(mark, before)
+	if err := r.hosts[2].Stop(r.ctx()); err != nil { // its groups go to host 0 alone
+		t.Fatal(err)
+	}
+	r.awaitLeads([]int{nGroups, 0, -1}, balanceLimit)
+	for _, s := range r.hosts[1].Members() {
+		if st := s.Status(); st.Role == protocol.LEADER || st.LeaderID == "n1" {
+			t.Fatalf("drained host leads: %+v", st)
+		}
+	}
+	r.start(2, false)
+	r.awaitLeads([]int{15, 0, 15}, balanceLimit)
+	r.hosts[1].Undrain()
+	r.awaitLeads([]int{10, 10, 10}, balanceLimit)
+
+	// A drained host's Stop hands nothing over: no group's term moves.
+	if err := r.hosts[1].Drain(r.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	r.awaitLeads([]int{15, 0, 15}, balanceLimit)
+	before = r.terms()
+	if err := r.hosts[1].Stop(r.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	after := r.terms()
+	for _, g := range r.groups {
+		if after[g] != before[g] {
+			t.Fatalf("group %s: the drained host's Stop moved the term %d -> %d", g, before[g], after[g])
+		}
+	}
+}
+
+// TestHostDrainReportsWhatItCannotMove: when every other member of its groups is drained too,
+// no one can take leadership: the drained host keeps leading (no leaderless group), and Drain
+// ends with ctx, naming what it still leads.
+func TestHostDrainReportsWhatItCannotMove(t *testing.T) {
+	r := newBalanceRig(t, 3, 2)
+	r.start(0, false)
+	r.start(1, true)
+	r.start(2, true)
+	r.awaitLeads([]int{2, 0, 0}, electionLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err := r.hosts[0].Drain(ctx)
+	if err == nil || !strings.Contains(err.Error(), "g00/n0") || !strings.Contains(err.Error(), "g01/n0") {
+		t.Fatalf("Drain with no one to hand over to: %v, want an error naming g00/n0 and g01/n0", err)
+	}
+	if got := r.leads(); got[0] != 2 {
+		t.Fatalf("the drained host stepped down: leads %d, want 2 (no leaderless group)", got[0])
+	}
+	// Another host undrained: the retried Drain hands everything to it.
+	r.hosts[2].Undrain()
+	ctx2, cancel2 := context.WithTimeout(context.Background(), electionLimit)
+	defer cancel2()
+	if err := r.hosts[0].Drain(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	r.awaitLeads([]int{0, 0, 2}, balanceLimit)
+}
+
+// TestHostBalanceLeavesPreferredLeadersAlone: half of 12 groups prefer n0 (host 0). The
+// balancer counts them on host 0 and never moves them (they are the preferred-leader check's,
+// docs/protocol.md 7.9): host 0 keeps its 6 preferred groups and gives away all others, 3 to
+// each other host.
+func TestHostBalanceLeavesPreferredLeadersAlone(t *testing.T) {
+	r := newBalanceRig(t, 3, 12)
+	pinned := func(g string) bool { return g < "g06" }
+	r.optsFor = func(g string) dledger.Config {
+		c := balanceTimings()
+		if pinned(g) {
+			c.PreferredLeaderIDs = []string{"n0"}
+		}
+		return c
+	}
+	r.start(0, false)
+	r.start(1, true)
+	r.awaitLeads([]int{12, 0, -1}, electionLimit)
+	mark, before := r.log.mark(), r.terms()
+	r.start(2, false)
+	r.hosts[1].Undrain()
+	r.awaitLeads([]int{6, 3, 3}, balanceLimit)
+	r.checkTransfersOnly(mark, before)
+	for _, e := range r.log.since(mark) {
+		if pinned(e.group) && e.ev.Role == protocol.LEADER && e.self != "n0" {
+			t.Fatalf("the balancer moved group %s, which prefers n0: %+v", e.group, e)
+		}
+	}
+	for _, s := range r.hosts[0].Members() {
+		if st := s.Status(); pinned(st.Group) != (st.Role == protocol.LEADER) {
+			t.Fatalf("host 0: group %s (pinned %v) role %v", st.Group, pinned(st.Group), st.Role)
+		}
+	}
+}
