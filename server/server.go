@@ -170,6 +170,9 @@ func New(config Config, opts ...Option) (*Server, error) {
 	if s.metrics, err = metrics.New(reg, cfg.Group, cfg.SelfID, nil); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	if o.host != nil {
+		o.host.feedHostMetrics(s) // before the first event (host_metrics.go)
+	}
 	// From here on every error path must give the caller's registry back.
 	defer func() {
 		if !ok {

@@ -75,7 +75,7 @@ type Daemon struct {
 	members map[memberKey]*member
 	host    Host
 	// entryConfig turns a PUT's configs: entry into the member's Config (SetHost).
-	entryConfig func(server.HostMember) (server.Config, error)
+	entryConfig EntryConfig
 }
 
 type memberKey struct{ group, self string }
