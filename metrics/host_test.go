@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -42,6 +43,8 @@ func TestHostSeriesCountEveryMemberWithoutGroupLabels(t *testing.T) {
 	ms[0].OnRoleEvent(dledger.RoleEvent{Seq: 2, Term: 1, Role: protocol.LEADER, LeaderID: "n0", At: at.Add(time.Second)})
 	ms[1].OnRoleEvent(dledger.RoleEvent{Seq: 2, Term: 1, Role: protocol.FOLLOWER, LeaderID: "n1", At: at.Add(time.Second)})
 	ms[1].TransferFinished(protocol.CodeSuccess)
+	h.DeclareRPCReasons([]string{"oversize"}, []string{"bad_key"})
+	h.BadFrame("oversize")
 	role := func(r protocol.Role) float64 { return testutil.ToFloat64(h.members.WithLabelValues(r.String())) }
 	check := func(what string, got, want float64) {
 		t.Helper()
@@ -56,7 +59,14 @@ func TestHostSeriesCountEveryMemberWithoutGroupLabels(t *testing.T) {
 	check("elections PASSED", testutil.ToFloat64(h.elections.WithLabelValues(protocol.Passed.String())), 2)
 	check("leader changes", testutil.ToFloat64(h.leaderChanges), 2)
 	check("transfers SUCCESS", testutil.ToFloat64(h.transfers.WithLabelValues(protocol.CodeSuccess.String())), 1)
-	check("election durations", float64(testutil.CollectAndCount(h.electionDuration)), 1)
+	var hist dto.Metric
+	if err := h.electionDuration.Write(&hist); err != nil {
+		t.Fatal(err)
+	}
+	check("election durations", float64(hist.GetHistogram().GetSampleCount()), 2) // ms[0] and ms[1] found a leader
+
+	check("bad frames", testutil.ToFloat64(h.badFrames.WithLabelValues("oversize")), 1)
+	check("auth failures declared", testutil.ToFloat64(h.authFailures.WithLabelValues("bad_key")), 0)
 	ms[0].Unregister() // the leader leaves the host
 	ms[0].OnRoleEvent(dledger.RoleEvent{Seq: 3, Term: 1, Role: protocol.UNKNOWN, At: at.Add(2 * time.Second)})
 	check("leaders after the leader left", role(protocol.LEADER), 0)

@@ -117,7 +117,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		cfg.MaxConnsPerIP = defaultHostMaxConnsPerIP
 	}
 	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP,
-		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc")})
+		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: h.rpcHooks()})
 	if err != nil {
 		return nil, err
 	}

@@ -145,10 +145,13 @@ func startHost(su serverSetup, log *zap.Logger) (*hostProcess, error) {
 	// Without per-group series the members count on a registry nobody serves; the host-wide
 	// series (server.Host's, on reg) still count them all.
 	var memberOpts []server.Option
+	daemonOpts := []daemon.Option{daemon.WithLogger(log), daemon.WithRegisterer(reg)}
 	if !su.perGroupMetrics() {
-		memberOpts = append(memberOpts, server.WithRegisterer(prometheus.NewRegistry()))
+		unserved := prometheus.NewRegistry()
+		memberOpts = append(memberOpts, server.WithRegisterer(unserved))
+		daemonOpts = append(daemonOpts, daemon.WithRegisterer(unserved), daemon.WithGatherer(reg)) // hook metrics too
 	}
-	d, err := daemon.New(su.daemon, daemon.WithLogger(log), daemon.WithRegisterer(reg))
+	d, err := daemon.New(su.daemon, daemonOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -96,14 +96,14 @@ func TestServerConfigsRefusals(t *testing.T) {
 	}
 }
 
-// --metrics-per-group off leaves the members' own series out of /metrics, and the host-wide
-// series count them all the same; on (and auto, for a few members) has both.
+// --metrics-per-group off leaves the members' own series (their hooks' too) out of /metrics,
+// and the host-wide series count them all the same; on (and auto, for a few members) has both.
 func TestMetricsPerGroup(t *testing.T) {
 	for _, mode := range []string{"off", "on"} {
 		t.Run(mode, func(t *testing.T) {
 			port := dledgertest.FreePorts(t, 1)[0]
 			self := fmt.Sprintf("127.0.0.1:%d", port)
-			file := hostFile(t, fmt.Sprintf("listen: %s\nhttp: 127.0.0.1:0\ndata-dir: %s\ninsecure-no-peer-auth: true\nlog-level: error\n",
+			file := hostFile(t, fmt.Sprintf("listen: %s\nhttp: 127.0.0.1:0\ndata-dir: %s\ninsecure-no-peer-auth: true\nlog-level: error\non-role-change: \"true\"\n",
 				self, filepath.Join(t.TempDir(), "data")),
 				`{group: g0, selfId: n0, peers: "n0-`+self+`"}`, `{group: g1, selfId: n0, peers: "n0-`+self+`"}`)
 			su := resolveOK(t, []string{"--config", file, "--metrics-per-group", mode}, nil)
@@ -118,7 +118,8 @@ func TestMetricsPerGroup(t *testing.T) {
 				return strings.Contains(body, `dledger_host_members{role="LEADER"} 2`)
 			})
 			perMember := strings.Contains(body, `dledger_term{group="g0",self_id="n0"}`)
-			if perMember != (mode == "on") {
+			hooks := strings.Contains(body, `dledger_hook_runs_total{group="g0"`)
+			if perMember != (mode == "on") || hooks != perMember {
 				t.Fatalf("--metrics-per-group %s: per-member series on /metrics = %v\n%s", mode, perMember, body)
 			}
 			for _, n := range metrics.HostNames {
