@@ -177,6 +177,16 @@ func TestRealProcessHostsServeManyGroups(t *testing.T) {
 		t.Fatal("GET /v1/status on a host of many members answered")
 	}
 
+	// watch --group: g0's events as host 1's member sees them, with the group in each.
+	var wout, werr lockedBuffer
+	w := exec.Command(h.bin, "watch", "--http", h.admin[1], "--group", "g0", "-o", "json")
+	w.Stdout, w.Stderr = &wout, &werr
+	waitWatch := startChild(t, w, func() { t.Logf("watch stdout:\n%s\nwatch stderr:\n%s", wout.String(), werr.String()) })
+	dledgertest.Eventually(t, limit, "watch --group g0 to print the current state", func() bool {
+		evs, _ := watchLines(t, wout.String())
+		return len(evs) > 0
+	})
+
 	// transfer --group: g0's leadership to another member, asked of any host.
 	to := "n2"
 	if lead["g0"].SelfID == "n2" {
@@ -190,6 +200,15 @@ func TestRealProcessHostsServeManyGroups(t *testing.T) {
 	lead = h.leaders(limit, "g0", "g1", "t")
 	if lead["g0"].SelfID != to {
 		t.Fatalf("g0 led by %+v after the transfer to %s", lead["g0"], to)
+	}
+	dledgertest.Eventually(t, limit, "watch --group g0 to print the new leader", func() bool {
+		evs, _ := watchLines(t, wout.String())
+		last := evs[len(evs)-1]
+		return last.Leader == to && last.Group == "g0" && last.Member == "n1"
+	})
+	w.Process.Signal(syscall.SIGINT)
+	if err := waitWatch(limit); err != nil {
+		t.Fatalf("watch exited with %v on SIGINT, want 0", err)
 	}
 
 	// groups add: g2 on every host, at run time.
