@@ -172,9 +172,14 @@ func TestRealProcessHostsServeManyGroups(t *testing.T) {
 	if roles["LEADER"] != 1 || roles["FOLLOWER"] != 2 {
 		t.Fatalf("status --group g0: roles %v\n%s", roles, out.String())
 	}
-	// The single-member routes answer only a process of one member.
+	// The single-member routes answer only a process of one member; status says to name a group.
 	if _, err := fetchStatus(&http.Client{Timeout: time.Second}, h.admin[0]); err == nil {
 		t.Fatal("GET /v1/status on a host of many members answered")
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := runStatus([]string{"--http", h.admin[0]}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "--group") {
+		t.Fatalf("status of a host of many without --group: %d %s", code, errOut.String())
 	}
 
 	// watch --group: g0's events as host 1's member sees them, with the group in each.

@@ -299,7 +299,8 @@ func (d *Daemon) handler(admin bool) http.Handler {
 		m, n := d.only()
 		if m == nil {
 			writeJSON(w, http.StatusNotFound, errorJSON{Error: fmt.Sprintf(
-				"this process serves %d group members: ask one at /v1/groups/{group}/{id}/... (GET /v1/groups lists them)", n)})
+				"this process serves %d group members: ask one at /v1/groups/{group}/{id}/... (GET /v1/groups lists them; "+
+					"dledger status, watch and transfer take --group)", n)})
 			return
 		}
 		m.handler(admin).ServeHTTP(w, r)
