@@ -84,6 +84,10 @@ type Daemon struct {
 
 type memberKey struct{ group, self string }
 
+// finalEventWait bounds how long a member's Stop waits for its watch hub to receive the final
+// event through the subscription (it takes microseconds unless the machine is stalled).
+const finalEventWait = time.Second
+
 // New checks cfg and builds the daemon without opening any socket.
 func New(cfg Config, opts ...Option) (*Daemon, error) {
 	cfg, err := cfg.resolve()
@@ -203,6 +207,19 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	return server.Attachment{
 		Advertise: m.advertised,
 		Detach: func(ctx context.Context, final *dledger.RoleEvent) {
+			// The final event may still be queued for the subscription, which unsub drops: wait
+			// a moment for the hub to have it in order, else hand it over here (streams then
+			// skip what was queued before it), so every stream ends with it and the listeners'
+			// Shutdown is not held up by them.
+			if final != nil {
+				wait, cancel := context.WithTimeout(ctx, finalEventWait)
+				if !m.watch.awaitEnd(wait) {
+					m.watch.publish(*final)
+				}
+				cancel()
+			} else {
+				m.watch.end()
+			}
 			unsub()
 			m.closeHooks(ctx, final)
 			d.mu.Lock()
