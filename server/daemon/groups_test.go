@@ -235,6 +235,21 @@ func TestHostAdminAddsAndRemovesMembers(t *testing.T) {
 	if code, body := do("GET", "/v1/groups/b%2Fx/n0/leader", "", ""); code != http.StatusOK {
 		t.Fatalf("GET b/x's leader check: %d %s", code, body)
 	}
+	// /readyz of a host of several: every member knows a leader. A member of a group whose
+	// other members never run knows none.
+	if code, body := do("GET", "/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("GET /readyz with every member leading: %d %s", code, body)
+	}
+	lone := fmt.Sprintf(`{"peers":"n0-%s;n1-127.0.0.1:1;n2-127.0.0.1:2"}`, addr)
+	if code, msg := do("PUT", "/v1/groups/c/n0", lone, testToken); code != http.StatusCreated {
+		t.Fatalf("PUT c/n0: %d %s", code, msg)
+	}
+	if code, body := do("GET", "/readyz", "", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, `"withoutLeader": 1`) {
+		t.Fatalf("GET /readyz with c/n0 leaderless: %d %s", code, body)
+	}
+	if code, msg := do("DELETE", "/v1/groups/c/n0", "", testToken); code != http.StatusOK {
+		t.Fatalf("DELETE c/n0: %d %s", code, msg)
+	}
 	if code, _ := do("DELETE", "/v1/groups/a/n0", "", ""); code != http.StatusUnauthorized {
 		t.Fatalf("DELETE without the token: %d", code)
 	}
