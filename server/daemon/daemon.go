@@ -14,7 +14,8 @@
 //	POST   /v1/groups/{group}/{id}/transfer  hand that group's leadership over; PUT .../ledger
 //	PUT    /v1/groups/{group}/{id}           add a member to the host (a configs: entry as JSON)
 //	DELETE /v1/groups/{group}/{id}           remove one (a leader hands over first)
-//	POST   /v1/drain                         hand over every group this host leads
+//	POST   /v1/drain                         hand over every group this host leads (/v1/undrain:
+//	                                         lead again)
 //	GET    /metrics, /healthz                the process; /readyz: every member knows a leader
 //
 // and, while the process serves exactly one member, that member's routes at their
@@ -300,6 +301,7 @@ func (d *Daemon) handler(admin bool) http.Handler {
 		mux.HandleFunc("PUT /v1/groups/{group}/{id}", d.addMember)
 		mux.HandleFunc("DELETE /v1/groups/{group}/{id}", d.removeMember)
 		mux.HandleFunc("POST /v1/drain", d.drain)
+		mux.HandleFunc("POST /v1/undrain", d.undrain)
 	}
 	// Live: the process serves HTTP (whatever its members' roles). GET answers "ok".
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
