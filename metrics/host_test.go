@@ -92,3 +92,58 @@ func TestHostSeriesCountEveryMemberWithoutGroupLabels(t *testing.T) {
 		t.Fatalf("the registry after Unregister: %v", err)
 	}
 }
+
+// A host-only member has no series of its own, answers every method without one, and counts
+// in its host's series like any member.
+func TestHostOnlyMemberCountsOnlyOnItsHost(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	h, err := NewHost(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(100, 0)
+	m := NewHostOnly(h, func() time.Time { return at })
+	m.DeclareRPCReasons([]string{"oversize"}, []string{"VOTE"}, []string{"timeout"})
+	m.DeclareAuthReasons([]string{"bad_key"})
+	m.DeclarePeers([]string{"n1"})
+	m.SetLedger(1, 2)
+	m.LedgerReportAhead()
+	m.LedgerKnown(true)
+	m.VoteResponse(protocol.VoteResult(0))
+	m.VoteGranted()
+	m.HeartBeatResponse(protocol.CodeSuccess)
+	m.RPCError("VOTE", "timeout")
+	m.BadFrame("oversize")
+	m.AuthFailure("bad_key")
+	m.VoteStoreOp("save", time.Millisecond)
+	m.PeerRoundTrip("VOTE", "n1", time.Millisecond)
+	m.OnRoleEvent(dledger.RoleEvent{Seq: 1, Role: protocol.CANDIDATE, At: at})
+	m.VoteRoundDecided(protocol.Passed)
+	m.OnRoleEvent(dledger.RoleEvent{Seq: 2, Term: 1, Role: protocol.LEADER, LeaderID: "n0", At: at.Add(time.Second)})
+	m.TransferFinished(protocol.CodeSuccess)
+	for what, got := range map[string]float64{
+		"leaders":           testutil.ToFloat64(h.members.WithLabelValues(protocol.LEADER.String())),
+		"elections PASSED":  testutil.ToFloat64(h.elections.WithLabelValues(protocol.Passed.String())),
+		"leader changes":    testutil.ToFloat64(h.leaderChanges),
+		"transfers SUCCESS": testutil.ToFloat64(h.transfers.WithLabelValues(protocol.CodeSuccess.String())),
+	} {
+		if got != 1 {
+			t.Errorf("%s = %v, want 1", what, got)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, n := range Names {
+			if mf.GetName() == n {
+				t.Errorf("a host-only member exported %s", n)
+			}
+		}
+	}
+	m.Unregister()
+	if got := testutil.ToFloat64(h.members.WithLabelValues(protocol.LEADER.String())); got != 0 {
+		t.Fatalf("leaders after the member left: %v", got)
+	}
+}

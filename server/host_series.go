@@ -26,6 +26,20 @@ func (h *Host) startHostSeries() {
 	h.hostSeries = m
 }
 
+// WithoutMemberSeries builds the member with no metrics series of its own (about 30 KiB of
+// collectors): on a host it counts only in the host-wide series (metrics.HostNames), for a
+// process of thousands of groups whose per-member series nobody scrapes (`dledger server
+// --metrics-per-group off`). Given to NewHost, it applies to every member.
+func WithoutMemberSeries() Option { return func(o *options) { o.noMemberSeries = true } }
+
+// series is the host-wide series, or nil (no host, or not registered).
+func (h *Host) series() *metrics.Host {
+	if h == nil {
+		return nil
+	}
+	return h.hostSeries
+}
+
 // feedHostSeries makes member s count in the host-wide series.
 func (h *Host) feedHostSeries(s *Server) {
 	if h.hostSeries != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -86,5 +87,31 @@ func TestHostListenerRefusalsCountOnItsOnlyMember(t *testing.T) {
 	two := map[string]string{"group": "b", "self_id": "n0"}
 	if n := counterSum(t, h.Gatherer(), "dledger_auth_failures_total", two) + counterSum(t, h.Gatherer(), "dledger_rpc_bad_frames_total", two); n != 0 {
 		t.Fatalf("the second member counted %v refusals", n)
+	}
+}
+
+// A member added WithoutMemberSeries has no series on the host's registry, and the host-wide
+// series count it like the others.
+func TestHostMemberWithoutItsOwnSeries(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h := newTestHost(t, port, t.TempDir())
+	addStarted(t, h, "a", "n0", "n0-"+addr)
+	addStarted(t, h, "b", "n0", "n0-"+addr, WithoutMemberSeries())
+	dledgertest.Eventually(t, electionLimit, "both one-member groups to lead, as the host's series count", func() bool {
+		v, _ := seriesValue(t, h.Gatherer(), "dledger_host_members", map[string]string{"role": "LEADER"})
+		return v == 2
+	})
+	if _, ok := seriesValue(t, h.Gatherer(), "dledger_term", map[string]string{"group": "a"}); !ok {
+		t.Fatal("member a has no dledger_term")
+	}
+	if _, ok := seriesValue(t, h.Gatherer(), "dledger_term", map[string]string{"group": "b"}); ok {
+		t.Fatal("member b, without series of its own, has dledger_term")
+	}
+	if err := h.RemoveGroup(context.Background(), "b", "n0"); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := seriesValue(t, h.Gatherer(), "dledger_host_members", map[string]string{"role": "LEADER"}); v != 1 {
+		t.Fatalf("host leaders after b left: %v", v)
 	}
 }

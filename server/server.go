@@ -47,7 +47,9 @@ type options struct {
 	listeners  []func(dledger.RoleEvent)
 	store      memberstate.Store
 	attachers  []Attacher // seams.go
-	host       *Host      // set by Host.AddGroup: the member is served by the host's rpc listener
+	// noMemberSeries: WithoutMemberSeries (host_series.go).
+	noMemberSeries bool
+	host           *Host // set by Host.AddGroup: the member is served by the host's rpc listener
 }
 
 // WithLogger sets the logger (default: none). Every election line carries group, self, term
@@ -168,10 +170,11 @@ func New(config Config, opts ...Option) (*Server, error) {
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg, s.gatherer, s.ownMetrics = own, own, true
 	}
-	if s.metrics, err = metrics.New(reg, cfg.Group, cfg.SelfID, nil); err != nil {
+	if o.noMemberSeries {
+		s.metrics = metrics.NewHostOnly(o.host.series(), nil) // counts in the host's series only
+	} else if s.metrics, err = metrics.New(reg, cfg.Group, cfg.SelfID, nil); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	if o.host != nil {
+	} else if o.host != nil {
 		o.host.feedHostSeries(s) // before the first event (host_series.go)
 	}
 	// From here on every error path must give the caller's registry back.

@@ -142,14 +142,13 @@ type hostProcess struct {
 func startHost(su serverSetup, log *zap.Logger) (*hostProcess, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Without per-group series the members count on a registry nobody serves; the host-wide
-	// series (server.Host's, on reg) still count them all.
+	// Without per-group series the members keep none (their hooks' go on a registry nobody
+	// serves); the host-wide series (server.Host's, on reg) still count them all.
 	var memberOpts []server.Option
 	daemonOpts := []daemon.Option{daemon.WithLogger(log), daemon.WithRegisterer(reg)}
 	if !su.perGroupMetrics() {
-		unserved := prometheus.NewRegistry()
-		memberOpts = append(memberOpts, server.WithRegisterer(unserved))
-		daemonOpts = append(daemonOpts, daemon.WithRegisterer(unserved), daemon.WithGatherer(reg)) // hook metrics too
+		memberOpts = append(memberOpts, server.WithoutMemberSeries())
+		daemonOpts = append(daemonOpts, daemon.WithRegisterer(prometheus.NewRegistry()), daemon.WithGatherer(reg))
 	}
 	d, err := daemon.New(su.daemon, daemonOpts...)
 	if err != nil {
