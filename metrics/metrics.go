@@ -48,6 +48,13 @@ type Metrics struct {
 	leaderlessFrom time.Time // zero while a leader is known
 	leaderlessSum  time.Duration
 	now            func() time.Time
+	// host, if set (FeedHost), gets this member's counts too; hostRole and hostHasLeader are
+	// what its gauges count for this member, while hostCounted.
+	host          *Host
+	hostOnly      bool // NewHostOnly: no series of its own, every collector above nil
+	hostCounted   bool
+	hostRole      protocol.Role
+	hostHasLeader bool
 }
 
 // Names lists every metric this package defines (docs/operations.md and tests use it).
@@ -206,6 +213,7 @@ func (m *Metrics) Unregister() {
 	m.mu.Lock()
 	cols := m.registered
 	m.registered = nil
+	m.hostRoleLocked(protocol.UNKNOWN, false, true) // the member leaves the host's counts
 	m.mu.Unlock()
 	for _, col := range cols {
 		m.reg.Unregister(col)
@@ -228,6 +236,45 @@ func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
 	if ev.Missed > 0 {
 		return // a marker (the listener fell behind): the current state comes next
 	}
+	if !m.hostOnly {
+		m.setRoleGauges(ev)
+	}
+	at := ev.At
+	if at.IsZero() {
+		at = m.now()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case ev.LeaderID == "" && m.leaderlessFrom.IsZero():
+		m.leaderlessFrom = at
+	case ev.LeaderID != "" && !m.leaderlessFrom.IsZero():
+		gap := at.Sub(m.leaderlessFrom)
+		m.leaderlessSum += gap
+		if !m.hostOnly {
+			m.electionDuration.Observe(gap.Seconds())
+		}
+		if m.host != nil {
+			m.host.electionDuration.Observe(gap.Seconds())
+		}
+		m.leaderlessFrom = time.Time{}
+	}
+	if ev.LeaderID != "" && (ev.LeaderID != m.leader || ev.Term != m.leaderTerm) {
+		if !m.hostOnly {
+			m.leaderChanges.Inc()
+		}
+		if m.host != nil {
+			m.host.leaderChanges.Inc()
+		}
+		m.leader, m.leaderTerm = ev.LeaderID, ev.Term
+	}
+	if m.registered != nil { // not after Unregister: the member left the host's counts
+		m.hostRoleLocked(ev.Role, ev.LeaderID != "", false)
+	}
+}
+
+// setRoleGauges sets the member's term and role gauges from ev.
+func (m *Metrics) setRoleGauges(ev dledger.RoleEvent) {
 	m.term.Set(float64(ev.Term))
 	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
 		v := 0.0
@@ -246,53 +293,71 @@ func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
 	} else {
 		m.hasLeader.Set(0)
 	}
-	at := ev.At
-	if at.IsZero() {
-		at = m.now()
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch {
-	case ev.LeaderID == "" && m.leaderlessFrom.IsZero():
-		m.leaderlessFrom = at
-	case ev.LeaderID != "" && !m.leaderlessFrom.IsZero():
-		gap := at.Sub(m.leaderlessFrom)
-		m.leaderlessSum += gap
-		m.electionDuration.Observe(gap.Seconds())
-		m.leaderlessFrom = time.Time{}
-	}
-	if ev.LeaderID != "" && (ev.LeaderID != m.leader || ev.Term != m.leaderTerm) {
-		m.leaderChanges.Inc()
-		m.leader, m.leaderTerm = ev.LeaderID, ev.Term
-	}
 }
 
 // SetLedger records the ledger end gauges.
 func (m *Metrics) SetLedger(term, index int64) {
+	if m.hostOnly {
+		return
+	}
 	m.ledgerEndTerm.Set(float64(term))
 	m.ledgerEndIndex.Set(float64(index))
 }
 
 // LedgerReportAhead counts a ledger report whose end term is above every term the member has
 // seen.
-func (m *Metrics) LedgerReportAhead() { m.ledgerAhead.Inc() }
+func (m *Metrics) LedgerReportAhead() {
+	if !m.hostOnly {
+		m.ledgerAhead.Inc()
+	}
+}
 
 // The dledger.Observer methods.
 
 func (m *Metrics) VoteRoundDecided(r protocol.ParseResult) {
-	m.elections.WithLabelValues(r.String()).Inc()
+	if !m.hostOnly {
+		m.elections.WithLabelValues(r.String()).Inc()
+	}
+	if h := m.hostOf(); h != nil {
+		h.elections.WithLabelValues(r.String()).Inc()
+	}
 }
 func (m *Metrics) VoteResponse(r protocol.VoteResult) {
+	if m.hostOnly {
+		return
+	}
 	m.voteResponses.WithLabelValues(r.String()).Inc()
 }
-func (m *Metrics) VoteGranted() { m.votesGranted.Inc() }
+func (m *Metrics) VoteGranted() {
+	if !m.hostOnly {
+		m.votesGranted.Inc()
+	}
+}
 func (m *Metrics) HeartBeatResponse(c protocol.ResponseCode) {
+	if m.hostOnly {
+		return
+	}
 	m.heartBeatResponses.WithLabelValues(c.String()).Inc()
 }
 func (m *Metrics) TransferFinished(c protocol.ResponseCode) {
-	m.transfers.WithLabelValues(c.String()).Inc()
+	if !m.hostOnly {
+		m.transfers.WithLabelValues(c.String()).Inc()
+	}
+	if h := m.hostOf(); h != nil {
+		h.transfers.WithLabelValues(c.String()).Inc()
+	}
+}
+
+// hostOf is the host m feeds, or nil.
+func (m *Metrics) hostOf() *Host {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.host
 }
 func (m *Metrics) LedgerKnown(known bool) {
+	if m.hostOnly {
+		return
+	}
 	if known {
 		m.ledgerKnown.Set(1)
 	} else {
@@ -303,6 +368,9 @@ func (m *Metrics) LedgerKnown(known bool) {
 // DeclareRPCReasons creates the rpc counters' series at zero, so dashboards and alerts see
 // every reason from the first scrape instead of a missing series.
 func (m *Metrics) DeclareRPCReasons(badFrameReasons, requests, errorReasons []string) {
+	if m.hostOnly {
+		return
+	}
 	for _, r := range badFrameReasons {
 		m.badFrames.WithLabelValues(r)
 	}
@@ -315,22 +383,36 @@ func (m *Metrics) DeclareRPCReasons(badFrameReasons, requests, errorReasons []st
 
 // RPCError counts a failed call or unanswered request (rpc.Hooks.OnRPCError).
 func (m *Metrics) RPCError(request, reason string) {
+	if m.hostOnly {
+		return
+	}
 	m.rpcErrors.WithLabelValues(request, reason).Inc()
 }
 
 // BadFrame counts a rejected inbound frame.
-func (m *Metrics) BadFrame(reason string) { m.badFrames.WithLabelValues(reason).Inc() }
+func (m *Metrics) BadFrame(reason string) {
+	if !m.hostOnly {
+		m.badFrames.WithLabelValues(reason).Inc()
+	}
+}
 
 // DeclareAuthReasons creates dledger_auth_failures_total's series at zero for every reason
 // (rpc.AuthFailureReasons), so an alert on any increase works from the first scrape.
 func (m *Metrics) DeclareAuthReasons(reasons []string) {
+	if m.hostOnly {
+		return
+	}
 	for _, r := range reasons {
 		m.authFailures.WithLabelValues(r)
 	}
 }
 
 // AuthFailure counts a connection closed by peer authentication (rpc.Hooks.OnAuthFailure).
-func (m *Metrics) AuthFailure(reason string) { m.authFailures.WithLabelValues(reason).Inc() }
+func (m *Metrics) AuthFailure(reason string) {
+	if !m.hostOnly {
+		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
 
 // The values of dledger_vote_store_fsync_seconds's target label.
 const (
@@ -341,6 +423,9 @@ const (
 // VoteStoreOp records one timed step of a vote state write; it has the signature of
 // memberstate.FileStore.SetObserver's argument.
 func (m *Metrics) VoteStoreOp(op string, d time.Duration) {
+	if m.hostOnly {
+		return
+	}
 	switch op {
 	case memberstate.OpSave:
 		m.voteStoreWrite.Observe(d.Seconds())
@@ -354,6 +439,9 @@ func (m *Metrics) VoteStoreOp(op string, d time.Duration) {
 // DeclarePeers creates dledger_peer_rtt_seconds's series for every peer, so a dashboard shows
 // a peer that never answered as empty rather than missing.
 func (m *Metrics) DeclarePeers(ids []string) {
+	if m.hostOnly {
+		return
+	}
 	for _, id := range ids {
 		m.peerRTT.WithLabelValues(id)
 	}
@@ -363,6 +451,9 @@ func (m *Metrics) DeclarePeers(ids []string) {
 // heartbeats count: a leadership transfer's answer waits for an election, and a METADATA
 // request is a tool's, not the group's.
 func (m *Metrics) PeerRoundTrip(request, peer string, d time.Duration) {
+	if m.hostOnly {
+		return
+	}
 	if request == rtVote || request == rtHeartBeat {
 		m.peerRTT.WithLabelValues(peer).Observe(d.Seconds())
 	}

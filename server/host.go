@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -96,6 +96,10 @@ type Host struct {
 	hostID  string
 	stopRun context.CancelFunc
 	runDone chan struct{}
+	// memberOpts are NewHost's WithAttacher, given to every member.
+	memberOpts []Option
+	// hostSeries are the host-wide series (host_series.go); nil: not registered.
+	hostSeries *metrics.Host
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
@@ -114,7 +118,8 @@ type memberKey struct{ group, self string }
 
 // NewHost checks cfg and builds the host's rpc server without opening it. Options: WithLogger
 // and WithRegisterer (every member's metrics go on that registry, labelled by group and self;
-// default: a registry of the host's own with the Go and process collectors).
+// default: a registry of the host's own with the Go and process collectors), and the process's
+// WithAttacher, which every member added gets (seams.go).
 func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	var o options
 	for _, f := range opts {
@@ -134,11 +139,15 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
 		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}, voteStores: map[memberKey]*memberstate.JournalStore{}}
+	for _, a := range o.attachers {
+		h.memberOpts = append(h.memberOpts, WithAttacher(a))
+	}
 	if h.reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		h.reg, h.gatherer = own, own
 	}
+	h.startHostSeries()
 	var err error
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = defaultHostMaxConns
@@ -154,7 +163,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		return nil, err
 	}
 	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, Workers: cfg.Workers,
-		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: hooks, OnPeerHello: h.peerHello})
+		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: h.withOnlyMember(hooks), OnPeerHello: h.peerHello})
 	if err != nil {
 		return nil, err
 	}
@@ -201,17 +210,14 @@ func (h *Host) Gatherer() prometheus.Gatherer { return h.gatherer }
 
 // AddGroup builds member cfg.SelfID of group cfg.Group on this host, not yet started: the
 // broker reports its ledger if needed and calls Start, as with New. cfg takes the host's key
-// set and data dir when it leaves Keys, Insecure and DataDir empty; its own Listen and daemon
-// settings are refused (they belong to the process). Options are New's (WithListener,
+// set and data dir when it leaves Keys, Insecure and DataDir empty; its own Listen is refused
+// (it belongs to the process). Options are New's (WithListener,
 // WithStore...); the logger and registry are the host's unless given. Several members of one
 // group may be on one host.
 func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	var o options
 	for _, f := range opts {
 		f(&o)
-	}
-	if !reflect.DeepEqual(o.daemon, DaemonConfig{}) {
-		return nil, errors.New("host: daemon settings belong to the host's process, not to a group member")
 	}
 	if cfg.Listen != "" {
 		return nil, fmt.Errorf("host: member %s of group %s sets Listen; a hosted member is reached at the host's address", cfg.SelfID, cfg.Group)
@@ -245,7 +251,8 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 			opts = append(opts, WithStore(journaled))
 		}
 	}
-	all := append([]Option{WithLogger(h.log), WithRegisterer(h.reg)}, opts...)
+	all := append([]Option{WithLogger(h.log), WithRegisterer(h.reg)}, h.memberOpts...) // the process's seams (seams.go)
+	all = append(all, opts...)
 	all = append(all, func(o *options) { o.host = h })
 	s, err := New(cfg, all...)
 	if err != nil {
@@ -376,6 +383,9 @@ func (h *Host) Stop(ctx context.Context) error {
 	}
 	if err := h.closeVotes(); err != nil {
 		errs = append(errs, err)
+	}
+	if h.hostSeries != nil {
+		h.hostSeries.Unregister()
 	}
 	return errors.Join(errs...)
 }

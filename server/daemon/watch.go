@@ -1,4 +1,4 @@
-package server
+package daemon
 
 // The watch API: role events over HTTP for applications that do not embed the member (a C++
 // broker, a database manager, a load balancer's agent).
@@ -19,6 +19,7 @@ package server
 // first ones.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -64,12 +65,16 @@ var (
 // watchHub fans role events out to HTTP clients and keeps the recent ones.
 type watchHub struct {
 	instance  string
+	group     string
 	member    string
 	keepalive time.Duration // watchKeepalive (tests set it before serving)
 
-	mu       sync.Mutex
-	ring     [watchRingSize]dledger.RoleEvent
-	head, n  int // ring[head] is the oldest of n events
+	mu sync.Mutex
+	// ring holds the last watchRingSize events, ring[head] the oldest of n. It grows as events
+	// come: a host's thousands of members each see a few events, and a full ring per member
+	// (about 100 KiB) would be most of a host's memory.
+	ring     []dledger.RoleEvent
+	head, n  int
 	watchers map[*watcher]struct{}
 	polls    int           // long polls waiting
 	changed  chan struct{} // closed and replaced on every event (wakes long polls)
@@ -82,10 +87,10 @@ type watcher struct {
 	ch chan dledger.RoleEvent
 }
 
-func newWatchHub(member string) *watchHub {
+func newWatchHub(group, member string) *watchHub {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
-	return &watchHub{instance: hex.EncodeToString(b[:]), member: member, keepalive: watchKeepalive,
+	return &watchHub{instance: hex.EncodeToString(b[:]), group: group, member: member, keepalive: watchKeepalive,
 		watchers: map[*watcher]struct{}{}, changed: make(chan struct{})}
 }
 
@@ -104,7 +109,11 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 		h.ring[h.head] = ev
 		h.head = (h.head + 1) % watchRingSize
 	} else {
-		h.ring[(h.head+h.n)%watchRingSize] = ev
+		if p := (h.head + h.n) % watchRingSize; p < len(h.ring) {
+			h.ring[p] = ev
+		} else { // not full, so head is 0 and p is len(ring)
+			h.ring = append(h.ring, ev)
+		}
 		h.n++
 	}
 	for w := range h.watchers {
@@ -128,12 +137,47 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 	}
 }
 
+// awaitEnd waits, until ctx ends, for the hub to have the member's final event (its
+// subscription delivers the events before it first, in order), and reports whether it has.
+func (h *watchHub) awaitEnd(ctx context.Context) bool {
+	for {
+		h.mu.Lock()
+		ended, changed := h.ended, h.changed
+		h.mu.Unlock()
+		if ended {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// end ends the hub of a member that stopped without a final event (it never started): open
+// streams end, waiting long polls answer, and nothing follows.
+func (h *watchHub) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ended = true
+	for w := range h.watchers {
+		delete(h.watchers, w)
+		close(w.ch)
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
 // missedLocked is the hub's answer to a marker (its listener queue overflowed, so events are
 // missing after the ring's newest): the ring forgets what it has, so a client resuming from
 // before the gap is told it missed events (FirstKept is then the next event, the current
 // state), and every open stream is ended after what it has buffered, to resume that way.
 func (h *watchHub) missedLocked() {
-	h.head, h.n = 0, 0
+	h.ring, h.head, h.n = nil, 0, 0
 	for w := range h.watchers {
 		delete(h.watchers, w)
 		close(w.ch)
@@ -270,12 +314,12 @@ func (h *watchHub) latest() (dledger.RoleEvent, bool) {
 
 func (h *watchHub) eventJSON(ev dledger.RoleEvent) adminclient.EventJSON {
 	return adminclient.EventJSON{Seq: ev.Seq, Term: ev.Term, Role: ev.Role.String(), Leader: ev.LeaderID,
-		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Instance: h.instance}
+		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Group: h.group, Instance: h.instance}
 }
 
 // watchRoutes adds GET /v1/watch to mux (both listeners: it only reads).
-func (s *Server) watchRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/watch", s.serveWatch)
+func (m *member) watchRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/watch", m.serveWatch)
 }
 
 // serveWatch streams role events as Server-Sent Events. Each event is
@@ -287,7 +331,7 @@ func (s *Server) watchRoutes(mux *http.ServeMux) {
 // events after it instead, or, if they are no longer kept, "event: missed" and then the current
 // state. The stream ends after the member's last event (UNKNOWN: it stopped), and when the
 // client falls behind (it reconnects and resumes).
-func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
+func (m *member) serveWatch(w http.ResponseWriter, r *http.Request) {
 	from := r.Header.Get("Last-Event-ID")
 	if from == "" {
 		from = r.URL.Query().Get("since")
@@ -297,13 +341,13 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "%v", err)
 		return
 	}
-	wt, missed, replay, err := s.watch.subscribe(p)
+	wt, missed, replay, err := m.watch.subscribe(p)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: err.Error()})
 		return
 	}
-	defer s.watch.unsubscribe(wt)
+	defer m.watch.unsubscribe(wt)
 	// The listener's WriteTimeout would cut the stream after a few seconds: every write sets
 	// its own deadline instead (flushTo). Its read timeout does not matter here: net/http lifts
 	// the read deadline once a body-less request is read. A dead client is found by the write
@@ -321,12 +365,12 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(&buf, "event: missed\ndata: %s\n\n", b)
 	}
 	for _, ev := range replay {
-		s.writeEvent(&buf, ev)
+		m.writeEvent(&buf, ev)
 	}
 	if !flushTo(w, rc, buf.String()) {
 		return
 	}
-	keepalive := time.NewTicker(s.watch.keepalive)
+	keepalive := time.NewTicker(m.watch.keepalive)
 	defer keepalive.Stop()
 	for {
 		buf.Reset()
@@ -335,7 +379,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			s.writeEvent(&buf, ev)
+			m.writeEvent(&buf, ev)
 			// Send what else is queued in the same write.
 			for more := true; more; {
 				select {
@@ -344,7 +388,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 						flushTo(w, rc, buf.String())
 						return
 					}
-					s.writeEvent(&buf, ev)
+					m.writeEvent(&buf, ev)
 				default:
 					more = false
 				}
@@ -360,9 +404,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) writeEvent(buf *strings.Builder, ev dledger.RoleEvent) {
-	b, _ := json.Marshal(s.watch.eventJSON(ev))
-	fmt.Fprintf(buf, "id: %d@%s\ndata: %s\n\n", ev.Seq, s.watch.instance, b)
+func (m *member) writeEvent(buf *strings.Builder, ev dledger.RoleEvent) {
+	b, _ := json.Marshal(m.watch.eventJSON(ev))
+	fmt.Fprintf(buf, "id: %d@%s\ndata: %s\n\n", ev.Seq, m.watch.instance, b)
 }
 
 // flushTo writes text within watchWriteTimeout and flushes it; false: the client is gone.
@@ -383,7 +427,7 @@ func flushTo(w http.ResponseWriter, rc *http.ResponseController, text string) bo
 // reports the state, whatever it is; the health semantics (200 only on the leader) stay with
 // the plain GET /v1/leader, which load balancers use. 400: bad parameters; 503 with
 // Retry-After: too many watchers.
-func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
+func (m *member) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
 	q := r.URL.Query()
 	if !q.Has("wait") {
 		return false
@@ -400,7 +444,7 @@ func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
 			return true
 		}
 	}
-	ev, ok, changed, release, err := s.watch.await(index)
+	ev, ok, changed, release, err := m.watch.await(index)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: err.Error()})
@@ -418,14 +462,14 @@ func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
 		case <-r.Context().Done():
 			return true
 		}
-		ev, _ = s.watch.latest()
+		ev, _ = m.watch.latest()
 	}
 	if ev.Seq == 0 { // no event yet (the member is starting): its state as Status sees it
-		st := s.fullStatus()
-		ev = dledger.RoleEvent{Term: st.Term, Role: st.Role, LeaderID: st.LeaderID, At: time.Now()}
+		st := m.s.FullStatus()
+		ev = dledger.RoleEvent{Group: st.Group, Term: st.Term, Role: st.Role, LeaderID: st.LeaderID, At: time.Now()}
 	}
 	w.Header().Set("X-DLedger-Index", strconv.FormatUint(ev.Seq, 10))
-	writeJSON(w, http.StatusOK, adminclient.LeaderWaitJSON{Index: ev.Seq, EventJSON: s.watch.eventJSON(ev), IsLeader: ev.Role == protocol.LEADER})
+	writeJSON(w, http.StatusOK, adminclient.LeaderWaitJSON{Index: ev.Seq, EventJSON: m.watch.eventJSON(ev), IsLeader: ev.Role == protocol.LEADER})
 	return true
 }
 
