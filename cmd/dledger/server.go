@@ -438,7 +438,11 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 			return fail("%s: %v", from("http"), err)
 		}
 	}
-	su.host = server.HostConfig{Listen: su.hostListen(), DataDir: su.cfg.DataDir, Keys: su.cfg.Keys, Insecure: su.cfg.Insecure}
+	// A host of one member from the flags speaks version 1 on the wire, as a member process
+	// always did (PerMemberLinks): its peers may be single-member processes of an older
+	// version during a rolling upgrade, which refuse a host link's handshake.
+	su.host = server.HostConfig{Listen: su.hostListen(), DataDir: su.cfg.DataDir, Keys: su.cfg.Keys, Insecure: su.cfg.Insecure,
+		PerMemberLinks: su.members == nil}
 	return su, 0, true
 }
 
