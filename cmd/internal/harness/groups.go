@@ -286,7 +286,7 @@ func (g *groupsRun) do(ctx context.Context, dir string) error {
 func (g *groupsRun) coldStart(ctx context.Context) error {
 	want := make(map[string]int64, len(g.names))
 	for _, n := range g.names {
-		want[n] = 0
+		want[n] = -1 // any term: a first election may be won at term 0
 	}
 	t0 := time.Now()
 	if err := g.hosts.StartAll(); err != nil {

@@ -111,7 +111,8 @@ func parseGroupEvent(j int, line []byte) (GroupEvent, bool) {
 }
 
 // FirstLeaders returns, for every group in want, the first EventBecomesLeader of evs at or
-// after since whose term is above want's value for that group (0: any term) and whose host is
+// after since whose term is above want's value for that group (-1: any term; the first
+// election may be won at term 0) and whose host is
 // not skip (-1: none skipped). Groups without one are absent.
 func FirstLeaders(evs []GroupEvent, since time.Time, want map[string]int64, skip int) map[string]GroupEvent {
 	out := map[string]GroupEvent{}
