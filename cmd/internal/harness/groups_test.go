@@ -167,11 +167,13 @@ func TestFirstLeaders(t *testing.T) {
 		lead(2, 25, "b", 6), //
 		{Host: 1, At: at(5), Msg: dledger.EventBecomesCandidate, Group: "c", Term: 9},
 		lead(1, 50, "other", 99), // not wanted
+		lead(2, 60, "z", 0),      // a first election, won at term 0
 	}
-	got := FirstLeaders(evs, t0, map[string]int64{"a": 7, "b": 5, "c": 8}, 0)
-	if len(got) != 2 || got["a"].Host != 2 || !got["a"].At.Equal(at(40)) || !got["b"].At.Equal(at(25)) {
+	got := FirstLeaders(evs, t0, map[string]int64{"a": 7, "b": 5, "c": 8, "z": -1}, 0)
+	if len(got) != 3 || got["z"].Term != 0 || got["a"].Host != 2 || !got["a"].At.Equal(at(40)) || !got["b"].At.Equal(at(25)) {
 		t.Fatalf("FirstLeaders = %+v", got)
 	}
+	delete(got, "z")
 	lat := Latencies(got, t0)
 	if Percentile(lat, 100) != 40 || Percentile(lat, 50) != 25 {
 		t.Fatalf("latencies %v", lat)
