@@ -39,7 +39,7 @@ func runBenchGroups(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Rejoin, "rejoin", 10*time.Second, "how long after the killed host's restart the balance is taken")
 	fs.StringVar(&o.Profile, "profile", dledger.ProfileLAN, "the members' timing profile: lan or dledger")
 	fs.StringVar(&o.Binary, "binary", "", "the dledger executable to run as hosts (default: this executable)")
-	fs.DurationVar(&o.Timeout, "timeout", 0, "bound of each wait (every group led, stable, failed over); default 10 x (detection window + max vote round) + 5s + 5ms per group")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "bound of each wait (every group led, stable, failed over); default 10 x (detection window + max vote round) + 5s + 50ms per group")
 	fs.BoolVar(&o.JSON, "json", false, "print each run's summary as a JSON object instead of a key=value line")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work dir (host logs, configs, data dirs) after a successful run")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "the hosts' log level: info or debug (the latencies are info events)")
