@@ -67,7 +67,11 @@ type Options struct {
 // An event with Missed > 0 is no role change but a marker: the listener fell so far behind
 // that its bounded queue overflowed (driver.Dispatcher), and that many events were dropped
 // before the next one, which is the member's current state. Its other fields are zero.
+//
+// Group is the member's group, so a listener of many members (a host's) knows whose event
+// it is; the member's id is the one it subscribed to.
 type RoleEvent struct {
+	Group    string
 	Seq      uint64
 	Term     int64
 	Role     protocol.Role
@@ -364,7 +368,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 // emit queues a role event if (term, role, leader) changed since the last one. The term is
 // currTerm, the term as adopted, never a term merely heard of (docs/protocol.md section 8).
 func (e *Elector) emit(now time.Time) {
-	ev := RoleEvent{Term: e.ms.CurrTerm(), Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
+	ev := RoleEvent{Group: e.ms.Group(), Term: e.ms.CurrTerm(), Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
 	if ev.Term == e.last.Term && ev.Role == e.last.Role && ev.LeaderID == e.last.LeaderID {
 		return
 	}

@@ -15,7 +15,8 @@ import (
 // Config is what a broker sets for the member it embeds: who it is (group, id, peers), how
 // it authenticates its peers, where its term and vote live, where its ledger end comes from,
 // and its timings. What only the `dledger server` process adds (the HTTP admin API, the
-// metrics listener, hooks) is in DaemonConfig. Validate checks it without side effects.
+// metrics listener, hooks) is package server/daemon's Config. Validate checks it without side
+// effects.
 type Config struct {
 	Group  string // replica group name
 	SelfID string // this member's id, one of Peers
@@ -92,12 +93,10 @@ func ParseLedgerMode(s string) (LedgerMode, error) {
 	return 0, fmt.Errorf("ledger mode %q: want %s", s, strings.Join(ledgerModeNames[:], ", "))
 }
 
-// settings are everything a member runs with: the broker's Config and the daemon's settings
-// (zero for an embedded member). Server.cfg is one, so the code reads cfg.Group and
-// cfg.HTTPAddr alike.
+// settings are everything a member runs with: the resolved Config (the process's settings,
+// the admin API and hooks, are package server/daemon's).
 type settings struct {
 	Config
-	DaemonConfig
 }
 
 // resolved is a Config checked and parsed once: what New builds the member from.

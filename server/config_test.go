@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -61,27 +60,6 @@ func TestStorageModeRefusesToStartBeforeTheLedgerIsReported(t *testing.T) {
 	}
 	if err := s.Start(); err != nil {
 		t.Fatalf("Start after UpdateLedger: %v", err)
-	}
-}
-
-// A member without storage has no ledger to report: UpdateLedger and PUT /v1/ledger say so.
-func TestNoStorageModeRefusesLedgerReports(t *testing.T) {
-	c := soloConfig(t) // LedgerNone
-	s, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
-	if err := s.UpdateLedger(1, 1); !errors.Is(err, ErrNoStorage) {
-		t.Fatalf("UpdateLedger in ledger mode none: %v", err)
-	}
-	rec := httptest.NewRecorder()
-	s.AdminHandler().ServeHTTP(rec, httptest.NewRequest("PUT", "/v1/ledger", strings.NewReader(`{"endTerm":1,"endIndex":1}`)))
-	if rec.Code != 409 || !strings.Contains(rec.Body.String(), "--ledger sidecar") {
-		t.Fatalf("PUT /v1/ledger in ledger mode none: %d %s", rec.Code, rec.Body)
-	}
-	if st := s.Status(); st.Ledger.Term != -1 || st.Ledger.Index != -1 {
-		t.Fatalf("ledger changed: %+v", st.Ledger)
 	}
 }
 

@@ -2,11 +2,8 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,8 +12,6 @@ import (
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/rpc/protocol"
-
-	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // lossProbe is a listener registered before any leadership context exists: when it receives
@@ -235,62 +230,6 @@ func TestSetLeaderReadyRules(t *testing.T) {
 	}
 }
 
-// With the gate, a real leader answers 503 on /v1/leader (every method a load balancer uses)
-// and "ready": false in /v1/status until the storage calls SetLeaderReady with its term.
-func TestLeaderReadyGateHoldsTheHealthRoute(t *testing.T) {
-	cfg := soloConfig(t)
-	cfg.LeaderReadyGate = true
-	s, err := New(cfg, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop(context.Background()) })
-	var term int64
-	dledgertest.Eventually(t, electionLimit, "the member to lead (as its events say)", func() bool {
-		var ok bool
-		term, ok = s.LeaderTerm()
-		return ok
-	})
-	base := "http://" + s.HTTPAddr()
-	ready := func() *bool {
-		t.Helper()
-		code, body := get(t, base+"/v1/status")
-		var st adminclient.StatusJSON
-		if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil {
-			t.Fatalf("/v1/status: %d %s", code, body)
-		}
-		return st.Ready
-	}
-	for _, m := range []string{"GET", "HEAD", "OPTIONS"} {
-		if code := rawCheck(t, s.HTTPAddr(), m, "/v1/leader"); code != http.StatusServiceUnavailable {
-			t.Fatalf("%s /v1/leader on a leader not yet ready: %d, want 503", m, code)
-		}
-	}
-	if r := ready(); r == nil || *r {
-		t.Fatalf("/v1/status ready = %v before SetLeaderReady, want false", r)
-	}
-	if err := s.SetLeaderReady(term - 1); !errors.Is(err, ErrNotLeaderOfTerm) {
-		t.Fatalf("stale SetLeaderReady(%d): %v", term-1, err)
-	}
-	if code := rawCheck(t, s.HTTPAddr(), "GET", "/v1/leader"); code != http.StatusServiceUnavailable {
-		t.Fatalf("/v1/leader after a refused stale ready: %d", code)
-	}
-	if err := s.SetLeaderReady(term); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range []string{"GET", "HEAD", "OPTIONS"} {
-		if code := rawCheck(t, s.HTTPAddr(), m, "/v1/leader"); code != http.StatusOK {
-			t.Fatalf("%s /v1/leader on a ready leader: %d, want 200", m, code)
-		}
-	}
-	if r := ready(); r == nil || !*r {
-		t.Fatalf("/v1/status ready = %v after SetLeaderReady, want true", r)
-	}
-}
-
 // A listener stuck far behind loses events to its bounded queue (a missed marker takes their
 // place), but the fence is no listener: it has seen every event, the last one included, when
 // publish returns, however far behind the listeners are.
@@ -324,26 +263,5 @@ func TestFenceMissesNoEventBehindAStuckListener(t *testing.T) {
 	cancel()
 	if missed.Load() == 0 || last.Load() != n {
 		t.Fatalf("the stuck listener missed %d events and ended at term %d; want a marker, then term %d", missed.Load(), last.Load(), n)
-	}
-}
-
-// Without the gate there is no readiness to report: a leader's /v1/status has no "ready" key
-// (it used to say "ready": true, which suggested a gate that was not there).
-func TestStatusHasNoReadyWithoutTheGate(t *testing.T) {
-	s, err := New(soloConfig(t), WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop(context.Background()) })
-	dledgertest.Eventually(t, electionLimit, "the member to lead (as its events say)", func() bool {
-		_, ok := s.LeaderTerm()
-		return ok
-	})
-	code, body := get(t, "http://"+s.HTTPAddr()+"/v1/status")
-	if code != http.StatusOK || !strings.Contains(body, `"role": "LEADER"`) || strings.Contains(body, `"ready"`) {
-		t.Fatalf("/v1/status of a leader without the ready gate: %d %s", code, body)
 	}
 }

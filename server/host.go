@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"sync"
 
@@ -65,6 +64,8 @@ type Host struct {
 	maint   *driver.Maintainer
 	stopRun context.CancelFunc
 	runDone chan struct{}
+	// memberOpts are NewHost's WithAttacher, given to every member.
+	memberOpts []Option
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
@@ -75,7 +76,8 @@ type memberKey struct{ group, self string }
 
 // NewHost checks cfg and builds the host's rpc server without opening it. Options: WithLogger
 // and WithRegisterer (every member's metrics go on that registry, labelled by group and self;
-// default: a registry of the host's own with the Go and process collectors).
+// default: a registry of the host's own with the Go and process collectors), and the process's
+// WithAttacher, which every member added gets (seams.go).
 func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	var o options
 	for _, f := range opts {
@@ -95,6 +97,9 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
 		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}}
+	for _, a := range o.attachers {
+		h.memberOpts = append(h.memberOpts, WithAttacher(a))
+	}
 	if h.reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -150,17 +155,14 @@ func (h *Host) Gatherer() prometheus.Gatherer { return h.gatherer }
 
 // AddGroup builds member cfg.SelfID of group cfg.Group on this host, not yet started: the
 // broker reports its ledger if needed and calls Start, as with New. cfg takes the host's key
-// set and data dir when it leaves Keys, Insecure and DataDir empty; its own Listen and daemon
-// settings are refused (they belong to the process). Options are New's (WithListener,
+// set and data dir when it leaves Keys, Insecure and DataDir empty; its own Listen is refused
+// (it belongs to the process). Options are New's (WithListener,
 // WithStore...); the logger and registry are the host's unless given. Several members of one
 // group may be on one host.
 func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	var o options
 	for _, f := range opts {
 		f(&o)
-	}
-	if !reflect.DeepEqual(o.daemon, DaemonConfig{}) {
-		return nil, errors.New("host: daemon settings belong to the host's process, not to a group member")
 	}
 	if cfg.Listen != "" {
 		return nil, fmt.Errorf("host: member %s of group %s sets Listen; a hosted member is reached at the host's address", cfg.SelfID, cfg.Group)
@@ -187,7 +189,8 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 		}
 		cfg.DataDir = dir
 	}
-	all := append([]Option{WithLogger(h.log), WithRegisterer(h.reg)}, opts...)
+	all := append([]Option{WithLogger(h.log), WithRegisterer(h.reg)}, h.memberOpts...) // the process's seams (seams.go)
+	all = append(all, opts...)
 	all = append(all, func(o *options) { o.host = h })
 	s, err := New(cfg, all...)
 	if err != nil {

@@ -42,11 +42,18 @@ var hostMemberKeys = map[string]string{
 // a (group, selfId) given twice, and two entries of one group whose peers or preferred leaders
 // differ. Nothing is opened or bound.
 func ParseHostMembers(r io.Reader, name string) ([]HostMember, error) {
+	return ParseHostMembersIn(r, name, nil)
+}
+
+// ParseHostMembersIn is ParseHostMembers for a file that holds the process's own settings next
+// to configs: (`dledger server --config FILE`): a top-level key for which setting reports true
+// is the caller's, and left alone.
+func ParseHostMembersIn(r io.Reader, name string, setting func(key string) bool) ([]HostMember, error) {
 	root, err := hostConfigRoot(r, name)
 	if err != nil {
 		return nil, err
 	}
-	list, err := configsList(root, name)
+	list, err := configsList(root, name, setting)
 	if err != nil {
 		return nil, err
 	}
@@ -92,11 +99,15 @@ func hostConfigRoot(r io.Reader, name string) (*yaml.Node, error) {
 	return root, nil
 }
 
-// configsList is the value of root's only key, configs:, a non-empty list.
-func configsList(root *yaml.Node, name string) (*yaml.Node, error) {
+// configsList is the value of root's key configs:, a non-empty list; any other key must be a
+// setting (nil: none is).
+func configsList(root *yaml.Node, name string, setting func(string) bool) (*yaml.Node, error) {
 	var list *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k := root.Content[i]
+		if k.Value != "configs" && setting != nil && setting(k.Value) {
+			continue
+		}
 		if k.Value != "configs" {
 			return nil, fmt.Errorf("%s:%d: unknown key %q (a host's file has configs: only)", name, k.Line, k.Value)
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +14,6 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/dledgertest"
-	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -119,23 +119,43 @@ func TestLibraryErrorsNameNoFlag(t *testing.T) {
 	}
 }
 
-// A New that fails at its last step (the hooks' metrics cannot be registered: another member
-// with the same group and id holds them in the shared registry) leaves no goroutine behind:
-// the listeners it had subscribed (metrics, watch, WithListener) are unsubscribed and its
-// dispatcher closed, and the data dir is free for the next New.
+// failingAttacher subscribes to the member's events, then fails, as a process's hooks whose
+// metrics cannot be registered do.
+type failingAttacher struct{ attached, detached atomic.Int32 }
+
+func (a *failingAttacher) Attach(s *Server) (Attachment, error) {
+	a.attached.Add(1)
+	return Attachment{}, errors.New("hook metrics: already registered")
+}
+
+func (a *failingAttacher) DetachTimeout() time.Duration { return 0 }
+
+// okAttacher attaches and counts its detaches.
+type okAttacher struct{ failingAttacher }
+
+func (a *okAttacher) Attach(s *Server) (Attachment, error) {
+	a.attached.Add(1)
+	return Attachment{Detach: func(context.Context, *dledger.RoleEvent) { a.detached.Add(1) }}, nil
+}
+
+// A New that fails at its last step (an attacher fails: the process's hook metrics cannot be
+// registered) leaves no goroutine behind: the listeners it had subscribed (metrics,
+// WithListener) are unsubscribed and its dispatcher closed, an attacher attached before the
+// failing one is detached, and the data dir is free for the next New.
 func TestFailedNewLeavesNoListenerGoroutines(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := metrics.NewHooks(reg, "g", "n0", []string{hookRoleChange}); err != nil {
-		t.Fatal(err)
-	}
 	cfg := soloConfig(t)
 	before := runtime.NumGoroutine()
+	first, fail := &okAttacher{}, &failingAttacher{}
 	for i := 0; i < 20; i++ {
 		_, err := New(cfg, WithRegisterer(reg), WithListener(func(dledger.RoleEvent) {}),
-			WithDaemon(DaemonConfig{OnRoleChange: "true"}))
+			WithAttacher(first), WithAttacher(fail))
 		if err == nil || !strings.Contains(err.Error(), "hook metrics") {
-			t.Fatalf("New with hook metrics already registered: %v, want the hook metrics error", err)
+			t.Fatalf("New with a failing attacher: %v, want its error", err)
 		}
+	}
+	if a, d := first.attached.Load(), first.detached.Load(); a != 20 || d != 20 {
+		t.Fatalf("the attacher before the failing one: attached %d, detached %d times; want 20, 20", a, d)
 	}
 	// Twenty failed News each left three listener goroutines before the fix; allow a few
 	// unrelated ones (the runtime's, the test framework's) to come and go.

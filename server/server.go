@@ -45,8 +45,8 @@ type options struct {
 	gatherer   prometheus.Gatherer
 	listeners  []func(dledger.RoleEvent)
 	store      memberstate.Store
-	daemon     DaemonConfig
-	host       *Host // set by Host.AddGroup: the member is served by the host's rpc listener
+	attachers  []Attacher // seams.go
+	host       *Host      // set by Host.AddGroup: the member is served by the host's rpc listener
 }
 
 // WithLogger sets the logger (default: none). Every election line carries group, self, term
@@ -83,19 +83,17 @@ type Server struct {
 	dispatch *driver.Dispatcher
 	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
 	fence    fence
-	probes   probeGate // GET /v1/members (members.go)
 	metrics  *metrics.Metrics
 	gatherer prometheus.Gatherer
 	rpcSrv   *rpc.Server // nil on a host: host.mux routes to handler
 	host     *Host
 	handler  rpc.Handler
 	client   *rpc.Client
-	admin    *httpEndpoint // nil: no admin API
-	metricsL *httpEndpoint // nil: no separate metrics listener
-	watch    *watchHub     // GET /v1/watch and the long poll (watch.go)
-	hooks    *hookRunner   // runs DaemonConfig.OnRoleChange and OnStop (hooks.go); nil: neither set
-	hookObs  *metrics.Hooks
 	peers    []memberstate.Peer
+	// advertise, detachers and detachTimeout are the process's seams (seams.go).
+	advertise     func() (admin, read string)
+	detachers     []func(context.Context, *dledger.RoleEvent)
+	detachTimeout time.Duration
 	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
 	// the data dir's lock.
 	fileStore *memberstate.FileStore
@@ -122,7 +120,7 @@ type Server struct {
 
 // New validates cfg and builds the member without opening any socket: every configuration
 // error (peers string, ids, timings, data dir, corrupt vote file) is reported here. It
-// validates first (Config.Validate, and DaemonConfig.Validate with WithDaemon), then creates
+// validates first (Config.Validate), then creates
 // the data dir, then registers the metrics; on any error nothing is left behind but a data dir
 // it may have created.
 func New(config Config, opts ...Option) (*Server, error) {
@@ -133,7 +131,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
-	r, err := resolveFor(config, o.daemon, o.host != nil)
+	r, err := config.resolveFor(o.host != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -254,19 +252,9 @@ func New(config Config, opts ...Option) (*Server, error) {
 	for _, fn := range o.listeners {
 		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
 	}
-	s.watch = newWatchHub(cfg.SelfID)
-	s.unsubs = append(s.unsubs, s.dispatch.Subscribe(s.watch.publish))
-	// A transfer's handler waits up to the transfer bound for its answer.
-	writeTimeout := cfg.Election.TransferBound() + 10*time.Second
-	if cfg.HTTPAddr != "" {
-		s.admin = newHTTPEndpoint("admin", cfg.HTTPAddr, s.AdminHandler(), writeTimeout, s.log)
-	}
-	if cfg.MetricsAddr != "" {
-		s.metricsL = newHTTPEndpoint("metrics", cfg.MetricsAddr, s.ReadOnlyHandler(), httpReadTimeout, s.log)
-	}
-	if err := s.startHooks(reg); err != nil { // last: nothing can fail after it
+	if err := s.attach(o.attachers); err != nil { // last: nothing can fail after it
 		s.client.Close()
-		for _, u := range s.unsubs { // the listeners' goroutines (metrics, watch, WithListener)
+		for _, u := range s.unsubs { // the listeners' goroutines (metrics, WithListener)
 			u()
 		}
 		s.dispatch.Close()
@@ -317,29 +305,8 @@ func (s *Server) start() error {
 	if s.cfg.Ledger == LedgerStorage && !s.ledgerReported.Load() {
 		return ErrNoLedger
 	}
-	var eps []*httpEndpoint
-	for _, ep := range []*httpEndpoint{s.admin, s.metricsL} {
-		if ep != nil {
-			eps = append(eps, ep)
-		}
-	}
-	closeAll := func() {
-		for _, ep := range eps {
-			ep.close()
-		}
-	}
-	for _, ep := range eps {
-		if err := ep.listen(); err != nil {
-			closeAll()
-			return err
-		}
-	}
 	if err := s.startRPC(); err != nil {
-		closeAll()
 		return err
-	}
-	for _, ep := range eps {
-		ep.serve()
 	}
 	// Each event passes the fence before any listener gets it (fencing.go).
 	pub := driver.PublishFunc(func(evs []dledger.RoleEvent) { s.publish(evs...) })
@@ -358,7 +325,8 @@ func (s *Server) start() error {
 	}
 	s.state = 1
 	st := s.elector.Status()
-	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.RPCAddr()), zap.String("http", s.HTTPAddr()),
+	admin, _ := s.advertised()
+	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.RPCAddr()), zap.String("http", admin),
 		zap.Int64("term", st.Term), zap.String("voteFor", st.VoteFor), zap.Stringer("role", st.Role),
 		zap.Strings("peerKeyIds", s.cfg.Keys.IDs())) // the primary first; ids are safe to log
 	if s.cfg.Insecure {
@@ -410,11 +378,6 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 		s.cancel()
 		<-s.runDone
 		s.publishStopped()
-		for _, ep := range []*httpEndpoint{s.admin, s.metricsL} {
-			if err := ep.shutdown(ctx); err != nil {
-				errs = append(errs, err)
-			}
-		}
 		if s.host != nil {
 			s.host.mux.Remove(s.cfg.Group, s.cfg.SelfID)
 		} else if err := s.rpcSrv.Stop(ctx); err != nil {
@@ -428,7 +391,13 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	for _, u := range s.unsubs {
 		u()
 	}
-	s.closeHooks(ctx, started)
+	s.mu.Lock()
+	final := s.final
+	s.mu.Unlock()
+	if !started {
+		final = nil
+	}
+	s.detach(ctx, final) // the process's hooks run for the final event (seams.go)
 	s.dispatch.Close()
 	if !s.ownMetrics {
 		s.metrics.Unregister()
@@ -444,12 +413,13 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	return errors.Join(errs...)
 }
 
-// StopTimeout is a deadline Stop can keep with this member's resolved timings and hooks: its
+// StopTimeout is a deadline Stop can keep with this member's resolved timings and attachers: its
 // hand-over takes at most two transfer bounds (one waited out, one of its own), closing the
-// listeners a few seconds more, and the hooks for the final event and the stop their own
-// timeouts. A shorter deadline may cut the hand-over, the clean close or a hook short.
+// listeners a few seconds more, and the attachers' detach (a process's hooks for the final
+// event and the stop) their DetachTimeout. A shorter deadline may cut the hand-over, the clean
+// close or a hook short.
 func (s *Server) StopTimeout() time.Duration {
-	return 2*s.cfg.Election.TransferBound() + 5*time.Second + hookStopTimeout(s.cfg.DaemonConfig)
+	return 2*s.cfg.Election.TransferBound() + 5*time.Second + s.detachTimeout
 }
 
 // handOver gives leadership to the most up-to-date live follower before this leader stops. A
@@ -483,7 +453,7 @@ func (s *Server) handOver(ctx context.Context) {
 // has stopped (Run published its last events), so no election event can follow it.
 func (s *Server) publishStopped() {
 	st := s.elector.Status()
-	ev := dledger.RoleEvent{Term: st.Term, Role: protocol.UNKNOWN, At: time.Now()}
+	ev := dledger.RoleEvent{Group: s.cfg.Group, Term: st.Term, Role: protocol.UNKNOWN, At: time.Now()}
 	if last, ok := s.dispatch.Last(); ok {
 		ev.Seq = last.Seq + 1
 		if last.Term > ev.Term { // cannot happen (events carry the adopted term); S5 either way
@@ -664,9 +634,3 @@ func (s *Server) startRPC() error {
 	}
 	return s.host.mux.Add(s.cfg.Group, s.cfg.SelfID, ids, s.handler)
 }
-
-// HTTPAddr is the admin API's address (after Start), or "".
-func (s *Server) HTTPAddr() string { return s.admin.boundAddr() }
-
-// MetricsAddr is the read-only metrics listener's address (after Start), or "".
-func (s *Server) MetricsAddr() string { return s.metricsL.boundAddr() }

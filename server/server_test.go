@@ -2,15 +2,11 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,11 +14,8 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/dledgertest"
-	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/rpc/secure"
-
-	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // freePorts and peersString are the shared test helpers (dledgertest), under the names this
@@ -104,7 +97,7 @@ func (g *group) start(i int, ledger [2]int64) {
 	if g.tweak != nil {
 		report = g.tweak(i, &c)
 	}
-	s, err := New(c, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
+	s, err := New(c)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -319,126 +312,6 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string
 	return 0
 }
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func send(t *testing.T, method, url, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func TestHTTPAdminAPI(t *testing.T) {
-	// Every member must be a follower or the leader when read, so: calm timings (no re-election
-	// on a loaded machine's stall) and all three following before the first read.
-	g := startGroupWith(t, 3, nil, calmTimings())
-	leader, term := g.awaitAllFollow(electionLimit)
-	lurl := "http://" + g.servers[g.index(leader)].HTTPAddr()
-	fidx := (g.index(leader) + 1) % 3
-	furl := "http://" + g.servers[fidx].HTTPAddr()
-
-	code, body := get(t, furl+"/v1/status")
-	var st adminclient.StatusJSON
-	if err := json.Unmarshal([]byte(body), &st); code != 200 || err != nil {
-		t.Fatalf("status: %d %v %s", code, err, body)
-	}
-	if st.Group != "g" || st.Role != "FOLLOWER" || st.LeaderID != leader || st.Term != term ||
-		st.LedgerEndTerm != -1 || len(st.Peers) != 3 || st.SelfID != fmt.Sprintf("n%d", fidx) || st.LedgerMode != "storage" {
-		t.Fatalf("status body: %+v", st)
-	}
-	for _, key := range []string{`"group"`, `"selfId"`, `"role"`, `"term"`, `"leaderId"`, `"voteFor"`,
-		`"ledgerEndTerm"`, `"ledgerEndIndex"`, `"peers"`} {
-		if !strings.Contains(body, key) {
-			t.Errorf("status lacks %s", key)
-		}
-	}
-	if code, _ := get(t, lurl+"/v1/leader"); code != 200 {
-		t.Fatalf("/v1/leader on the leader: %d", code)
-	}
-	if code, _ := get(t, furl+"/v1/leader"); code != 503 {
-		t.Fatalf("/v1/leader on a follower: %d", code)
-	}
-	if code, body := get(t, furl+"/healthz"); code != 200 || body != "ok\n" {
-		t.Fatalf("healthz: %d %q", code, body)
-	}
-
-	// Ledger: good, then every kind of bad input.
-	if code, body := send(t, "PUT", furl+"/v1/ledger", `{"endTerm":1,"endIndex":42}`); code != 200 {
-		t.Fatalf("ledger: %d %s", code, body)
-	}
-	if s := g.servers[fidx].Status(); s.Ledger.Term != 1 || s.Ledger.Index != 42 {
-		t.Fatalf("ledger not applied: %+v", s.Ledger)
-	}
-	for _, bad := range []string{`{"endTerm":1}`, `{"endTerm":-5,"endIndex":3}`, `{"endTerm":1,"endIndex":-2}`,
-		`not json`, `{"endTerm":1,"endIndex":2,"extra":1}`, `{"endTerm":"1","endIndex":2}`, `{"endTerm":1,"endIndex":2}{}`, ``,
-		`{"endTerm":9223372036854775807,"endIndex":0}`, `{"endTerm":4611686018427387905,"endIndex":0}`,
-		`{"endTerm":1,"endIndex":4611686018427387905}`, `{"endTerm":1,"endIndex":9223372036854775808}`} {
-		code, body := send(t, "PUT", furl+"/v1/ledger", bad)
-		if code != 400 || !strings.Contains(body, `"error"`) {
-			t.Errorf("PUT /v1/ledger %q: %d %s, want 400 with a message", bad, code, body)
-		}
-	}
-	if code, _ := send(t, "POST", furl+"/v1/ledger", `{"endTerm":1,"endIndex":2}`); code != 405 {
-		t.Errorf("POST /v1/ledger: %d, want 405", code)
-	}
-	// Put the ledger back level with the others so the transfer below is not refused.
-	send(t, "PUT", furl+"/v1/ledger", `{"endTerm":-1,"endIndex":-1}`)
-
-	// Metrics: every name docs/operations.md lists.
-	code, body = get(t, lurl+"/metrics")
-	if code != 200 {
-		t.Fatalf("metrics: %d", code)
-	}
-	for _, name := range append(metrics.Names, "go_goroutines", "process_open_fds") {
-		if !strings.Contains(body, name) {
-			t.Errorf("/metrics lacks %s", name)
-		}
-	}
-	if !strings.Contains(body, `dledger_is_leader{group="g",self_id="`+leader+`"} 1`) {
-		t.Errorf("/metrics does not show %s as leader", leader)
-	}
-
-	// Transfer, asked of a follower (forwarded to the leader), to that follower.
-	if code, body := send(t, "POST", furl+"/v1/transfer", `{"to":"n9"}`); code != 400 || !strings.Contains(body, "UNKNOWN_MEMBER") {
-		t.Fatalf("transfer to n9: %d %s", code, body)
-	}
-	if code, body := send(t, "POST", furl+"/v1/transfer", `{}`); code != 400 {
-		t.Fatalf("transfer without to: %d %s", code, body)
-	}
-	target := fmt.Sprintf("n%d", fidx)
-	deadline := time.Now().Add(electionLimit)
-	for {
-		code, body = send(t, "POST", furl+"/v1/transfer", `{"to":"`+target+`"}`)
-		// Right after a ledger change the leader may not have heard it yet: FALL_BEHIND_TOO_MUCH.
-		if code != 409 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var tr adminclient.TransferJSON
-	json.Unmarshal([]byte(body), &tr)
-	if code != 200 || tr.Code != "SUCCESS" || tr.Term != term+1 {
-		t.Fatalf("transfer: %d %s", code, body)
-	}
-	if id, term2 := g.awaitLeader(electionLimit, ""); id != target || term2 != term+1 {
-		t.Fatalf("after transfer: %s@%d", id, term2)
-	}
-}
-
 func TestNewRejectsBadConfig(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data") // not there yet: a config error must not create it
 	good := Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3", DataDir: dir}
@@ -469,13 +342,6 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("Validate of a good config: %v", err)
 	}
-	// A bad daemon setting is refused by New too, before anything is created.
-	if _, err := New(good, WithDaemon(DaemonConfig{HTTPAddr: "localhost"})); err == nil {
-		t.Error("http: bad daemon config accepted")
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("http: the rejected config created the data dir (%v)", err)
-	}
 }
 
 func TestStartFailsCleanlyWhenThePortIsTaken(t *testing.T) {
@@ -486,8 +352,7 @@ func TestStartFailsCleanlyWhenThePortIsTaken(t *testing.T) {
 	defer ln.Close()
 	ports := freePorts(t, 2)
 	peers := fmt.Sprintf("n0-%s;n1-127.0.0.1:%d;n2-127.0.0.1:%d", ln.Addr(), ports[0], ports[1])
-	s, err := New(Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: peers, DataDir: t.TempDir(), Ledger: LedgerNone},
-		WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
+	s, err := New(Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: peers, DataDir: t.TempDir(), Ledger: LedgerNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,8 +372,7 @@ func TestStopHandsOverAfterAPreferredTransferInFlight(t *testing.T) {
 	cfg := fastTimings()
 	cfg.PreferredLeaderIDs = []string{"n1"}
 	start := func(id string, index int64) *Server {
-		s, err := New(Config{Keys: testKeys, Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), Election: cfg},
-			WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
+		s, err := New(Config{Keys: testKeys, Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), Election: cfg})
 		if err != nil {
 			t.Fatal(err)
 		}

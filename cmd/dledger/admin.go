@@ -14,7 +14,17 @@ import (
 
 // fetchStatus is one member's /v1/status.
 func fetchStatus(client *http.Client, addr string) (adminclient.StatusJSON, error) {
-	return (&adminclient.Client{Addr: addr, HTTP: client}).Status(context.Background())
+	return fetchMemberStatus(client, addr, "", "")
+}
+
+// fetchMemberStatus is the status of member id of group on the process at addr (group "": its
+// one member).
+func fetchMemberStatus(client *http.Client, addr, group, id string) (adminclient.StatusJSON, error) {
+	c := &adminclient.Client{Addr: addr, HTTP: client}
+	if group != "" {
+		c = c.Member(group, id)
+	}
+	return c.Status(context.Background())
 }
 
 func dash(s string) string {
@@ -42,8 +52,10 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 	to := fs.String("to", "", "member id to hand leadership to (required)")
 	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for the answer; past it the outcome is unknown (exit 3)")
 	tokenFile := fs.String("token-file", "", "file holding the member's admin bearer token (its --admin-token-file)")
+	group := fs.String("group", "", "on a process serving many group members: transfer in this group (asking its member --id, or the first it lists)")
+	id := fs.String("id", "", "with --group: the member to ask")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dledger transfer --http ADDR --to ID [--timeout D] [--token-file FILE]\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: dledger transfer --http ADDR [--group G [--id ID]] --to ID [--timeout D] [--token-file FILE]\n\n"+
 			"Exit status: 0 the transferee leads; 1 refused, with the reason on stderr (nothing changed); 2 usage error;\n"+
 			"3 outcome unknown (no answer in time: the transfer may still happen; check with dledger status).")
 		fs.PrintDefaults()
@@ -63,7 +75,16 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 			return transferUsage
 		}
 	}
+	if *id != "" && *group == "" {
+		fmt.Fprintln(stderr, "dledger transfer: --id needs --group")
+		return transferUsage
+	}
 	client := &http.Client{Timeout: *timeout}
+	asked, err := memberOf(context.Background(), client, *addr, *group, *id)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger transfer: %v (no transfer was asked)\n", err)
+		return transferRefused
+	}
 	unknown := func(why string) int {
 		fmt.Fprintf(stderr, "dledger transfer: the outcome is unknown: %s; the transfer may still happen. "+
 			"Check which member leads in a few seconds: dledger status --http %s\n", why, *addr)
@@ -71,6 +92,9 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 	}
 	started := time.Now()
 	member := &adminclient.Client{Addr: *addr, HTTP: client, Token: token}
+	if *group != "" {
+		member = member.Member(*group, asked)
+	}
 	res, err := member.Transfer(context.Background(), *to)
 	var te *adminclient.TransferError
 	if errors.As(err, &te) && te.Result.Code == "" {
@@ -99,6 +123,9 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 					res.LeaderID, leaderAddr)
 				client.Timeout = left
 				leader := &adminclient.Client{Addr: leaderAddr, HTTP: client, Token: token}
+				if *group != "" {
+					leader = leader.Member(*group, res.LeaderID)
+				}
 				lres, lerr := leader.Transfer(context.Background(), *to)
 				var lte *adminclient.TransferError
 				switch {

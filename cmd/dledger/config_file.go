@@ -48,6 +48,10 @@ var dledgerKeyAliases = map[string][]string{
 	"preferred-leader-ids":              {"preferredLeaderId"},
 }
 
+// configsKey is DLedger's proxy list in a config file: the members of a host of many groups
+// (`configs: [{group, selfId, peers, preferredLeaderIds}]`), read by server.ParseHostMembersIn.
+const configsKey = "configs"
+
 // listFlags take a YAML sequence as well as DLedger's ';'-separated string.
 var listFlags = map[string]bool{"peers": true, "preferred-leader-ids": true}
 
@@ -170,12 +174,16 @@ func applyConfigLayers(fs *flag.FlagSet, environ []string) (settingOrigins, []st
 	} else if p, ok := envVars["config"]; ok {
 		path = p
 		origins["config"] = envName("config")
+		fs.Set("config", p) // the host's members are read from it too (configs:)
 	}
 	var fromFile map[string]fileValue
 	if path != "" {
 		var err error
 		if fromFile, err = readConfigFile(path, fileKeys(fs)); err != nil {
 			return nil, nil, err
+		}
+		if fv, ok := fromFile[configsKey]; ok { // a host's members: resolveServer reads them
+			origins[configsKey] = fmt.Sprintf("configs: (%s:%d)", path, fv.line)
 		}
 	}
 
@@ -246,6 +254,10 @@ func readConfigFile(path string, keys map[string]string) (map[string]fileValue, 
 	out := map[string]fileValue{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
+		if k.Value == configsKey { // DLedger's proxy list: a host's members (server.ParseHostMembersIn)
+			out[configsKey] = fileValue{key: k.Value, line: k.Line}
+			continue
+		}
 		name, ok := keys[k.Value]
 		if !ok {
 			return nil, fmt.Errorf("%s:%d: unknown setting %q%s", path, k.Line, k.Value, didYouMean(k.Value, names))

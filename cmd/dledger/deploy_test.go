@@ -8,7 +8,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"debug/elf"
 	"encoding/json"
 	"errors"
@@ -32,7 +31,6 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/secure"
-	"github.com/dledger-go/dledger/server"
 )
 
 const (
@@ -468,17 +466,14 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("probe %s on port %d, not the metrics listener's %d", p.HTTPGet.Path, got, metricsPort)
 		}
 	}
-	s, err := server.New(su.cfg, server.WithDaemon(su.daemon))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
+	su.daemon.HTTPAddr, su.daemon.MetricsAddr = "127.0.0.1:0", "127.0.0.1:0"
+	s, d := daemonMember(t, su.cfg, su.daemon)
 	for _, p := range []struct {
 		probe *k8sProbe
 		code  int
 	}{{c.ReadinessProbe, http.StatusServiceUnavailable}, {c.LivenessProbe, http.StatusOK}} {
 		rec := httptest.NewRecorder()
-		s.ReadOnlyHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p.probe.HTTPGet.Path, nil))
+		d.ReadOnlyHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p.probe.HTTPGet.Path, nil))
 		if rec.Code != p.code {
 			t.Errorf("GET %s on a member without a leader: %d, want %d", p.probe.HTTPGet.Path, rec.Code, p.code)
 		}
@@ -498,11 +493,8 @@ func TestKubernetesManifests(t *testing.T) {
 func dledgerProfileStopTimeout(t *testing.T, su serverSetup) time.Duration {
 	cfg := su.cfg
 	cfg.Profile, cfg.Election, cfg.DataDir = dledger.ProfileDLedger, dledger.Config{}, t.TempDir()
-	s, err := server.New(cfg, server.WithDaemon(su.daemon))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
+	su.daemon.HTTPAddr, su.daemon.MetricsAddr = "127.0.0.1:0", ""
+	s, _ := daemonMember(t, cfg, su.daemon)
 	return s.StopTimeout()
 }
 

@@ -17,10 +17,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/daemon"
 )
 
 // runDev runs a whole group on loopback in one process: the quickest way to watch an election.
@@ -108,15 +112,29 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	defer roles.close()
 	showRoleChanges := sync.OnceFunc(roles.start)
 	var servers []*server.Server
-	stopAll := func() { stopGroup(servers) }
+	var daemons []*daemon.Daemon
+	stopAll := func() {
+		stopGroup(servers)
+		for _, d := range daemons {
+			d.Stop(context.Background())
+		}
+	}
 	printf("dledger dev: group %q with %d members, profile %s, data in %s\n", "dev", *members, timing.profile, root)
 	for i := 0; i < *members; i++ {
 		id := fmt.Sprintf("n%d", i)
 		httpAddr := fmt.Sprintf("127.0.0.1:%d", *httpBase+i)
+		// Each member its own admin API and metrics, as three processes would have.
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		d, err := daemon.New(daemon.Config{HTTPAddr: httpAddr}, daemon.WithLogger(log), daemon.WithRegisterer(reg))
+		if err != nil {
+			stopAll()
+			return fail("%s: %v", id, err)
+		}
 		s, err := server.New(server.Config{Group: "dev", SelfID: id, Peers: peers,
 			DataDir: fmt.Sprintf("%s/%s", root, id), Ledger: server.LedgerNone, Election: cfg,
 			Keys: keys},
-			server.WithDaemon(server.DaemonConfig{HTTPAddr: httpAddr}),
+			server.WithAttacher(d.Attacher()), server.WithRegisterer(reg),
 			server.WithLogger(log),
 			server.WithListener(func(ev dledger.RoleEvent) {
 				at := ev.At
@@ -126,19 +144,27 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 				roles.add(at, devRoleLine(id, start, ev)+"\n")
 			}))
 		if err == nil {
+			if err = d.Listen(); err != nil {
+				s.Stop(context.Background())
+			}
+		}
+		if err == nil {
 			err = s.Start()
 		}
 		if err != nil {
 			showRoleChanges() // what the members did before the failure (roles.close prints the rest)
+			d.Stop(context.Background())
 			stopAll()
 			return fail("%s: %v", id, err)
 		}
+		d.Serve()
 		servers = append(servers, s)
-		printf("  %s  rpc %s  http http://%s/v1/status\n", id, s.RPCAddr(), s.HTTPAddr())
+		daemons = append(daemons, d)
+		printf("  %s  rpc %s  http http://%s/v1/status\n", id, s.RPCAddr(), d.HTTPAddr())
 	}
 	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.HTTPAddr()
+	for i, d := range daemons {
+		addrs[i] = d.HTTPAddr()
 	}
 	self := selfCommand(os.Args[0], os.Executable, exec.LookPath)
 	printf("status:   %s status --http %s\n", self, strings.Join(addrs, ","))

@@ -1,9 +1,10 @@
 // Command dledger runs and inspects DLedger-style replica-group election members.
 //
-//	dledger server    run one member of a replica group
+//	dledger server    run one member of a replica group, or a host of many (--config with configs:)
 //	dledger keygen    write a group key file (or the files of a key rotation)
 //	dledger dev       run a whole 3-member group on loopback in one process
 //	dledger status    show the members of a group (via their HTTP admin API)
+//	dledger groups    list, add and remove the group members of a server process
 //	dledger transfer  hand leadership to a member
 //	dledger watch     print a member's role events as they happen
 //	dledger sim       run the deterministic simulator over many seeds
@@ -21,11 +22,13 @@ const usage = `usage: dledger <command> [flags]
 
 commands:
   server    run one member of a replica group: dledger server --key-file FILE ...
+            (or many on one port: dledger server --config FILE with DLedger's configs: list)
   keygen    write a group key: dledger keygen FILE (rotation: dledger keygen --rotate FILE)
   dev       run a 3-member group on loopback in one process (data in a temp dir)
-  status    show every member of a group: dledger status --http ADDR[,ADDR...] [-o json]
-  transfer  hand leadership to a member: dledger transfer --http ADDR --to n2
-  watch     print a member's role events as they happen: dledger watch --http ADDR [-o json]
+  status    show every member of a group: dledger status --http ADDR[,ADDR...] [--group G] [-o json]
+  groups    list, add or remove a server's group members: dledger groups list|add|remove --http ADDR
+  transfer  hand leadership to a member: dledger transfer --http ADDR [--group G] --to n2
+  watch     print a member's role events as they happen: dledger watch --http ADDR [--group G] [-o json]
   sim       run the deterministic simulator: dledger sim --seeds N
   bench     measure failover with real processes: dledger bench failover ... (lab: dledger-lab)
   version   print the version, VCS commit and Go version (also: dledger --version)
@@ -53,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDev(rest, stdout, stderr)
 	case "status":
 		return runStatus(rest, stdout, stderr)
+	case "groups":
+		return runGroups(rest, stdout, stderr)
 	case "transfer":
 		return runTransfer(rest, stdout, stderr)
 	case "watch":

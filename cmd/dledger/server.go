@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/daemon"
 )
 
 // msDuration is a duration flag that also takes DLedger's plain milliseconds ("2000").
@@ -261,9 +261,15 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 // serverSetup is `dledger server` resolved from flags, environment and config file, and checked
 // without touching the disk (beyond reading the key and token files) or the network.
 type serverSetup struct {
-	cfg      server.Config
-	daemon   server.DaemonConfig // the admin API, metrics listener and hooks
-	election dledger.Config      // cfg.Election with the profile filled in
+	// cfg is the one member the flags name, or (with configs:) what every member shares: the
+	// timings, ledger mode, keys and data dir root, without group, id and peers.
+	cfg server.Config
+	// members are the host's members from the --config file's configs: list; nil: cfg is the
+	// one member.
+	members  []server.HostMember
+	host     server.HostConfig
+	daemon   daemon.Config  // the admin API, metrics listener and hooks
+	election dledger.Config // cfg.Election with the profile filled in
 	log      *zap.Logger
 	validate bool
 	warnings []string       // unknown DLEDGER_ variables
@@ -315,10 +321,12 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 		"DLEDGER_TERM, DLEDGER_LEADER, DLEDGER_SEQ, DLEDGER_PREVIOUS_ROLE, DLEDGER_GROUP and DLEDGER_ID in its environment; "+
 		"in order, one at a time: a newer role change kills a run still going")
 	f.onStop = fs.String("on-stop", "", "command run with /bin/sh -c once when the server stops (after --on-role-change's run for the final role UNKNOWN)")
-	f.hookTimeout = fs.Duration("hook-timeout", server.DefaultHookTimeout, "a hook still running after this is killed (SIGTERM to its process group, then SIGKILL)")
+	f.hookTimeout = fs.Duration("hook-timeout", daemon.DefaultHookTimeout, "a hook still running after this is killed (SIGTERM to its process group, then SIGKILL)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: dledger server --id n0 --peers \"n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913\" --data-dir DIR --key-file FILE [flags]\n"+
 			"       dledger server --config FILE [--validate] [flags]\n\n"+
+			"A --config file with DLedger's proxy list (configs: [{group, selfId, peers, preferredLeaderIds}]) makes this\n"+
+			"process a host of many group members on one rpc port (--listen): docs/operations.md, \"Many groups in one process\".\n"+
 			"Every flag but --validate can also be set by the environment variable DLEDGER_<NAME> (--data-dir: DLEDGER_DATA_DIR)\n"+
 			"or in the --config file; flags win over the environment, which wins over the file.")
 		fs.PrintDefaults()
@@ -345,7 +353,11 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	su.validate, su.warnings, su.origins = *f.validate, warnings, origins
 	// Each message names the setting as the operator wrote it: --id, DLEDGER_ID or selfId (FILE:LINE).
 	from := origins.of
-	if *f.idFromPod != "" {
+	if _, ok := origins[configsKey]; ok {
+		if err := hostMembers(&su, fs, f, origins); err != nil {
+			return fail("%v", err)
+		}
+	} else if *f.idFromPod != "" {
 		if *f.id != "" {
 			return fail("%s and %s exclude each other", from("id"), from("id-from-pod-name"))
 		}
@@ -354,10 +366,13 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 		}
 	}
 	switch {
+	case su.members != nil:
 	case *f.id == "":
 		return fail("--id is required (or DLEDGER_ID, or selfId in the --config file; in a StatefulSet, --id-from-pod-name)")
 	case *f.peers == "":
 		return fail("--peers is required (or DLEDGER_PEERS, or peers in the --config file)")
+	}
+	switch {
 	case *f.dataDir == "":
 		return fail("--data-dir is required (it keeps the term and vote across restarts; or DLEDGER_DATA_DIR, or dataDir in the --config file)")
 	case *f.keyFile == "" && !*f.insecure:
@@ -381,6 +396,8 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	su.daemon.MetricsAddr = *f.metricsAddr
 	su.daemon.OnRoleChange, su.daemon.OnStop, su.daemon.HookTimeout = *f.onRoleChange, *f.onStop, *f.hookTimeout
 	su.cfg.Listen, su.daemon.AdminAdvertise = *f.listen, *f.adminAdvertise
+	// An admin answer may wait out a member's removal: its hand-over, two transfer bounds.
+	su.daemon.WriteTimeout = 2*su.election.TransferBound() + 10*time.Second
 	if *f.keyFile != "" {
 		if su.cfg.Keys, err = secure.LoadKeyFile(*f.keyFile); err != nil {
 			return fail("%s: %v", from("key-file"), err)
@@ -391,8 +408,10 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 			return fail("%s: %v", from("admin-token-file"), err)
 		}
 	}
-	if err := su.cfg.Validate(); err != nil {
-		return fail("%v", err)
+	if su.members == nil { // configs: entries were checked as they were read (hostMembers)
+		if err := su.cfg.Validate(); err != nil {
+			return fail("%v", err)
+		}
 	}
 	if err := su.daemon.Validate(); err != nil {
 		return fail("%v", err)
@@ -400,7 +419,7 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	switch *f.httpAddr {
 	case "off":
 	case "":
-		if su.daemon.HTTPAddr, err = defaultHTTPAddr(*f.peers, *f.id); err != nil {
+		if su.daemon.HTTPAddr, err = defaultHTTPAddrOf(su); err != nil {
 			return fail("%v", err)
 		}
 	default:
@@ -409,6 +428,7 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 			return fail("%s: %v", from("http"), err)
 		}
 	}
+	su.host = server.HostConfig{Listen: su.hostListen(), DataDir: su.cfg.DataDir, Keys: su.cfg.Keys, Insecure: su.cfg.Insecure}
 	return su, 0, true
 }
 
@@ -459,12 +479,8 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		log.Warn(w)
 	}
 	// Only now is anything created (the data dir): bad settings leave no trace.
-	s, err := server.New(su.cfg, server.WithDaemon(su.daemon), server.WithLogger(log))
+	p, err := startHost(su, log)
 	if err != nil {
-		return fail(1, "%v", err)
-	}
-	if err := s.Start(); err != nil {
-		s.Stop(context.Background())
 		return fail(1, "%v", err)
 	}
 	var quiet *time.Timer
@@ -474,9 +490,13 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		// together would otherwise spend during its first election (docs/design.md).
 		quiet = time.AfterFunc(su.cfg.Election.DetectionWindow(), quietProcess)
 	}
-	// systemd (Type=notify) considers the unit started once the member serves.
+	// systemd (Type=notify) considers the unit started once the members serve.
 	notifySocket := os.Getenv("NOTIFY_SOCKET")
-	if err := sdNotify(notifySocket, "READY=1\nSTATUS=serving group "+su.cfg.Group+" as "+su.cfg.SelfID); err != nil {
+	status := fmt.Sprintf("STATUS=serving %d group members", len(su.members))
+	if su.members == nil {
+		status = "STATUS=serving group " + su.cfg.Group + " as " + su.cfg.SelfID
+	}
+	if err := sdNotify(notifySocket, "READY=1\n"+status); err != nil {
 		log.Warn("could not tell the service manager the member is ready", zap.Error(err))
 	}
 	sig := make(chan os.Signal, 2)
@@ -489,9 +509,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		if err := sdNotify(notifySocket, "STOPPING=1"); err != nil {
 			log.Warn("could not tell the service manager the member is stopping", zap.Error(err))
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.StopTimeout())
-		defer cancel()
-		return s.Stop(ctx)
+		return p.stop()
 	})
 }
 
@@ -521,7 +539,15 @@ func validateServer(su serverSetup, stdout, stderr io.Writer) int {
 	if metricsAddr == "" {
 		metricsAddr = "off"
 	}
-	fmt.Fprintf(stdout, "dledger server: settings valid: group %s, member %s of %s, profile %s, ledger %s, %s, data dir %s, admin API %s, metrics %s\n",
-		su.cfg.Group, su.cfg.SelfID, su.cfg.Peers, su.cfg.Profile, su.cfg.Ledger, auth, dir, admin, metricsAddr)
+	who := fmt.Sprintf("group %s, member %s of %s", su.cfg.Group, su.cfg.SelfID, su.cfg.Peers)
+	if su.members != nil {
+		groups := map[string]bool{}
+		for _, m := range su.members {
+			groups[m.Group] = true
+		}
+		who = fmt.Sprintf("host %s of %d members of %d groups", su.host.Listen, len(su.members), len(groups))
+	}
+	fmt.Fprintf(stdout, "dledger server: settings valid: %s, profile %s, ledger %s, %s, data dir %s, admin API %s, metrics %s\n",
+		who, su.cfg.Profile, su.cfg.Ledger, auth, dir, admin, metricsAddr)
 	return 0
 }

@@ -55,8 +55,15 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		"several, comma-separated (exactly those are shown) (required)")
 	timeout := fs.Duration("timeout", 2*time.Second, "per-request timeout")
 	format := fs.String("o", "text", "output: text (a table) or json (one JSON document)")
+	group := fs.String("group", "", "on processes serving many group members: show this group (through its member --id, or "+
+		"the first the process lists)")
+	id := fs.String("id", "", "with --group: the member asked for the others")
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
+	}
+	if *id != "" && *group == "" {
+		fmt.Fprintln(stderr, "dledger status: --id needs --group")
+		return 2
 	}
 	if *addrs == "" {
 		fmt.Fprintln(stderr, "dledger status: --http is required (e.g. --http 127.0.0.1:21911)")
@@ -79,13 +86,13 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	client := &http.Client{Timeout: *timeout}
 	rep := statusReport{Members: []memberReport{}}
 	if len(list) == 1 {
-		rep = discover(client, list[0])
+		rep = discover(client, list[0], *group, *id)
 	} else {
 		for _, a := range list {
 			rep.Members = append(rep.Members, memberReport{AdminAddr: a})
 		}
 	}
-	readStatuses(client, rep.Members)
+	readStatuses(client, rep.Members, *group)
 	for _, m := range rep.Members {
 		if !m.Reachable {
 			rep.Unreachable++
@@ -107,11 +114,17 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// discover lists the group through one member's /v1/members. The member asked keeps the
-// address given (it works from here); the others get the admin address they advertise.
-func discover(client *http.Client, addr string) statusReport {
+// discover lists the group through one member's /v1/members (with group set: that group's
+// member id at addr, or the first the process lists). The member asked keeps the address given
+// (it works from here); the others get the admin address they advertise.
+func discover(client *http.Client, addr, group, id string) statusReport {
 	rep := statusReport{DiscoveredFrom: addr, Members: []memberReport{}}
-	ms, err := fetchMembers(client, addr)
+	id, err := memberOf(context.Background(), client, addr, group, id)
+	if err != nil {
+		rep.Error = fmt.Sprintf("finding group %s at %s: %v", group, addr, err)
+		return rep
+	}
+	ms, err := fetchMembers(client, addr, group, id)
 	if err != nil {
 		rep.Error = fmt.Sprintf("listing the group through %s: %v", addr, err)
 		// Still show the member given, if it answers.
@@ -128,8 +141,12 @@ func discover(client *http.Client, addr string) statusReport {
 	return rep
 }
 
-func fetchMembers(client *http.Client, addr string) ([]adminclient.MemberJSON, error) {
-	ms, err := (&adminclient.Client{Addr: addr, HTTP: client}).Members(context.Background())
+func fetchMembers(client *http.Client, addr, group, id string) ([]adminclient.MemberJSON, error) {
+	c := &adminclient.Client{Addr: addr, HTTP: client}
+	if group != "" {
+		c = c.Member(group, id)
+	}
+	ms, err := c.Members(context.Background())
 	if errors.Is(err, adminclient.ErrNoMembersRoute) {
 		return nil, errors.New("no /v1/members (a member older than this tool: list every address with --http a,b,c)")
 	}
@@ -144,8 +161,9 @@ func fetchMembers(client *http.Client, addr string) ([]adminclient.MemberJSON, e
 
 // readStatuses reads every member's /v1/status in parallel, through its admin API or, for a
 // member without one, its read-only listener. A member with neither address stays
-// unreachable, with the error discovery gave.
-func readStatuses(client *http.Client, ms []memberReport) {
+// unreachable, with the error discovery gave. With group set each is that group's member at its
+// address (one given without an id: the first member of group the process lists).
+func readStatuses(client *http.Client, ms []memberReport, group string) {
 	var wg sync.WaitGroup
 	for i := range ms {
 		m := &ms[i]
@@ -162,7 +180,11 @@ func readStatuses(client *http.Client, ms []memberReport) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			st, err := fetchStatus(client, addr)
+			id, err := memberOf(context.Background(), client, addr, group, m.ID)
+			var st adminclient.StatusJSON
+			if err == nil {
+				st, err = fetchMemberStatus(client, addr, group, id)
+			}
 			switch {
 			case err != nil:
 				m.Error = err.Error()

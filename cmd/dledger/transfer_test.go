@@ -12,6 +12,7 @@ import (
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/daemon"
 )
 
 // `dledger transfer` names the real reason of each refusal and has an exit status of its own
@@ -27,13 +28,11 @@ func TestTransferExitCodesNameTheReason(t *testing.T) {
 	election.MinVoteInterval, election.MaxVoteInterval, election.VoteRoundBase = 50*time.Millisecond, 150*time.Millisecond, 200*time.Millisecond
 	peers := dledgertest.PeersString(dledgertest.FreePorts(t, 3))
 	var members []*server.Server
+	httpAddr := map[*server.Server]string{}
 	for i := 0; i < 3; i++ {
-		s, err := server.New(server.Config{Group: "g", SelfID: fmt.Sprintf("n%d", i), Peers: peers, DataDir: t.TempDir(),
-			Insecure: true, Ledger: server.LedgerSidecar, Election: election},
-			server.WithDaemon(server.DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, d := daemonMember(t, server.Config{Group: "g", SelfID: fmt.Sprintf("n%d", i), Peers: peers, DataDir: t.TempDir(),
+			Insecure: true, Ledger: server.LedgerSidecar, Election: election}, daemon.Config{HTTPAddr: "127.0.0.1:0"})
+		httpAddr[s] = d.HTTPAddr()
 		if i < 2 { // n2 has not reported its ledger: it abstains
 			if err := s.UpdateLedger(1, 100); err != nil {
 				t.Fatal(err)
@@ -77,7 +76,7 @@ func TestTransferExitCodesNameTheReason(t *testing.T) {
 	transfer := func(wantCode int, wantErr string, args ...string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		code := runTransfer(append([]string{"--http", leader.HTTPAddr()}, args...), &stdout, &stderr)
+		code := runTransfer(append([]string{"--http", httpAddr[leader]}, args...), &stdout, &stderr)
 		for strings.Contains(stderr.String(), "another leadership transfer is in progress") {
 			// The timed-out transfer below may reach the member after the client gave up: its
 			// transfer is then still running. Wait for it to end, and ask again.
@@ -86,7 +85,7 @@ func TestTransferExitCodesNameTheReason(t *testing.T) {
 			})
 			stdout.Reset()
 			stderr.Reset()
-			code = runTransfer(append([]string{"--http", leader.HTTPAddr()}, args...), &stdout, &stderr)
+			code = runTransfer(append([]string{"--http", httpAddr[leader]}, args...), &stdout, &stderr)
 		}
 		if code != wantCode || !strings.Contains(stderr.String(), wantErr) {
 			t.Fatalf("dledger transfer %v: exit %d, stdout %q, stderr %q; want exit %d and %q on stderr",
@@ -103,8 +102,8 @@ func TestTransferExitCodesNameTheReason(t *testing.T) {
 		follower = members[1]
 	}
 	var stdout, stderr bytes.Buffer
-	if code := runTransfer([]string{"--http", follower.HTTPAddr(), "--to", "n2"}, &stdout, &stderr); code != 1 ||
-		!strings.Contains(stderr.String(), "asking it at "+leader.HTTPAddr()) || !strings.Contains(stderr.String(), "abstains") {
+	if code := runTransfer([]string{"--http", httpAddr[follower], "--to", "n2"}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "asking it at "+httpAddr[leader]) || !strings.Contains(stderr.String(), "abstains") {
 		t.Fatalf("dledger transfer through a follower: exit %d, stderr %q", code, stderr.String())
 	}
 
@@ -130,6 +129,6 @@ func TestTransferExitCodesNameTheReason(t *testing.T) {
 	// A campaign can lose a round on a loaded machine: the leader then still leads.
 	dledgertest.Eventually(t, limit, "a transfer to "+other+" to exit 0", func() bool {
 		var stdout, stderr bytes.Buffer
-		return runTransfer([]string{"--http", leader.HTTPAddr(), "--to", other}, &stdout, &stderr) == 0
+		return runTransfer([]string{"--http", httpAddr[leader], "--to", other}, &stdout, &stderr) == 0
 	})
 }

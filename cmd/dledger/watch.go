@@ -36,8 +36,10 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	addr := fs.String("http", "", "admin API (or --metrics) address of the member to watch (required)")
 	format := fs.String("o", "text", "output: text (a line per event) or json (a JSON object per line)")
+	group := fs.String("group", "", "on a process serving many group members: watch this group's member (--id, or the first it lists)")
+	id := fs.String("id", "", "with --group: the member's id")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dledger watch --http ADDR [-o text|json]\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: dledger watch --http ADDR [--group G [--id ID]] [-o text|json]\n\n"+
 			"Prints the member's role events as they happen, one line each, until interrupted (exit 0).\n"+
 			"Reconnects and resumes after the last event printed; a MISSED line says when events were lost.")
 		fs.PrintDefaults()
@@ -55,13 +57,18 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	w := &watchClient{addr: *addr, json: *format == "json", stdout: stdout, stderr: stderr}
+	if *id != "" && *group == "" {
+		fmt.Fprintln(stderr, "dledger watch: --id needs --group")
+		return 2
+	}
+	w := &watchClient{addr: *addr, group: *group, id: *id, json: *format == "json", stdout: stdout, stderr: stderr}
 	return w.run(ctx)
 }
 
 // watchClient follows one member's stream across reconnections.
 type watchClient struct {
 	addr           string
+	group, id      string // a member of a process of many (--group, --id); id found on the first connection
 	json           bool
 	stdout, stderr io.Writer
 
@@ -113,6 +120,16 @@ func (w *watchClient) run(ctx context.Context) int {
 // event (a working connection resets the back-off).
 func (w *watchClient) once(ctx context.Context, client *http.Client) (progressed bool, err error) {
 	c := &adminclient.Client{Addr: w.addr, HTTP: client}
+	if w.group != "" {
+		if w.id == "" {
+			id, err := memberOf(ctx, &http.Client{Timeout: 10 * time.Second}, w.addr, w.group, "")
+			if err != nil {
+				return false, err
+			}
+			w.id = id // one member for the whole watch: its seqs are what a resume names
+		}
+		c = c.Member(w.group, w.id)
+	}
 	st, err := c.Watch(ctx, adminclient.WatchOptions{LastEventID: w.lastID, Idle: watchIdle})
 	if he := (*adminclient.HTTPError)(nil); errors.As(err, &he) {
 		err := fmt.Errorf("%s: %v", w.addr, he)

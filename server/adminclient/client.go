@@ -29,15 +29,20 @@ type Client struct {
 	// HTTP sends the requests; nil means http.DefaultClient.
 	HTTP *http.Client
 	// Token is the admin bearer token (the member's --admin-token-file), sent on the calls
-	// that change the election (Transfer, ReportLedger); "" sends none.
+	// that change the election (Transfer, ReportLedger, AddMember, RemoveMember); "" sends none.
 	Token string
+	// Group and SelfID, if Group is set, name one member of a process that serves many (a
+	// host of groups): the member's calls go to its routes under /v1/groups/{group}/{id}/
+	// (groups.go). Empty: the process's one member, at the single-member routes.
+	Group, SelfID string
 }
 
 // New is a client of the member at addr.
 func New(addr string) *Client { return &Client{Addr: addr} }
 
-// URL is path on the member.
+// URL is path on the member (under its /v1/groups/{group}/{id}/ when Group is set).
 func (c *Client) URL(path string) string {
+	path = c.memberPath(path)
 	if strings.HasPrefix(c.Addr, "http://") || strings.HasPrefix(c.Addr, "https://") {
 		return strings.TrimSuffix(c.Addr, "/") + path
 	}

@@ -122,6 +122,7 @@ type EventJSON struct {
 	Leader   string `json:"leader"` // "" when no leader is known
 	Time     string `json:"time"`   // when the member changed role, RFC 3339 with nanoseconds
 	Member   string `json:"member"` // the member that sent it
+	Group    string `json:"group"`  // its group
 	Instance string `json:"instance"`
 }
 

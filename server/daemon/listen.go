@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -72,7 +72,9 @@ func (e *httpEndpoint) shutdown(ctx context.Context) error {
 	if e == nil || e.ln == nil {
 		return nil
 	}
-	if err := e.srv.Shutdown(ctx); err != nil {
+	err := e.srv.Shutdown(ctx)
+	e.ln.Close() // listened but never served: Shutdown does not know it
+	if err != nil {
 		return fmt.Errorf("%s http: %w", e.name, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 // The watch API: role events over HTTP for applications that do not embed the member (a C++
 // broker, a database manager, a load balancer's agent).
@@ -64,6 +64,7 @@ var (
 // watchHub fans role events out to HTTP clients and keeps the recent ones.
 type watchHub struct {
 	instance  string
+	group     string
 	member    string
 	keepalive time.Duration // watchKeepalive (tests set it before serving)
 
@@ -82,10 +83,10 @@ type watcher struct {
 	ch chan dledger.RoleEvent
 }
 
-func newWatchHub(member string) *watchHub {
+func newWatchHub(group, member string) *watchHub {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
-	return &watchHub{instance: hex.EncodeToString(b[:]), member: member, keepalive: watchKeepalive,
+	return &watchHub{instance: hex.EncodeToString(b[:]), group: group, member: member, keepalive: watchKeepalive,
 		watchers: map[*watcher]struct{}{}, changed: make(chan struct{})}
 }
 
@@ -270,12 +271,12 @@ func (h *watchHub) latest() (dledger.RoleEvent, bool) {
 
 func (h *watchHub) eventJSON(ev dledger.RoleEvent) adminclient.EventJSON {
 	return adminclient.EventJSON{Seq: ev.Seq, Term: ev.Term, Role: ev.Role.String(), Leader: ev.LeaderID,
-		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Instance: h.instance}
+		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Group: h.group, Instance: h.instance}
 }
 
 // watchRoutes adds GET /v1/watch to mux (both listeners: it only reads).
-func (s *Server) watchRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/watch", s.serveWatch)
+func (m *member) watchRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/watch", m.serveWatch)
 }
 
 // serveWatch streams role events as Server-Sent Events. Each event is
@@ -287,7 +288,7 @@ func (s *Server) watchRoutes(mux *http.ServeMux) {
 // events after it instead, or, if they are no longer kept, "event: missed" and then the current
 // state. The stream ends after the member's last event (UNKNOWN: it stopped), and when the
 // client falls behind (it reconnects and resumes).
-func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
+func (m *member) serveWatch(w http.ResponseWriter, r *http.Request) {
 	from := r.Header.Get("Last-Event-ID")
 	if from == "" {
 		from = r.URL.Query().Get("since")
@@ -297,13 +298,13 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "%v", err)
 		return
 	}
-	wt, missed, replay, err := s.watch.subscribe(p)
+	wt, missed, replay, err := m.watch.subscribe(p)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: err.Error()})
 		return
 	}
-	defer s.watch.unsubscribe(wt)
+	defer m.watch.unsubscribe(wt)
 	// The listener's WriteTimeout would cut the stream after a few seconds: every write sets
 	// its own deadline instead (flushTo). Its read timeout does not matter here: net/http lifts
 	// the read deadline once a body-less request is read. A dead client is found by the write
@@ -321,12 +322,12 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(&buf, "event: missed\ndata: %s\n\n", b)
 	}
 	for _, ev := range replay {
-		s.writeEvent(&buf, ev)
+		m.writeEvent(&buf, ev)
 	}
 	if !flushTo(w, rc, buf.String()) {
 		return
 	}
-	keepalive := time.NewTicker(s.watch.keepalive)
+	keepalive := time.NewTicker(m.watch.keepalive)
 	defer keepalive.Stop()
 	for {
 		buf.Reset()
@@ -335,7 +336,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			s.writeEvent(&buf, ev)
+			m.writeEvent(&buf, ev)
 			// Send what else is queued in the same write.
 			for more := true; more; {
 				select {
@@ -344,7 +345,7 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 						flushTo(w, rc, buf.String())
 						return
 					}
-					s.writeEvent(&buf, ev)
+					m.writeEvent(&buf, ev)
 				default:
 					more = false
 				}
@@ -360,9 +361,9 @@ func (s *Server) serveWatch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) writeEvent(buf *strings.Builder, ev dledger.RoleEvent) {
-	b, _ := json.Marshal(s.watch.eventJSON(ev))
-	fmt.Fprintf(buf, "id: %d@%s\ndata: %s\n\n", ev.Seq, s.watch.instance, b)
+func (m *member) writeEvent(buf *strings.Builder, ev dledger.RoleEvent) {
+	b, _ := json.Marshal(m.watch.eventJSON(ev))
+	fmt.Fprintf(buf, "id: %d@%s\ndata: %s\n\n", ev.Seq, m.watch.instance, b)
 }
 
 // flushTo writes text within watchWriteTimeout and flushes it; false: the client is gone.
@@ -383,7 +384,7 @@ func flushTo(w http.ResponseWriter, rc *http.ResponseController, text string) bo
 // reports the state, whatever it is; the health semantics (200 only on the leader) stay with
 // the plain GET /v1/leader, which load balancers use. 400: bad parameters; 503 with
 // Retry-After: too many watchers.
-func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
+func (m *member) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
 	q := r.URL.Query()
 	if !q.Has("wait") {
 		return false
@@ -400,7 +401,7 @@ func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
 			return true
 		}
 	}
-	ev, ok, changed, release, err := s.watch.await(index)
+	ev, ok, changed, release, err := m.watch.await(index)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: err.Error()})
@@ -418,14 +419,14 @@ func (s *Server) serveLeaderWait(w http.ResponseWriter, r *http.Request) bool {
 		case <-r.Context().Done():
 			return true
 		}
-		ev, _ = s.watch.latest()
+		ev, _ = m.watch.latest()
 	}
 	if ev.Seq == 0 { // no event yet (the member is starting): its state as Status sees it
-		st := s.fullStatus()
-		ev = dledger.RoleEvent{Term: st.Term, Role: st.Role, LeaderID: st.LeaderID, At: time.Now()}
+		st := m.s.FullStatus()
+		ev = dledger.RoleEvent{Group: st.Group, Term: st.Term, Role: st.Role, LeaderID: st.LeaderID, At: time.Now()}
 	}
 	w.Header().Set("X-DLedger-Index", strconv.FormatUint(ev.Seq, 10))
-	writeJSON(w, http.StatusOK, adminclient.LeaderWaitJSON{Index: ev.Seq, EventJSON: s.watch.eventJSON(ev), IsLeader: ev.Role == protocol.LEADER})
+	writeJSON(w, http.StatusOK, adminclient.LeaderWaitJSON{Index: ev.Seq, EventJSON: m.watch.eventJSON(ev), IsLeader: ev.Role == protocol.LEADER})
 	return true
 }
 

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dledger-go/dledger/server"
 )
 
 // rawCheck sends one health check as HAProxy does (HTTP/1.0, no Host header) and returns the
@@ -35,7 +37,7 @@ func rawCheck(t *testing.T, addr, method, path string) int {
 // the leader backend finds exactly the leader, the followers backend exactly the followers.
 // Before, OPTIONS got 405 and HAProxy would have marked every member down.
 func TestHAProxySnippetChecksFindTheRightMembers(t *testing.T) {
-	cfg, err := os.ReadFile("../scripts/haproxy.cfg")
+	cfg, err := os.ReadFile("../../scripts/haproxy.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestHAProxySnippetChecksFindTheRightMembers(t *testing.T) {
 	if len(checks) != 2 {
 		t.Fatalf("want the leader and followers checks in scripts/haproxy.cfg, found %d", len(checks))
 	}
-	g := startGroupWith(t, 3, nil, calmTimings())
+	g := startGroupWith(t, 3, calmTimings())
 	leader, _ := g.awaitAllFollow(electionLimit)
 	for _, c := range checks {
 		method, path := c[1], c[2]
@@ -87,16 +89,12 @@ func TestHAProxySnippetChecksFindTheRightMembers(t *testing.T) {
 // three-member group answers 503 to /readyz and /v1/follower, and 200 to /healthz.
 func TestHealthRoutesOnACandidate(t *testing.T) {
 	ports := freePorts(t, 3)
-	c := Config{Group: "g", SelfID: "n0", Peers: peersString(ports), DataDir: t.TempDir(),
-		Ledger: LedgerNone, Election: calmTimings(), Insecure: true}
-	s, err := New(c, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := server.Config{Group: "g", SelfID: "n0", Peers: peersString(ports), DataDir: t.TempDir(),
+		Ledger: server.LedgerNone, Election: calmTimings(), Insecure: true}
+	s := mustMember(t, c, Config{HTTPAddr: "127.0.0.1:0"})
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Stop(t.Context()) })
 	for path, want := range map[string]int{"/readyz": 503, "/v1/follower": 503, "/v1/leader": 503, "/healthz": 200} {
 		for _, method := range []string{"GET", "HEAD", "OPTIONS"} {
 			if got := rawCheck(t, s.HTTPAddr(), method, path); got != want {

@@ -1,19 +1,20 @@
-package server
+package daemon
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/dledger-go/dledger/rpc/protocol"
-
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/server"
 	"github.com/dledger-go/dledger/server/adminclient"
 )
 
-func getMembers(t *testing.T, s *Server) []adminclient.MemberJSON {
+func getMembers(t *testing.T, s *testMember) []adminclient.MemberJSON {
 	t.Helper()
 	code, body := get(t, "http://"+s.HTTPAddr()+"/v1/members")
 	var ms []adminclient.MemberJSON
@@ -26,16 +27,24 @@ func getMembers(t *testing.T, s *Server) []adminclient.MemberJSON {
 // Any member's /v1/members lists every member with the admin address it advertises (learned
 // over the members' authenticated rpc connections); a stopped member is listed unreachable.
 func TestMembersRouteFindsEveryAdminAddress(t *testing.T) {
-	g := startGroupWith(t, 3, nil, calmTimings())
+	g := startGroupWith(t, 3, calmTimings())
 	g.awaitAllFollow(electionLimit)
-	g.awaitConnected(electionLimit) // a member is listed reachable over its own connection
+	peers := g.servers[0].Status().Peers
 	for i, s := range g.servers {
-		ms := getMembers(t, s)
-		if len(ms) != 3 {
-			t.Fatalf("n%d lists %d members: %+v", i, len(ms), ms)
-		}
+		var ms []adminclient.MemberJSON
+		// A member is listed reachable over its own connection, which may still wait out a
+		// redial back-off after the election.
+		dledgertest.Eventually(t, electionLimit, fmt.Sprintf("n%d to reach every member", i), func() bool {
+			ms = getMembers(t, s)
+			for _, m := range ms {
+				if !m.Reachable {
+					return false
+				}
+			}
+			return len(ms) == 3
+		})
 		for j, m := range ms {
-			want := adminclient.MemberJSON{ID: g.servers[j].cfg.SelfID, RPCAddr: g.servers[j].peers[j].Addr,
+			want := adminclient.MemberJSON{ID: peers[j].ID, RPCAddr: peers[j].Addr,
 				AdminAddr: g.servers[j].HTTPAddr(), Self: i == j, Reachable: true}
 			if m != want {
 				t.Errorf("n%d lists %+v, want %+v", i, m, want)
@@ -53,46 +62,38 @@ func TestMembersRouteFindsEveryAdminAddress(t *testing.T) {
 }
 
 // The advertised admin address: AdminAdvertise when set; else the bound address, with an
-// unspecified host replaced by the host of the member's rpc address. Another group learns
-// nothing.
+// unspecified host replaced by the host of the member's rpc address. (That the member puts
+// it in its METADATA answers, and another group learns nothing, is server's test.)
 func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
-	ask := func(s *Server, group string) *protocol.MetadataResponse {
-		return metadataHandler{Handler: s.elector, s: s}.HandleMetadata(&protocol.MetadataRequest{
-			Header: protocol.Header{Group: group, RemoteID: "n0", LocalID: "tool"}})
+	self := func(s *testMember) server.PeerMetadata {
+		for _, p := range s.PeerMetadata(context.Background()) {
+			if p.Self {
+				return p
+			}
+		}
+		t.Fatal("no self in PeerMetadata")
+		return server.PeerMetadata{}
 	}
-	cfg := soloConfig(t)
 	// The read-only listener is advertised the same way as the admin API.
-	s, err := New(cfg, WithDaemon(DaemonConfig{HTTPAddr: "0.0.0.0:0", AdminToken: strings.Repeat("t", 32),
-		MetricsAddr: "0.0.0.0:0"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustMember(t, soloConfig(t), Config{HTTPAddr: "0.0.0.0:0", AdminToken: strings.Repeat("t", 32), MetricsAddr: "0.0.0.0:0"})
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Stop(context.Background()) })
 	host, port, err := net.SplitHostPort(s.HTTPAddr())
 	if err != nil || !net.ParseIP(host).IsUnspecified() {
 		t.Fatalf("bound %q: %v", s.HTTPAddr(), err)
 	}
-	if got := ask(s, "g").AdminAddr; got != "127.0.0.1:"+port {
+	if got := self(s).AdminAddr; got != "127.0.0.1:"+port {
 		t.Fatalf("advertised %q for %s, want 127.0.0.1:%s (the rpc address's host)", got, s.HTTPAddr(), port)
 	}
 	_, mport, _ := net.SplitHostPort(s.MetricsAddr())
-	if got := ask(s, "g").ReadAddr; got != "127.0.0.1:"+mport {
+	if got := self(s).ReadAddr; got != "127.0.0.1:"+mport {
 		t.Fatalf("advertised read-only listener %q for %s, want 127.0.0.1:%s", got, s.MetricsAddr(), mport)
 	}
-	if got := ask(s, "other"); got.AdminAddr != "" || got.ReadAddr != "" || got.Code != protocol.CodeUnknownGroup {
-		t.Fatalf("another group was told %+v", got)
-	}
 
-	d := DaemonConfig{AdminAdvertise: "n0.dledger.svc:21911"}
-	s2, err := New(soloConfig(t), WithDaemon(d))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s2.Stop(context.Background()) })
-	if got := ask(s2, "g"); got.AdminAddr != d.AdminAdvertise || got.ReadAddr != "" {
+	d := Config{AdminAdvertise: "n0.dledger.svc:21911"}
+	s2 := mustMember(t, soloConfig(t), d)
+	if got := self(s2); got.AdminAddr != d.AdminAdvertise || got.ReadAddr != "" {
 		t.Fatalf("advertised %q and read-only %q, want AdminAdvertise %q and none", got.AdminAddr, got.ReadAddr, d.AdminAdvertise)
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"bufio"
@@ -21,12 +21,12 @@ import (
 	"github.com/dledger-go/dledger/server/adminclient"
 )
 
-// watchOnly is a Server with nothing but its watch hub, serving the watch routes on a
+// watchOnly is a member with nothing but its watch hub, serving the watch routes on a
 // listener hardened as a member's (newHTTPEndpoint) with the given write timeout, so tests feed
 // it events directly (hub.publish) instead of running elections.
-func watchOnly(t *testing.T, writeTimeout time.Duration, keepalive ...time.Duration) (*Server, string) {
+func watchOnly(t *testing.T, writeTimeout time.Duration, keepalive ...time.Duration) (*member, string) {
 	t.Helper()
-	s := &Server{watch: newWatchHub("n0"), log: zap.NewNop()}
+	s := &member{watch: newWatchHub("g", "n0"), log: zap.NewNop()}
 	if len(keepalive) > 0 {
 		s.watch.keepalive = keepalive[0] // before the server's goroutines start
 	}
@@ -183,7 +183,7 @@ func TestWatchStartsWithTheCurrentStateThenFollowsInOrder(t *testing.T) {
 	e, m := st.nextEvent(t)
 	inst := s.watch.instance
 	want := adminclient.EventJSON{Seq: 3, Term: 1, Role: "CANDIDATE", Leader: "", Time: time.Unix(1700000000, 3).UTC().Format(time.RFC3339Nano),
-		Member: "n0", Instance: inst}
+		Member: "n0", Group: "g", Instance: inst}
 	if e != want || m.id != "3@"+inst {
 		t.Fatalf("first event %+v id %q, want %+v id 3@%s", e, m.id, want, inst)
 	}
@@ -248,7 +248,7 @@ func TestWatchSaysWhenEventsWereMissed(t *testing.T) {
 // A stream that does not keep up is ended once its buffer is full, never waited for: publish
 // (the elector's listener) does not block, and the client resumes from the ring.
 func TestWatchEndsAStreamThatFallsBehindWithoutBlocking(t *testing.T) {
-	h := newWatchHub("n0")
+	h := newWatchHub("g", "n0")
 	stuck, _, _, err := h.subscribe(resumePoint{})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestWatchEndsAStreamThatFallsBehindWithoutBlocking(t *testing.T) {
 // nothing: a client resuming from before it is told it missed events, and an open stream is
 // ended so that it resumes that way.
 func TestWatchHubTellsOfEventsItMissed(t *testing.T) {
-	h := newWatchHub("n0")
+	h := newWatchHub("g", "n0")
 	publishN(h, 1, 5)
 	open, _, _, err := h.subscribe(resumePoint{given: true, seq: 5})
 	if err != nil {
@@ -480,7 +480,7 @@ func TestLeaderLongPollOutlivesTheListenerTimeouts(t *testing.T) {
 // check is unchanged (503 on a follower); Stop ends the member's streams with its final event
 // and is not held up by them.
 func TestWatchFollowsAFailoverAndStopEndsIt(t *testing.T) {
-	g := startGroupWith(t, 3, nil, calmTimings())
+	g := startGroupWith(t, 3, calmTimings())
 	old, _ := g.awaitAllFollow(electionLimit)
 	fi := (g.index(old) + 1) % 3
 	f := g.servers[fi]

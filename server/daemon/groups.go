@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"net/http"
@@ -16,13 +16,13 @@ const (
 	maxGroupsPage     = 1000
 )
 
-// GroupsHandler serves GET /v1/groups: the host's members as adminclient.GroupJSON objects, ordered by
+// groupsHandler serves GET /v1/groups: the process's members as adminclient.GroupJSON objects, ordered by
 // group then self id. Query parameters: group (only that group), role (LEADER, FOLLOWER,
 // CANDIDATE or UNKNOWN: only members in that role), limit (page size, default 100, at most
 // 1000) and after (the cursor a previous page returned as next, the last member's group and
 // id path-escaped: members after it). A page of a host whose members change between requests neither repeats nor
 // skips a member that stayed.
-func (h *Host) GroupsHandler() http.Handler {
+func (d *Daemon) groupsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -68,15 +68,15 @@ func (h *Host) GroupsHandler() http.Handler {
 			}
 		}
 		out := adminclient.GroupsJSON{Groups: []adminclient.GroupJSON{}}
-		for _, s := range h.Members() { // ordered by group, then id
-			g, id := s.cfg.Group, s.cfg.SelfID
+		for _, m := range d.sorted() { // ordered by group, then id
+			g, id := m.cfg.Group, m.cfg.SelfID
 			if afterGroup != "" && (g < afterGroup || g == afterGroup && id <= afterID) {
 				continue
 			}
 			if q.Has("group") && g != q.Get("group") {
 				continue
 			}
-			st := s.Status()
+			st := m.s.Status()
 			if wantRole && st.Role != role {
 				continue
 			}

@@ -1,8 +1,8 @@
-package server
+package daemon
 
 // Hooks: commands a member runs on role changes and when it stops, as keepalived's notify
 // scripts and Patroni's on_role_change callbacks, for an application that does not embed the
-// member. DaemonConfig.OnRoleChange runs (with /bin/sh -c) for role events, OnStop once at
+// member. Config.OnRoleChange runs (with /bin/sh -c) for role events, OnStop once at
 // Stop, each with the event in its environment:
 //
 //	DLEDGER_GROUP DLEDGER_ID DLEDGER_ROLE DLEDGER_TERM DLEDGER_LEADER DLEDGER_SEQ
@@ -15,7 +15,7 @@ package server
 //   - A newer event cancels a hook still running (SIGTERM to its process group, SIGKILL after
 //     hookKillGrace); the hook then runs for the newest event only: events in between are
 //     skipped (coalesced), since only the latest role is true.
-//   - A hook running past DaemonConfig.HookTimeout is killed the same way.
+//   - A hook running past Config.HookTimeout is killed the same way.
 //   - Failures are logged and counted (dledger_hook_runs_total{hook,result}); they change
 //     nothing else. Hooks run on a goroutine of their own: the member never waits for them,
 //     except Stop, which runs the hook for the final event (UNKNOWN) and then OnStop within
@@ -46,7 +46,7 @@ const (
 	hookStop       = "on_stop"
 )
 
-// DefaultHookTimeout is DaemonConfig.HookTimeout's zero value.
+// DefaultHookTimeout is Config.HookTimeout's zero value.
 const DefaultHookTimeout = 10 * time.Second
 
 // hookKillGrace is how long a cancelled or timed-out hook has between SIGTERM and SIGKILL (a
@@ -65,7 +65,7 @@ var (
 // hookStopTimeout is what Stop may spend on hooks beyond the hand-over and the close: the
 // on-role-change hook for the final event and the on-stop hook, each bounded by the hook
 // timeout and the kill grace. It is 0 when d sets no hook.
-func hookStopTimeout(d DaemonConfig) time.Duration {
+func hookStopTimeout(d Config) time.Duration {
 	if d.OnRoleChange == "" && d.OnStop == "" {
 		return 0
 	}
@@ -77,7 +77,7 @@ func hookStopTimeout(d DaemonConfig) time.Duration {
 }
 
 // resolveHookTimeout checks the hook settings and returns the timeout to use.
-func resolveHookTimeout(c DaemonConfig) (time.Duration, error) {
+func resolveHookTimeout(c Config) (time.Duration, error) {
 	for _, h := range []struct{ name, cmd string }{{"on-role-change", c.OnRoleChange}, {"on-stop", c.OnStop}} {
 		if strings.ContainsRune(h.cmd, 0) {
 			return 0, fmt.Errorf("%s hook: the command contains a NUL byte", h.name)
@@ -131,10 +131,10 @@ func newHookRunner(group, self, onRoleChange, onStop string, timeout time.Durati
 	return h
 }
 
-// startHooks builds the member's hook runner, if its config sets a hook, with its metrics on
-// reg, and subscribes it to role events (New calls it last: nothing fails after it).
-func (s *Server) startHooks(reg prometheus.Registerer) error {
-	c := s.cfg
+// startHooks builds the member's hook runner, if the daemon's config sets a hook, with its
+// metrics on reg (attach calls it before subscribing it to the member's role events).
+func (m *member) startHooks(reg prometheus.Registerer) error {
+	c := m.d.cfg
 	var names []string
 	if c.OnRoleChange != "" {
 		names = append(names, hookRoleChange)
@@ -145,32 +145,24 @@ func (s *Server) startHooks(reg prometheus.Registerer) error {
 	if len(names) == 0 {
 		return nil
 	}
-	m, err := metrics.NewHooks(reg, c.Group, c.SelfID, names)
+	obs, err := metrics.NewHooks(reg, m.cfg.Group, m.cfg.SelfID, names)
 	if err != nil {
 		return fmt.Errorf("hook metrics: %w", err)
 	}
-	s.hookObs = m
-	s.hooks = newHookRunner(c.Group, c.SelfID, c.OnRoleChange, c.OnStop, c.HookTimeout, s.log.Named("hooks"), m)
-	s.unsubs = append(s.unsubs, s.dispatch.Subscribe(s.hooks.onEvent))
+	m.hookObs = obs
+	m.hooks = newHookRunner(m.cfg.Group, m.cfg.SelfID, c.OnRoleChange, c.OnStop, c.HookTimeout, m.log.Named("hooks"), obs)
 	return nil
 }
 
-// closeHooks ends the hook runner at Stop, after the listeners have been cancelled (the hook
-// runner has every event). A started member first runs its hooks for the final event.
-func (s *Server) closeHooks(ctx context.Context, started bool) {
-	if s.hooks == nil {
+// closeHooks ends the hook runner at the member's Stop, after its role-event subscriptions
+// were cancelled (the runner has every event). A started member (final set) first runs its
+// hooks for the final event. Its metrics are unregistered, so the member can be added again.
+func (m *member) closeHooks(ctx context.Context, final *dledger.RoleEvent) {
+	if m.hooks == nil {
 		return
 	}
-	s.mu.Lock()
-	final := s.final
-	s.mu.Unlock()
-	if !started {
-		final = nil
-	}
-	s.hooks.finish(ctx, final)
-	if !s.ownMetrics {
-		s.hookObs.Unregister()
-	}
+	m.hooks.finish(ctx, final)
+	m.hookObs.Unregister()
 }
 
 // onEvent hands the runner a role event. It never blocks: the event becomes the one to run

@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dledger-go/dledger/server"
 )
 
 const testToken = "0123456789abcdef-test-token"
@@ -34,15 +36,11 @@ func sendWithToken(t *testing.T, method, url, body, token string) (int, string) 
 // serves no mutating route at all.
 func TestAdminTokenGuardsMutatingEndpoints(t *testing.T) {
 	c := soloConfig(t)
-	c.Ledger = LedgerSidecar
-	s, err := New(c, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", AdminToken: testToken}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.Ledger = server.LedgerSidecar
+	s := mustMember(t, c, Config{HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", AdminToken: testToken})
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Stop(t.Context()) })
 	admin, ro := "http://"+s.HTTPAddr(), "http://"+s.MetricsAddr()
 
 	for _, tok := range []string{"", "wrong-token-of-enough-length", testToken + "x", strings.ToUpper(testToken)} {
@@ -94,7 +92,7 @@ func TestAdminTokenGuardsMutatingEndpoints(t *testing.T) {
 
 // An admin address other hosts can reach, with no token, is refused at start; loopback is not.
 func TestAdminAddressReachableFromOtherHostsNeedsAToken(t *testing.T) {
-	var base DaemonConfig
+	var base Config
 	for addr, ok := range map[string]bool{"127.0.0.1:9": true, "[::1]:9": true, "localhost:9": true,
 		"0.0.0.0:9": false, ":9": false, "[::]:9": false, "10.1.2.3:9": false} {
 		c := base
@@ -123,15 +121,11 @@ func TestAdminSlowlorisDoesNotHurtTheMember(t *testing.T) {
 	httpReadHeaderTimeout = 300 * time.Millisecond
 	t.Cleanup(func() { httpReadHeaderTimeout = old })
 	c := soloConfig(t)
-	s, err := New(c, WithDaemon(DaemonConfig{HTTPAddr: "127.0.0.1:0"}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustMember(t, c, Config{HTTPAddr: "127.0.0.1:0"})
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Stop(t.Context()) })
-	st := awaitRole(t, s, 3) // LEADER
+	st := awaitRole(t, s.Server, 3) // LEADER
 	var conns []net.Conn
 	for i := 0; i < httpMaxConns+50; i++ {
 		conn, err := net.Dial("tcp", s.HTTPAddr())

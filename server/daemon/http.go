@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -10,14 +10,17 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
-
+	"github.com/dledger-go/dledger/server"
 	"github.com/dledger-go/dledger/server/adminclient"
 )
 
@@ -52,19 +55,19 @@ var transferReasons = []struct {
 	err  error
 	name string
 }{
-	{ErrNotLeader, adminclient.ReasonNotLeader}, {ErrUnknownMember, adminclient.ReasonUnknownMember},
-	{ErrTransferInProgress, adminclient.ReasonTransferInProgress},
-	{ErrTransfereeUnreachable, adminclient.ReasonTransfereeUnreachable},
-	{ErrTransfereeAbstaining, adminclient.ReasonTransfereeAbstaining},
-	{ErrTransfereeBehind, adminclient.ReasonTransfereeBehind}, {ErrTermChanged, adminclient.ReasonTermChanged},
-	{ErrTransfereeFailed, adminclient.ReasonTransfereeFailed}, {ErrOutcomeUnknown, adminclient.ReasonOutcomeUnknown},
-	{ErrStopped, adminclient.ReasonStopped},
-	{ErrTransferRefused, adminclient.ReasonRefused}, // a forwarded refusal whose reason only the leader knows
+	{server.ErrNotLeader, adminclient.ReasonNotLeader}, {server.ErrUnknownMember, adminclient.ReasonUnknownMember},
+	{server.ErrTransferInProgress, adminclient.ReasonTransferInProgress},
+	{server.ErrTransfereeUnreachable, adminclient.ReasonTransfereeUnreachable},
+	{server.ErrTransfereeAbstaining, adminclient.ReasonTransfereeAbstaining},
+	{server.ErrTransfereeBehind, adminclient.ReasonTransfereeBehind}, {server.ErrTermChanged, adminclient.ReasonTermChanged},
+	{server.ErrTransfereeFailed, adminclient.ReasonTransfereeFailed}, {server.ErrOutcomeUnknown, adminclient.ReasonOutcomeUnknown},
+	{server.ErrStopped, adminclient.ReasonStopped},
+	{server.ErrTransferRefused, adminclient.ReasonRefused}, // a forwarded refusal whose reason only the leader knows
 }
 
 // transferJSON is TransferLeadership's answer as POST /v1/transfer's body, with the wire code.
-func transferJSON(res TransferResult, err error) (adminclient.TransferJSON, protocol.ResponseCode) {
-	var te *TransferError
+func transferJSON(res server.TransferResult, err error) (adminclient.TransferJSON, protocol.ResponseCode) {
+	var te *server.TransferError
 	if !errors.As(err, &te) {
 		return adminclient.TransferJSON{Code: protocol.CodeSuccess.String(), Term: res.Term, LeaderID: res.LeaderID}, protocol.CodeSuccess
 	}
@@ -143,24 +146,24 @@ func decodeBody(r *http.Request, fields map[string]any) error {
 }
 
 // readOnlyRoutes are the routes both listeners serve: status, health and metrics.
-func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
-	s.watchRoutes(mux) // GET /v1/watch (watch.go)
+func (m *member) readOnlyRoutes(mux *http.ServeMux) {
+	m.watchRoutes(mux) // GET /v1/watch (watch.go)
 	// GET /v1/members (members.go)
-	s.membersRoute(mux)
+	m.membersRoute(mux)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		st := s.fullStatus()
+		st := m.s.FullStatus()
 		j := toJSON(st, time.Now())
-		j.LedgerMode = s.cfg.Ledger.String()
-		j.Ready = s.readyJSON(st) // fencing.go
+		j.LedgerMode = m.cfg.Ledger.String()
+		j.Ready = m.readyJSON(st)
 		writeJSON(w, http.StatusOK, j)
 	})
 	// Health checks for load balancers: 200 when the member is what the route asks, else 503.
-	s.healthRoute(mux, "/v1/leader", s.servesAsLeader) // the leader, once ready (fencing.go)
-	s.healthRoute(mux, "/v1/follower", func(st dledger.Status) bool {
+	m.healthRoute(mux, "/v1/leader", m.s.ServesAsLeader) // the leader, once ready (server.Config.LeaderReadyGate)
+	m.healthRoute(mux, "/v1/follower", func(st dledger.Status) bool {
 		return st.Role == protocol.FOLLOWER && st.LeaderID != ""
 	})
 	// Ready: the member knows a leader (it leads or follows one), so the group serves.
-	s.healthRoute(mux, "/readyz", func(st dledger.Status) bool {
+	m.healthRoute(mux, "/readyz", func(st dledger.Status) bool {
 		return st.LeaderID != "" && (st.Role == protocol.LEADER || st.Role == protocol.FOLLOWER)
 	})
 	// Live: the process serves HTTP (whatever its role). GET answers "ok".
@@ -171,25 +174,27 @@ func (s *Server) readOnlyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("OPTIONS /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
 	})
-	if s.gatherer != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
-	}
+}
+
+// metricsHandler serves g on /metrics.
+func metricsHandler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
 
 // healthRoute serves a health check at path for GET, HEAD (net/http's mux answers HEAD for a
 // GET route) and OPTIONS: HAProxy's "option httpchk" sends OPTIONS by default, and a 405 would
 // mark every member down. The status says it all (200 when ok holds, else 503); GET adds a
 // small JSON body with role, leader and term.
-func (s *Server) healthRoute(mux *http.ServeMux, path string, ok func(dledger.Status) bool) {
+func (m *member) healthRoute(mux *http.ServeMux, path string, ok func(dledger.Status) bool) {
 	status := func() (int, dledger.Status) {
-		st := s.fullStatus()
+		st := m.s.FullStatus()
 		if ok(st) {
 			return http.StatusOK, st
 		}
 		return http.StatusServiceUnavailable, st
 	}
 	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
-		if path == "/v1/leader" && s.serveLeaderWait(w, r) { // ?wait=: the long poll (watch.go)
+		if path == "/v1/leader" && m.serveLeaderWait(w, r) { // ?wait=: the long poll (watch.go)
 			return
 		}
 		code, st := status()
@@ -202,32 +207,70 @@ func (s *Server) healthRoute(mux *http.ServeMux, path string, ok func(dledger.St
 	})
 }
 
-// ReadOnlyHandler serves only what reads: /v1/status, the health checks (/v1/leader,
-// /v1/follower, /readyz, /healthz), the watch stream (/v1/watch) and long poll
-// (/v1/leader?wait=), /v1/members and /metrics.
-// It is what DaemonConfig.MetricsAddr listens with.
-func (s *Server) ReadOnlyHandler() http.Handler {
-	mux := http.NewServeMux()
-	s.readOnlyRoutes(mux)
-	return mux
+// member is one member the daemon serves: its routes, watch hub and hooks.
+type member struct {
+	d        *Daemon
+	s        *server.Server
+	cfg      server.Config // s.Config()
+	selfAddr string        // its own entry in the peers string
+	log      *zap.Logger
+	watch    *watchHub   // GET /v1/watch and the long poll (watch.go)
+	probes   probeGate   // GET /v1/members (members.go)
+	hooks    *hookRunner // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
+	hookObs  *metrics.Hooks
+
+	once              sync.Once
+	adminMux, readMux *http.ServeMux
+}
+
+// handler is the member's routes at their single-member paths: every one (admin) or only
+// those that read.
+func (m *member) handler(admin bool) http.Handler {
+	m.once.Do(func() {
+		m.readMux = http.NewServeMux()
+		m.readOnlyRoutes(m.readMux)
+		m.adminMux = http.NewServeMux()
+		m.readOnlyRoutes(m.adminMux)
+		m.adminRoutes(m.adminMux)
+	})
+	if admin {
+		return m.adminMux
+	}
+	return m.readMux
+}
+
+// readyJSON is /v1/status's "ready": with Config.LeaderReadyGate, on a leader, whether it may
+// serve (ServesAsLeader); left out on any other role and on a member without the gate, which
+// has no readiness to report (a "ready": true there would suggest a gate that is not there).
+func (m *member) readyJSON(st dledger.Status) *bool {
+	if st.Role != protocol.LEADER || !m.cfg.LeaderReadyGate {
+		return nil
+	}
+	r := m.s.ServesAsLeader(st)
+	return &r
 }
 
 // authorized lets a mutating request through when no token is configured (a loopback admin
 // address) or when it carries "Authorization: Bearer <token>"; otherwise it answers 401.
-func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
-	if s.cfg.AdminToken == "" {
+func (m *member) authorized(w http.ResponseWriter, r *http.Request) bool {
+	return m.d.authorized(w, r)
+}
+
+// authorized is member.authorized for the daemon's own routes.
+func (d *Daemon) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if d.cfg.AdminToken == "" {
 		return true
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.AdminToken)) == 1 {
+	if ok && subtle.ConstantTimeCompare([]byte(got), []byte(d.cfg.AdminToken)) == 1 {
 		return true
 	}
-	s.adminRefused(r)
+	d.adminRefused(r)
 	w.Header().Set("WWW-Authenticate", `Bearer realm="dledger admin"`)
 	// Name the way that works for this route: dledger transfer takes a token file; a ledger
 	// report comes from the application beside the member, which sends the header itself.
 	how := "the member's --admin-token-file holds the token"
-	if r.URL.Path == "/v1/transfer" {
+	if strings.HasSuffix(r.URL.Path, "/transfer") {
 		how = "dledger transfer --token-file FILE sends it; FILE is a copy of the member's --admin-token-file"
 	}
 	writeJSON(w, http.StatusUnauthorized, errorJSON{Error: "this request changes the election: it needs " +
@@ -235,23 +278,15 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// AdminHandler is the HTTP admin API (also usable on a broker's own HTTP server):
+// adminRoutes adds the mutating routes to mux:
 //
-//	GET  /v1/status   member status as JSON
-//	GET  /v1/leader   200 on the leader, 503 elsewhere (load-balancer checks; also HEAD, OPTIONS)
-//	GET  /v1/follower 200 on a follower of a known leader, 503 elsewhere
-//	GET  /readyz      200 while the member knows a leader, 503 elsewhere
-//	GET  /healthz     200 while the process serves
 //	PUT  /v1/ledger   {"endTerm":T,"endIndex":I}: the co-located application's ledger end
 //	POST /v1/transfer {"to":"n2"}: hand leadership to n2 (forwarded to the leader)
-//	GET  /metrics     Prometheus
 //
-// With DaemonConfig.AdminToken set, PUT and POST need it as a bearer token.
-func (s *Server) AdminHandler() http.Handler {
-	mux := http.NewServeMux()
-	s.readOnlyRoutes(mux)
+// With Config.AdminToken set, they need it as a bearer token.
+func (m *member) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(w, r) {
+		if !m.authorized(w, r) {
 			return
 		}
 		var body adminclient.LedgerJSON
@@ -263,7 +298,7 @@ func (s *Server) AdminHandler() http.Handler {
 			badRequest(w, "endTerm and endIndex are both required")
 			return
 		}
-		if err := s.UpdateLedger(*body.EndTerm, *body.EndIndex); errors.Is(err, ErrNoStorage) {
+		if err := m.s.UpdateLedger(*body.EndTerm, *body.EndIndex); errors.Is(err, server.ErrNoStorage) {
 			writeJSON(w, http.StatusConflict, errorJSON{Error: err.Error() + " (start it with --ledger sidecar)"})
 			return
 		} else if err != nil {
@@ -273,7 +308,7 @@ func (s *Server) AdminHandler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]int64{"endTerm": *body.EndTerm, "endIndex": *body.EndIndex})
 	})
 	mux.HandleFunc("POST /v1/transfer", func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorized(w, r) {
+		if !m.authorized(w, r) {
 			return
 		}
 		var body adminclient.TransferRequestJSON
@@ -284,13 +319,12 @@ func (s *Server) AdminHandler() http.Handler {
 			badBody(w, err, `{"to":"n2"}`)
 			return
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Election.TransferBound()+time.Second)
+		ctx, cancel := context.WithTimeout(r.Context(), m.s.TransferTimeout()+time.Second)
 		defer cancel()
-		res, err := s.TransferLeadership(ctx, body.To)
+		res, err := m.s.TransferLeadership(ctx, body.To)
 		out, code := transferJSON(res, err)
 		writeJSON(w, transferHTTPStatus(code), out)
 	})
-	return mux
 }
 
 // transferHTTPStatus maps a transfer's answer to an HTTP status: 200 done, 400 bad target,
@@ -312,7 +346,7 @@ func transferHTTPStatus(c protocol.ResponseCode) int {
 }
 
 // adminRefused records a mutating admin request refused for its token.
-func (s *Server) adminRefused(r *http.Request) {
-	s.log.Warn("admin request refused: missing or wrong bearer token",
+func (d *Daemon) adminRefused(r *http.Request) {
+	d.log.Warn("admin request refused: missing or wrong bearer token",
 		zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
 }

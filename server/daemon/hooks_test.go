@@ -1,4 +1,4 @@
-package server
+package daemon
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/server"
 )
 
 // hookRecorder is a hookObserver that keeps every run's hook and result.
@@ -340,44 +341,50 @@ func TestStopDeadlineKillsAStuckOnStopHook(t *testing.T) {
 }
 
 func TestHookSettingsAreValidated(t *testing.T) {
-	base := Config{Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Insecure: true, Ledger: LedgerNone}
-	r, err := resolve(base, DaemonConfig{})
+	r, err := Config{}.resolve()
 	if err != nil || r.HookTimeout != DefaultHookTimeout {
 		t.Fatalf("zero hook timeout resolves to %v, %v", r.HookTimeout, err)
 	}
-	for _, c := range []DaemonConfig{{HookTimeout: -time.Second}, {OnRoleChange: "echo \x00"}, {OnStop: "a\x00b"}} {
+	for _, c := range []Config{{HookTimeout: -time.Second}, {OnRoleChange: "echo \x00"}, {OnStop: "a\x00b"}} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)
 		}
 	}
-	if hookStopTimeout(DaemonConfig{}) != 0 {
+	if hookStopTimeout(Config{}) != 0 {
 		t.Error("hookStopTimeout without hooks")
 	}
-	if d := hookStopTimeout(DaemonConfig{OnStop: "true"}); d < 2*DefaultHookTimeout {
+	if d := hookStopTimeout(Config{OnStop: "true"}); d < 2*DefaultHookTimeout {
 		t.Errorf("hookStopTimeout %v", d)
 	}
 }
 
-// A member runs its hooks for its own role events and at Stop, counts them on its registry,
-// and gives the registry back at Stop.
+// A member runs the daemon's hooks for its own role events and at Stop, counts them on the
+// daemon's registry, and gives the registry back at Stop; its StopTimeout includes the hooks'.
 func TestServerRunsHooksOnItsRoleEvents(t *testing.T) {
 	dir := t.TempDir()
 	reg := prometheus.NewRegistry()
-	cfg := Config{Group: "g", SelfID: "n0", Peers: peersString(freePorts(t, 1)), DataDir: t.TempDir(), Insecure: true,
-		Ledger: LedgerNone, Election: fastTimings()}
-	hooks := WithDaemon(DaemonConfig{
-		OnRoleChange: fmt.Sprintf(`echo "$DLEDGER_SEQ $DLEDGER_ROLE $DLEDGER_LEADER" >> '%s/log'`, dir),
-		OnStop:       fmt.Sprintf(`echo "stop $DLEDGER_ROLE $DLEDGER_PREVIOUS_ROLE" >> '%s/log'`, dir)})
-	s, err := New(cfg, hooks, WithRegisterer(reg))
+	cfg := server.Config{Group: "g", SelfID: "n0", Peers: peersString(freePorts(t, 1)), DataDir: t.TempDir(), Insecure: true,
+		Ledger: server.LedgerNone, Election: fastTimings()}
+	d, err := New(Config{
+		OnRoleChange: fmt.Sprintf(`echo "$DLEDGER_SEQ $DLEDGER_ROLE $DLEDGER_LEADER $DLEDGER_GROUP" >> '%s/log'`, dir),
+		OnStop:       fmt.Sprintf(`echo "stop $DLEDGER_ROLE $DLEDGER_PREVIOUS_ROLE" >> '%s/log'`, dir)}, WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
+	}
+	hooks := server.WithAttacher(d.Attacher())
+	s, err := server.New(cfg, hooks, server.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.StopTimeout() < hookStopTimeout(d.cfg) {
+		t.Fatalf("StopTimeout %v leaves the hooks' %v out", s.StopTimeout(), hookStopTimeout(d.cfg))
 	}
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
 	read := func() string { b, _ := os.ReadFile(filepath.Join(dir, "log")); return string(b) }
 	dledgertest.Eventually(t, electionLimit, "the hook to run for leadership", func() bool {
-		return strings.Contains(read(), " LEADER n0\n")
+		return strings.Contains(read(), " LEADER n0 g\n")
 	})
 	dledgertest.Eventually(t, dledgertest.WaitLimit, "dledger_hook_runs_total{on_role_change,ok} to count it", func() bool {
 		return hookRuns(t, reg, "on_role_change", "ok") >= 1
@@ -388,11 +395,11 @@ func TestServerRunsHooksOnItsRoleEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(read()), "\n")
-	if n := len(lines); n < 3 || !strings.HasSuffix(lines[n-2], " UNKNOWN ") || lines[n-1] != "stop UNKNOWN LEADER" {
+	if n := len(lines); n < 3 || !strings.HasSuffix(lines[n-2], " UNKNOWN  g") || lines[n-1] != "stop UNKNOWN LEADER" {
 		t.Fatalf("hook log %q: want the final UNKNOWN run, then on-stop", lines)
 	}
 	// The hook metrics went with the member: a new one registers on the same registry.
-	s2, err := New(cfg, hooks, WithRegisterer(reg))
+	s2, err := server.New(cfg, hooks, server.WithRegisterer(reg))
 	if err != nil {
 		t.Fatalf("a second member on the registry: %v", err)
 	}

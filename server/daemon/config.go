@@ -1,0 +1,87 @@
+package daemon
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// Config is what the `dledger server` process adds to its members: the HTTP admin API, the
+// read-only metrics listener and the hook commands. One Config belongs to one process, whatever
+// number of group members it hosts (docs/design.md, "The admin surface").
+type Config struct {
+	// HTTPAddr is the admin API's listen address ("" disables it). An address other hosts can
+	// reach needs an AdminToken.
+	HTTPAddr string
+	// AdminAdvertise, if set, is the admin address the members tell their peers (so
+	// `dledger status` can find every member from one), when HTTPAddr binds an address others
+	// cannot use as it is (0.0.0.0, a pod IP behind a Service). Empty: the bound admin address.
+	AdminAdvertise string
+	// AdminToken, if set, must be presented as "Authorization: Bearer <token>" by the admin
+	// API's mutating requests (PUT /v1/ledger, POST /v1/transfer, PUT and DELETE of a group
+	// member, POST /v1/drain); reads stay open.
+	AdminToken string
+	// MetricsAddr is a read-only listener for /metrics, the health routes, /v1/status, /v1/watch,
+	// /v1/members and /v1/groups ("" disables it), so Prometheus, load balancers and watchers
+	// never need the admin address.
+	MetricsAddr string
+	// OnRoleChange, if set, is a command run with /bin/sh -c on a member's role changes, with the
+	// event in its environment (DLEDGER_ROLE, DLEDGER_TERM, DLEDGER_LEADER, DLEDGER_GROUP, ...):
+	// in order, one at a time per member, a newer event cancelling a run still going (see
+	// hooks.go for the rules).
+	OnRoleChange string
+	// OnStop, if set, is a command run once per member at its Stop, after the hook for its final
+	// event.
+	OnStop string
+	// HookTimeout bounds each hook run; a hook still running is killed. Zero: DefaultHookTimeout.
+	HookTimeout time.Duration
+	// WriteTimeout bounds writing an admin answer, so it must cover the slowest one: a transfer
+	// waits up to its transfer bound, a member's removal up to its hand-over. Zero: 60 s.
+	WriteTimeout time.Duration
+}
+
+// defaultWriteTimeout is Config.WriteTimeout's zero value.
+const defaultWriteTimeout = 60 * time.Second
+
+// minAdminTokenLen: a shorter token could be guessed.
+const minAdminTokenLen = 16
+
+// Validate checks c without touching the disk or the network.
+func (c Config) Validate() error {
+	_, err := c.resolve()
+	return err
+}
+
+// resolve checks c and fills in the defaults.
+func (c Config) resolve() (Config, error) {
+	var err error
+	if c.HookTimeout, err = resolveHookTimeout(c); err != nil {
+		return c, err
+	}
+	if c.WriteTimeout < 0 {
+		return c, fmt.Errorf("write timeout %v: want a positive duration", c.WriteTimeout)
+	} else if c.WriteTimeout == 0 {
+		c.WriteTimeout = defaultWriteTimeout
+	}
+	for _, a := range []struct{ name, addr string }{{"http", c.HTTPAddr}, {"metrics", c.MetricsAddr}} {
+		if a.addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a.addr); err != nil {
+			return c, fmt.Errorf("%s address %q: %w", a.name, a.addr, err)
+		} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return c, fmt.Errorf("%s address %q: bad port %q", a.name, a.addr, port)
+		}
+	}
+	if c.HTTPAddr != "" && c.AdminToken == "" && !isLoopback(c.HTTPAddr) {
+		return c, fmt.Errorf("admin address %q can be reached from other hosts, and its PUT /v1/ledger and "+
+			"POST /v1/transfer change the election: give it a token (--admin-token-file) or listen on loopback",
+			c.HTTPAddr)
+	}
+	if c.AdminToken != "" && len(c.AdminToken) < minAdminTokenLen {
+		return c, fmt.Errorf("admin token is %d bytes: use at least %d (e.g. head -c 32 /dev/urandom | base64)",
+			len(c.AdminToken), minAdminTokenLen)
+	}
+	return c, nil
+}

@@ -1,0 +1,177 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
+)
+
+// newTestHost starts a host on 127.0.0.1:port, insecure, with a daemon (its admin API on a
+// port of its own, a token, and the host to add members to), stopped at cleanup.
+func newTestHost(t *testing.T, port int, dir string) (*server.Host, *Daemon) {
+	t.Helper()
+	d, err := New(Config{HTTPAddr: "127.0.0.1:0", AdminToken: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := server.NewHost(server.HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", port), DataDir: dir, Insecure: true},
+		server.WithAttacher(d.Attacher()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.SetHost(h, func(m server.HostMember) (server.Config, error) {
+		return m.Config(server.Config{Election: fastTimings(), Ledger: server.LedgerNone}), nil
+	})
+	if err := d.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.Serve()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		h.Stop(ctx)
+		d.Stop(ctx)
+	})
+	return h, d
+}
+
+// addStarted adds member self of group with peers to h, reports an empty ledger and starts it.
+func addStarted(t *testing.T, h *server.Host, group, self, peers string) *server.Server {
+	t.Helper()
+	return addStartedWith(t, h, group, self, peers, fastTimings())
+}
+
+func addStartedWith(t *testing.T, h *server.Host, group, self, peers string, timings dledger.Config) *server.Server {
+	t.Helper()
+	s, err := h.AddGroup(server.Config{Group: group, SelfID: self, Peers: peers, Election: timings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateLedger(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// groupView is StableLeader's view of members.
+func groupView(members []*server.Server, down func(*server.Server) bool) []dledgertest.Member {
+	var v []dledgertest.Member
+	for _, s := range members {
+		st := s.Status()
+		v = append(v, dledgertest.Member{ID: st.SelfID, Up: !down(s), Leading: st.Role == protocol.LEADER,
+			LeaderID: st.LeaderID, Term: st.Term})
+	}
+	return v
+}
+
+// TestHostGroupsEndpoint: GET /v1/groups lists the host's members ordered by group and id, in
+// pages whose cursors join up, filtered by group and by role; bad parameters are a 400.
+func TestHostGroupsEndpoint(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h, d := newTestHost(t, port, t.TempDir())
+	// Four one-member groups (names with a '/' and a '%' too) and a three-member group whose
+	// members all live here.
+	var want []string
+	for _, g := range []string{"a", "b/x", "c%", "d"} {
+		addStarted(t, h, g, "n0", "n0-"+addr)
+		want = append(want, g+" n0")
+	}
+	trio := fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, addr)
+	var members []*server.Server
+	for i := range 3 {
+		members = append(members, addStartedWith(t, h, "e", fmt.Sprintf("n%d", i), trio, calmTimings())) // read after the election
+	}
+	want = []string{want[0], want[1], want[2], want[3], "e n0", "e n1", "e n2"}
+	sort.Strings(want)
+	var leader string
+	var term int64
+	dledgertest.Eventually(t, electionLimit, "all of group e follow one leader", func() bool {
+		var ok bool
+		leader, term, ok = dledgertest.StableLeader(groupView(members, func(*server.Server) bool { return false }), 3)
+		for _, m := range members {
+			st := m.Status()
+			ok = ok && st.LeaderID == leader && st.Term == term
+		}
+		return ok
+	})
+	dledgertest.Eventually(t, electionLimit, "the one-member groups lead", func() bool {
+		for _, g := range []string{"a", "b/x", "c%", "d"} {
+			if h.Member(g, "n0").Status().Role != protocol.LEADER {
+				return false
+			}
+		}
+		return true
+	})
+	get := func(query string) (int, adminclient.GroupsJSON) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		d.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/groups"+query, nil))
+		var out adminclient.GroupsJSON
+		if rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return rec.Code, out
+	}
+	var got []string
+	pages := 0
+	for cursor := ""; ; pages++ {
+		q := "?limit=2"
+		if cursor != "" {
+			q += "&after=" + url.QueryEscape(cursor)
+		}
+		code, page := get(q)
+		if code != http.StatusOK || len(page.Groups) > 2 {
+			t.Fatalf("%s: %d %+v", q, code, page)
+		}
+		for _, g := range page.Groups {
+			got = append(got, g.Group+" "+g.SelfID)
+		}
+		if page.Next == "" {
+			break
+		}
+		cursor = page.Next
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") || pages != 3 {
+		t.Fatalf("paged listing %v in %d pages, want %v in 4", got, pages+1, want)
+	}
+	code, page := get("?group=e")
+	if code != http.StatusOK || len(page.Groups) != 3 {
+		t.Fatalf("group=e: %d %+v", code, page)
+	}
+	for _, g := range page.Groups {
+		if g.Term != term || g.LeaderID != leader || (g.SelfID == leader) != (g.Role == "LEADER") {
+			t.Fatalf("group e: %+v, want leader %s at %d", g, leader, term)
+		}
+	}
+	code, page = get("?role=leader")
+	if code != http.StatusOK || len(page.Groups) != 5 {
+		t.Fatalf("role=leader: %d %+v, want the 4 one-member groups and e's leader", code, page)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?role=boss", "?after=nocursor", "?grp=e"} {
+		if code, _ := get(q); code != http.StatusBadRequest {
+			t.Fatalf("%s: %d, want 400", q, code)
+		}
+	}
+}
