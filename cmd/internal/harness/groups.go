@@ -301,7 +301,7 @@ func (g *groupsRun) coldStart(ctx context.Context) error {
 	}
 	led, err := g.awaitLeaders(ctx, t0, want, -1, "every group led")
 	if err != nil {
-		return err
+		return fmt.Errorf("%w\n%s", err, g.coldDiagnosis())
 	}
 	lat := Latencies(led, t0)
 	g.rep.ColdP50, g.rep.ColdP99, g.rep.ColdMax = Percentile(lat, 50), Percentile(lat, 99), Percentile(lat, 100)
@@ -315,6 +315,37 @@ func (g *groupsRun) coldStart(ctx context.Context) error {
 	g.progress("cold start: %d groups led, p50 %.1f ms p99 %.1f ms max %.1f ms, %.2f s of CPU", len(led),
 		g.rep.ColdP50, g.rep.ColdP99, g.rep.ColdMax, g.rep.ColdCPU)
 	return nil
+}
+
+// coldDiagnosis says, per host, how far a cold start that did not finish got, and what the
+// hosts spent: the floor that stopped it (members started, leaders, CPU and its kernel part,
+// open fds).
+func (g *groupsRun) coldDiagnosis() string {
+	started, leaders := make([]int, groupsHosts), make([]int, groupsHosts)
+	for _, e := range g.logs.Events {
+		if e.At.Before(g.t0) {
+			continue
+		}
+		switch e.Msg {
+		case dledger.EventMemberStarted:
+			started[e.Host]++
+		case dledger.EventBecomesLeader:
+			leaders[e.Host]++
+		}
+	}
+	var b strings.Builder
+	elapsed := time.Since(g.t0)
+	for j := range g.hosts.Procs {
+		fmt.Fprintf(&b, "  host%d: %d of %d members started, %d elections won", j, started[j], g.o.Groups, leaders[j])
+		if pid := g.hosts.PID(j); pid != 0 {
+			if u, err := ReadProcUsage(pid); err == nil {
+				fmt.Fprintf(&b, "; CPU %.1f s in %.1f s (%.0f %% in the kernel), %d fds, %d threads, RSS %.1f MiB",
+					u.CPU.Seconds(), elapsed.Seconds(), 100*u.Sys.Seconds()/max(u.CPU.Seconds(), 1e-9), u.FDs, u.Threads, float64(u.RSS)/(1<<20))
+			}
+		}
+		b.WriteString("\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 // awaitLeaders reads the logs until every group of want has an EventBecomesLeader after since

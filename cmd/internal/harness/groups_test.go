@@ -81,11 +81,11 @@ func TestHostsConfigOfTenThousandGroups(t *testing.T) {
 func TestParseStatCPU(t *testing.T) {
 	// A command name with spaces and ')' must not shift the fields; utime 250 + stime 50 ticks.
 	line := "4242 (dl (x) y) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 9 0 100 1000000 500 18446744073709551615\n"
-	d, err := parseStatCPU([]byte(line))
-	if err != nil || d != 3*time.Second {
-		t.Fatalf("parseStatCPU = %v, %v; want 3s", d, err)
+	d, sys, err := parseStatCPU([]byte(line))
+	if err != nil || d != 3*time.Second || sys != 500*time.Millisecond {
+		t.Fatalf("parseStatCPU = %v, %v, %v; want 3s, 500ms", d, sys, err)
 	}
-	if _, err := parseStatCPU([]byte("4242 (x) S 1 2")); err == nil {
+	if _, _, err := parseStatCPU([]byte("4242 (x) S 1 2")); err == nil {
 		t.Fatal("a short line parsed")
 	}
 	rss, threads, err := parseStatus([]byte("Name:\tdledger\nVmRSS:\t   20480 kB\nThreads:\t7\n"))

@@ -17,6 +17,7 @@ const clockTick = 10 * time.Millisecond
 // ProcUsage is what /proc says about one process at one moment.
 type ProcUsage struct {
 	CPU     time.Duration // user + system time of all its threads so far
+	Sys     time.Duration // the system (kernel) part of CPU
 	RSS     int64         // resident set, bytes (VmRSS)
 	Threads int
 	FDs     int // open file descriptors (sockets, files, epoll...)
@@ -29,7 +30,7 @@ func ReadProcUsage(pid int) (ProcUsage, error) {
 	if err != nil {
 		return u, err
 	}
-	if u.CPU, err = parseStatCPU(stat); err != nil {
+	if u.CPU, u.Sys, err = parseStatCPU(stat); err != nil {
 		return u, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -47,24 +48,25 @@ func ReadProcUsage(pid int) (ProcUsage, error) {
 	return u, nil
 }
 
-// parseStatCPU is utime + stime of a /proc/<pid>/stat line. The command name (field 2) is in
-// parentheses and may hold spaces and ')', so the fields are counted after its last ')'.
-func parseStatCPU(b []byte) (time.Duration, error) {
+// parseStatCPU is utime + stime, and stime, of a /proc/<pid>/stat line. The command name
+// (field 2) is in parentheses and may hold spaces and ')', so the fields are counted after its
+// last ')'.
+func parseStatCPU(b []byte) (cpu, sys time.Duration, err error) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("no command name")
+		return 0, 0, fmt.Errorf("no command name")
 	}
 	f := strings.Fields(string(b[i+1:]))
 	// After the name: state is field 3, utime 14 and stime 15 (proc(5)), so f[11] and f[12].
 	if len(f) < 13 {
-		return 0, fmt.Errorf("%d fields after the command name, want at least 13", len(f))
+		return 0, 0, fmt.Errorf("%d fields after the command name, want at least 13", len(f))
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil || ut < 0 || st < 0 {
-		return 0, fmt.Errorf("utime %q stime %q", f[11], f[12])
+		return 0, 0, fmt.Errorf("utime %q stime %q", f[11], f[12])
 	}
-	return time.Duration(ut+st) * clockTick, nil
+	return time.Duration(ut+st) * clockTick, time.Duration(st) * clockTick, nil
 }
 
 // parseStatus is VmRSS (bytes) and Threads of a /proc/<pid>/status file.
