@@ -48,6 +48,12 @@ type Metrics struct {
 	leaderlessFrom time.Time // zero while a leader is known
 	leaderlessSum  time.Duration
 	now            func() time.Time
+	// host, if set (FeedHost), gets this member's counts too; hostRole and hostHasLeader are
+	// what its gauges count for this member, while hostCounted.
+	host          *Host
+	hostCounted   bool
+	hostRole      protocol.Role
+	hostHasLeader bool
 }
 
 // Names lists every metric this package defines (docs/operations.md and tests use it).
@@ -206,6 +212,7 @@ func (m *Metrics) Unregister() {
 	m.mu.Lock()
 	cols := m.registered
 	m.registered = nil
+	m.hostRoleLocked(protocol.UNKNOWN, false, true) // the member leaves the host's counts
 	m.mu.Unlock()
 	for _, col := range cols {
 		m.reg.Unregister(col)
@@ -259,11 +266,20 @@ func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
 		gap := at.Sub(m.leaderlessFrom)
 		m.leaderlessSum += gap
 		m.electionDuration.Observe(gap.Seconds())
+		if m.host != nil {
+			m.host.electionDuration.Observe(gap.Seconds())
+		}
 		m.leaderlessFrom = time.Time{}
 	}
 	if ev.LeaderID != "" && (ev.LeaderID != m.leader || ev.Term != m.leaderTerm) {
 		m.leaderChanges.Inc()
+		if m.host != nil {
+			m.host.leaderChanges.Inc()
+		}
 		m.leader, m.leaderTerm = ev.LeaderID, ev.Term
+	}
+	if m.registered != nil { // not after Unregister: the member left the host's counts
+		m.hostRoleLocked(ev.Role, ev.LeaderID != "", false)
 	}
 }
 
@@ -281,6 +297,9 @@ func (m *Metrics) LedgerReportAhead() { m.ledgerAhead.Inc() }
 
 func (m *Metrics) VoteRoundDecided(r protocol.ParseResult) {
 	m.elections.WithLabelValues(r.String()).Inc()
+	if h := m.hostOf(); h != nil {
+		h.elections.WithLabelValues(r.String()).Inc()
+	}
 }
 func (m *Metrics) VoteResponse(r protocol.VoteResult) {
 	m.voteResponses.WithLabelValues(r.String()).Inc()
@@ -291,6 +310,16 @@ func (m *Metrics) HeartBeatResponse(c protocol.ResponseCode) {
 }
 func (m *Metrics) TransferFinished(c protocol.ResponseCode) {
 	m.transfers.WithLabelValues(c.String()).Inc()
+	if h := m.hostOf(); h != nil {
+		h.transfers.WithLabelValues(c.String()).Inc()
+	}
+}
+
+// hostOf is the host m feeds, or nil.
+func (m *Metrics) hostOf() *Host {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.host
 }
 func (m *Metrics) LedgerKnown(known bool) {
 	if known {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -66,6 +67,8 @@ type Host struct {
 	runDone chan struct{}
 	// memberOpts are NewHost's WithAttacher, given to every member.
 	memberOpts []Option
+	// hostMetrics are the host-wide series (host_metrics.go); nil: not registered.
+	hostMetrics *metrics.Host
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
@@ -105,6 +108,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		h.reg, h.gatherer = own, own
 	}
+	h.startHostMetrics()
 	var err error
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = defaultHostMaxConns
@@ -113,7 +117,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		cfg.MaxConnsPerIP = defaultHostMaxConnsPerIP
 	}
 	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP,
-		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc")})
+		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: h.rpcHooks()})
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +305,9 @@ func (h *Host) Stop(ctx context.Context) error {
 		if err := h.rpcSrv.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc server: %w", err))
 		}
+	}
+	if h.hostMetrics != nil {
+		h.hostMetrics.Unregister()
 	}
 	return errors.Join(errs...)
 }

@@ -1,11 +1,12 @@
 // Package server runs one member of a replica group: it wires the durable store, the elector,
-// the rpc layer, metrics and the HTTP admin API. It is also the Go API a storage broker
+// the rpc layer and metrics; it has no HTTP (the admin API is package server/daemon's, which
+// attaches to members through seams.go). It is also the Go API a storage broker
 // embeds, and the one package it imports for the common case: New, Start, Stop, Status,
 // UpdateLedger, Subscribe and TransferLeadership, with role events whose term is the fencing
 // token, and the names they use (RoleEvent, Role, Status, Timings, KeySet: api.go) and their
-// errors, sentinels for errors.Is (errors.go). Config holds what a broker sets; DaemonConfig
-// what only the `dledger server` process adds (listeners, admin token, hooks). A Host (host.go)
-// serves many such members, of one or many groups, on one rpc port and data dir root.
+// errors, sentinels for errors.Is (errors.go). Config holds what a broker sets; what only the
+// `dledger server` process adds (listeners, admin token, hooks) is daemon.Config. A Host
+// (host.go) serves many such members, of one or many groups, on one rpc port and data dir root.
 //
 // Role events and the end of a member: when a started member stops, its listeners receive one
 // last event after every election event, {Role: UNKNOWN, LeaderID: "", Term: the last term}.
@@ -169,6 +170,9 @@ func New(config Config, opts ...Option) (*Server, error) {
 	}
 	if s.metrics, err = metrics.New(reg, cfg.Group, cfg.SelfID, nil); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if o.host != nil {
+		o.host.feedHostMetrics(s) // before the first event (host_metrics.go)
 	}
 	// From here on every error path must give the caller's registry back.
 	defer func() {

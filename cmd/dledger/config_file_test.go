@@ -156,9 +156,10 @@ func settingChecks(t *testing.T) map[string]flagCheck {
 		"on-stop":        {"echo stopped", el(func(su serverSetup) any { return su.daemon.OnStop }, "echo stopped")},
 		"hook-timeout":   {"3s", el(func(su serverSetup) any { return su.daemon.HookTimeout }, 3*time.Second)},
 		// The base leaves --id out when id-from-pod-name is tested (they exclude each other).
-		"id-from-pod-name": {"dledger-1", el(func(su serverSetup) any { return su.cfg.SelfID }, "n1")},
-		"listen":           {"0.0.0.0:30005", el(func(su serverSetup) any { return su.cfg.Listen }, "0.0.0.0:30005")},
-		"admin-advertise":  {"n1.example:30006", el(func(su serverSetup) any { return su.daemon.AdminAdvertise }, "n1.example:30006")},
+		"id-from-pod-name":  {"dledger-1", el(func(su serverSetup) any { return su.cfg.SelfID }, "n1")},
+		"listen":            {"0.0.0.0:30005", el(func(su serverSetup) any { return su.cfg.Listen }, "0.0.0.0:30005")},
+		"metrics-per-group": {"off", el(func(su serverSetup) any { return su.metricsPerGroup }, "off")},
+		"admin-advertise":   {"n1.example:30006", el(func(su serverSetup) any { return su.daemon.AdminAdvertise }, "n1.example:30006")},
 	}
 }
 

@@ -172,10 +172,25 @@ func TestRealProcessHostsServeManyGroups(t *testing.T) {
 	if roles["LEADER"] != 1 || roles["FOLLOWER"] != 2 {
 		t.Fatalf("status --group g0: roles %v\n%s", roles, out.String())
 	}
-	// The single-member routes answer only a process of one member.
+	// The single-member routes answer only a process of one member; status says to name a group.
 	if _, err := fetchStatus(&http.Client{Timeout: time.Second}, h.admin[0]); err == nil {
 		t.Fatal("GET /v1/status on a host of many members answered")
 	}
+	out.Reset()
+	errOut.Reset()
+	if code := runStatus([]string{"--http", h.admin[0]}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "--group") {
+		t.Fatalf("status of a host of many without --group: %d %s", code, errOut.String())
+	}
+
+	// watch --group: g0's events as host 1's member sees them, with the group in each.
+	var wout, werr lockedBuffer
+	w := exec.Command(h.bin, "watch", "--http", h.admin[1], "--group", "g0", "-o", "json")
+	w.Stdout, w.Stderr = &wout, &werr
+	waitWatch := startChild(t, w, func() { t.Logf("watch stdout:\n%s\nwatch stderr:\n%s", wout.String(), werr.String()) })
+	dledgertest.Eventually(t, limit, "watch --group g0 to print the current state", func() bool {
+		evs, _ := watchLines(t, wout.String())
+		return len(evs) > 0
+	})
 
 	// transfer --group: g0's leadership to another member, asked of any host.
 	to := "n2"
@@ -190,6 +205,15 @@ func TestRealProcessHostsServeManyGroups(t *testing.T) {
 	lead = h.leaders(limit, "g0", "g1", "t")
 	if lead["g0"].SelfID != to {
 		t.Fatalf("g0 led by %+v after the transfer to %s", lead["g0"], to)
+	}
+	dledgertest.Eventually(t, limit, "watch --group g0 to print the new leader", func() bool {
+		evs, _ := watchLines(t, wout.String())
+		last := evs[len(evs)-1]
+		return last.Leader == to && last.Group == "g0" && last.Member == "n1"
+	})
+	w.Process.Signal(syscall.SIGINT)
+	if err := waitWatch(limit); err != nil {
+		t.Fatalf("watch exited with %v on SIGINT, want 0", err)
 	}
 
 	// groups add: g2 on every host, at run time.
@@ -224,6 +248,21 @@ func TestRealProcessHostsServeManyGroups(t *testing.T) {
 	out.Reset()
 	if code := runGroupsList([]string{"--http", h.admin[li]}, &out, &errOut); code != 0 || strings.Contains(out.String(), "g2 ") {
 		t.Fatalf("groups list after removing g2/%s: %d\n%s", l, code, out.String())
+	}
+
+	// groups drain: host 2 hands over every group it leads, where the host can drain (POST
+	// /v1/drain is server.Host.Drain once the build has it; until then 501).
+	out.Reset()
+	errOut.Reset()
+	switch code := runGroups([]string{"drain", "--http", h.admin[2]}, &out, &errOut); {
+	case code == 0:
+		for _, g := range h.groups()[2] {
+			if g.Role == "LEADER" {
+				t.Errorf("host 2 still leads %+v after the drain", g)
+			}
+		}
+	case code != 1 || !strings.Contains(errOut.String(), "501"):
+		t.Fatalf("groups drain: %d %s%s", code, out.String(), errOut.String())
 	}
 
 	// SIGTERM: the host hands over and exits 0.

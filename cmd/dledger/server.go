@@ -270,10 +270,12 @@ type serverSetup struct {
 	host     server.HostConfig
 	daemon   daemon.Config  // the admin API, metrics listener and hooks
 	election dledger.Config // cfg.Election with the profile filled in
-	log      *zap.Logger
-	validate bool
-	warnings []string       // unknown DLEDGER_ variables
-	origins  settingOrigins // where each setting came from
+	// metricsPerGroup is --metrics-per-group: auto, on or off (perGroupMetrics).
+	metricsPerGroup string
+	log             *zap.Logger
+	validate        bool
+	warnings        []string       // unknown DLEDGER_ variables
+	origins         settingOrigins // where each setting came from
 }
 
 // serverFlags are `dledger server`'s flags: every setting, whatever layer it comes from.
@@ -285,6 +287,7 @@ type serverFlags struct {
 	onRoleChange, onStop                                *string
 	hookTimeout                                         *time.Duration
 	idFromPod, listen, adminAdvertise                   *string
+	metricsPerGroup                                     *string
 }
 
 func newServerFlags() (*flag.FlagSet, *serverFlags) {
@@ -312,6 +315,8 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 		`an address other hosts can reach needs --admin-token-file`)
 	f.tokenFile = fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
 	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, the health routes, /v1/status, /v1/watch and /v1/members (default: none)")
+	f.metricsPerGroup = fs.String("metrics-per-group", "auto", "export each member's own series (labelled group and self_id): "+
+		"on, off, or auto (on up to 100 members, off beyond; the host-wide dledger_host_* series are always there)")
 	f.ledger = fs.String("ledger", "none", "where the ledger end comes from: none (no storage; always empty) or sidecar "+
 		"(an application reports it with PUT /v1/ledger; until then, after every start, the member abstains)")
 	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
@@ -386,6 +391,11 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	}
 	if su.log, err = newLoggerTo(*f.logLevel, *f.logFormat, stderr); err != nil {
 		return fail("%v", err)
+	}
+	switch su.metricsPerGroup = *f.metricsPerGroup; su.metricsPerGroup {
+	case "auto", "on", "off":
+	default:
+		return fail("%s %q: want auto, on or off", from("metrics-per-group"), su.metricsPerGroup)
 	}
 	mode, err := server.ParseLedgerMode(*f.ledger)
 	if err != nil || mode == server.LedgerStorage { // storage mode needs a broker in the process

@@ -142,7 +142,16 @@ type hostProcess struct {
 func startHost(su serverSetup, log *zap.Logger) (*hostProcess, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d, err := daemon.New(su.daemon, daemon.WithLogger(log), daemon.WithRegisterer(reg))
+	// Without per-group series the members count on a registry nobody serves; the host-wide
+	// series (server.Host's, on reg) still count them all.
+	var memberOpts []server.Option
+	daemonOpts := []daemon.Option{daemon.WithLogger(log), daemon.WithRegisterer(reg)}
+	if !su.perGroupMetrics() {
+		unserved := prometheus.NewRegistry()
+		memberOpts = append(memberOpts, server.WithRegisterer(unserved))
+		daemonOpts = append(daemonOpts, daemon.WithRegisterer(unserved), daemon.WithGatherer(reg)) // hook metrics too
+	}
+	d, err := daemon.New(su.daemon, daemonOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +169,7 @@ func startHost(su serverSetup, log *zap.Logger) (*hostProcess, error) {
 	}
 	var members []*server.Server
 	for _, c := range su.memberConfigs() {
-		s, err := h.AddGroup(c)
+		s, err := h.AddGroup(c, memberOpts...)
 		if err != nil {
 			if su.members != nil {
 				err = fmt.Errorf("member %s of group %s: %w", c.SelfID, c.Group, err)
@@ -169,11 +178,11 @@ func startHost(su serverSetup, log *zap.Logger) (*hostProcess, error) {
 		}
 		members = append(members, s)
 	}
-	d.SetHost(h, func(m server.HostMember) (server.Config, error) {
+	d.SetHost(h, func(m server.HostMember) (server.Config, []server.Option, error) {
 		if err := ownAddrIs(m, su.host.Listen); err != nil {
-			return server.Config{}, err
+			return server.Config{}, nil, err
 		}
-		return su.entryConfig(m), nil
+		return su.entryConfig(m), memberOpts, nil
 	})
 	if err := d.Listen(); err != nil {
 		return fail(err)
@@ -205,4 +214,22 @@ func (p *hostProcess) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.stopTimeout())
 	defer cancel()
 	return errors.Join(p.host.Stop(ctx), p.daemon.Stop(ctx))
+}
+
+// autoPerGroupMax is the most members --metrics-per-group=auto exports per-member series for:
+// about 25 series each (more with peers' round trips), so a few thousand series at most.
+const autoPerGroupMax = 100
+
+// perGroupMetrics says whether the members' own series (labelled group and self_id) are
+// exported: --metrics-per-group on, off, or auto (on for a host of up to autoPerGroupMax
+// members at start, so one member's metrics stay as they always were). A member added at run
+// time follows what the start decided.
+func (su serverSetup) perGroupMetrics() bool {
+	switch su.metricsPerGroup {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return len(su.memberConfigs()) <= autoPerGroupMax
 }

@@ -148,6 +148,9 @@ func fetchMembers(client *http.Client, addr, group, id string) ([]adminclient.Me
 	}
 	ms, err := c.Members(context.Background())
 	if errors.Is(err, adminclient.ErrNoMembersRoute) {
+		if page, gerr := c.Groups(context.Background(), adminclient.GroupsQuery{Limit: 1}); group == "" && gerr == nil && len(page.Groups) > 0 {
+			return nil, errors.New("this process serves many group members: name one with --group (dledger groups list shows them)")
+		}
 		return nil, errors.New("no /v1/members (a member older than this tool: list every address with --http a,b,c)")
 	}
 	if err != nil {

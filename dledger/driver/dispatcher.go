@@ -9,7 +9,7 @@ import (
 // Dispatcher fans role events out to listeners (docs/protocol.md section 8). Each listener has
 // its own bounded queue and goroutine: events reach it in order, never under the elector's
 // lock, and a slow listener delays only itself. The policy is the watch stream's
-// (server/watch.go): a listener that falls ListenerQueue events behind gets the events it had
+// (server/daemon/watch.go): a listener that falls ListenerQueue events behind gets the events it had
 // queued, then a marker (RoleEvent.Missed: how many were dropped), then the member's current
 // state, and is never waited for. So a stuck listener costs a bounded amount of memory, not one
 // event per role change for as long as it is stuck.

@@ -118,3 +118,17 @@ func (c *Client) groupCall(ctx context.Context, method, group, id string, body a
 	}
 	return g, nil
 }
+
+// Drain is POST /v1/drain: every group the process leads hands its leadership over (before a
+// restart); it returns once the process answered. A refusal is an *HTTPError (501: a process
+// whose host cannot drain).
+func (c *Client) Drain(ctx context.Context) error {
+	status, raw, err := c.send(ctx, http.MethodPost, "/v1/drain", struct{}{})
+	if err != nil {
+		return err
+	}
+	if status != http.StatusOK {
+		return httpError(status, raw)
+	}
+	return nil
+}

@@ -1,7 +1,7 @@
 package adminclient
 
 // The admin API's JSON bodies. Keys are never renamed (tools and dashboards read them); new
-// ones may be added. The member's handlers (package server) write these types and Client reads
+// ones may be added. The process's handlers (package server/daemon) write these types and Client reads
 // them, so both sides spell each key once.
 
 // StatusJSON is the body of GET /v1/status.
@@ -50,11 +50,11 @@ type PeerJSON struct {
 type MemberJSON struct {
 	ID      string `json:"id"`
 	RPCAddr string `json:"rpcAddr"` // from the peers string
-	// AdminAddr is the member's admin API address as it advertises it (server.DaemonConfig.AdminAdvertise,
+	// AdminAddr is the member's admin API address as it advertises it (daemon.Config.AdminAdvertise,
 	// else its bound address); "" when unknown: unreachable, no admin API, or a member too old
 	// to tell.
 	AdminAddr string `json:"adminAddr"`
-	// ReadAddr is the member's read-only listener (server.DaemonConfig.MetricsAddr) as it advertises it:
+	// ReadAddr is the member's read-only listener (daemon.Config.MetricsAddr) as it advertises it:
 	// it serves /v1/status too, so a tool can read a member without an admin API through it.
 	// Absent when the member has none (or is too old to tell).
 	ReadAddr string `json:"readAddr,omitempty"`

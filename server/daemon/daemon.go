@@ -53,6 +53,10 @@ func WithRegisterer(r prometheus.Registerer) Option {
 	}
 }
 
+// WithGatherer serves g on /metrics, whatever WithRegisterer was given (a process that leaves
+// its members' series, hook metrics included, on a registry it does not serve).
+func WithGatherer(g prometheus.Gatherer) Option { return func(d *Daemon) { d.gatherer = g } }
+
 // Host is what the daemon adds and removes members with (PUT and DELETE of
 // /v1/groups/{group}/{id}): *server.Host.
 type Host interface {
@@ -75,7 +79,7 @@ type Daemon struct {
 	members map[memberKey]*member
 	host    Host
 	// entryConfig turns a PUT's configs: entry into the member's Config (SetHost).
-	entryConfig func(server.HostMember) (server.Config, error)
+	entryConfig EntryConfig
 }
 
 type memberKey struct{ group, self string }
@@ -179,12 +183,14 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	if err := m.startHooks(d.reg); err != nil {
 		return server.Attachment{}, err
 	}
-	unsubWatch := s.Subscribe(m.watch.publish)
-	unsubHooks := func() {}
-	if m.hooks != nil {
-		unsubHooks = s.Subscribe(m.hooks.onEvent)
-	}
-	unsub := func() { unsubWatch(); unsubHooks() }
+	// One subscription (one goroutine) for both: neither blocks, and a host has thousands of
+	// members.
+	unsub := s.Subscribe(func(ev dledger.RoleEvent) {
+		m.watch.publish(ev)
+		if m.hooks != nil {
+			m.hooks.onEvent(ev)
+		}
+	})
 	d.mu.Lock()
 	if d.members[k] != nil { // two members with one identity: a host refuses it before New
 		d.mu.Unlock()
@@ -293,7 +299,8 @@ func (d *Daemon) handler(admin bool) http.Handler {
 		m, n := d.only()
 		if m == nil {
 			writeJSON(w, http.StatusNotFound, errorJSON{Error: fmt.Sprintf(
-				"this process serves %d group members: ask one at /v1/groups/{group}/{id}/... (GET /v1/groups lists them)", n)})
+				"this process serves %d group members: ask one at /v1/groups/{group}/{id}/... (GET /v1/groups lists them; "+
+					"dledger status, watch and transfer take --group)", n)})
 			return
 		}
 		m.handler(admin).ServeHTTP(w, r)

@@ -24,18 +24,22 @@ import (
 // written but the new member's data dir: a member added at run time that should come back
 // after a restart must also be added to the host's config file. Both need the admin token.
 
-// SetHost lets the admin API add members to h and remove them: an added member's config is
-// what config makes of its entry (the process's shared settings with the entry's group, id,
-// peers and preferred leaders; config also refuses an entry the process cannot serve, e.g.
-// one whose own address is not the host's). Without a host those routes answer 501.
-func (d *Daemon) SetHost(h Host, config func(server.HostMember) (server.Config, error)) {
+// SetHost lets the admin API add members to h and remove them: an added member's config and
+// options are what config makes of its entry (the process's shared settings with the entry's
+// group, id, peers and preferred leaders, and the options every member of the process gets;
+// config also refuses an entry the process cannot serve, e.g. one whose own address is not
+// the host's). Without a host those routes answer 501.
+func (d *Daemon) SetHost(h Host, config EntryConfig) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.host, d.entryConfig = h, config
 }
 
+// EntryConfig makes a configs: entry a member's Config and options (SetHost).
+type EntryConfig func(server.HostMember) (server.Config, []server.Option, error)
+
 // hostFor returns the host and entry config, or answers 501.
-func (d *Daemon) hostFor(w http.ResponseWriter) (Host, func(server.HostMember) (server.Config, error), bool) {
+func (d *Daemon) hostFor(w http.ResponseWriter) (Host, EntryConfig, bool) {
 	d.mu.Lock()
 	h, c := d.host, d.entryConfig
 	d.mu.Unlock()
@@ -71,12 +75,12 @@ func (d *Daemon) addMember(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusConflict, errorJSON{Error: fmt.Sprintf("member %s of group %s is already on this host", id, group)})
 		return
 	}
-	cfg, err := config(entry)
+	cfg, opts, err := config(entry)
 	if err != nil {
 		badRequest(w, "%v", err)
 		return
 	}
-	s, err := h.AddGroup(cfg)
+	s, err := h.AddGroup(cfg, opts...)
 	if err != nil {
 		if h.Member(group, id) != nil { // added meanwhile by another request
 			writeJSON(w, http.StatusConflict, errorJSON{Error: err.Error()})

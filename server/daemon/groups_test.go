@@ -32,8 +32,8 @@ func newTestHost(t *testing.T, port int, dir string) (*server.Host, *Daemon) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.SetHost(h, func(m server.HostMember) (server.Config, error) {
-		return m.Config(server.Config{Election: fastTimings(), Ledger: server.LedgerNone}), nil
+	d.SetHost(h, func(m server.HostMember) (server.Config, []server.Option, error) {
+		return m.Config(server.Config{Election: fastTimings(), Ledger: server.LedgerNone}), nil, nil
 	})
 	if err := d.Listen(); err != nil {
 		t.Fatal(err)
@@ -173,5 +173,91 @@ func TestHostGroupsEndpoint(t *testing.T) {
 		if code, _ := get(q); code != http.StatusBadRequest {
 			t.Fatalf("%s: %d, want 400", q, code)
 		}
+	}
+}
+
+// The admin API adds a member at run time (PUT, a configs: entry as its body, with the token),
+// serves its routes under /v1/groups/{group}/{id}/ (and at the single-member paths while it is
+// the only one), and removes it (DELETE); bad entries, a second add and unknown members are
+// refused with their codes, and the other members go on.
+func TestHostAdminAddsAndRemovesMembers(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h, d := newTestHost(t, port, t.TempDir())
+	base := "http://" + d.HTTPAddr()
+	do := func(method, path, body, token string) (int, string) {
+		t.Helper()
+		return sendWithToken(t, method, base+path, body, token)
+	}
+	entry := func(id string) string {
+		return fmt.Sprintf(`{"peers":"%s-%s","preferredLeaderIds":"%s"}`, id, addr, id)
+	}
+	if code, _ := do("PUT", "/v1/groups/a/n0", entry("n0"), ""); code != http.StatusUnauthorized {
+		t.Fatalf("PUT without the token: %d", code)
+	}
+	for body, want := range map[string]int{
+		`{"peers":"n0-` + addr + `","selfId":"n1"}`: http.StatusBadRequest, // the path names n0
+		`{"peers":"n1-` + addr + `"}`:               http.StatusBadRequest, // n0 is no peer
+		`{"peers":"n0-` + addr + `","extra":1}`:     http.StatusBadRequest, // unknown key
+		`not json`:                                  http.StatusBadRequest,
+	} {
+		if code, msg := do("PUT", "/v1/groups/a/n0", body, testToken); code != want {
+			t.Errorf("PUT %s: %d %s, want %d", body, code, msg, want)
+		}
+	}
+	if h.Member("a", "n0") != nil {
+		t.Fatal("a refused PUT added the member")
+	}
+	if code, msg := do("PUT", "/v1/groups/a/n0", entry("n0"), testToken); code != http.StatusCreated {
+		t.Fatalf("PUT a/n0: %d %s", code, msg)
+	}
+	if code, _ := do("PUT", "/v1/groups/a/n0", entry("n0"), testToken); code != http.StatusConflict {
+		t.Fatalf("second PUT a/n0: %d, want 409", code)
+	}
+	awaitRole(t, h.Member("a", "n0"), protocol.LEADER)
+	// One member: the single-member routes answer for it, and its own routes too.
+	for _, path := range []string{"/v1/status", "/v1/groups/a/n0/status"} {
+		code, body := do("GET", path, "", "")
+		var st adminclient.StatusJSON
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &st) != nil || st.Group != "a" || st.Role != "LEADER" {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+	}
+	if code, msg := do("PUT", "/v1/groups/b%2Fx/n0", entry("n0"), testToken); code != http.StatusCreated {
+		t.Fatalf("PUT b/x/n0: %d %s", code, msg)
+	}
+	b := h.Member("b/x", "n0")
+	awaitRole(t, b, protocol.LEADER)
+	term := b.Status().Term
+	if code, _ := do("GET", "/v1/status", "", ""); code != http.StatusNotFound {
+		t.Fatalf("GET /v1/status of a process of two members: %d, want 404", code)
+	}
+	if code, body := do("GET", "/v1/groups/b%2Fx/n0/leader", "", ""); code != http.StatusOK {
+		t.Fatalf("GET b/x's leader check: %d %s", code, body)
+	}
+	if code, _ := do("DELETE", "/v1/groups/a/n0", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("DELETE without the token: %d", code)
+	}
+	if code, msg := do("DELETE", "/v1/groups/a/n0", "", testToken); code != http.StatusOK {
+		t.Fatalf("DELETE a/n0: %d %s", code, msg)
+	}
+	if h.Member("a", "n0") != nil {
+		t.Fatal("a/n0 still on the host")
+	}
+	for _, r := range []struct{ method, path string }{{"DELETE", "/v1/groups/a/n0"}, {"GET", "/v1/groups/a/n0/status"}} {
+		if code, _ := do(r.method, r.path, "", testToken); code != http.StatusNotFound {
+			t.Errorf("%s %s of a removed member: %d, want 404", r.method, r.path, code)
+		}
+	}
+	if st := b.Status(); st.Role != protocol.LEADER || st.Term != term {
+		t.Fatalf("b/x changed when a/n0 left: %+v, want leader at %d", st, term)
+	}
+	// POST /v1/drain is the host's Drain once it has one; until then 501.
+	want := http.StatusNotImplemented
+	if _, ok := any(h).(drainer); ok {
+		want = http.StatusOK
+	}
+	if code, msg := do("POST", "/v1/drain", "", testToken); code != want {
+		t.Fatalf("POST /v1/drain: %d %s, want %d", code, msg, want)
 	}
 }

@@ -28,7 +28,7 @@ var (
 	httpReadTimeout       = 10 * time.Second
 )
 
-// httpEndpoint is one HTTP listener of a member (the admin API or the read-only metrics one).
+// httpEndpoint is one HTTP listener of the process (the admin API or the read-only metrics one).
 type httpEndpoint struct {
 	name string // "admin" or "metrics", for errors and logs
 	addr string // configured address

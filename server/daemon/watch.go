@@ -68,9 +68,12 @@ type watchHub struct {
 	member    string
 	keepalive time.Duration // watchKeepalive (tests set it before serving)
 
-	mu       sync.Mutex
-	ring     [watchRingSize]dledger.RoleEvent
-	head, n  int // ring[head] is the oldest of n events
+	mu sync.Mutex
+	// ring holds the last watchRingSize events, ring[head] the oldest of n. It grows as events
+	// come: a host's thousands of members each see a few events, and a full ring per member
+	// (about 100 KiB) would be most of a host's memory.
+	ring     []dledger.RoleEvent
+	head, n  int
 	watchers map[*watcher]struct{}
 	polls    int           // long polls waiting
 	changed  chan struct{} // closed and replaced on every event (wakes long polls)
@@ -105,7 +108,11 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 		h.ring[h.head] = ev
 		h.head = (h.head + 1) % watchRingSize
 	} else {
-		h.ring[(h.head+h.n)%watchRingSize] = ev
+		if p := (h.head + h.n) % watchRingSize; p < len(h.ring) {
+			h.ring[p] = ev
+		} else { // not full, so head is 0 and p is len(ring)
+			h.ring = append(h.ring, ev)
+		}
 		h.n++
 	}
 	for w := range h.watchers {
@@ -134,7 +141,7 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 // before the gap is told it missed events (FirstKept is then the next event, the current
 // state), and every open stream is ended after what it has buffered, to resume that way.
 func (h *watchHub) missedLocked() {
-	h.head, h.n = 0, 0
+	h.ring, h.head, h.n = nil, 0, 0
 	for w := range h.watchers {
 		delete(h.watchers, w)
 		close(w.ch)
