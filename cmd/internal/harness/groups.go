@@ -211,7 +211,7 @@ func RunGroups(ctx context.Context, o GroupsOptions) ([]GroupsReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "bench-groups: %d groups on %d hosts, profile %s (detection window %v), %d runs, idle window %v; binary %s; logs in %s\n",
+	fmt.Fprintf(out, "bench groups: %d groups on %d hosts, profile %s (detection window %v), %d runs, idle window %v; binary %s; logs in %s\n",
 		o.Groups, groupsHosts, o.Profile, o.cfg.DetectionWindow(), o.Runs, o.Idle, o.Binary, dir)
 	var reps []GroupsReport
 	for i := 1; i <= o.Runs; i++ {
@@ -382,14 +382,12 @@ func (g *groupsRun) awaitStable(ctx context.Context, what string) ([]GroupState,
 	last := "no answer"
 	for {
 		s, err := g.hosts.Snapshot(ctx)
-		if err == nil {
-			if n := s.Unstable(g.names); n == 0 {
-				return s.Groups(), nil
-			} else {
-				last = fmt.Sprintf("%d of %d groups not stable", n, len(g.names))
-			}
-		} else {
+		if err != nil {
 			last = err.Error()
+		} else if n := s.Unstable(g.names); n > 0 {
+			last = fmt.Sprintf("%d of %d groups not stable", n, len(g.names))
+		} else {
+			return s.Groups(), nil
 		}
 		if err := g.hosts.UnexpectedExit(); err != nil {
 			return nil, err
