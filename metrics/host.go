@@ -13,7 +13,7 @@ import (
 var HostNames = []string{
 	"dledger_host_members", "dledger_host_members_without_leader", "dledger_host_elections_total",
 	"dledger_host_leader_changes_total", "dledger_host_leadership_transfers_total",
-	"dledger_host_election_duration_seconds", "dledger_host_rpc_bad_frames_total", "dledger_host_auth_failures_total",
+	"dledger_host_election_duration_seconds",
 }
 
 // Host holds a host's collectors, fed by its members' Metrics (Metrics.FeedHost).
@@ -24,8 +24,6 @@ type Host struct {
 	leaderChanges    prometheus.Counter
 	transfers        *prometheus.CounterVec
 	electionDuration prometheus.Histogram
-	badFrames        *prometheus.CounterVec
-	authFailures     *prometheus.CounterVec
 
 	reg        prometheus.Registerer
 	registered []prometheus.Collector
@@ -51,10 +49,6 @@ func NewHost(reg prometheus.Registerer) (*Host, error) {
 		electionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "dledger_host_election_duration_seconds",
 			Help:    "Time from a member losing its group's leader to knowing a new one, over the host's members.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32}}),
-		badFrames: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dledger_host_rpc_bad_frames_total",
-			Help: "Inbound frames the host's rpc listener rejected (the connection was closed), by reason."}, []string{"reason"}),
-		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dledger_host_auth_failures_total",
-			Help: "Connections to the host's rpc listener closed because peer authentication failed, by reason."}, []string{"reason"}),
 		reg: reg,
 	}
 	for _, r := range hostRoles {
@@ -68,7 +62,7 @@ func NewHost(reg prometheus.Registerer) (*Host, error) {
 		h.transfers.WithLabelValues(cs.String())
 	}
 	for _, col := range []prometheus.Collector{h.members, h.withoutLeader, h.elections, h.leaderChanges, h.transfers,
-		h.electionDuration, h.badFrames, h.authFailures} {
+		h.electionDuration} {
 		if err := reg.Register(col); err != nil {
 			h.Unregister()
 			return nil, err
@@ -76,23 +70,6 @@ func NewHost(reg prometheus.Registerer) (*Host, error) {
 		h.registered = append(h.registered, col)
 	}
 	return h, nil
-}
-
-// BadFrame counts a frame the host's listener rejected.
-func (h *Host) BadFrame(reason string) { h.badFrames.WithLabelValues(reason).Inc() }
-
-// AuthFailure counts a connection the host's listener closed for its authentication.
-func (h *Host) AuthFailure(reason string) { h.authFailures.WithLabelValues(reason).Inc() }
-
-// DeclareRPCReasons creates the host's bad-frame and authentication series at zero, so a rate
-// over them starts from the first scrape.
-func (h *Host) DeclareRPCReasons(badFrameReasons, authReasons []string) {
-	for _, r := range badFrameReasons {
-		h.badFrames.WithLabelValues(r)
-	}
-	for _, r := range authReasons {
-		h.authFailures.WithLabelValues(r)
-	}
 }
 
 // Unregister removes the host's collectors from its registry.

@@ -43,8 +43,6 @@ func TestHostSeriesCountEveryMemberWithoutGroupLabels(t *testing.T) {
 	ms[0].OnRoleEvent(dledger.RoleEvent{Seq: 2, Term: 1, Role: protocol.LEADER, LeaderID: "n0", At: at.Add(time.Second)})
 	ms[1].OnRoleEvent(dledger.RoleEvent{Seq: 2, Term: 1, Role: protocol.FOLLOWER, LeaderID: "n1", At: at.Add(time.Second)})
 	ms[1].TransferFinished(protocol.CodeSuccess)
-	h.DeclareRPCReasons([]string{"oversize"}, []string{"bad_key"})
-	h.BadFrame("oversize")
 	role := func(r protocol.Role) float64 { return testutil.ToFloat64(h.members.WithLabelValues(r.String())) }
 	check := func(what string, got, want float64) {
 		t.Helper()
@@ -65,8 +63,6 @@ func TestHostSeriesCountEveryMemberWithoutGroupLabels(t *testing.T) {
 	}
 	check("election durations", float64(hist.GetHistogram().GetSampleCount()), 2) // ms[0] and ms[1] found a leader
 
-	check("bad frames", testutil.ToFloat64(h.badFrames.WithLabelValues("oversize")), 1)
-	check("auth failures declared", testutil.ToFloat64(h.authFailures.WithLabelValues("bad_key")), 0)
 	ms[0].Unregister() // the leader leaves the host
 	ms[0].OnRoleEvent(dledger.RoleEvent{Seq: 3, Term: 1, Role: protocol.UNKNOWN, At: at.Add(2 * time.Second)})
 	check("leaders after the leader left", role(protocol.LEADER), 0)

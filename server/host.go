@@ -67,8 +67,8 @@ type Host struct {
 	runDone chan struct{}
 	// memberOpts are NewHost's WithAttacher, given to every member.
 	memberOpts []Option
-	// hostMetrics are the host-wide series (host_metrics.go); nil: not registered.
-	hostMetrics *metrics.Host
+	// hostSeries are the host-wide series (host_series.go); nil: not registered.
+	hostSeries *metrics.Host
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
@@ -108,7 +108,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		h.reg, h.gatherer = own, own
 	}
-	h.startHostMetrics()
+	h.startHostSeries()
 	var err error
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = defaultHostMaxConns
@@ -117,7 +117,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		cfg.MaxConnsPerIP = defaultHostMaxConnsPerIP
 	}
 	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP,
-		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: h.rpcHooks()})
+		Auth: rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: h.withOnlyMember(rpc.Hooks{})})
 	if err != nil {
 		return nil, err
 	}
@@ -306,8 +306,8 @@ func (h *Host) Stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("rpc server: %w", err))
 		}
 	}
-	if h.hostMetrics != nil {
-		h.hostMetrics.Unregister()
+	if h.hostSeries != nil {
+		h.hostSeries.Unregister()
 	}
 	return errors.Join(errs...)
 }

@@ -172,7 +172,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	if o.host != nil {
-		o.host.feedHostMetrics(s) // before the first event (host_metrics.go)
+		o.host.feedHostSeries(s) // before the first event (host_series.go)
 	}
 	// From here on every error path must give the caller's registry back.
 	defer func() {

@@ -25,8 +25,9 @@ const groupsUsage = `usage: dledger groups <list|add|remove> --http ADDR [flags]
   add     add a member at run time: dledger groups add --http ADDR --group G --id ID --peers "n0-h:p;..." [--preferred-leader-ids ID]
   remove  remove a member (a leader hands over first): dledger groups remove --http ADDR --group G --id ID
   drain   every group the process leads hands over (before a restart): dledger groups drain --http ADDR
+  undrain the process may lead again (after maintenance without a restart): dledger groups undrain --http ADDR
 
-add, remove and drain need the admin token when the process has one (--token-file FILE). A member added
+add, remove, drain and undrain need the admin token when the process has one (--token-file FILE). A member added
 at run time is not written anywhere but its data dir: add it to the process's config file too, or
 it is gone after a restart (and one removed comes back unless removed from the file).
 `
@@ -42,8 +43,8 @@ func runGroups(args []string, stdout, stderr io.Writer) int {
 		return runGroupsList(args[1:], stdout, stderr)
 	case "add", "remove":
 		return runGroupsChange(args[0], args[1:], stdout, stderr)
-	case "drain":
-		return runGroupsDrain(args[1:], stdout, stderr)
+	case "drain", "undrain":
+		return runGroupsDrain(args[0], args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, groupsUsage)
 		return 0
@@ -139,8 +140,8 @@ func runGroupsChange(verb string, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runGroupsDrain(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("groups drain", flag.ContinueOnError)
+func runGroupsDrain(verb string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("groups "+verb, flag.ContinueOnError)
 	addr := fs.String("http", "", "admin API address of the process (required)")
 	tokenFile := fs.String("token-file", "", "file holding the process's admin bearer token (its --admin-token-file)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for every hand-over")
@@ -148,23 +149,27 @@ func runGroupsDrain(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *addr == "" {
-		fmt.Fprintln(stderr, "dledger groups drain: --http is required")
+		fmt.Fprintf(stderr, "dledger groups %s: --http is required\n", verb)
 		return 2
 	}
 	var token string
 	if *tokenFile != "" {
 		var err error
 		if token, err = readTokenFile(*tokenFile); err != nil {
-			fmt.Fprintf(stderr, "dledger groups drain: --token-file: %v\n", err)
+			fmt.Fprintf(stderr, "dledger groups %s: --token-file: %v\n", verb, err)
 			return 2
 		}
 	}
 	c := &adminclient.Client{Addr: *addr, HTTP: &http.Client{Timeout: *timeout}, Token: token}
-	if err := c.Drain(context.Background()); err != nil {
-		fmt.Fprintf(stderr, "dledger groups drain: %s: %v\n", *addr, err)
+	call, done := c.Drain, "drained %s: it leads no group\n"
+	if verb == "undrain" {
+		call, done = c.Undrain, "undrained %s: it may lead again\n"
+	}
+	if err := call(context.Background()); err != nil {
+		fmt.Fprintf(stderr, "dledger groups %s: %s: %v\n", verb, *addr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "drained %s: it leads no group\n", *addr)
+	fmt.Fprintf(stdout, done, *addr)
 	return 0
 }
 

@@ -122,8 +122,14 @@ func (c *Client) groupCall(ctx context.Context, method, group, id string, body a
 // Drain is POST /v1/drain: every group the process leads hands its leadership over (before a
 // restart); it returns once the process answered. A refusal is an *HTTPError (501: a process
 // whose host cannot drain).
-func (c *Client) Drain(ctx context.Context) error {
-	status, raw, err := c.send(ctx, http.MethodPost, "/v1/drain", struct{}{})
+func (c *Client) Drain(ctx context.Context) error { return c.post(ctx, "/v1/drain") }
+
+// Undrain is POST /v1/undrain: a drained process may lead again.
+func (c *Client) Undrain(ctx context.Context) error { return c.post(ctx, "/v1/undrain") }
+
+// post is a POST of path without a body that must answer 200.
+func (c *Client) post(ctx context.Context, path string) error {
+	status, raw, err := c.send(ctx, http.MethodPost, path, struct{}{})
 	if err != nil {
 		return err
 	}

@@ -68,8 +68,12 @@ func TestGroupsAddRemoveDrain(t *testing.T) {
 	if err := c.Drain(ctx); !errors.As(err, &he) || he.Status != 501 {
 		t.Fatalf("Drain of a host without it: %v", err)
 	}
+	if err := c.Undrain(ctx); !errors.As(err, &he) || he.Status != 501 {
+		t.Fatalf("Undrain of a host without it: %v", err)
+	}
 	want := []string{"GET /v1/groups?limit=1&role=LEADER ", "GET /v1/groups?after=a%2Fn0&limit=1&role=LEADER ",
-		"PUT /v1/groups/c/n0 Bearer tok", "DELETE /v1/groups/c/n0 Bearer tok", "POST /v1/drain Bearer tok"}
+		"PUT /v1/groups/c/n0 Bearer tok", "DELETE /v1/groups/c/n0 Bearer tok", "POST /v1/drain Bearer tok",
+		"POST /v1/undrain Bearer tok"}
 	if len(got) != len(want) {
 		t.Fatalf("requests %q, want %q", got, want)
 	}

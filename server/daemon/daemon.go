@@ -14,8 +14,9 @@
 //	POST   /v1/groups/{group}/{id}/transfer  hand that group's leadership over; PUT .../ledger
 //	PUT    /v1/groups/{group}/{id}           add a member to the host (a configs: entry as JSON)
 //	DELETE /v1/groups/{group}/{id}           remove one (a leader hands over first)
-//	POST   /v1/drain                         hand over every group this host leads
-//	GET    /metrics, /healthz                the process
+//	POST   /v1/drain                         hand over every group this host leads (/v1/undrain:
+//	                                         lead again)
+//	GET    /metrics, /healthz                the process; /readyz: every member knows a leader
 //
 // and, while the process serves exactly one member, that member's routes at their
 // single-member paths (/v1/status, /v1/transfer, /v1/watch, /v1/leader, ...), as before hosts.
@@ -34,6 +35,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server"
 )
 
@@ -83,6 +85,10 @@ type Daemon struct {
 }
 
 type memberKey struct{ group, self string }
+
+// finalEventWait bounds how long a member's Stop waits for its watch hub to receive the final
+// event through the subscription (it takes microseconds unless the machine is stalled).
+const finalEventWait = time.Second
 
 // New checks cfg and builds the daemon without opening any socket.
 func New(cfg Config, opts ...Option) (*Daemon, error) {
@@ -203,6 +209,19 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	return server.Attachment{
 		Advertise: m.advertised,
 		Detach: func(ctx context.Context, final *dledger.RoleEvent) {
+			// The final event may still be queued for the subscription, which unsub drops: wait
+			// a moment for the hub to have it in order, else hand it over here (streams then
+			// skip what was queued before it), so every stream ends with it and the listeners'
+			// Shutdown is not held up by them.
+			if final != nil {
+				wait, cancel := context.WithTimeout(ctx, finalEventWait)
+				if !m.watch.awaitEnd(wait) {
+					m.watch.publish(*final)
+				}
+				cancel()
+			} else {
+				m.watch.end()
+			}
 			unsub()
 			m.closeHooks(ctx, final)
 			d.mu.Lock()
@@ -282,6 +301,7 @@ func (d *Daemon) handler(admin bool) http.Handler {
 		mux.HandleFunc("PUT /v1/groups/{group}/{id}", d.addMember)
 		mux.HandleFunc("DELETE /v1/groups/{group}/{id}", d.removeMember)
 		mux.HandleFunc("POST /v1/drain", d.drain)
+		mux.HandleFunc("POST /v1/undrain", d.undrain)
 	}
 	// Live: the process serves HTTP (whatever its members' roles). GET answers "ok".
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -294,18 +314,55 @@ func (d *Daemon) handler(admin bool) http.Handler {
 	if d.gatherer != nil {
 		mux.Handle("GET /metrics", metricsHandler(d.gatherer))
 	}
+	// Ready: the one member's check while there is one; on a host of several, every member
+	// knows a leader (leads or follows one), so each of its groups serves.
+	for _, method := range []string{"GET", "OPTIONS"} {
+		mux.HandleFunc(method+" /readyz", func(w http.ResponseWriter, r *http.Request) {
+			if m, n := d.only(); m != nil || n == 0 {
+				d.single(admin, w, r, m, n)
+				return
+			}
+			code, waiting := d.hostReady()
+			if r.Method == http.MethodOptions {
+				w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+				w.WriteHeader(code)
+				return
+			}
+			writeJSON(w, code, map[string]int{"members": len(d.sorted()), "withoutLeader": waiting})
+		})
+	}
 	// Everything else is the single-member API: the one member's routes while there is one.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		m, n := d.only()
-		if m == nil {
-			writeJSON(w, http.StatusNotFound, errorJSON{Error: fmt.Sprintf(
-				"this process serves %d group members: ask one at /v1/groups/{group}/{id}/... (GET /v1/groups lists them; "+
-					"dledger status, watch and transfer take --group)", n)})
-			return
-		}
-		m.handler(admin).ServeHTTP(w, r)
+		d.single(admin, w, r, m, n)
 	})
 	return mux
+}
+
+// single serves r with the process's one member m, or says there are n of them.
+func (d *Daemon) single(admin bool, w http.ResponseWriter, r *http.Request, m *member, n int) {
+	if m == nil {
+		writeJSON(w, http.StatusNotFound, errorJSON{Error: fmt.Sprintf(
+			"this process serves %d group members: ask one at /v1/groups/{group}/{id}/... (GET /v1/groups lists them; "+
+				"dledger status, watch and transfer take --group)", n)})
+		return
+	}
+	m.handler(admin).ServeHTTP(w, r)
+}
+
+// hostReady is /readyz of a host of several members: 200 when every member knows a leader,
+// else 503 with how many do not.
+func (d *Daemon) hostReady() (code, withoutLeader int) {
+	for _, m := range d.sorted() {
+		st := m.s.Status()
+		if st.LeaderID == "" || (st.Role != protocol.LEADER && st.Role != protocol.FOLLOWER) {
+			withoutLeader++
+		}
+	}
+	if withoutLeader > 0 {
+		return http.StatusServiceUnavailable, withoutLeader
+	}
+	return http.StatusOK, 0
 }
 
 // zapGroup names a member in a log line.

@@ -187,3 +187,27 @@ func (d *Daemon) drain(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"drained": true})
 }
+
+// undrainer is the host's Undrain, beside its Drain: the host may lead again.
+type undrainer interface {
+	Undrain()
+}
+
+// undrain serves POST /v1/undrain: a drained host takes leadership again (its peers' balancers
+// hand it its share back). 501 until the host has Undrain, as for drain.
+func (d *Daemon) undrain(w http.ResponseWriter, r *http.Request) {
+	if !d.authorized(w, r) {
+		return
+	}
+	h, _, ok := d.hostFor(w)
+	if !ok {
+		return
+	}
+	u, ok := h.(undrainer)
+	if !ok {
+		writeJSON(w, http.StatusNotImplemented, errorJSON{Error: "this build's host has no drain"})
+		return
+	}
+	u.Undrain()
+	writeJSON(w, http.StatusOK, map[string]bool{"drained": false})
+}

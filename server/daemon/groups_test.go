@@ -235,6 +235,21 @@ func TestHostAdminAddsAndRemovesMembers(t *testing.T) {
 	if code, body := do("GET", "/v1/groups/b%2Fx/n0/leader", "", ""); code != http.StatusOK {
 		t.Fatalf("GET b/x's leader check: %d %s", code, body)
 	}
+	// /readyz of a host of several: every member knows a leader. A member of a group whose
+	// other members never run knows none.
+	if code, body := do("GET", "/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("GET /readyz with every member leading: %d %s", code, body)
+	}
+	lone := fmt.Sprintf(`{"peers":"n0-%s;n1-127.0.0.1:1;n2-127.0.0.1:2"}`, addr)
+	if code, msg := do("PUT", "/v1/groups/c/n0", lone, testToken); code != http.StatusCreated {
+		t.Fatalf("PUT c/n0: %d %s", code, msg)
+	}
+	if code, body := do("GET", "/readyz", "", ""); code != http.StatusServiceUnavailable || !strings.Contains(body, `"withoutLeader": 1`) {
+		t.Fatalf("GET /readyz with c/n0 leaderless: %d %s", code, body)
+	}
+	if code, msg := do("DELETE", "/v1/groups/c/n0", "", testToken); code != http.StatusOK {
+		t.Fatalf("DELETE c/n0: %d %s", code, msg)
+	}
 	if code, _ := do("DELETE", "/v1/groups/a/n0", "", ""); code != http.StatusUnauthorized {
 		t.Fatalf("DELETE without the token: %d", code)
 	}
@@ -259,5 +274,54 @@ func TestHostAdminAddsAndRemovesMembers(t *testing.T) {
 	}
 	if code, msg := do("POST", "/v1/drain", "", testToken); code != want {
 		t.Fatalf("POST /v1/drain: %d %s, want %d", code, msg, want)
+	}
+	want = http.StatusNotImplemented
+	if _, ok := any(h).(undrainer); ok {
+		want = http.StatusOK
+	}
+	if code, msg := do("POST", "/v1/undrain", "", testToken); code != want {
+		t.Fatalf("POST /v1/undrain: %d %s, want %d", code, msg, want)
+	}
+	if code, _ := do("POST", "/v1/undrain", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("POST /v1/undrain without the token: %d", code)
+	}
+}
+
+// drainingHost is a host with a Drain and an Undrain that count their calls (server.Host's own
+// come with the balancer).
+type drainingHost struct {
+	*server.Host
+	drains, undrains int
+	fail             error
+}
+
+func (h *drainingHost) Drain(ctx context.Context) error {
+	h.drains++
+	return h.fail
+}
+
+func (h *drainingHost) Undrain() { h.undrains++ }
+
+// POST /v1/drain and /v1/undrain call the host's Drain and Undrain, with the token; a drain
+// that fails answers 500 with its error.
+func TestDrainRoutesCallTheHost(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	h, d := newTestHost(t, port, t.TempDir())
+	dh := &drainingHost{Host: h}
+	d.SetHost(dh, nil)
+	base := "http://" + d.HTTPAddr()
+	if code, _ := sendWithToken(t, "POST", base+"/v1/drain", "", ""); code != http.StatusUnauthorized || dh.drains != 0 {
+		t.Fatalf("drain without the token: %d, %d drains", code, dh.drains)
+	}
+	if code, body := sendWithToken(t, "POST", base+"/v1/drain", "", testToken); code != http.StatusOK || dh.drains != 1 {
+		t.Fatalf("drain: %d %s, %d drains", code, body, dh.drains)
+	}
+	dh.fail = fmt.Errorf("host still leads g7")
+	if code, body := sendWithToken(t, "POST", base+"/v1/drain", "", testToken); code != http.StatusInternalServerError ||
+		!strings.Contains(body, "still leads g7") {
+		t.Fatalf("a failed drain: %d %s", code, body)
+	}
+	if code, body := sendWithToken(t, "POST", base+"/v1/undrain", "", testToken); code != http.StatusOK || dh.undrains != 1 {
+		t.Fatalf("undrain: %d %s, %d undrains", code, body, dh.undrains)
 	}
 }

@@ -19,6 +19,7 @@ package daemon
 // first ones.
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -134,6 +135,41 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 			close(w.ch)
 		}
 	}
+}
+
+// awaitEnd waits, until ctx ends, for the hub to have the member's final event (its
+// subscription delivers the events before it first, in order), and reports whether it has.
+func (h *watchHub) awaitEnd(ctx context.Context) bool {
+	for {
+		h.mu.Lock()
+		ended, changed := h.ended, h.changed
+		h.mu.Unlock()
+		if ended {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// end ends the hub of a member that stopped without a final event (it never started): open
+// streams end, waiting long polls answer, and nothing follows.
+func (h *watchHub) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ended = true
+	for w := range h.watchers {
+		delete(h.watchers, w)
+		close(w.ch)
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
 }
 
 // missedLocked is the hub's answer to a marker (its listener queue overflowed, so events are

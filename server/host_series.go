@@ -7,61 +7,64 @@ import (
 	"github.com/dledger-go/dledger/rpc"
 )
 
-// A host's metrics: every member's series (labelled group and self_id) go on the registry
+// A host's series: every member's series (labelled group and self_id) go on the registry
 // its options name, WithRegisterer for one member; the host-wide series
 // (metrics.HostNames: counts by role, totals and histograms over the members, without group
 // labels) go on the host's registry, so a process of thousands of groups can leave the
 // per-member series out (the members' WithRegisterer a registry nobody serves) and still be
 // watched (docs/operations.md, "Metrics of a host").
 
-// startHostMetrics registers the host-wide series on the host's registry. A registry that has
+// startHostSeries registers the host-wide series on the host's registry. A registry that has
 // them already (another host of the process on it) keeps its own: this host's members then
 // feed none, which the log says.
-func (h *Host) startHostMetrics() {
+func (h *Host) startHostSeries() {
 	m, err := metrics.NewHost(h.reg)
 	if err != nil {
 		h.log.Warn("host-wide metrics not registered (another host on the registry?)", zap.Error(err))
 		return
 	}
-	m.DeclareRPCReasons(rpc.BadFrameReasons(), rpc.AuthFailureReasons())
-	h.hostMetrics = m
+	h.hostSeries = m
 }
 
-// feedHostMetrics makes member s count in the host-wide series.
-func (h *Host) feedHostMetrics(s *Server) {
-	if h.hostMetrics != nil {
-		s.metrics.FeedHost(h.hostMetrics)
+// feedHostSeries makes member s count in the host-wide series.
+func (h *Host) feedHostSeries(s *Server) {
+	if h.hostSeries != nil {
+		s.metrics.FeedHost(h.hostSeries)
 	}
 }
 
-// rpcHooks count what the host's rpc listener rejects or leaves unanswered. A bad frame or a
-// failed handshake names no group the host could trust, so it counts in the host-wide series;
-// while the host has exactly one member (`dledger server` of one group) it also counts in that
-// member's series, as a member with a listener of its own always counted it (the alerts
-// DLedgerHostileFrames and DLedgerAuthFailures read them).
-func (h *Host) rpcHooks() rpc.Hooks {
+// withOnlyMember is the host's rpc listener's hooks: next's, and, while the host has exactly
+// one member (`dledger server` of one group), that member's counters too, as a member with a
+// listener of its own always counted what it refused (the alerts DLedgerHostileFrames and
+// DLedgerAuthFailures read dledger_rpc_bad_frames_total and dledger_auth_failures_total). A
+// refusal on a host of several names no group it could trust: only next counts it.
+func (h *Host) withOnlyMember(next rpc.Hooks) rpc.Hooks {
 	return rpc.Hooks{
 		OnBadFrame: func(reason string) {
-			if h.hostMetrics != nil {
-				h.hostMetrics.BadFrame(reason)
+			if next.OnBadFrame != nil {
+				next.OnBadFrame(reason)
 			}
 			if s := h.onlyMember(); s != nil {
 				s.metrics.BadFrame(reason)
 			}
 		},
 		OnAuthFailure: func(reason string) {
-			if h.hostMetrics != nil {
-				h.hostMetrics.AuthFailure(reason)
+			if next.OnAuthFailure != nil {
+				next.OnAuthFailure(reason)
 			}
 			if s := h.onlyMember(); s != nil {
 				s.metrics.AuthFailure(reason)
 			}
 		},
 		OnRPCError: func(code, reason string) {
+			if next.OnRPCError != nil {
+				next.OnRPCError(code, reason)
+			}
 			if s := h.onlyMember(); s != nil {
 				s.metrics.RPCError(code, reason)
 			}
 		},
+		OnRoundTrip: next.OnRoundTrip,
 	}
 }
 
