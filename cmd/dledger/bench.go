@@ -28,6 +28,8 @@ and measures the time until a quorum of live members reports the same new leader
 The last line is the summary:
   bench: scenario=S members=N profile=P trials=T p50_ms=A p90_ms=B p99_ms=C max_ms=D detect_ms=E ...
 
+Many groups per host (three host processes, each a member of every group): dledger bench groups -h.
+
 Faults that must not move leadership, and the comparison with etcd and ZooKeeper, are in the
 lab command: dledger-lab calm, dledger-lab compare (go build ./cmd/dledger-lab).
 `
@@ -39,6 +41,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "failover":
+	case "groups":
+		return runBenchGroups(args[1:], stdout, stderr)
 	case "calm", "compare":
 		// Moved out of the product binary; the old spelling points to the new one.
 		fmt.Fprintf(stderr, "dledger bench %s: moved to the lab command: dledger-lab %s (go build ./cmd/dledger-lab)\n", args[0], args[0])
@@ -47,7 +51,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, benchUsage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "dledger bench: unknown benchmark %q (known: failover)\n", args[0])
+		fmt.Fprintf(stderr, "dledger bench: unknown benchmark %q (known: failover, groups)\n", args[0])
 		return 2
 	}
 	opts, code, ok := parseBenchFlags(args[1:], stderr)

@@ -8,7 +8,7 @@
 //	dledger transfer  hand leadership to a member
 //	dledger watch     print a member's role events as they happen
 //	dledger sim       run the deterministic simulator over many seeds
-//	dledger bench     measure failover with real processes
+//	dledger bench     measure failover, and hosts of many groups, with real processes
 //	dledger version   print the version, VCS commit and Go version
 package main
 
@@ -30,7 +30,7 @@ commands:
   transfer  hand leadership to a member: dledger transfer --http ADDR [--group G] --to n2
   watch     print a member's role events as they happen: dledger watch --http ADDR [--group G] [-o json]
   sim       run the deterministic simulator: dledger sim --seeds N
-  bench     measure failover with real processes: dledger bench failover ... (lab: dledger-lab)
+  bench     measure with real processes: dledger bench failover|groups ... (lab: dledger-lab)
   version   print the version, VCS commit and Go version (also: dledger --version)
 
 Run 'dledger <command> -h' for the command's flags.

@@ -175,7 +175,7 @@ func newLoggerTo(level, format string, w io.Writer) (*zap.Logger, error) {
 	ws := zapcore.Lock(zapcore.AddSync(w))
 	core := zapcore.NewCore(enc, ws, lvl)
 	if zc.Sampling != nil { // as zap's production config: at most 100 equal lines a second, then 1 in 100
-		core = zapcore.NewSamplerWithOptions(core, time.Second, zc.Sampling.Initial, zc.Sampling.Thereafter)
+		core = keepEvents(core, zapcore.NewSamplerWithOptions(core, time.Second, zc.Sampling.Initial, zc.Sampling.Thereafter))
 	}
 	opts := []zap.Option{zap.AddCaller(), zap.ErrorOutput(ws)}
 	if zc.Development {

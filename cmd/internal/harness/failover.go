@@ -14,6 +14,14 @@
 //	metrics.go  /metrics deltas: the vote rounds of a trial
 //	phases.go   where the time went, from the members' logs (dledger's Event* messages)
 //	stats.go    per-trial records, percentiles, the progress and summary lines
+//
+// and the many-groups benchmark behind `dledger bench groups`:
+//
+//	groups.go     its options, the run (cold start, idle, crash, rejoin) and the summary line
+//	hosts.go      host processes of many groups: `dledger server --config` with configs:
+//	snapshot.go   GET /v1/groups of every host folded into one state per group; balance
+//	hostevents.go the elector's events read from the hosts' logs as they grow
+//	procstat.go   CPU, RSS, threads and fds of a process from /proc
 package harness
 
 import (
