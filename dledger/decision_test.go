@@ -281,6 +281,45 @@ func TestCandidateArbitration(t *testing.T) {
 	}
 }
 
+// TestCandidateArbitration_rule6_bounded_per_term: a voter that answers REJECT_TERM_NOT_READY
+// round after round (its disk cannot take the term: row 8b's failed write) earns at most
+// maxImmediateRevotes immediate re-votes at the same term, not an endless run of them. Two
+// candidates split at one term whose third member's disk is broken used to re-vote at once
+// forever, each counting its own vote and the broken member's "not ready" as a quorum (rule 6)
+// and refused by the other (a livelock seen in TestHostDiskErrorFailsOneGroupOnly); the round
+// after the last allowed re-vote is a split (rule 7): the next term after a random delay,
+// which breaks the tie.
+func TestCandidateArbitration_rule6_bounded_per_term(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	first := startRound(t, u)
+	round := first
+	for i := 0; ; i++ {
+		if round[0].req.Term != first[0].req.Term {
+			t.Fatalf("round %d at term %d, want the same term %d", i, round[0].req.Term, first[0].req.Term)
+		}
+		round[0].done(voteResp(round[0].to, protocol.VoteRejectTermNotReady, 0), nil)
+		round[1].done(voteResp(round[1].to, protocol.VoteRejectAlreadyVoted, 0), nil)
+		got := u.e.Status().LastParseResult
+		if i == maxImmediateRevotes {
+			if got != protocol.WaitToVoteNext {
+				t.Fatalf("round %d: %v, want WAIT_TO_VOTE_NEXT (rule 7)", i, got)
+			}
+			break
+		}
+		if got != protocol.RevoteImmediately {
+			t.Fatalf("round %d: %v, want REVOTE_IMMEDIATELY", i, got)
+		}
+		round = startRound(t, u) // at once
+	}
+	if next := u.e.nextTimeToRequestVote; !next.After(u.clock.Now()) {
+		t.Fatal("the round after the last allowed re-vote re-votes at once again")
+	}
+	u.clock.Advance(testConfig().MaxVoteInterval)
+	if v := startRound(t, u); v[0].req.Term != first[0].req.Term+1 {
+		t.Fatalf("next round at term %d, want %d", v[0].req.Term, first[0].req.Term+1)
+	}
+}
+
 func TestCandidateIsolatedMemberNeverRaisesItsTerm(t *testing.T) {
 	u := newUnit(t, 3, nil)
 	for i := 0; i < 50; i++ {

@@ -103,6 +103,11 @@ type Elector struct {
 
 	vote     *voteRound
 	roundSeq uint64
+	// prevRound is the last vote round's term and rule-6 count (vote.go, maxImmediateRevotes).
+	prevRound struct {
+		term    int64
+		revotes int
+	}
 
 	// Follower.
 	lastLeaderHeartBeat time.Time

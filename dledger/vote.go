@@ -22,7 +22,17 @@ type voteRound struct {
 	valid, accepted, notReady, biggerLedger int
 	alreadyHasLeader                        bool
 	knownMax                                int64
+	// revotes is how many REVOTE_IMMEDIATELY rounds in a row, at this term, came before this
+	// one: rule 6 (docs/protocol.md 7.4) re-votes at once at most maxImmediateRevotes times.
+	revotes int
 }
+
+// maxImmediateRevotes bounds rule 6's re-votes at once in a row at one term (docs/protocol.md
+// 7.4): a voter whose disk cannot take the term answers REJECT_TERM_NOT_READY every time, and
+// two candidates split at one term, each refused by the other, would count their own vote and
+// that answer as a quorum and re-vote at once forever. A voter whose write is only slow
+// becomes ready within a few rounds.
+const maxImmediateRevotes = 3
 
 // tally counts one answer (docs/protocol.md 7.3, row by row).
 func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
@@ -146,6 +156,10 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 		lost:     -1,
 		reached:  e.startUp.reached,
 	}
+	if e.lastParseResult == protocol.RevoteImmediately && e.prevRound.term == term {
+		r.revotes = e.prevRound.revotes + 1
+	}
+	e.prevRound.term, e.prevRound.revotes = term, r.revotes
 	for i, p := range peers {
 		if p.ID == e.lost.id && term == e.lost.term && p.ID != e.ms.SelfID() {
 			r.lost = i
@@ -246,7 +260,7 @@ func (e *Elector) decideVote(now time.Time) {
 		e.setNextVote(now.Add(delay + e.cfg.MaxVoteInterval))
 	case e.ms.Quorum(r.accepted): // rule 5
 		res = protocol.Passed
-	case e.ms.Quorum(r.accepted + r.notReady): // rule 6
+	case e.ms.Quorum(r.accepted+r.notReady) && r.revotes < maxImmediateRevotes: // rule 6
 		res = protocol.RevoteImmediately
 		e.setNextVote(time.Time{})
 	default: // rule 7
