@@ -7,8 +7,8 @@
 #
 #   scripts/mutation.sh                      every package, every covered mutant (slow: see below)
 #   scripts/mutation.sh dledger memberstate  some packages (dledger means the package itself;
-#                                            dledger/sim, dledger/driver, dledger/dledgertest
-#                                            are packages of their own)
+#                                            dledger/sim, dledger/driver, dledger/dledgertest,
+#                                            dledger/liveness are packages of their own)
 #   scripts/mutation.sh --diff origin/main   only the lines changed since the merge base with
 #                                            origin/main (what .ci/run does); nothing to do when
 #                                            no code of these packages changed
@@ -37,7 +37,7 @@ GREMLINS_VERSION=v0.6.0
 workers=${MUTATION_WORKERS:-1}
 coefficient=${MUTATION_TIMEOUT_COEFFICIENT:-10}
 equivalents=scripts/mutation-equivalents.tsv
-all_packages=(memberstate dledger dledger/driver dledger/dledgertest dledger/sim)
+all_packages=(memberstate dledger dledger/driver dledger/dledgertest dledger/liveness dledger/sim)
 
 base=""
 packages=()

@@ -23,6 +23,7 @@ package liveness
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -268,21 +269,11 @@ func (h *host) changes(seq uint64) []Change {
 	}
 	slices.SortFunc(out, func(a, b Change) int {
 		if a.Group != b.Group {
-			return cmpString(a.Group, b.Group)
+			return strings.Compare(a.Group, b.Group)
 		}
-		return cmpString(a.Member, b.Member)
+		return strings.Compare(a.Member, b.Member)
 	})
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // NextDue is when Due next has something to do: a frame to send, or a peer host that turns
@@ -353,9 +344,9 @@ func (t *Table) wakeHost(wakes []func(), id string) []func() {
 	}
 	slices.SortFunc(ls, func(a, b *local) int {
 		if a.group != b.group {
-			return cmpString(a.group, b.group)
+			return strings.Compare(a.group, b.group)
 		}
-		return cmpString(a.member, b.member)
+		return strings.Compare(a.member, b.member)
 	})
 	for _, l := range ls {
 		wakes = append(wakes, l.wake)
