@@ -39,7 +39,8 @@ var drainRetry = 200 * time.Millisecond
 // (the live member with a known ledger, newest first, as Server.Stop's hand-over picks, never
 // one on this host), up to drainParallel at once, and withdraws every member's candidacy
 // (docs/protocol.md 7.12), members added later included, until Undrain or Stop. The balancer
-// pauses meanwhile. It returns nil once no member of this host leads, or, when ctx ends first,
+// pauses meanwhile. It returns nil once no member of this host leads (a group whose members are
+// all on this host cannot move, keeps its leader and is only logged), or, when ctx ends first,
 // an error naming the groups still led here (a group whose other members cannot take
 // leadership, none alive and caught up, keeps its leader: stepping down would leave it
 // leaderless). It may be called again, to wait longer.
@@ -66,8 +67,20 @@ func (h *Host) Drain(ctx context.Context) error {
 	defer wg.Wait()
 	tick := time.NewTicker(drainRetry)
 	defer tick.Stop()
+	unmovable := map[*Server]bool{}
 	for {
 		leading := h.leadingMembers()
+		for i := 0; i < len(leading); i++ {
+			if s := leading[i]; !hasPeerElsewhere(s) {
+				if !unmovable[s] {
+					unmovable[s] = true
+					h.log.Warn("drain: a group with no member on another host keeps its leader here",
+						zap.String("group", s.cfg.Group), zap.String("self", s.cfg.SelfID))
+				}
+				leading = append(leading[:i], leading[i+1:]...)
+				i--
+			}
+		}
 		if len(leading) == 0 {
 			return nil
 		}
@@ -101,7 +114,9 @@ func (h *Host) Drain(ctx context.Context) error {
 		case <-ctx.Done():
 			var still []string
 			for _, s := range h.leadingMembers() {
-				still = append(still, s.cfg.Group+"/"+s.cfg.SelfID)
+				if hasPeerElsewhere(s) {
+					still = append(still, s.cfg.Group+"/"+s.cfg.SelfID)
+				}
 			}
 			if len(still) == 0 {
 				return nil
@@ -140,6 +155,24 @@ func (h *Host) drainWake() {
 	case h.drainCh <- struct{}{}:
 	default:
 	}
+}
+
+// hasPeerElsewhere reports whether s's group has a member on another host: one that could take
+// its leadership. A group whose members are all on this host (a one-member group, DLedger's
+// three members in one proxy) cannot be drained, and Drain does not wait for it.
+func hasPeerElsewhere(s *Server) bool {
+	self := ""
+	for _, p := range s.peers {
+		if p.ID == s.cfg.SelfID {
+			self = p.Addr
+		}
+	}
+	for _, p := range s.peers {
+		if p.Addr != self {
+			return true
+		}
+	}
+	return false
 }
 
 // leadingMembers are the running members of this host that lead.
