@@ -47,8 +47,8 @@ type ServerOptions struct {
 	// MaxInflightPerConn bounds requests of one connection that are queued or in a Handler
 	// (default 64). At the limit the server stops decoding that connection's frames until one
 	// finishes; gnet still reads the socket into the connection's buffer, so a peer whose
-	// unread backlog meanwhile passes 4 x (MaxFrameSize+4) bytes is disconnected
-	// (ReasonFlood).
+	// unread backlog meanwhile passes max(4 x (MaxFrameSize+4), 1 KiB x MaxInflightPerConn)
+	// bytes is disconnected (ReasonFlood).
 	MaxInflightPerConn int
 	// MaxConns bounds open connections (default 256); extra connections are closed at once.
 	// A member needs one per peer plus the occasional tool.
@@ -97,7 +97,10 @@ const (
 	defaultMaxConns           = 256
 	defaultMaxConnsPerIP      = 32
 	defaultWorkers            = 8
-	defaultFirstFrameTimeout  = 5 * time.Second
+	// maxTaskQueue caps the queue from the event loops to the workers: a host's listener
+	// (MaxConns 4096, MaxInflightPerConn 4096) would otherwise allocate 16 M slots.
+	maxTaskQueue             = 1 << 17
+	defaultFirstFrameTimeout = 5 * time.Second
 
 	// defaultFrameTimeout bounds how long a frame may take to arrive once its first bytes
 	// have. A frame is at most MaxFrameSize (64 KiB by default) and a member writes it in one
@@ -203,14 +206,18 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		members[id] = id != opts.Auth.SelfID
 	}
 	s := &Server{
-		opts:        opts,
-		handler:     handler,
-		mux:         mux,
-		obs:         newObserver(opts.Logger, opts.Hooks),
-		maxBuffered: 4 * (frameHeaderLen + opts.MaxFrameSize),
-		// Sized so that every connection can have all its requests queued at once: a full
-		// queue then means a burst of reconnecting peers, and the request is dropped.
-		tasks:    make(chan *task, opts.MaxConns*opts.MaxInflightPerConn),
+		opts:    opts,
+		handler: handler,
+		mux:     mux,
+		obs:     newObserver(opts.Logger, opts.Hooks),
+		// A throttled connection may have this much unread before it is a flood: four frames
+		// of the largest size, or 1 KiB per request it may have in flight (a host link,
+		// MaxInflightPerConn in the thousands, receives bursts of small requests).
+		maxBuffered: max(4*(frameHeaderLen+opts.MaxFrameSize), opts.MaxInflightPerConn<<10),
+		// Sized so that every connection can have all its requests queued at once (up to
+		// maxTaskQueue): a full queue then means a burst of reconnecting peers, and the
+		// request is dropped.
+		tasks:    make(chan *task, min(opts.MaxConns*opts.MaxInflightPerConn, maxTaskQueue)),
 		booted:   make(chan struct{}),
 		lnFD:     -1,
 		runDone:  make(chan struct{}),
