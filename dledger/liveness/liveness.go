@@ -42,6 +42,11 @@ type Config struct {
 	// send time of the last frame it acknowledged; 0 means 2 x Interval, which tolerates one
 	// lost frame.
 	Fresh time.Duration
+	// MinGap is the least time between two frames to one peer host: a change is sent at once,
+	// but at most one frame per MinGap (0 means Interval / 20; lan: 10 ms). Every frame and
+	// every ack carries all the changes not yet acknowledged, so without it a mass election
+	// (10,000 groups starting at once) sent a frame per change, each carrying thousands.
+	MinGap time.Duration
 	// Kick, if set, is called when NextDue may have moved earlier (a change waits to be sent).
 	// It may run under an elector's lock: it must only schedule a call of Due.
 	Kick func()
@@ -108,7 +113,8 @@ type host struct {
 	stale        bool // as of the last check (wakes fire on the fresh -> stale edge)
 	seq          uint64
 	nextSend     time.Time
-	unsent       bool // some pending change has not been sent yet
+	lastSent     time.Time // the last frame's send time: the next waits at least MinGap
+	unsent       bool      // some pending change has not been sent yet
 	pending      map[key]pending
 	remotes      map[key]*remote
 }
@@ -141,6 +147,9 @@ func New(cfg Config) (*Table, error) {
 	}
 	if cfg.Fresh <= 0 {
 		cfg.Fresh = 2 * cfg.Interval
+	}
+	if cfg.MinGap <= 0 {
+		cfg.MinGap = cfg.Interval / 20
 	}
 	return &Table{cfg: cfg, locals: map[key]*local{}, byGroup: map[string][]*local{}, hosts: map[string]*host{}}, nil
 }
@@ -239,10 +248,11 @@ func (t *Table) Due(now time.Time) []Outgoing {
 	t.promised = time.Time{}
 	for _, id := range t.order {
 		h := t.hosts[id]
-		if !h.unsent && now.Before(h.nextSend) {
+		if now.Before(h.nextSend) && (!h.unsent || now.Before(h.lastSent.Add(t.cfg.MinGap))) {
 			continue
 		}
 		h.seq++
+		h.lastSent = now
 		f := Frame{Incarnation: t.cfg.Incarnation, Seq: h.seq, Changes: h.changes(h.seq)}
 		h.unsent = false
 		h.nextSend = now.Add(t.cfg.Interval)
@@ -285,8 +295,7 @@ func (t *Table) NextDue(now time.Time) time.Time {
 	for _, id := range t.order {
 		h := t.hosts[id]
 		if h.unsent {
-			next = now
-			break
+			next = earliestOf(next, latestOf(now, h.lastSent.Add(t.cfg.MinGap)))
 		}
 		if h.nextSend.Before(next) {
 			next = h.nextSend
@@ -551,4 +560,18 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+func earliestOf(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func latestOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

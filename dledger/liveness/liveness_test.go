@@ -10,6 +10,9 @@ var t0 = time.Unix(1_700_000_000, 0)
 
 const iv = 200 * time.Millisecond
 
+// gap is Config.MinGap's default for iv.
+const gap = iv / 20
+
 // pair is two hosts A and B, each a member of groups g1 and g2 (a on A, b on B), wired by hand.
 type pair struct {
 	a, b   *Table
@@ -113,8 +116,15 @@ func TestChangeTravelsAndWakesTheGroup(t *testing.T) {
 	if e2 <= ea {
 		t.Fatalf("epochs do not grow: %d then %d", ea, e2)
 	}
-	if got := p.a.NextDue(now.Add(time.Millisecond)); !got.Equal(now.Add(time.Millisecond)) {
-		t.Fatalf("a change waits: NextDue = %v", got.Sub(t0))
+	// At once, but not sooner than MinGap after the last frame (sent at now).
+	if got := p.a.NextDue(now.Add(time.Millisecond)); !got.Equal(now.Add(gap)) {
+		t.Fatalf("a change waits: NextDue = %v, want %v", got.Sub(t0), now.Add(gap).Sub(t0))
+	}
+	if n := len(p.a.Due(now.Add(gap - time.Millisecond))); n != 0 {
+		t.Fatalf("%d frames within MinGap of the last", n)
+	}
+	if got := p.a.NextDue(now.Add(3 * gap)); !got.Equal(now.Add(3 * gap)) {
+		t.Fatalf("a change waiting past MinGap: NextDue = %v, want now", got.Sub(t0))
 	}
 	later := now.Add(10 * time.Millisecond)
 	exchange(p.a, p.b, "A", later)
@@ -227,31 +237,31 @@ func TestChangesResentUntilAckedAndPiggybacked(t *testing.T) {
 	p := newPair(t, 1, 1)
 	p.both(t0)
 	ea := p.a.For("g1", "a").Changed()
-	out := p.a.Due(t0.Add(time.Millisecond)) // lost
+	out := p.a.Due(t0.Add(gap)) // lost (at once would be before MinGap after the frame at t0)
 	if len(out) != 1 || len(out[0].Frame.Changes) != 1 || out[0].Frame.Changes[0].Epoch != ea {
 		t.Fatalf("frame %+v", out)
 	}
-	if n := len(p.a.Due(t0.Add(2 * time.Millisecond))); n != 0 {
+	if n := len(p.a.Due(t0.Add(gap + time.Millisecond))); n != 0 {
 		t.Fatalf("a sent change went out again before the interval: %d frames", n)
 	}
-	out = p.a.Due(t0.Add(iv + time.Millisecond))
+	out = p.a.Due(t0.Add(gap + iv))
 	if len(out) != 1 || len(out[0].Frame.Changes) != 1 {
 		t.Fatalf("the unacknowledged change was not resent: %+v", out)
 	}
-	ack := p.b.Received("A", out[0].Frame, t0.Add(iv+time.Millisecond))
-	p.a.Answered("B", t0.Add(iv+time.Millisecond), ack, t0.Add(iv+2*time.Millisecond))
-	out = p.a.Due(t0.Add(2*iv + time.Millisecond))
+	ack := p.b.Received("A", out[0].Frame, t0.Add(gap+iv))
+	p.a.Answered("B", t0.Add(gap+iv), ack, t0.Add(gap+gap+iv))
+	out = p.a.Due(t0.Add(gap + 2*iv))
 	if len(out) != 1 || len(out[0].Frame.Changes) != 0 {
 		t.Fatalf("an acknowledged change was resent: %+v", out)
 	}
 	// B's member changes; B's ack to A's next frame carries it before B's own frame goes.
 	eb := p.b.For("g2", "b").Changed()
 	p.wokeA = nil
-	ack = p.b.Received("A", out[0].Frame, t0.Add(2*iv+time.Millisecond))
+	ack = p.b.Received("A", out[0].Frame, t0.Add(gap+2*iv))
 	if len(ack.Changes) != 1 || ack.Changes[0] != (Change{"g2", "b", eb}) {
 		t.Fatalf("ack %+v does not carry B's pending change", ack)
 	}
-	p.a.Answered("B", t0.Add(2*iv+time.Millisecond), ack, t0.Add(2*iv+time.Millisecond))
+	p.a.Answered("B", t0.Add(gap+2*iv), ack, t0.Add(gap+2*iv))
 	if !slices.Equal(p.wokeA, []string{"g2/a"}) {
 		t.Fatalf("woken on A: %v", p.wokeA)
 	}
