@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -67,20 +69,14 @@ func (h *Host) Drain(ctx context.Context) error {
 	defer wg.Wait()
 	tick := time.NewTicker(drainRetry)
 	defer tick.Stop()
-	unmovable := map[*Server]bool{}
-	for {
-		leading := h.leadingMembers()
-		for i := 0; i < len(leading); i++ {
-			if s := leading[i]; !hasPeerElsewhere(s) {
-				if !unmovable[s] {
-					unmovable[s] = true
-					h.log.Warn("drain: a group with no member on another host keeps its leader here",
-						zap.String("group", s.cfg.Group), zap.String("self", s.cfg.SelfID))
-				}
-				leading = append(leading[:i], leading[i+1:]...)
-				i--
-			}
+	for _, s := range h.leadingMembers() {
+		if !h.hasPeerElsewhere(s) {
+			h.log.Warn("drain: a group with no member on another host keeps its leader here",
+				zap.String("group", s.cfg.Group), zap.String("self", s.cfg.SelfID))
 		}
+	}
+	for {
+		leading := h.movableLeaders()
 		if len(leading) == 0 {
 			return nil
 		}
@@ -113,10 +109,8 @@ func (h *Host) Drain(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			var still []string
-			for _, s := range h.leadingMembers() {
-				if hasPeerElsewhere(s) {
-					still = append(still, s.cfg.Group+"/"+s.cfg.SelfID)
-				}
+			for _, s := range h.movableLeaders() {
+				still = append(still, s.cfg.Group+"/"+s.cfg.SelfID)
 			}
 			if len(still) == 0 {
 				return nil
@@ -160,19 +154,14 @@ func (h *Host) drainWake() {
 // hasPeerElsewhere reports whether s's group has a member on another host: one that could take
 // its leadership. A group whose members are all on this host (a one-member group, DLedger's
 // three members in one proxy) cannot be drained, and Drain does not wait for it.
-func hasPeerElsewhere(s *Server) bool {
-	self := ""
-	for _, p := range s.peers {
-		if p.ID == s.cfg.SelfID {
-			self = p.Addr
-		}
-	}
-	for _, p := range s.peers {
-		if p.Addr != self {
-			return true
-		}
-	}
-	return false
+func (h *Host) hasPeerElsewhere(s *Server) bool {
+	self := h.selfHost([]*Server{s})
+	return slices.ContainsFunc(s.peers, func(p memberstate.Peer) bool { return p.Addr != self })
+}
+
+// movableLeaders are the members of this host that lead a group Drain can move.
+func (h *Host) movableLeaders() []*Server {
+	return slices.DeleteFunc(h.leadingMembers(), func(s *Server) bool { return !h.hasPeerElsewhere(s) })
 }
 
 // leadingMembers are the running members of this host that lead.

@@ -65,6 +65,10 @@ type Host interface {
 	AddGroup(server.Config, ...server.Option) (*server.Server, error)
 	RemoveGroup(ctx context.Context, group, self string) error
 	Member(group, self string) *server.Server
+	// Drain hands over every group the host leads and keeps it from leading (POST /v1/drain);
+	// Undrain ends that (POST /v1/undrain).
+	Drain(ctx context.Context) error
+	Undrain()
 }
 
 // Daemon is one process's admin API, read-only listener and hooks, for every member attached

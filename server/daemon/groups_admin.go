@@ -156,16 +156,7 @@ func readEntry(r *http.Request, group, id string) (server.HostMember, error) {
 	return ms[0], nil
 }
 
-// drainer is h29balance's Host.Drain (issue 29): every group the host leads hands over.
-type drainer interface {
-	Drain(ctx context.Context) error
-}
-
-// drain serves POST /v1/drain.
-//
-// DRAIN: the place for the host's drain (server.Host.Drain, added beside the balancer). Until
-// the host has it, the route answers 501; once *server.Host has Drain, the type assertion
-// below picks it up with no other change.
+// drain serves POST /v1/drain: the host's Drain, bounded by the write timeout.
 func (d *Daemon) drain(w http.ResponseWriter, r *http.Request) {
 	if !d.authorized(w, r) {
 		return
@@ -174,27 +165,17 @@ func (d *Daemon) drain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	dr, ok := h.(drainer)
-	if !ok {
-		writeJSON(w, http.StatusNotImplemented, errorJSON{Error: "this build's host has no drain"})
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), d.cfg.WriteTimeout-time.Second)
 	defer cancel()
-	if err := dr.Drain(ctx); err != nil {
+	if err := h.Drain(ctx); err != nil {
 		writeJSON(w, http.StatusInternalServerError, errorJSON{Error: err.Error()})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"drained": true})
 }
 
-// undrainer is the host's Undrain, beside its Drain: the host may lead again.
-type undrainer interface {
-	Undrain()
-}
-
 // undrain serves POST /v1/undrain: a drained host takes leadership again (its peers' balancers
-// hand it its share back). 501 until the host has Undrain, as for drain.
+// hand it its share back).
 func (d *Daemon) undrain(w http.ResponseWriter, r *http.Request) {
 	if !d.authorized(w, r) {
 		return
@@ -203,11 +184,6 @@ func (d *Daemon) undrain(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u, ok := h.(undrainer)
-	if !ok {
-		writeJSON(w, http.StatusNotImplemented, errorJSON{Error: "this build's host has no drain"})
-		return
-	}
-	u.Undrain()
+	h.Undrain()
 	writeJSON(w, http.StatusOK, map[string]bool{"drained": false})
 }
