@@ -19,7 +19,7 @@ import (
 	"github.com/dledger-go/dledger/server/adminclient"
 )
 
-const groupsUsage = `usage: dledger groups <list|add|remove> --http ADDR [flags]
+const groupsUsage = `usage: dledger groups <list|add|remove|drain|undrain> --http ADDR [flags]
 
   list    the process's group members: dledger groups list --http ADDR [--group G] [--role LEADER] [-o json]
   add     add a member at run time: dledger groups add --http ADDR --group G --id ID --peers "n0-h:p;..." [--preferred-leader-ids ID]
