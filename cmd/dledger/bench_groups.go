@@ -12,13 +12,14 @@ import (
 
 // `dledger bench groups`: the flags are parsed here; the benchmark is harness.RunGroups.
 
-const benchGroupsUsage = `usage: dledger bench groups --groups N [--runs R] [--idle 10s] [--json] [flags]
+const benchGroupsUsage = `usage: dledger bench groups --groups N [--runs R] [--idle 10s] [--settle 5s] [--json] [flags]
 
 Runs three host processes on 127.0.0.1, each a member of every one of N groups (group g's
 members n0, n1, n2 on hosts 0, 1, 2), each started as 'dledger server --config FILE' with
 DLedger's proxy list (configs:). Per run, on fresh data dirs:
   cold start  all three hosts at once; per group, start -> its first leader
-  idle        every group stable, then --idle of nothing: CPU (/proc/<pid>/stat), RSS, fds
+  idle        every group stable and no role event logged for --settle, then --idle of
+              nothing: CPU (/proc/<pid>/stat), RSS, fds
   crash       kill -9 of the host leading the most groups; per group it led, kill -> a new leader
   rejoin      that host restarts; the leader balance --rejoin later
 Latencies are the hosts' own log events ("becomes leader", with group and term); the state
@@ -36,6 +37,7 @@ func runBenchGroups(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Groups, "groups", 100, "groups; every host is a member of each")
 	fs.IntVar(&o.Runs, "runs", 1, "runs, each on fresh hosts and data dirs")
 	fs.DurationVar(&o.Idle, "idle", 10*time.Second, "the idle window over which CPU is measured")
+	fs.DurationVar(&o.Settle, "settle", 5*time.Second, "the idle window starts once no host logged a role event for this long (the balancer's transfers are not idle)")
 	fs.DurationVar(&o.Rejoin, "rejoin", 10*time.Second, "how long after the killed host's restart the balance is taken")
 	fs.StringVar(&o.Profile, "profile", dledger.ProfileLAN, "the members' timing profile: lan or dledger")
 	fs.StringVar(&o.Binary, "binary", "", "the dledger executable to run as hosts (default: this executable)")

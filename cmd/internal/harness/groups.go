@@ -6,7 +6,8 @@ package harness
 //
 //	cold start   every host started at once on fresh data dirs; per group, start -> its first
 //	             EventBecomesLeader (the host's own log timestamp); cold_p50/p99/max_ms
-//	idle         every group stable (GET /v1/groups on every host), then --idle of nothing:
+//	idle         every group stable (GET /v1/groups on every host) and no role event logged
+//	             for --settle (the balancer has stopped moving leaders), then --idle of nothing:
 //	             CPU of the three processes from /proc/<pid>/stat over the window, RSS, fds,
 //	             threads, and groups whose term moved while idle
 //	balance      leaders per host at steady state: balance_max_dev_pct
@@ -50,6 +51,10 @@ type GroupsOptions struct {
 	Keep     bool
 	LogLevel string
 	Out      io.Writer
+	// Settle is how long no role event (a member becoming candidate or leader) must have been
+	// logged before the idle window starts: the balancer's transfers and the cold start's tail
+	// are not idle. 0: no wait beyond every group being stable.
+	Settle time.Duration
 
 	cfg      dledger.Config
 	resolved bool
@@ -65,8 +70,8 @@ func (o *GroupsOptions) Resolve() error {
 		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
 	case o.Idle < time.Second:
 		return fmt.Errorf("--idle %v: want at least 1s (the CPU counters tick every 10 ms)", o.Idle)
-	case o.Rejoin < 0 || o.Timeout < 0:
-		return errors.New("--rejoin and --timeout must not be negative")
+	case o.Rejoin < 0 || o.Timeout < 0 || o.Settle < 0:
+		return errors.New("--rejoin, --settle and --timeout must not be negative")
 	}
 	if err := checkLogLevel(o.LogLevel); err != nil {
 		return err
@@ -112,6 +117,10 @@ type GroupsReport struct {
 	RSSMiB          float64 // max over hosts
 	FDs, Threads    int     // max over hosts
 	IdleTermChanges int
+	// IdleSettle: ms from every group stable to the idle window's start (Settle with no role
+	// event); IdleRoleEvents: role events logged inside the window (0 if it was really idle).
+	IdleSettle     float64
+	IdleRoleEvents int
 
 	BalanceDev float64 // % at steady state
 	LedMin     int
@@ -132,7 +141,7 @@ func newGroupsReport(o GroupsOptions, hosts int) GroupsReport {
 	return GroupsReport{Groups: o.Groups, Hosts: hosts, Profile: o.Profile, ColdP50: n, ColdP99: n, ColdMax: n, ColdCPU: n, ColdAllStarted: n,
 		IdleCPUPct: n, IdleUsPerMember: n, RSSMiB: n, BalanceDev: n, CrashHost: -1, CrashP50: n, CrashP99: n, CrashMax: n,
 		RejoinStable: n, BalanceRejoinDev: n, FDs: -1, Threads: -1, IdleTermChanges: -1, OtherTermChanges: -1,
-		RejoinTermChange: -1, LedMin: -1, LedMax: -1}
+		RejoinTermChange: -1, LedMin: -1, LedMax: -1, IdleSettle: n, IdleRoleEvents: -1}
 }
 
 // fields are the summary's keys and values, in print order. Scripts parse the line: fields
@@ -150,6 +159,7 @@ func (r GroupsReport) fields() [][2]any {
 		{"crash_host", r.CrashHost}, {"crash_groups", r.CrashGroups}, {"crash_max_ms", r.CrashMax},
 		{"rejoin_stable_ms", r.RejoinStable}, {"rejoin_term_changes", r.RejoinTermChange},
 		{"cold_all_started_ms", r.ColdAllStarted},
+		{"idle_settle_ms", r.IdleSettle}, {"idle_role_events", r.IdleRoleEvents},
 	}
 }
 
@@ -437,6 +447,14 @@ func (g *groupsRun) idle(ctx context.Context) ([]GroupState, error) {
 	if len(started) >= g.o.Groups*groupsHosts {
 		g.rep.ColdAllStarted = Percentile(started, 100)
 	}
+	settled := time.Now()
+	if err := g.awaitQuiet(ctx); err != nil {
+		return nil, err
+	}
+	g.rep.IdleSettle = Ms(time.Since(settled))
+	g.logs.Poll()
+	seen := len(g.logs.Events)
+	g.progress("idle window of %v starts (%.0f ms after every group was stable)", g.o.Idle, g.rep.IdleSettle)
 	u0, err := g.usage()
 	if err != nil {
 		return nil, err
@@ -452,6 +470,8 @@ func (g *groupsRun) idle(ctx context.Context) ([]GroupState, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.logs.Poll()
+	g.rep.IdleRoleEvents = roleEvents(g.logs.Events[seen:])
 	var cpu time.Duration
 	var rss int64
 	fds, threads := 0, 0
@@ -471,9 +491,51 @@ func (g *groupsRun) idle(ctx context.Context) ([]GroupState, error) {
 	g.rep.BalanceDev = BalanceDevPct(led, g.o.Groups)
 	g.rep.LedMin, g.rep.LedMax = minMax(led)
 	g.progress("every member started %.1f ms after the first process start", g.rep.ColdAllStarted)
-	g.progress("idle %v: %.2f %% of one core (%.2f us per member-second), RSS max %.1f MiB, %d fds, %d threads; leaders per host %v; %d terms moved",
-		g.o.Idle, g.rep.IdleCPUPct, g.rep.IdleUsPerMember, g.rep.RSSMiB, fds, threads, led, g.rep.IdleTermChanges)
+	g.progress("idle %v (from %.0f ms after every group was stable, %v with no role event): %.2f %% of one core (%.2f us per member-second), RSS max %.1f MiB, %d fds, %d threads; leaders per host %v; %d terms moved, %d role events",
+		g.o.Idle, g.rep.IdleSettle, g.o.Settle, g.rep.IdleCPUPct, g.rep.IdleUsPerMember, g.rep.RSSMiB, fds, threads, led, g.rep.IdleTermChanges, g.rep.IdleRoleEvents)
 	return after, nil
+}
+
+// awaitQuiet waits until no host has logged a role event for o.Settle (the balancer's
+// transfers and the cold start's last elections are over), bounded by o.Timeout. It reads the
+// logs, not the admin API, so the wait itself costs the hosts nothing.
+func (g *groupsRun) awaitQuiet(ctx context.Context) error {
+	if g.o.Settle <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(g.o.Timeout)
+	for {
+		g.logs.Poll()
+		last := g.t0
+		for _, e := range g.logs.Events {
+			if e.Msg != dledger.EventMemberStarted && e.At.After(last) {
+				last = e.At
+			}
+		}
+		quietFor := time.Since(last)
+		if quietFor >= g.o.Settle {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %v without a role event within %v (bound: --timeout)", g.o.Settle, g.o.Timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(g.o.Settle - quietFor):
+		}
+	}
+}
+
+// roleEvents counts the events of evs that are a change of role (not a member's start).
+func roleEvents(evs []GroupEvent) int {
+	n := 0
+	for _, e := range evs {
+		if e.Msg != dledger.EventMemberStarted {
+			n++
+		}
+	}
+	return n
 }
 
 func minMax(xs []int) (int, int) {
