@@ -166,3 +166,42 @@ func TestHostHeartBeatServed(t *testing.T) {
 		t.Fatalf("connection not kept: %+v %v", resp, err)
 	}
 }
+
+// TestHostHeartBeatNotBehindGroupRequests: a host heartbeat has a worker of its own, so it
+// is answered while every worker is busy with the groups' requests (here: one worker held by a
+// vote that waits, as a vote waits for its fsync in a mass election). Behind them, a host's
+// liveness frames came late and the host flapped stale and fresh through a cold start.
+func TestHostHeartBeatNotBehindGroupRequests(t *testing.T) {
+	mux, hs := linkMux(t)
+	h := hs[[2]string{"g1", "a"}]
+	h.gate, h.gateOnly = make(chan struct{}), protocol.RequestVote
+	mux.SetHostHandler(func(req *protocol.HostHeartBeatRequest) *protocol.HostHeartBeatResponse {
+		return &protocol.HostHeartBeatResponse{Header: protocol.Header{Code: protocol.CodeSuccess}, Incarnation: 9, Seq: req.Seq}
+	})
+	s := startServer(t, mux, func(o *ServerOptions) { o.Workers = 1; o.Auth = Auth{Insecure: true} })
+	cl := newClient(t, map[string]string{linkHostB: s.Addr()}, func(o *ClientOptions) { o.Auth = Auth{Insecure: true, Host: linkHostA} })
+	voted := make(chan error, 2)
+	for range 2 { // one holds the only worker, one waits in the queue
+		cl.Caller(Timeouts{Call: 10 * time.Second}).SendVote(linkHostB, &protocol.VoteRequest{Header: protocol.Header{
+			Group: "g1", RemoteID: "a", LocalID: "n1", LeaderID: "n1", Term: 1}}, func(_ *protocol.VoteResponse, err error) { voted <- err })
+	}
+	for h.active.Load() == 0 {
+		time.Sleep(time.Millisecond) // the first vote is on the worker (polled: no event to wait for)
+	}
+	resp, err := callSync(t, func(done func(*protocol.HostHeartBeatResponse, error)) {
+		cl.Caller(Timeouts{Call: 5 * time.Second}).SendHostHeartBeat(linkHostB, &protocol.HostHeartBeatRequest{
+			Header: protocol.Header{LocalID: linkHostA, RemoteID: linkHostB}, Incarnation: 1, Seq: 3}, done)
+	})
+	if err != nil || resp.Code != protocol.CodeSuccess || resp.Seq != 3 {
+		t.Fatalf("host heartbeat while the worker is busy: %+v %v", resp, err)
+	}
+	if n := h.handled.Load(); n != 0 {
+		t.Fatalf("%d votes handled before the host heartbeat's answer: the worker was not held", n)
+	}
+	close(h.gate)
+	for range 2 {
+		if err := <-voted; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

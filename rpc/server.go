@@ -157,9 +157,13 @@ type Server struct {
 	maxBody, maxPlain int
 	accept            func(peerID string) bool
 
-	tasks    chan *task // from the event loops to the workers
-	taskPool sync.Pool
-	workers  sync.WaitGroup
+	tasks chan *task // from the event loops to the workers
+	// hostTasks: host heartbeats, from the event loops to a worker of their own, so that a
+	// backlog of group requests (a mass election's votes waiting for their fsyncs) does not
+	// delay the liveness frames that say the host is alive (docs/protocol.md 12.1).
+	hostTasks chan *task
+	taskPool  sync.Pool
+	workers   sync.WaitGroup
 
 	started  atomic.Bool
 	stopped  atomic.Bool
@@ -217,12 +221,13 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		// Sized so that every connection can have all its requests queued at once (up to
 		// maxTaskQueue): a full queue then means a burst of reconnecting peers, and the
 		// request is dropped.
-		tasks:    make(chan *task, min(opts.MaxConns*opts.MaxInflightPerConn, maxTaskQueue)),
-		booted:   make(chan struct{}),
-		lnFD:     -1,
-		runDone:  make(chan struct{}),
-		stopDone: make(chan struct{}),
-		perIP:    make(map[netip.Addr]int),
+		tasks:     make(chan *task, min(opts.MaxConns*opts.MaxInflightPerConn, maxTaskQueue)),
+		hostTasks: make(chan *task, hostTaskQueue),
+		booted:    make(chan struct{}),
+		lnFD:      -1,
+		runDone:   make(chan struct{}),
+		stopDone:  make(chan struct{}),
+		perIP:     make(map[netip.Addr]int),
 	}
 	s.maxBody, s.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())
 	s.accept = func(id string) bool { return members[id] }
@@ -240,6 +245,8 @@ func (s *Server) Start() error {
 		s.workers.Add(1)
 		go s.work()
 	}
+	s.workers.Add(1)
+	go s.workHost()
 	// gnet.Run blocks for the server's lifetime, so it runs in its own goroutine. It binds the
 	// listener before calling OnBoot, so either OnBoot runs (listening) or Run returns the
 	// bind error; we wait for whichever comes first.
@@ -257,6 +264,7 @@ func (s *Server) Start() error {
 	case <-s.runDone:
 		s.stopped.Store(true)
 		close(s.tasks)
+		close(s.hostTasks)
 		s.workers.Wait()
 		close(s.stopDone)
 		if s.runErr == nil {
@@ -340,5 +348,6 @@ func (s *Server) shutdown() {
 	cancel()
 	<-stopErr
 	close(s.tasks) // the event loops, the only senders, have exited
+	close(s.hostTasks)
 	s.workers.Wait()
 }

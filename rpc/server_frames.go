@@ -151,8 +151,12 @@ func (s *Server) dispatch(sc *serverConn, t *task) gnet.Action {
 	}
 	t.conn = sc
 	sc.inflight.Add(1)
+	q := s.tasks
+	if t.code == protocol.RequestHostHeartBeat {
+		q = s.hostTasks // not behind the groups' requests (server_work.go)
+	}
 	select {
-	case s.tasks <- t:
+	case q <- t:
 	default:
 		s.obs.rpcError(t.code, ReasonOverloaded, sc.remote)
 		s.release(t)

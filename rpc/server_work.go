@@ -21,6 +21,18 @@ func (s *Server) work() {
 	}
 }
 
+// workHost runs host heartbeats until Stop closes their queue: one goroutine, since a host
+// heartbeat's handler only takes the liveness table's lock.
+func (s *Server) workHost() {
+	defer s.workers.Done()
+	for t := range s.hostTasks {
+		s.serve(t)
+	}
+}
+
+// hostTaskQueue bounds the host heartbeats waiting for workHost: a few per peer host.
+const hostTaskQueue = 1024
+
 // serve runs one request through its entry in the method table (method.go), which sends the
 // answer and releases the task.
 func (s *Server) serve(t *task) {
