@@ -62,6 +62,10 @@ type Options struct {
 	// Liveness is the host's liveness table's view for this member (docs/protocol.md 12): nil
 	// for a member with a process of its own, which heartbeats every follower every interval.
 	Liveness HostLiveness
+	// SpreadStartup rotates the start-up order by a hash of the group's name (spread.go), so
+	// that on hosts carrying many groups the first candidates spread over the hosts. Every
+	// member of a group must set it alike (a host sets it with Liveness).
+	SpreadStartup bool
 }
 
 // RoleEvent is one role change (docs/protocol.md section 8): the term as adopted (the fencing
@@ -165,6 +169,7 @@ type Elector struct {
 	// member's epoch, and as a follower the leader's epoch at its last explicit heartbeat.
 	live HostLiveness
 	quietState
+	spread bool // Options.SpreadStartup (spread.go)
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -232,6 +237,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		peerstring: memberstate.FormatPeers(ms.Peers()),
 		notify:     make(chan struct{}, 1),
 		live:       opt.Liveness,
+		spread:     opt.SpreadStartup,
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}

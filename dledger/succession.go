@@ -163,16 +163,19 @@ func (e *Elector) startupRank() int {
 	if k := slices.Index(e.cfg.PreferredLeaderIDs, self); k >= 0 {
 		return k
 	}
-	rank := len(e.cfg.PreferredLeaderIDs)
+	first, pos, n := len(e.cfg.PreferredLeaderIDs), -1, 0
 	for _, p := range e.ms.Peers() {
 		if p.ID == self {
-			return rank
+			pos = n
 		}
 		if !slices.Contains(e.cfg.PreferredLeaderIDs, p.ID) {
-			rank++
+			n++
 		}
 	}
-	return rank
+	if pos < 0 {
+		return first + n
+	}
+	return first + e.spreadRank(pos, n) // spread.go: pos unless Options.SpreadStartup
 }
 
 // startingUp: this elector has known no leader since it started, less than one detection

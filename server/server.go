@@ -237,13 +237,15 @@ func New(config Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store}
+	live := hostLiveness(o.host, cfg.Group, cfg.SelfID) // nil but on a host with links
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
 		Transport: s.client, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
 		// reports before Start, so it never abstains in practice).
 		LedgerFromStorage: cfg.Ledger != LedgerNone,
-		Liveness:          hostLiveness(o.host, cfg.Group, cfg.SelfID), // nil but on a host with links
+		Liveness:          live,
+		SpreadStartup:     live != nil, // hosts spread their groups' first candidates (dledger/spread.go)
 	})
 	if err != nil {
 		s.client.Close()

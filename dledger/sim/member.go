@@ -89,7 +89,7 @@ func (s *sim) startMember(m *member) error {
 		live = s.hr.liveFor(s, m)
 	}
 	e, err := dledger.New(s.cfg, who, s.electorOptions(dledger.Options{Clock: vclock{s}, Rand: rnd, Transport: ep,
-		LedgerFromStorage: s.sidecar || s.harness.fromStorage(), Liveness: live}, ep))
+		LedgerFromStorage: s.sidecar || s.harness.fromStorage(), Liveness: live, SpreadStartup: live != nil}, ep))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}
