@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -45,6 +46,13 @@ var (
 	// current when it next plans: a host that overshot on a stale count would otherwise hand
 	// groups straight back, paying a term each way.
 	balanceCooldown = 2 * time.Second
+	// balanceQuietPeriods: the slow wake-up plans only this many periods after the last
+	// change it could see (a role event of a member here, a peer host turning fresh, stale or
+	// restarting), or while a transfer runs or waits to be retried. A plan reads every
+	// member's status, so planning every period forever was per-group work while idle
+	// (issue 29's rule: none); the periods after a change are for what shows in the leaders'
+	// statuses only a little later (a restarted host's members answering heartbeats).
+	balanceQuietPeriods = 3
 )
 
 // balancer is the host's balancer state; its fields are the loop's own but for wake.
@@ -55,7 +63,13 @@ type balancer struct {
 
 	// The pacing, from the variables above when the host was made.
 	period, settle, retry, cooldown time.Duration
-	inFlightMax                     int
+	inFlightMax, quietPeriods       int
+
+	// gen counts the changes the balancer could see (role events, peer hosts' freshness);
+	// seen is the gen of the last period, quiet the periods since it last moved (the loop's).
+	gen   atomic.Uint64
+	seen  uint64
+	quiet int
 
 	mu       sync.Mutex
 	inFlight map[string]string     // group -> host it is being handed to
@@ -71,7 +85,7 @@ type moveKey struct{ group, to string }
 func newBalancer() *balancer {
 	return &balancer{wake: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
 		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, cooldown: balanceCooldown,
-		inFlightMax: balanceInFlight, leading: map[string]time.Time{}}
+		inFlightMax: balanceInFlight, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{}}
 }
 
 // initBalance makes the host's balancer (unless HostConfig.NoBalance) and Drain's wake-up.
@@ -79,6 +93,9 @@ func (h *Host) initBalance() {
 	h.drainCh = make(chan struct{}, 1)
 	if !h.cfg.NoBalance {
 		h.bal = newBalancer()
+		if h.live != nil {
+			h.live.onHost = h.bal.hostChanged
+		}
 	}
 }
 
@@ -114,6 +131,7 @@ func (h *Host) roleEvents() {
 	if h.bal == nil {
 		return
 	}
+	h.bal.gen.Add(1)
 	select {
 	case h.bal.wake <- struct{}{}:
 	default:
@@ -133,6 +151,9 @@ func (h *Host) runBalancer(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if !b.periodDue() {
+				continue
+			}
 		case <-b.wake:
 			select { // settle: a burst of events is one plan
 			case <-ctx.Done():
@@ -146,6 +167,29 @@ func (h *Host) runBalancer(ctx context.Context) {
 		}
 		h.balanceOnce(ctx)
 	}
+}
+
+// hostChanged is the liveness table's HostChanged: a peer host turned fresh or stale or
+// restarted. The leaders' views of its members change in the heartbeats that follow, so the
+// next periods plan again (periodDue).
+func (b *balancer) hostChanged() {
+	if b != nil {
+		b.gen.Add(1)
+	}
+}
+
+// periodDue says whether the slow wake-up should plan: within quietPeriods of the last
+// change, or while a transfer is in flight or waits to be retried. The loop's own.
+func (b *balancer) periodDue() bool {
+	if g := b.gen.Load(); g != b.seen {
+		b.seen, b.quiet = g, 0
+		return true
+	}
+	b.quiet++
+	b.mu.Lock()
+	busy := len(b.inFlight) > 0 || len(b.failed) > 0
+	b.mu.Unlock()
+	return busy || b.quiet <= b.quietPeriods
 }
 
 // balanceOnce plans and starts the transfers of one round.

@@ -455,3 +455,44 @@ func TestHostBalanceLeavesPreferredLeadersAlone(t *testing.T) {
 		}
 	}
 }
+
+// The balancer's slow wake-up plans only for a few periods after the last change it could
+// see, and while transfers are in flight or wait to be retried: an idle host's balancer
+// reads no member's status (issue 29: no per-group work while idle).
+func TestBalancerPeriodsOnlyAfterAChange(t *testing.T) {
+	b := newBalancer()
+	b.quietPeriods = 3
+	due := func() (n int) {
+		for range 10 {
+			if b.periodDue() {
+				n++
+			}
+		}
+		return n
+	}
+	if n := due(); n != 3 {
+		t.Fatalf("from start: %d of 10 periods planned, want 3", n)
+	}
+	b.gen.Add(1) // a role event
+	if n := due(); n != 4 {
+		t.Fatalf("after a change: %d of 10 periods planned, want 4 (the change's and 3 more)", n)
+	}
+	b.hostChanged()
+	b.hostChanged()
+	if n := due(); n != 4 {
+		t.Fatalf("after a host changed: %d of 10 periods planned, want 4", n)
+	}
+	b.mu.Lock()
+	b.inFlight["g"] = "h"
+	b.mu.Unlock()
+	if n := due(); n != 10 {
+		t.Fatalf("with a transfer in flight: %d of 10 periods planned, want all", n)
+	}
+	b.mu.Lock()
+	delete(b.inFlight, "g")
+	b.failed[moveKey{"g", "n1"}] = time.Now()
+	b.mu.Unlock()
+	if n := due(); n != 10 {
+		t.Fatalf("with a transfer to retry: %d of 10 periods planned, want all", n)
+	}
+}

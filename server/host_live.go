@@ -35,6 +35,9 @@ type hostLive struct {
 	// their counters in the host's metrics (nil: none).
 	sent, answered, received atomic.Uint64
 	counters                 *prometheus.CounterVec
+	// onHost is called when a peer host turns fresh or stale or restarts (the balancer's
+	// wake, set before the host starts).
+	onHost func()
 }
 
 func (l *hostLive) count(n *atomic.Uint64, event string) {
@@ -52,6 +55,13 @@ func newHostLive(self string, interval time.Duration, links *hostLinks, log *zap
 			select {
 			case l.kick <- struct{}{}:
 			default:
+			}
+		},
+		MaxChanges: protocol.MaxHostChanges, MaxChangeBytes: frameBudget, // one host heartbeat each
+		HostChanged: func(host string) {
+			l.log.Info("peer host turned fresh, stale or restarted", zap.String("host", host))
+			if f := l.onHost; f != nil {
+				f()
 			}
 		}})
 	if err != nil {
@@ -113,7 +123,9 @@ func (l *hostLive) run(ctx context.Context) {
 // a change costs its names and about 20 bytes of keys and integers.
 const frameBudget = 32 << 10
 
-func changeCost(group, member string) int { return len(group) + len(member) + 20 }
+func changeCost(group, member string) int {
+	return liveness.ChangeCost(liveness.Change{Group: group, Member: member})
+}
 
 // split cuts changes into parts that each fit one host heartbeat (MaxHostChanges, and
 // frameBudget bytes); at least one part, possibly empty.
@@ -156,12 +168,15 @@ func (l *hostLive) send(out liveness.Outgoing, sentAt time.Time) {
 	for i, c := range out.Frame.Changes {
 		changes[i] = protocol.HostChange(c)
 	}
-	parts := split(changes)
+	parts := split(changes) // one part: the table bounds a frame to what fits one heartbeat
 	agg := &frameAnswer{l: l, to: out.To, sentAt: sentAt, left: len(parts), ack: liveness.Ack{Seq: out.Frame.Seq}}
 	caller := cl.Caller(rpc.Timeouts{})
 	for _, part := range parts {
 		req := &protocol.HostHeartBeatRequest{Header: protocol.Header{LocalID: l.links.self, RemoteID: out.To},
 			Incarnation: out.Frame.Incarnation, Seq: out.Frame.Seq, Changes: part}
+		if len(parts) == 1 {
+			req.Upto = out.Frame.Upto // a part must not claim the changes of the others
+		}
 		l.count(&l.sent, "sent")
 		caller.SendHostHeartBeat(out.To, req, agg.part)
 	}
@@ -188,6 +203,7 @@ func (a *frameAnswer) part(r *protocol.HostHeartBeatResponse, err error) {
 		a.refuse = true // withheld (its changes would not fit) or not understood: no acknowledgement
 	default:
 		a.ack.Incarnation = r.Incarnation
+		a.ack.Upto = max(a.ack.Upto, r.Upto)
 		for _, c := range r.Changes {
 			a.ack.Changes = append(a.ack.Changes, liveness.Change(c))
 		}
@@ -213,7 +229,7 @@ func (a *frameAnswer) part(r *protocol.HostHeartBeatResponse, err error) {
 // received answers a host heartbeat from another host (the Mux's host handler). Its
 // LocalID is the sending host, authenticated on a host link (rpc checks it).
 func (l *hostLive) answer(req *protocol.HostHeartBeatRequest) *protocol.HostHeartBeatResponse {
-	f := liveness.Frame{Incarnation: req.Incarnation, Seq: req.Seq, Changes: make([]liveness.Change, len(req.Changes))}
+	f := liveness.Frame{Incarnation: req.Incarnation, Seq: req.Seq, Changes: make([]liveness.Change, len(req.Changes)), Upto: req.Upto}
 	for i, c := range req.Changes {
 		f.Changes[i] = liveness.Change(c)
 	}
@@ -225,7 +241,7 @@ func (l *hostLive) answer(req *protocol.HostHeartBeatRequest) *protocol.HostHear
 		return &protocol.HostHeartBeatResponse{Header: protocol.Header{Code: protocol.CodeInconsistentState}}
 	}
 	resp := &protocol.HostHeartBeatResponse{Header: protocol.Header{LocalID: l.links.self, RemoteID: req.LocalID, Code: protocol.CodeSuccess},
-		Incarnation: ack.Incarnation, Seq: ack.Seq, Changes: make([]protocol.HostChange, len(ack.Changes))}
+		Incarnation: ack.Incarnation, Seq: ack.Seq, Changes: make([]protocol.HostChange, len(ack.Changes)), Upto: ack.Upto}
 	for i, c := range ack.Changes {
 		resp.Changes[i] = protocol.HostChange(c)
 	}

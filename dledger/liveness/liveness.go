@@ -50,6 +50,14 @@ type Config struct {
 	// Kick, if set, is called when NextDue may have moved earlier (a change waits to be sent).
 	// It may run under an elector's lock: it must only schedule a call of Due.
 	Kick func()
+	// MaxChanges and MaxChangeBytes, if positive, bound one frame's changes: at most
+	// MaxChanges of them, costing at most MaxChangeBytes by ChangeCost. The oldest changes go
+	// first; the rest wait for the next frame, due MinGap later.
+	MaxChanges, MaxChangeBytes int
+	// HostChanged, if set, is called (without the table's lock, like a wake) when a peer host
+	// turns fresh or stale or restarts: what a host-wide consumer of the members' views (the
+	// leader balancer) cannot learn from their role events. It must only schedule.
+	HostChanged func(host string)
 }
 
 // Change is one change of a member of the sending host: its epoch after the change.
@@ -59,20 +67,34 @@ type Change struct {
 	Epoch  uint64 `msgpack:"e"`
 }
 
+// ChangeCost is what a change costs of a frame's MaxChangeBytes: its names and about 20 bytes
+// of keys and integers.
+func ChangeCost(c Change) int { return len(c.Group) + len(c.Member) + 20 }
+
 // Frame is what a host sends a peer host every Interval, or at once when changes wait.
+// Upto says that every change of the sender for this peer host with an epoch up to it is in
+// this frame or was acknowledged (the changes are sent oldest first); 0 in a frame of a
+// version before it, whose ack must then carry the answering host's changes (Ack).
 type Frame struct {
 	Incarnation uint64   `msgpack:"inc"`
 	Seq         uint64   `msgpack:"seq"`
 	Changes     []Change `msgpack:"changes,omitempty"`
+	Upto        uint64   `msgpack:"upto,omitempty"`
 }
 
-// Ack answers a Frame. It echoes the frame's Seq, names the answering host's incarnation, and
-// carries the answering host's own changes not yet acknowledged by the asker, so that when the
-// asker records "acknowledged", it also knows every change the answering host had made by then.
+// Ack answers a Frame. It echoes the frame's Seq and names the answering host's incarnation.
+// The asker may record "acknowledged" only once it knows every change the answering host had
+// made by then: an ack carries Upto, the answering host's last epoch when it answered, and
+// the asker records the acknowledgement once the answering host's own frames have brought it
+// every change up to Upto (their Upto), which is at once when nothing changed meanwhile. A
+// frame without Upto (a version before it) is answered the old way: Upto 0 and the answering
+// host's changes not yet acknowledged in the ack itself, every one of them each time (what
+// made a mass election quadratic: docs/protocol.md 12.1).
 type Ack struct {
 	Incarnation uint64   `msgpack:"inc"`
 	Seq         uint64   `msgpack:"seq"`
 	Changes     []Change `msgpack:"changes,omitempty"`
+	Upto        uint64   `msgpack:"upto,omitempty"`
 }
 
 // Outgoing is a frame to send to host To. The driver keeps the time Due was called with (the
@@ -117,7 +139,22 @@ type host struct {
 	unsent       bool      // some pending change has not been sent yet
 	pending      map[key]pending
 	remotes      map[key]*remote
+	// complete: every change of this host for us up to this epoch has arrived (its frames'
+	// Upto, this incarnation); waiting: its acks whose Upto is above complete, newest last,
+	// recorded as acknowledged once complete reaches them.
+	complete uint64
+	waiting  []waitingAck
 }
+
+// waitingAck is an ack recorded once its host's changes up to upto have arrived.
+type waitingAck struct {
+	sentAt time.Time
+	upto   uint64
+}
+
+// maxWaiting bounds a host's waiting acks; the oldest is dropped (a newer one acknowledges
+// a later send time anyway).
+const maxWaiting = 8
 
 // local is a member of a group on this host.
 type local struct {
@@ -253,8 +290,8 @@ func (t *Table) Due(now time.Time) []Outgoing {
 		}
 		h.seq++
 		h.lastSent = now
-		f := Frame{Incarnation: t.cfg.Incarnation, Seq: h.seq, Changes: h.changes(h.seq)}
-		h.unsent = false
+		f := Frame{Incarnation: t.cfg.Incarnation, Seq: h.seq}
+		f.Changes, f.Upto, h.unsent = h.frameChanges(h.seq, t.epoch, t.cfg.MaxChanges, t.cfg.MaxChangeBytes)
 		h.nextSend = now.Add(t.cfg.Interval)
 		out = append(out, Outgoing{To: id, Frame: f})
 	}
@@ -284,6 +321,43 @@ func (h *host) changes(seq uint64) []Change {
 		return strings.Compare(a.Member, b.Member)
 	})
 	return out
+}
+
+// frameChanges lists h's pending changes for frame seq, oldest epoch first, within the
+// bounds (0: none), and marks them as sent in it. upto is the frame's Upto: last (the table's
+// last epoch) if every pending change fits, else just below the first that does not. more
+// says some pending change is left unsent.
+func (h *host) frameChanges(seq, last uint64, maxN, maxBytes int) (out []Change, upto uint64, more bool) {
+	if len(h.pending) == 0 {
+		return nil, last, false
+	}
+	all := make([]Change, 0, len(h.pending))
+	for k, p := range h.pending {
+		all = append(all, Change{Group: k.group, Member: k.member, Epoch: p.epoch})
+	}
+	slices.SortFunc(all, func(a, b Change) int { return cmpUint(a.Epoch, b.Epoch) })
+	upto, cost := last, 0
+	for i, c := range all {
+		cost += ChangeCost(c)
+		if (maxN > 0 && i == maxN) || (maxBytes > 0 && cost > maxBytes && i > 0) {
+			upto, more, all = c.Epoch-1, true, all[:i]
+			break
+		}
+	}
+	for _, c := range all {
+		h.pending[key{c.Group, c.Member}] = pending{epoch: c.Epoch, seq: seq}
+	}
+	return all, upto, more
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // NextDue is when Due next has something to do: a frame to send, or a peer host that turns
@@ -335,7 +409,18 @@ func (t *Table) checkStale(now time.Time) []func() {
 		if stale && !h.stale {
 			wakes = t.wakeHost(wakes, id)
 		}
+		if stale != h.stale {
+			wakes = t.hostChanged(wakes, id)
+		}
 		h.stale = stale
+	}
+	return wakes
+}
+
+// hostChanged appends Config.HostChanged for host id to wakes, if set.
+func (t *Table) hostChanged(wakes []func(), id string) []func() {
+	if f := t.cfg.HostChanged; f != nil {
+		wakes = append(wakes, func() { f(id) })
 	}
 	return wakes
 }
@@ -384,7 +469,15 @@ func (t *Table) Received(from string, f Frame, now time.Time) Ack {
 		return ack
 	}
 	wakes := t.hear(h, f.Incarnation, f.Changes, now)
-	ack.Changes = h.changes(0)
+	if f.Upto == 0 {
+		ack.Changes = h.changes(0) // an asker of a version before Upto
+	} else {
+		ack.Upto = t.epoch
+		if f.Incarnation == h.inc && f.Upto > h.complete {
+			h.complete = f.Upto
+			h.resolve()
+		}
+	}
 	wakes = append(wakes, t.checkStale(now)...)
 	t.mu.Unlock()
 	run(wakes)
@@ -401,8 +494,8 @@ func (t *Table) Answered(to string, sentAt time.Time, a Ack, now time.Time) {
 	}
 	wakes := t.hear(h, a.Incarnation, a.Changes, now)
 	if h.inc == a.Incarnation {
-		if sentAt.After(h.acked) && !sentAt.After(now) {
-			h.acked = sentAt
+		if !sentAt.After(now) {
+			h.acknowledged(sentAt, a.Upto)
 		}
 		for k, p := range h.pending {
 			if p.seq != 0 && p.seq <= a.Seq {
@@ -415,6 +508,35 @@ func (t *Table) Answered(to string, sentAt time.Time, a Ack, now time.Time) {
 	run(wakes)
 }
 
+// acknowledged records the ack of the frame sent at sentAt whose Upto is upto (0: an ack of
+// a version before Upto, which carried the host's changes itself): now, if every change of
+// the host up to upto has arrived, else once it has (resolve).
+func (h *host) acknowledged(sentAt time.Time, upto uint64) {
+	if upto <= h.complete {
+		if sentAt.After(h.acked) {
+			h.acked = sentAt
+		}
+		return
+	}
+	if len(h.waiting) == maxWaiting {
+		h.waiting = append(h.waiting[:0], h.waiting[1:]...)
+	}
+	h.waiting = append(h.waiting, waitingAck{sentAt: sentAt, upto: upto})
+}
+
+// resolve records the waiting acks that complete now covers.
+func (h *host) resolve() {
+	kept := h.waiting[:0]
+	for _, w := range h.waiting {
+		if w.upto > h.complete {
+			kept = append(kept, w)
+		} else if w.sentAt.After(h.acked) {
+			h.acked = w.sentAt
+		}
+	}
+	h.waiting = kept
+}
+
 // hear is what a frame and an ack share: the incarnation check, the changes, and the heard
 // time. It returns the wakes to run.
 func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []func() {
@@ -425,10 +547,12 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 	case inc > h.inc:
 		if h.inc != 0 && !h.stale {
 			wakes = t.wakeHost(wakes, h.id)
+			wakes = t.hostChanged(wakes, h.id)
 		}
 		h.stale = true // woken now, if it was fresh: not again when checkStale sees it stale
 		h.inc, h.since = inc, now
 		h.heard, h.acked = time.Time{}, time.Time{}
+		h.complete, h.waiting = 0, nil
 		clear(h.remotes)
 		for k, p := range h.pending { // the new run has heard none of them
 			h.pending[k] = pending{epoch: p.epoch}

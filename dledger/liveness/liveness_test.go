@@ -254,17 +254,83 @@ func TestChangesResentUntilAckedAndPiggybacked(t *testing.T) {
 	if len(out) != 1 || len(out[0].Frame.Changes) != 0 {
 		t.Fatalf("an acknowledged change was resent: %+v", out)
 	}
-	// B's member changes; B's ack to A's next frame carries it before B's own frame goes.
+	// B's member changes. B's ack to A's next frame carries no change but B's last epoch
+	// (Upto): A records that acknowledgement only once B's own frame has brought the change,
+	// so that an acknowledgement at t still means A knew every change B had made by t.
 	eb := p.b.For("g2", "b").Changed()
 	p.wokeA = nil
-	ack = p.b.Received("A", out[0].Frame, t0.Add(gap+2*iv))
-	if len(ack.Changes) != 1 || ack.Changes[0] != (Change{"g2", "b", eb}) {
-		t.Fatalf("ack %+v does not carry B's pending change", ack)
+	sent := t0.Add(gap + 2*iv)
+	before := p.a.hosts["B"].acked
+	ack = p.b.Received("A", out[0].Frame, sent)
+	if len(ack.Changes) != 0 || ack.Upto != eb {
+		t.Fatalf("ack %+v: want no change and Upto %d", ack, eb)
 	}
-	p.a.Answered("B", t0.Add(gap+2*iv), ack, t0.Add(gap+2*iv))
+	p.a.Answered("B", sent, ack, sent)
+	if got := p.a.hosts["B"].acked; !got.Equal(before) || len(p.wokeA) != 0 {
+		t.Fatalf("acknowledged at %v (woken %v) before B's change arrived", got.Sub(t0), p.wokeA)
+	}
+	exchange(p.b, p.a, "B", sent.Add(gap))
 	if !slices.Equal(p.wokeA, []string{"g2/a"}) {
 		t.Fatalf("woken on A: %v", p.wokeA)
 	}
+	if got := p.a.hosts["B"].acked; !got.Equal(sent) {
+		t.Fatalf("after B's frame, acknowledged at %v, want the waiting ack's %v", got.Sub(t0), sent.Sub(t0))
+	}
+	// A frame of a version before Upto (Upto 0) is answered the old way: the ack carries the
+	// answering host's changes not yet acknowledged.
+	eb2 := p.b.For("g1", "b").Changed()
+	ack = p.b.Received("A", Frame{Incarnation: 1, Seq: 99}, sent.Add(2*gap))
+	if ack.Upto != 0 || len(ack.Changes) != 1 || ack.Changes[0] != (Change{"g1", "b", eb2}) {
+		t.Fatalf("ack to an old frame %+v: want B's pending change in it", ack)
+	}
+}
+
+// A frame carries at most MaxChanges changes, oldest first, and its Upto stops below the
+// first left out: the receiver must not take the frame as bringing the ones after it.
+func TestFrameBoundedOldestFirst(t *testing.T) {
+	a, err := New(Config{Self: "A", Incarnation: 1, Interval: iv, MaxChanges: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]string{"a": "A", "b": "B"}
+	var eps []uint64
+	for _, g := range []string{"g1", "g2", "g3"} {
+		if err := a.AddMember(g, "a", hosts, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Received("B", Frame{Incarnation: 7, Seq: 1, Upto: 1}, t0) // B's incarnation is known
+	for _, g := range []string{"g3", "g1", "g2"} {
+		eps = append(eps, a.For(g, "a").Changed())
+	}
+	out := a.Due(t0)
+	if len(out) != 1 {
+		t.Fatalf("%d frames", len(out))
+	}
+	f := out[0].Frame
+	if len(f.Changes) != 2 || f.Changes[0] != (Change{"g3", "a", eps[0]}) || f.Changes[1] != (Change{"g1", "a", eps[1]}) || f.Upto != eps[2]-1 {
+		t.Fatalf("frame %+v: want the two oldest changes and Upto %d", f, eps[2]-1)
+	}
+	if next := a.NextDue(t0); next.After(t0.Add(gap)) {
+		t.Fatalf("the change left out waits until %v, want MinGap", next.Sub(t0))
+	}
+	f = frame0(a.Due(t0.Add(gap)))
+	if len(f.Changes) != 2 || f.Changes[0].Epoch != eps[0] || f.Upto != eps[2]-1 {
+		t.Fatalf("next frame %+v: want the two oldest again (not acknowledged), Upto %d", f, eps[2]-1)
+	}
+	a.Answered("B", t0.Add(gap), Ack{Incarnation: 7, Seq: f.Seq, Upto: 1}, t0.Add(gap))
+	f = frame0(a.Due(t0.Add(2 * gap)))
+	if len(f.Changes) != 1 || f.Changes[0] != (Change{"g2", "a", eps[2]}) || f.Upto != eps[2] {
+		t.Fatalf("frame after the ack %+v: want the last change, Upto %d", f, eps[2])
+	}
+}
+
+// frame0 is the first outgoing frame, or a zero one.
+func frame0(o []Outgoing) Frame {
+	if len(o) == 0 {
+		return Frame{}
+	}
+	return o[0].Frame
 }
 
 // Changes for members the receiver does not place on the sending host, or for groups it does
@@ -343,5 +409,49 @@ func TestRemoveMemberAndStall(t *testing.T) {
 	q.a.NextDue(late)
 	if got := m.StalledAt(late.Add(time.Millisecond)); !got.Equal(late) {
 		t.Fatalf("StalledAt = %v, want the late Due (%v)", got, late)
+	}
+}
+
+// HostChanged reports every edge of a peer host's freshness (fresh, stale, fresh again, a
+// restart), once per edge, and nothing while it stays as it was: the balancer's wake for what
+// no role event says.
+func TestHostChangedOnEveryEdge(t *testing.T) {
+	var changed []string
+	b, err := New(Config{Self: "B", Incarnation: 1, Interval: iv, HostChanged: func(h string) { changed = append(changed, h) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := New(Config{Self: "A", Incarnation: 1, Interval: iv})
+	hosts := map[string]string{"a": "A", "b": "B"}
+	if err := a.AddMember("g1", "a", hosts, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AddMember("g1", "b", hosts, nil); err != nil {
+		t.Fatal(err)
+	}
+	both := func(a, b *Table, now time.Time) {
+		exchange(a, b, "A", now)
+		exchange(b, a, "B", now)
+	}
+	both(a, b, t0)
+	if !slices.Equal(changed, []string{"A"}) {
+		t.Fatalf("after the first exchange: %v, want [A] (fresh)", changed)
+	}
+	both(a, b, t0.Add(iv))
+	if len(changed) != 1 {
+		t.Fatalf("still fresh, reported again: %v", changed)
+	}
+	b.Failed("A", t0.Add(iv))
+	if !slices.Equal(changed, []string{"A", "A"}) {
+		t.Fatalf("after a failed link: %v, want a second edge (stale)", changed)
+	}
+	both(a, b, t0.Add(2*iv))
+	a2, _ := New(Config{Self: "A", Incarnation: 2, Interval: iv})
+	if err := a2.AddMember("g1", "a", hosts, nil); err != nil {
+		t.Fatal(err)
+	}
+	exchange(a2, b, "A", t0.Add(3*iv))
+	if len(changed) != 4 {
+		t.Fatalf("fresh again, then a restart: %v, want 4 edges", changed)
 	}
 }

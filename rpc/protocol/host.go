@@ -29,14 +29,21 @@ type HostHeartBeatRequest struct {
 	Incarnation uint64       `msgpack:"inc"`
 	Seq         uint64       `msgpack:"seq"`
 	Changes     []HostChange `msgpack:"changes"`
+	// Upto (issue 29, liveness.Frame.Upto): every change of the sender for the receiver up to
+	// this epoch is in this frame or was acknowledged. 0 from a version before it.
+	Upto uint64 `msgpack:"upto,omitempty"`
 }
 
 // HostHeartBeatResponse is the answer (liveness.Ack): Code SUCCESS, the answering host's
-// incarnation, the frame's Seq, and the answering host's own changes not yet acknowledged.
+// incarnation, the frame's Seq, and either Upto (the answering host's last epoch, for a frame
+// with Upto) or, to a frame without it, the answering host's own changes not yet acknowledged.
 // UNSUPPORTED from a member without host links; UNKNOWN_GROUP-style refusals do not apply.
 type HostHeartBeatResponse struct {
 	Header      `msgpack:",inline"`
 	Incarnation uint64       `msgpack:"inc"`
 	Seq         uint64       `msgpack:"seq"`
 	Changes     []HostChange `msgpack:"changes"`
+	// Upto (issue 29, liveness.Ack.Upto): the answering host's last epoch; 0 from a version
+	// before it, or to a frame without Upto.
+	Upto uint64 `msgpack:"upto,omitempty"`
 }
