@@ -176,6 +176,9 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		return nil, err
 	}
 	h.initBalance() // host_balance.go
+	if h.live != nil {
+		h.live.wake = h.maint.Wake // the table's wakes never wait for a member's lock
+	}
 	return h, nil
 }
 

@@ -38,6 +38,10 @@ type hostLive struct {
 	// onHost is called when a peer host turns fresh or stale or restarts (the balancer's
 	// wake, set before the host starts).
 	onHost func()
+	// wake runs a member's pass now without taking its lock (the host's Maintainer.Wake, set
+	// before the host starts): the table wakes members from the goroutine that answers every
+	// host heartbeat, which must not wait for a member's pass.
+	wake func(*dledger.Elector)
 }
 
 func (l *hostLive) count(n *atomic.Uint64, event string) {
@@ -79,7 +83,11 @@ func (l *hostLive) addMember(group, self string, peers []memberstate.Peer, elect
 	}
 	return l.table.AddMember(group, self, hosts, func() {
 		if e := elector(); e != nil {
-			e.Wake()
+			if l.wake != nil {
+				l.wake(e)
+			} else {
+				e.Wake()
+			}
 		}
 	})
 }

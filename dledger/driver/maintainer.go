@@ -36,6 +36,7 @@ type Maintainer struct {
 	running bool
 	wg      sync.WaitGroup // the workers, which Run waits for before it returns
 	n       int            // electors added and not removed
+	byE     map[*dledger.Elector]*driven
 }
 
 // DefaultMaintainerWorkers bounds how many electors' passes a Maintainer runs at once: enough
@@ -65,7 +66,7 @@ func NewMaintainer() *Maintainer { return NewMaintainerWorkers(DefaultMaintainer
 
 // NewMaintainerWorkers is NewMaintainer running at most workers electors at once (at least 1).
 func NewMaintainerWorkers(workers int) *Maintainer {
-	return &Maintainer{timer: time.NewTimer(time.Hour), max: max(1, workers)}
+	return &Maintainer{timer: time.NewTimer(time.Hour), max: max(1, workers), byE: map[*dledger.Elector]*driven{}}
 }
 
 // Add drives e, publishing its role events to p, until remove is called. remove stops
@@ -77,6 +78,7 @@ func (m *Maintainer) Add(e *dledger.Elector, p Publisher) (remove func()) {
 	e.SetEventsAlarm(func() { m.eventsReady(d) })
 	m.mu.Lock()
 	m.n++
+	m.byE[e] = d
 	m.mu.Unlock()
 	e.NextPassAt() // plans the first pass
 	m.eventsReady(d)
@@ -93,6 +95,7 @@ func (m *Maintainer) Add(e *dledger.Elector, p Publisher) (remove func()) {
 				heap.Remove(&m.due, d.index)
 			}
 			m.n--
+			delete(m.byE, e)
 			m.mu.Unlock()
 			p.Publish(e.TakeEvents())
 		})
@@ -111,6 +114,21 @@ func (m *Maintainer) plan(d *driven, at time.Time) {
 	}
 	if m.due[0] == d {
 		m.timer.Reset(time.Until(at)) // the earliest pass moved; a reset timer never delivers its old value
+	}
+}
+
+// Wake runs e's pass now, on a worker, as if it were due (e.g. the host's liveness table
+// stopped vouching for a peer e relies on). Unlike Elector.Wake it never takes e's lock, so
+// the caller (the table's frame handling, one goroutine for the whole host) never waits for
+// a pass that holds it, such as a candidate's waiting for its fsync. A pass run early does
+// nothing that is not due (Elector.NextPassAt) and plans the next. An elector not driven
+// here is ignored.
+func (m *Maintainer) Wake(e *dledger.Elector) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d := m.byE[e]; d != nil {
+		d.tick = true
+		m.scheduleLocked(d)
 	}
 }
 

@@ -181,3 +181,49 @@ func TestMaintainerRunsOneElectorAtATimeInOrder(t *testing.T) {
 		}
 	}
 }
+
+// Wake runs an elector's pass at once without taking its lock: while a pass holds the
+// elector (its term-and-vote write hung in an fsync), Maintainer.Wake returns at once, where
+// Elector.Wake waits for the write. The host's liveness table wakes members from the one
+// goroutine that answers every host heartbeat, which must never wait for a member's fsync.
+func TestMaintainerWakeDoesNotWaitForTheElector(t *testing.T) {
+	m := NewMaintainer()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	hung := &gatedStore{gate: make(chan struct{}), blocked: make(chan struct{}, 1)}
+	var open sync.Once
+	release := func() { open.Do(func() { close(hung.gate) }) }
+	defer release()
+	e := electorWithStore(t, "g0", hung)
+	log := &eventLog{leader: make(chan struct{}, 1)}
+	remove := m.Add(e, log)
+	defer remove()
+	select {
+	case <-hung.blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the member never wrote its term")
+	}
+	lockWake := make(chan struct{})
+	go func() { e.Wake(); close(lockWake) }()
+	woke := make(chan struct{})
+	go func() { m.Wake(e); m.Wake(nil); close(woke) }() // nil: not driven here, ignored
+	select {
+	case <-woke:
+	case <-time.After(30 * time.Second): // a generous bound, not a speed
+		t.Fatal("Maintainer.Wake waited for the elector's pass")
+	}
+	select {
+	case <-lockWake:
+		t.Fatal("Elector.Wake returned while the pass held the elector: the test shows nothing")
+	default:
+	}
+	release()
+	<-lockWake
+	select {
+	case <-log.leader:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the member never led after its write returned")
+	}
+}
