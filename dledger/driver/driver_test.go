@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -169,5 +170,55 @@ func TestDispatcherBoundsAStuckListener(t *testing.T) {
 	}
 	if missed == 0 || seen+missed != total || got[len(got)-1].Seq != total {
 		t.Fatalf("saw %d, missed %d, last %+v; want %d in all, ending with the current state", seen, missed, got[len(got)-1], total)
+	}
+}
+
+// A listener has a goroutine only while events wait for it: 1,000 idle subscriptions park no
+// goroutine (they used to park one each), and they still get every later event, in order.
+func TestDispatcherIdleListenersHaveNoGoroutine(t *testing.T) {
+	d := NewDispatcher()
+	d.Publish([]dledger.RoleEvent{{Seq: 1}})
+	const n = 1000
+	var mu sync.Mutex
+	got := make([][]uint64, n)
+	var cancels []func()
+	for i := range n {
+		cancels = append(cancels, d.Subscribe(func(ev dledger.RoleEvent) {
+			mu.Lock()
+			got[i] = append(got[i], ev.Seq)
+			mu.Unlock()
+		}))
+	}
+	d.Close() // waits for every listener to drain: none is left running
+	before := runtime.NumGoroutine()
+	d2 := NewDispatcher()
+	for range n {
+		cancels = append(cancels, d2.Subscribe(func(dledger.RoleEvent) {}))
+	}
+	if after := runtime.NumGoroutine(); after > before+n/10 {
+		t.Fatalf("%d idle subscriptions: %d goroutines, %d before", n, after, before)
+	}
+	d3 := NewDispatcher()
+	var seqs []uint64
+	cancel := d3.Subscribe(func(ev dledger.RoleEvent) { mu.Lock(); seqs = append(seqs, ev.Seq); mu.Unlock() })
+	for i := uint64(1); i <= 50; i++ {
+		d3.Publish([]dledger.RoleEvent{{Seq: i}})
+	}
+	cancel() // waits for the queued events
+	for i, s := range seqs {
+		if s != uint64(i+1) {
+			t.Fatalf("events out of order: %v", seqs)
+		}
+	}
+	if len(seqs) != 50 {
+		t.Fatalf("%d of 50 events", len(seqs))
+	}
+	for i := range got {
+		if len(got[i]) != 1 || got[i][0] != 1 {
+			t.Fatalf("listener %d got %v, want the latest event once", i, got[i])
+		}
+	}
+	for _, c := range cancels {
+		c()
 	}
 }
