@@ -254,12 +254,26 @@ func TestChangesResentUntilAckedAndPiggybacked(t *testing.T) {
 	if len(out) != 1 || len(out[0].Frame.Changes) != 0 {
 		t.Fatalf("an acknowledged change was resent: %+v", out)
 	}
-	// B's member changes. B's ack to A's next frame carries no change but B's last epoch
-	// (Upto): A records that acknowledgement only once B's own frame has brought the change,
-	// so that an acknowledgement at t still means A knew every change B had made by t.
+}
+
+// B's member changes. B's ack to A's next frame carries no change but B's last epoch (Upto):
+// A records that acknowledgement only once B's own frame has brought the change, so that an
+// acknowledgement at t still means A knew every change B had made by t. A frame without Upto
+// (an older version) is answered the old way, the changes in the ack.
+func TestAckCountsOnceTheAnsweringHostsChangesArrived(t *testing.T) {
+	p := newPair(t, 1, 1)
+	p.a.For("g1", "a").Changed() // a table's frames carry Upto once it has handed out an epoch
+	p.both(t0)
+	out := p.a.Due(t0.Add(iv))
+	if len(out) != 1 {
+		t.Fatalf("frames %+v", out)
+	}
+	ack := p.b.Received("A", out[0].Frame, t0.Add(iv))
+	p.a.Answered("B", t0.Add(iv), ack, t0.Add(iv))
+	out = p.a.Due(t0.Add(2 * iv))
 	eb := p.b.For("g2", "b").Changed()
 	p.wokeA = nil
-	sent := t0.Add(gap + 2*iv)
+	sent := t0.Add(2 * iv)
 	before := p.a.hosts["B"].acked
 	ack = p.b.Received("A", out[0].Frame, sent)
 	if len(ack.Changes) != 0 || ack.Upto != eb {
@@ -292,22 +306,15 @@ func TestFrameBoundedOldestFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts := map[string]string{"a": "A", "b": "B"}
 	var eps []uint64
 	for _, g := range []string{"g1", "g2", "g3"} {
-		if err := a.AddMember(g, "a", hosts, nil); err != nil {
-			t.Fatal(err)
-		}
+		must(t, a.AddMember(g, "a", map[string]string{"a": "A", "b": "B"}, nil))
 	}
 	a.Received("B", Frame{Incarnation: 7, Seq: 1, Upto: 1}, t0) // B's incarnation is known
 	for _, g := range []string{"g3", "g1", "g2"} {
 		eps = append(eps, a.For(g, "a").Changed())
 	}
-	out := a.Due(t0)
-	if len(out) != 1 {
-		t.Fatalf("%d frames", len(out))
-	}
-	f := out[0].Frame
+	f := frame0(a.Due(t0))
 	if len(f.Changes) != 2 || f.Changes[0] != (Change{"g3", "a", eps[0]}) || f.Changes[1] != (Change{"g1", "a", eps[1]}) || f.Upto != eps[2]-1 {
 		t.Fatalf("frame %+v: want the two oldest changes and Upto %d", f, eps[2]-1)
 	}
@@ -322,6 +329,13 @@ func TestFrameBoundedOldestFirst(t *testing.T) {
 	f = frame0(a.Due(t0.Add(2 * gap)))
 	if len(f.Changes) != 1 || f.Changes[0] != (Change{"g2", "a", eps[2]}) || f.Upto != eps[2] {
 		t.Fatalf("frame after the ack %+v: want the last change, Upto %d", f, eps[2])
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
