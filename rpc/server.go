@@ -157,13 +157,14 @@ type Server struct {
 	maxBody, maxPlain int
 	accept            func(peerID string) bool
 
-	tasks chan *task // from the event loops to the workers
+	tasks    chan *task // from the event loops to the workers
+	taskPool sync.Pool
+	workers  sync.WaitGroup
+
 	// hostTasks: host heartbeats, from the event loops to a worker of their own, so that a
 	// backlog of group requests (a mass election's votes waiting for their fsyncs) does not
 	// delay the liveness frames that say the host is alive (docs/protocol.md 12.1).
 	hostTasks chan *task
-	taskPool  sync.Pool
-	workers   sync.WaitGroup
 
 	started  atomic.Bool
 	stopped  atomic.Bool
@@ -221,14 +222,14 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		// Sized so that every connection can have all its requests queued at once (up to
 		// maxTaskQueue): a full queue then means a burst of reconnecting peers, and the
 		// request is dropped.
-		tasks:     make(chan *task, min(opts.MaxConns*opts.MaxInflightPerConn, maxTaskQueue)),
-		hostTasks: make(chan *task, hostTaskQueue),
-		booted:    make(chan struct{}),
-		lnFD:      -1,
-		runDone:   make(chan struct{}),
-		stopDone:  make(chan struct{}),
-		perIP:     make(map[netip.Addr]int),
+		tasks:    make(chan *task, min(opts.MaxConns*opts.MaxInflightPerConn, maxTaskQueue)),
+		booted:   make(chan struct{}),
+		lnFD:     -1,
+		runDone:  make(chan struct{}),
+		stopDone: make(chan struct{}),
+		perIP:    make(map[netip.Addr]int),
 	}
+	s.hostTasks = make(chan *task, hostTaskQueue)
 	s.maxBody, s.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())
 	s.accept = func(id string) bool { return members[id] }
 	s.taskPool.New = func() any { return new(task) }
