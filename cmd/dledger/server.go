@@ -24,6 +24,7 @@ import (
 	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 	"github.com/dledger-go/dledger/server/daemon"
+	"github.com/dledger-go/dledger/server/tlsfiles"
 )
 
 // msDuration is a duration flag that also takes DLedger's plain milliseconds ("2000").
@@ -276,6 +277,8 @@ type serverSetup struct {
 	validate        bool
 	warnings        []string       // unknown DLEDGER_ variables
 	origins         settingOrigins // where each setting came from
+	// reloaders re-read files on SIGHUP (reload.go); this command's: the admin TLS certificate.
+	reloaders []reloader
 }
 
 // serverFlags are `dledger server`'s flags: every setting, whatever layer it comes from.
@@ -288,6 +291,14 @@ type serverFlags struct {
 	hookTimeout                                         *time.Duration
 	idFromPod, listen, adminAdvertise                   *string
 	metricsPerGroup                                     *string
+	tls                                                 serverTLSFlags
+}
+
+// serverTLSFlags are the admin and metrics listeners' TLS, named as etcd's client TLS flags
+// (--key-file is the group key here, so the certificate's key is --cert-key-file).
+type serverTLSFlags struct {
+	certFile, keyFile, trustedCA     *string
+	clientCertAuth, insecureNetTrust *bool
 }
 
 func newServerFlags() (*flag.FlagSet, *serverFlags) {
@@ -314,6 +325,15 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	f.httpAddr = fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
 		`an address other hosts can reach needs --admin-token-file`)
 	f.tokenFile = fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
+	f.tls.certFile = fs.String("cert-file", "", "TLS certificate (PEM, its chain after it) of the admin API and --metrics "+
+		"listeners: both serve HTTPS; re-read on SIGHUP")
+	f.tls.keyFile = fs.String("cert-key-file", "", "private key of --cert-file (PEM, mode 600)")
+	f.tls.trustedCA = fs.String("trusted-ca-file", "", "CA certificates (PEM) that client certificates must be signed by; "+
+		"with it a client certificate presented is verified")
+	f.tls.clientCertAuth = fs.Bool("client-cert-auth", false, "the admin API's writing routes (transfer, ledger, members, drain) "+
+		"need a client certificate signed by --trusted-ca-file, besides --admin-token-file's token if set; reads stay open")
+	f.tls.insecureNetTrust = fs.Bool("insecure-network-trusted", false, "let --http or --metrics on an address other hosts "+
+		"can reach serve plain HTTP (without it such an address needs --cert-file): the network carries tokens and status in clear text")
 	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, the health routes, /v1/status, /v1/watch and /v1/members (default: none)")
 	f.metricsPerGroup = fs.String("metrics-per-group", "auto", "export each member's own series (labelled group and self_id): "+
 		"on, off, or auto (on up to 100 members, off beyond; the host-wide dledger_host_* series are always there)")
@@ -417,6 +437,9 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 		if su.daemon.AdminToken, err = readTokenFile(*f.tokenFile); err != nil {
 			return fail("%s: %v", from("admin-token-file"), err)
 		}
+	}
+	if err := resolveServerTLS(&su, f.tls, from); err != nil {
+		return fail("%v", err)
 	}
 	if su.members == nil { // configs: entries were checked as they were read (hostMembers)
 		if err := su.cfg.Validate(); err != nil {
@@ -561,7 +584,46 @@ func validateServer(su serverSetup, stdout, stderr io.Writer) int {
 		}
 		who = fmt.Sprintf("host %s of %d members of %d groups", su.host.Listen, len(su.members), len(groups))
 	}
+	if su.daemon.TLS != nil {
+		leaf := su.daemon.TLS.Leaf()
+		tlsNote := fmt.Sprintf(" over HTTPS (certificate %q, expires %s)", leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.DateOnly))
+		if su.daemon.HTTPAddr != "" {
+			admin += tlsNote
+		}
+		if su.daemon.MetricsAddr != "" {
+			metricsAddr += " over HTTPS"
+		}
+	}
 	fmt.Fprintf(stdout, "dledger server: settings valid: %s, profile %s, ledger %s, %s, data dir %s, admin API %s, metrics %s\n",
 		who, su.cfg.Profile, su.cfg.Ledger, auth, dir, admin, metricsAddr)
 	return 0
+}
+
+// resolveServerTLS loads the admin and metrics listeners' certificate (refusing bad files now,
+// with exit status 2, rather than at the first handshake) and registers its reloader.
+func resolveServerTLS(su *serverSetup, f serverTLSFlags, from func(string) string) error {
+	su.daemon.ClientCertAuth, su.daemon.InsecureNetworkTrusted = *f.clientCertAuth, *f.insecureNetTrust
+	if *f.certFile == "" && *f.keyFile == "" {
+		if *f.trustedCA != "" {
+			return fmt.Errorf("%s needs %s and %s: client certificates are verified by the TLS listeners",
+				from("trusted-ca-file"), from("cert-file"), from("cert-key-file"))
+		}
+		return nil
+	}
+	store, err := tlsfiles.Load(tlsfiles.Files{Cert: *f.certFile, Key: *f.keyFile, CA: *f.trustedCA})
+	if err != nil {
+		return fmt.Errorf("admin TLS (%s, %s): %v", from("cert-file"), from("cert-key-file"), err)
+	}
+	su.daemon.TLS = store
+	log := su.log
+	su.reloaders = append(su.reloaders, reloader{name: "admin TLS certificate", reload: func() error {
+		if err := store.Reload(); err != nil {
+			return err
+		}
+		leaf := store.Leaf()
+		log.Info("admin TLS certificate reloaded", zap.String("subject", leaf.Subject.String()),
+			zap.Time("notAfter", leaf.NotAfter), zap.String("serial", leaf.SerialNumber.String()))
+		return nil
+	}})
+	return nil
 }
