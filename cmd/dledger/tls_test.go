@@ -149,23 +149,7 @@ func TestCLIOverHTTPS(t *testing.T) {
 	}
 	token := strings.Repeat("k", 24)
 	tokenFile := writeFile(t, t.TempDir(), "token", token, 0o600)
-	election := dledger.DefaultConfig()
-	election.HeartBeatInterval, election.MaxHeartBeatLeak = 100*time.Millisecond, 30
-	election.MinVoteInterval, election.MaxVoteInterval, election.VoteRoundBase = 50*time.Millisecond, 150*time.Millisecond, 200*time.Millisecond
-	peers := dledgertest.PeersString(dledgertest.FreePorts(t, 3))
-	var members []*server.Server
-	addr := map[string]string{}
-	for i := 0; i < 3; i++ {
-		id := fmt.Sprintf("n%d", i)
-		s, d := daemonMember(t, server.Config{Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), Insecure: true,
-			Ledger: server.LedgerNone, Election: election},
-			daemon.Config{HTTPAddr: "127.0.0.1:0", AdminToken: token, TLS: store, ClientCertAuth: true})
-		addr[id] = d.HTTPAddr()
-		if err := s.Start(); err != nil {
-			t.Fatal(err)
-		}
-		members = append(members, s)
-	}
+	members, addr, leader := startTLSGroup(t, daemon.Config{AdminToken: token, TLS: store, ClientCertAuth: true})
 	leaderOf := func() string {
 		for _, s := range members {
 			if st := s.Status(); st.Role == protocol.LEADER {
@@ -174,16 +158,6 @@ func TestCLIOverHTTPS(t *testing.T) {
 		}
 		return ""
 	}
-	var leader string
-	dledgertest.Eventually(t, limit, "a leader every member follows", func() bool {
-		leader = leaderOf()
-		for _, s := range members {
-			if leader == "" || s.Status().LeaderID != leader {
-				return false
-			}
-		}
-		return true
-	})
 	run := func(cmd func([]string, *bytes.Buffer, *bytes.Buffer) int, args ...string) (int, string, string) {
 		var stdout, stderr bytes.Buffer
 		code := cmd(args, &stdout, &stderr)
@@ -261,4 +235,41 @@ func TestCLIOverHTTPS(t *testing.T) {
 	if code := <-watchDone; code != 0 {
 		t.Fatalf("watch exit %d", code)
 	}
+}
+
+// startTLSGroup starts a group of three members in this process, each with an admin API on
+// loopback configured as dc, and waits until one leads and every member follows it.
+func startTLSGroup(t *testing.T, dc daemon.Config) (members []*server.Server, addr map[string]string, leader string) {
+	t.Helper()
+	election := dledger.DefaultConfig()
+	election.HeartBeatInterval, election.MaxHeartBeatLeak = 100*time.Millisecond, 30 // calm: no election on a stall
+	election.MinVoteInterval, election.MaxVoteInterval, election.VoteRoundBase = 50*time.Millisecond, 150*time.Millisecond, 200*time.Millisecond
+	peers := dledgertest.PeersString(dledgertest.FreePorts(t, 3))
+	addr = map[string]string{}
+	dc.HTTPAddr = "127.0.0.1:0"
+	for i := 0; i < 3; i++ {
+		id := fmt.Sprintf("n%d", i)
+		s, d := daemonMember(t, server.Config{Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), Insecure: true,
+			Ledger: server.LedgerNone, Election: election}, dc)
+		addr[id] = d.HTTPAddr()
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		members = append(members, s)
+	}
+	dledgertest.Eventually(t, 20*time.Second, "a leader every member follows", func() bool {
+		leader = ""
+		for _, s := range members {
+			if st := s.Status(); st.Role == protocol.LEADER {
+				leader = st.SelfID
+			}
+		}
+		for _, s := range members {
+			if leader == "" || s.Status().LeaderID != leader {
+				return false
+			}
+		}
+		return true
+	})
+	return members, addr, leader
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -269,5 +270,30 @@ func TestPlainHTTPReachableFromOtherHostsIsRefused(t *testing.T) {
 	}
 	if _, err := New(Config{HTTPAddr: "0.0.0.0:0", AdminToken: testToken}); err == nil {
 		t.Fatal("New took a public plain-HTTP admin address")
+	}
+}
+
+// A client that opens a TLS connection and never finishes its handshake is cut off by the
+// listener's read-header timeout, as a slow plain-HTTP client is: the handshake holds a
+// connection slot only that long.
+func TestStalledTLSHandshakeIsCutOff(t *testing.T) {
+	old := httpReadHeaderTimeout
+	httpReadHeaderTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { httpReadHeaderTimeout = old })
+	ca := tlstest.NewCA(t, "admin")
+	s := mustMember(t, soloConfig(t), Config{HTTPAddr: "127.0.0.1:0", TLS: tlsStore(t, ca, false)})
+	conn, err := net.Dial("tcp", s.HTTPAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00}) // a ClientHello record header, then nothing
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("the stalled handshake was not closed by the server: %v", err)
+	}
+	// The listener still serves.
+	if _, err := (&adminclient.Client{Addr: s.HTTPAddr(), HTTP: httpsClient(t, ca, nil)}).Status(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
