@@ -90,14 +90,8 @@ func (c Config) resolve() (Config, error) {
 			return c, fmt.Errorf("%s address %q: bad port %q", a.name, a.addr, port)
 		}
 	}
-	if err := c.checkTLS(); err != nil {
+	if err := c.checkExposure(); err != nil {
 		return c, err
-	}
-	if c.HTTPAddr != "" && c.AdminToken == "" && !c.ClientCertAuth && !isLoopback(c.HTTPAddr) {
-		return c, fmt.Errorf("admin address %q can be reached from other hosts, and its PUT /v1/ledger and "+
-			"POST /v1/transfer change the election: give it a token (--admin-token-file), require client certificates "+
-			"(--client-cert-auth) or listen on loopback",
-			c.HTTPAddr)
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < minAdminTokenLen {
 		return c, fmt.Errorf("admin token is %d bytes: use at least %d (e.g. head -c 32 /dev/urandom | base64)",
@@ -106,10 +100,16 @@ func (c Config) resolve() (Config, error) {
 	return c, nil
 }
 
-// checkTLS refuses client certificates without TLS and a CA, and plain HTTP on an address
-// other hosts can reach unless the network is said to be trusted: the bearer token, the
-// status of every member and the watch streams would cross it in clear text.
-func (c Config) checkTLS() error {
+// checkExposure refuses an admin address other hosts can reach without a token or client
+// certificates, client certificates without TLS and a CA, and plain HTTP on an address other
+// hosts can reach unless the network is said to be trusted: the bearer token, the status of
+// every member and the watch streams would cross it in clear text.
+func (c Config) checkExposure() error {
+	if c.HTTPAddr != "" && c.AdminToken == "" && !c.ClientCertAuth && !isLoopback(c.HTTPAddr) {
+		return fmt.Errorf("admin address %q can be reached from other hosts, and its PUT /v1/ledger and "+
+			"POST /v1/transfer change the election: give it a token (--admin-token-file), require client certificates "+
+			"(--client-cert-auth) or listen on loopback", c.HTTPAddr)
+	}
 	if c.ClientCertAuth && (c.TLS == nil || !c.TLS.HasCA()) {
 		return errors.New("client certificate authentication (--client-cert-auth) needs TLS (--cert-file, --cert-key-file) " +
 			"and the CA that signs the clients' certificates (--trusted-ca-file)")
