@@ -15,6 +15,7 @@ import (
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/adminclient"
 	"github.com/dledger-go/dledger/server/daemon"
 	"github.com/dledger-go/dledger/server/tlsfiles"
 	"github.com/dledger-go/dledger/server/tlsfiles/tlstest"
@@ -272,4 +273,73 @@ func startTLSGroup(t *testing.T, dc daemon.Config) (members []*server.Server, ad
 		return true
 	})
 	return members, addr, leader
+}
+
+// Real processes: `dledger server` with the TLS flags serves HTTPS and wants client certificates
+// for writes; the built `dledger status` and `transfer` speak HTTPS with --cacert (--cert, --key);
+// a key readable by others stops a start with exit status 2 and the reason.
+func TestRealProcessesServeHTTPS(t *testing.T) {
+	ca := tlstest.NewCA(t, "members")
+	pair, ops := ca.Server(t, "member"), ca.Client(t, "ops")
+	g := newProcGroup(t, 3, "--cert-file", pair.CertFile, "--cert-key-file", pair.Key, "--trusted-ca-file", ca.File, "--client-cert-auth")
+	looseKey := writeFile(t, t.TempDir(), "loose.key", string(pair.KeyPEM), 0o640)
+	_, errOut, code := runTool(t, g.bin, "server", "--id", "n0", "--peers", g.peers, "--data-dir", g.dirs[0], "--key-file", g.keyFile,
+		"--cert-file", pair.CertFile, "--cert-key-file", looseKey)
+	if code != 2 || !strings.Contains(errOut, "readable by group or others (mode 0640): chmod 600 "+looseKey) {
+		t.Fatalf("a loose certificate key: exit %d: %s", code, errOut)
+	}
+	for i := range g.procs {
+		g.start(i)
+	}
+	const limit = 30 * time.Second // generous: CI is a busy 2-core machine
+	cfg, err := tlsfiles.ClientConfig(ca.File, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := adminclient.HTTPClient(cfg)
+	client.Timeout = time.Second
+	var leader string
+	dledgertest.Eventually(t, limit, "a leader every member follows, read over HTTPS", func() bool {
+		leader = ""
+		var followers int
+		for _, a := range g.https {
+			st, err := (&adminclient.Client{Addr: a, HTTP: client}).Status(context.Background())
+			switch {
+			case err != nil:
+				return false
+			case st.Role == "LEADER":
+				leader = st.SelfID
+			case st.LeaderID != "":
+				followers++
+			}
+		}
+		return leader != "" && followers == 2
+	})
+	var rep statusReport
+	dledgertest.Eventually(t, limit, "status --cacert reads all three members", func() bool {
+		rep, code = statusJSON(t, g.bin, "--http", g.https[1], "--cacert", ca.File)
+		return code == 0
+	})
+	roles := map[string]int{}
+	for _, m := range rep.Members {
+		if m.Status != nil {
+			roles[m.Status.Role]++
+		}
+	}
+	if len(rep.Members) != 3 || roles["LEADER"] != 1 || roles["FOLLOWER"] != 2 {
+		t.Fatalf("status over HTTPS: %+v", rep)
+	}
+	to := "n0"
+	if leader == "n0" {
+		to = "n1"
+	}
+	li := int(leader[1] - '0')
+	if _, errOut, code := runTool(t, g.bin, "transfer", "--http", g.https[li], "--cacert", ca.File, "--to", to); code != 1 ||
+		!strings.Contains(errOut, "HTTP 403") {
+		t.Fatalf("transfer without a client certificate: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := runTool(t, g.bin, "transfer", "--http", g.https[li], "--cacert", ca.File, "--cert", ops.CertFile,
+		"--key", ops.Key, "--to", to); code != 0 || !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("transfer with a client certificate: exit %d: %s%s", code, out, errOut)
+	}
 }
