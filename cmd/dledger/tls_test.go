@@ -71,6 +71,12 @@ func TestServerTLSFlagsRefuseBadInputAtStart(t *testing.T) {
 	if su.daemon.TLS == nil || !su.daemon.TLS.HasCA() || !su.daemon.ClientCertAuth || len(su.reloaders) != 1 {
 		t.Fatalf("from the environment: %+v, %d reloaders", su.daemon, len(su.reloaders))
 	}
+	su = resolveOK(t, with("--cert-file", good.CertFile, "--cert-key-file", good.Key, "--trusted-ca-file", ca.File, "--client-cert-auth=all"), nil)
+	if !su.daemon.ClientCertAuth || !su.daemon.ClientCertAuthReads {
+		t.Fatalf("--client-cert-auth=all: %+v", su.daemon)
+	}
+	resolveFails(t, with("--cert-file", good.CertFile, "--cert-key-file", good.Key, "--trusted-ca-file", ca.File, "--client-cert-auth=some"),
+		nil, `-client-cert-auth: "some": want true (writes), all or false`)
 	var stdout, stderr bytes.Buffer
 	if code := runServer(with("--validate", "--cert-file", good.CertFile, "--cert-key-file", good.Key, "--metrics", "0.0.0.0:22911"),
 		&stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), `admin API 127.0.0.1:21911 over HTTPS (certificate "good"`) ||
@@ -342,4 +348,26 @@ func TestRealProcessesServeHTTPS(t *testing.T) {
 		"--key", ops.Key, "--to", to); code != 0 || !strings.Contains(out, "SUCCESS") {
 		t.Fatalf("transfer with a client certificate: exit %d: %s%s", code, out, errOut)
 	}
+}
+
+// With --client-cert-auth=all the tools need --cert and --key for reads too: status without
+// them is refused and says so, with them reads every member.
+func TestCLIWithClientCertificatesForEverything(t *testing.T) {
+	ca := tlstest.NewCA(t, "admin")
+	pair, ops := ca.Server(t, "members"), ca.Client(t, "ops")
+	store, err := tlsfiles.Load(tlsfiles.Files{Cert: pair.CertFile, Key: pair.Key, CA: ca.File})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr, _ := startTLSGroup(t, daemon.Config{TLS: store, ClientCertAuthReads: true})
+	var stdout, stderr bytes.Buffer
+	if code := runStatus([]string{"--http", addr["n0"], "--cacert", ca.File}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stdout.String()+stderr.String(), "--cert FILE --key FILE") {
+		t.Fatalf("status without a client certificate: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	dledgertest.Eventually(t, 20*time.Second, "status with a client certificate reads every member", func() bool {
+		stdout.Reset()
+		stderr.Reset()
+		return runStatus([]string{"--http", addr["n0"], "--cacert", ca.File, "--cert", ops.CertFile, "--key", ops.Key}, &stdout, &stderr) == 0
+	})
 }

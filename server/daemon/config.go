@@ -48,6 +48,10 @@ type Config struct {
 	// certificate signed by TLS's CA, on top of the AdminToken if one is set; reads stay open to
 	// any TLS client. It needs TLS with a CA.
 	ClientCertAuth bool
+	// ClientCertAuthReads extends ClientCertAuth to every route of both listeners, the reads,
+	// the health routes and /metrics included: every client (scraper, load balancer, tool) then
+	// needs a certificate signed by TLS's CA. It needs TLS with a CA; it implies ClientCertAuth.
+	ClientCertAuthReads bool
 	// InsecureNetworkTrusted lets an admin or read-only listener that other hosts can reach serve
 	// plain HTTP: the operator says the network between them and their clients is trusted (a
 	// private segment, a host-local namespace). Without it such an address needs TLS.
@@ -105,12 +109,12 @@ func (c Config) resolve() (Config, error) {
 // hosts can reach unless the network is said to be trusted: the bearer token, the status of
 // every member and the watch streams would cross it in clear text.
 func (c Config) checkExposure() error {
-	if c.HTTPAddr != "" && c.AdminToken == "" && !c.ClientCertAuth && !isLoopback(c.HTTPAddr) {
+	if c.HTTPAddr != "" && c.AdminToken == "" && !c.ClientCertAuth && !c.ClientCertAuthReads && !isLoopback(c.HTTPAddr) {
 		return fmt.Errorf("admin address %q can be reached from other hosts, and its PUT /v1/ledger and "+
 			"POST /v1/transfer change the election: give it a token (--admin-token-file), require client certificates "+
 			"(--client-cert-auth) or listen on loopback", c.HTTPAddr)
 	}
-	if c.ClientCertAuth && (c.TLS == nil || !c.TLS.HasCA()) {
+	if (c.ClientCertAuth || c.ClientCertAuthReads) && (c.TLS == nil || !c.TLS.HasCA()) {
 		return errors.New("client certificate authentication (--client-cert-auth) needs TLS (--cert-file, --cert-key-file) " +
 			"and the CA that signs the clients' certificates (--trusted-ca-file)")
 	}

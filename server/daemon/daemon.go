@@ -288,7 +288,7 @@ func (d *Daemon) Handler() http.Handler { return d.writesNeedClientCert(d.handle
 // ReadOnlyHandler serves only what reads: /v1/groups, every member's status, health checks,
 // watch stream, long poll and /v1/members, and /metrics. It is what Config.MetricsAddr
 // listens with.
-func (d *Daemon) ReadOnlyHandler() http.Handler { return d.handler(false) }
+func (d *Daemon) ReadOnlyHandler() http.Handler { return d.writesNeedClientCert(d.handler(false)) }
 
 func (d *Daemon) handler(admin bool) http.Handler {
 	mux := http.NewServeMux()

@@ -22,19 +22,24 @@ func writes(r *http.Request) bool {
 	return true
 }
 
-// writesNeedClientCert wraps the admin API so that, with Config.ClientCertAuth, a writing
-// request without a client certificate verified against the CA is refused (403) before any
-// route sees it; the bearer token, if configured, is still checked by the route after this.
+// writesNeedClientCert wraps a listener's handler so that, with Config.ClientCertAuth, a
+// writing request without a client certificate verified against the CA is refused (403)
+// before any route sees it, and with Config.ClientCertAuthReads every request is; the bearer
+// token, if configured, is still checked by the route after this.
 func (d *Daemon) writesNeedClientCert(h http.Handler) http.Handler {
-	if !d.cfg.ClientCertAuth {
+	if !d.cfg.ClientCertAuth && !d.cfg.ClientCertAuthReads {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if writes(r) && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
+		if (d.cfg.ClientCertAuthReads || writes(r)) && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
 			d.log.Warn("admin request refused: no client certificate",
 				zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.String("remote", r.RemoteAddr))
-			writeJSON(w, http.StatusForbidden, errorJSON{Error: "this request changes the election: it needs a client " +
-				"certificate signed by the member's --trusted-ca-file CA (dledger transfer and groups: --cert FILE --key FILE)"})
+			what := "this request changes the election: it needs"
+			if !writes(r) {
+				what = "this member serves only clients with" // --client-cert-auth=all
+			}
+			writeJSON(w, http.StatusForbidden, errorJSON{Error: what + " a client certificate signed by the member's " +
+				"--trusted-ca-file CA (dledger status, transfer, watch and groups: --cert FILE --key FILE)"})
 			return
 		}
 		h.ServeHTTP(w, r)

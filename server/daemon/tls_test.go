@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dledger-go/dledger/server"
 	"github.com/dledger-go/dledger/server/adminclient"
 	"github.com/dledger-go/dledger/server/tlsfiles"
@@ -257,6 +259,8 @@ func TestPlainHTTPReachableFromOtherHostsIsRefused(t *testing.T) {
 		{"public admin, client certificates instead of a token", Config{HTTPAddr: ":1", TLS: withCA, ClientCertAuth: true}, ""},
 		{"client certificates without a CA", Config{HTTPAddr: "127.0.0.1:1", TLS: withTLS, ClientCertAuth: true}, "--trusted-ca-file"},
 		{"client certificates without TLS", Config{HTTPAddr: "127.0.0.1:1", ClientCertAuth: true}, "--trusted-ca-file"},
+		{"client certificates for everything without a CA", Config{HTTPAddr: "127.0.0.1:1", TLS: withTLS, ClientCertAuthReads: true}, "--trusted-ca-file"},
+		{"public admin, client certificates for everything", Config{HTTPAddr: ":1", TLS: withCA, ClientCertAuthReads: true}, ""},
 	} {
 		err := c.cfg.Validate()
 		switch {
@@ -295,5 +299,44 @@ func TestStalledTLSHandshakeIsCutOff(t *testing.T) {
 	// The listener still serves.
 	if _, err := (&adminclient.Client{Addr: s.HTTPAddr(), HTTP: httpsClient(t, ca, nil)}).Status(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With ClientCertAuthReads every route of both listeners, the reads, health routes and /metrics
+// included, refuses a client without a certificate signed by the CA, and serves one with it.
+func TestEveryRouteNeedsAClientCertificateWhenConfigured(t *testing.T) {
+	ca := tlstest.NewCA(t, "admin")
+	reg := prometheus.NewRegistry()
+	d, err := New(Config{HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", TLS: tlsStore(t, ca, true), ClientCertAuthReads: true},
+		WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := server.New(soloConfig(t), server.WithAttacher(d.Attacher()), server.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	d.Serve()
+	t.Cleanup(func() { s.Stop(context.Background()); d.Stop(context.Background()) })
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ops := ca.Client(t, "ops")
+	without, with := httpsClient(t, ca, nil), httpsClient(t, ca, &ops)
+	for _, url := range []string{"https://" + d.HTTPAddr() + "/v1/status", "https://" + d.HTTPAddr() + "/healthz",
+		"https://" + d.MetricsAddr() + "/v1/status", "https://" + d.MetricsAddr() + "/metrics", "https://" + d.MetricsAddr() + "/readyz"} {
+		if code, body := do(t, without, "GET", url, "", ""); code != http.StatusForbidden || !strings.Contains(body, "serves only clients with") {
+			t.Errorf("GET %s without a client certificate: %d %s, want 403", url, code, body)
+		}
+		if code, body := do(t, with, "GET", url, "", ""); code == http.StatusForbidden {
+			t.Errorf("GET %s with a client certificate: %d %s", url, code, body)
+		}
+	}
+	if code, body := do(t, without, "POST", "https://"+d.HTTPAddr()+"/v1/transfer", `{"to":"n1"}`, ""); code != http.StatusForbidden ||
+		!strings.Contains(body, "changes the election") {
+		t.Errorf("a write without a client certificate: %d %s", code, body)
 	}
 }
