@@ -355,7 +355,7 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	f.insecure = fs.Bool("insecure-no-peer-auth", false, "run WITHOUT peer authentication: any host that can reach "+
 		"the rpc port can depose the leader or stall the group")
 	f.httpAddr = fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
-		`an address other hosts can reach needs --admin-token-file`)
+		`an address other hosts can reach needs --admin-token-file (or --client-cert-auth) and --cert-file (or --insecure-network-trusted)`)
 	f.tokenFile = fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
 	f.tls.certFile = fs.String("cert-file", "", "TLS certificate (PEM, its chain after it) of the admin API and --metrics "+
 		"listeners: both serve HTTPS; re-read on SIGHUP")
@@ -368,7 +368,8 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 		"(--client-cert-auth=all: every route of both listeners, reads and /metrics too)")
 	f.tls.insecureNetTrust = fs.Bool("insecure-network-trusted", false, "let --http or --metrics on an address other hosts "+
 		"can reach serve plain HTTP (without it such an address needs --cert-file): the network carries tokens and status in clear text")
-	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, the health routes, /v1/status, /v1/watch and /v1/members (default: none)")
+	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, the health routes, /v1/status, /v1/watch and /v1/members "+
+		"(default: none); an address other hosts can reach needs --cert-file (or --insecure-network-trusted)")
 	f.metricsPerGroup = fs.String("metrics-per-group", "auto", "export each member's own series (labelled group and self_id): "+
 		"on, off, or auto (on up to 100 members, off beyond; the host-wide dledger_host_* series are always there)")
 	f.ledger = fs.String("ledger", "none", "where the ledger end comes from: none (no storage; always empty) or sidecar "+

@@ -15,7 +15,7 @@ import (
 // number of group members it hosts (docs/design.md, "The admin surface").
 type Config struct {
 	// HTTPAddr is the admin API's listen address ("" disables it). An address other hosts can
-	// reach needs an AdminToken.
+	// reach needs an AdminToken (or ClientCertAuth) and TLS (or InsecureNetworkTrusted).
 	HTTPAddr string
 	// AdminAdvertise, if set, is the admin address the members tell their peers (so
 	// `dledger status` can find every member from one), when HTTPAddr binds an address others
