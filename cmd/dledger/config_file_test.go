@@ -224,13 +224,12 @@ func TestEveryFlagIsASettingInEveryLayer(t *testing.T) {
 	for _, name := range flags {
 		c := checks[name]
 		// The other required settings come as flags; the tested one must come from its layer.
-		var base []string
+		base := append([]string{}, companions[name]...)
 		for _, r := range []string{"id", "peers", "data-dir", "key-file"} {
 			if r != name && !(r == "key-file" && name == "insecure-no-peer-auth") && !(r == "id" && name == "id-from-pod-name") {
 				base = append(base, "--"+r, required[r])
 			}
 		}
-		base = append(base, companions[name]...)
 		layers := map[string]func() ([]string, []string){
 			"flag": func() ([]string, []string) { return []string{"--" + name + "=" + c.value}, nil },
 			"env":  func() ([]string, []string) { return nil, []string{envName(name) + "=" + c.value} },

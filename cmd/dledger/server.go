@@ -24,7 +24,6 @@ import (
 	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 	"github.com/dledger-go/dledger/server/daemon"
-	"github.com/dledger-go/dledger/server/tlsfiles"
 )
 
 // msDuration is a duration flag that also takes DLedger's plain milliseconds ("2000").
@@ -262,6 +261,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 // serverSetup is `dledger server` resolved from flags, environment and config file, and checked
 // without touching the disk (beyond reading the key and token files) or the network.
 type serverSetup struct {
+	// reloaders re-read files on SIGHUP (reload.go); this command's: the admin TLS certificate.
+	reloaders []reloader
 	// cfg is the one member the flags name, or (with configs:) what every member shares: the
 	// timings, ledger mode, keys and data dir root, without group, id and peers.
 	cfg server.Config
@@ -277,12 +278,11 @@ type serverSetup struct {
 	validate        bool
 	warnings        []string       // unknown DLEDGER_ variables
 	origins         settingOrigins // where each setting came from
-	// reloaders re-read files on SIGHUP (reload.go); this command's: the admin TLS certificate.
-	reloaders []reloader
 }
 
 // serverFlags are `dledger server`'s flags: every setting, whatever layer it comes from.
 type serverFlags struct {
+	tls                                                 serverTLSFlags // server_tls.go
 	validate, insecure                                  *bool
 	group, id, peers, dataDir, keyFile, httpAddr        *string
 	tokenFile, metricsAddr, ledger, logLevel, logFormat *string
@@ -291,47 +291,7 @@ type serverFlags struct {
 	hookTimeout                                         *time.Duration
 	idFromPod, listen, adminAdvertise                   *string
 	metricsPerGroup                                     *string
-	tls                                                 serverTLSFlags
 }
-
-// serverTLSFlags are the admin and metrics listeners' TLS, named as etcd's client TLS flags
-// (--key-file is the group key here, so the certificate's key is --cert-key-file).
-type serverTLSFlags struct {
-	certFile, keyFile, trustedCA *string
-	clientCertAuth               *clientCertAuthFlag
-	insecureNetTrust             *bool
-}
-
-// clientCertAuthFlag is --client-cert-auth: alone (or true, writes) the admin API's writing
-// routes need a client certificate; all: every route of both listeners does; false: none.
-type clientCertAuthFlag struct{ writes, all bool }
-
-func (f *clientCertAuthFlag) String() string {
-	switch {
-	case f == nil || !f.writes:
-		return "false"
-	case f.all:
-		return "all"
-	}
-	return "true"
-}
-
-func (f *clientCertAuthFlag) Set(s string) error {
-	switch s {
-	case "true", "writes":
-		*f = clientCertAuthFlag{writes: true}
-	case "all":
-		*f = clientCertAuthFlag{writes: true, all: true}
-	case "false":
-		*f = clientCertAuthFlag{}
-	default:
-		return fmt.Errorf("%q: want true (writes), all or false", s)
-	}
-	return nil
-}
-
-// IsBoolFlag lets --client-cert-auth stand alone, as etcd's does.
-func (f *clientCertAuthFlag) IsBoolFlag() bool { return true }
 
 func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
@@ -357,17 +317,7 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	f.httpAddr = fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
 		`an address other hosts can reach needs --admin-token-file (or --client-cert-auth) and --cert-file (or --insecure-network-trusted)`)
 	f.tokenFile = fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
-	f.tls.certFile = fs.String("cert-file", "", "TLS certificate (PEM, its chain after it) of the admin API and --metrics "+
-		"listeners: both serve HTTPS; re-read on SIGHUP")
-	f.tls.keyFile = fs.String("cert-key-file", "", "private key of --cert-file (PEM, mode 600)")
-	f.tls.trustedCA = fs.String("trusted-ca-file", "", "CA certificates (PEM) that client certificates must be signed by; "+
-		"with it a client certificate presented is verified")
-	f.tls.clientCertAuth = &clientCertAuthFlag{}
-	fs.Var(f.tls.clientCertAuth, "client-cert-auth", "the admin API's writing routes (transfer, ledger, members, drain) "+
-		"need a client certificate signed by --trusted-ca-file, besides --admin-token-file's token if set; reads stay open "+
-		"(--client-cert-auth=all: every route of both listeners, reads and /metrics too)")
-	f.tls.insecureNetTrust = fs.Bool("insecure-network-trusted", false, "let --http or --metrics on an address other hosts "+
-		"can reach serve plain HTTP (without it such an address needs --cert-file): the network carries tokens and status in clear text")
+	f.tls = addServerTLSFlags(fs)
 	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, the health routes, /v1/status, /v1/watch and /v1/members "+
 		"(default: none); an address other hosts can reach needs --cert-file (or --insecure-network-trusted)")
 	f.metricsPerGroup = fs.String("metrics-per-group", "auto", "export each member's own series (labelled group and self_id): "+
@@ -632,34 +582,4 @@ func validateServer(su serverSetup, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "dledger server: settings valid: %s, profile %s, ledger %s, %s, data dir %s, admin API %s, metrics %s\n",
 		who, su.cfg.Profile, su.cfg.Ledger, auth, dir, admin, metricsAddr)
 	return 0
-}
-
-// resolveServerTLS loads the admin and metrics listeners' certificate (refusing bad files now,
-// with exit status 2, rather than at the first handshake) and registers its reloader.
-func resolveServerTLS(su *serverSetup, f serverTLSFlags, from func(string) string) error {
-	su.daemon.ClientCertAuth, su.daemon.ClientCertAuthReads = f.clientCertAuth.writes, f.clientCertAuth.all
-	su.daemon.InsecureNetworkTrusted = *f.insecureNetTrust
-	if *f.certFile == "" && *f.keyFile == "" {
-		if *f.trustedCA != "" {
-			return fmt.Errorf("%s needs %s and %s: client certificates are verified by the TLS listeners",
-				from("trusted-ca-file"), from("cert-file"), from("cert-key-file"))
-		}
-		return nil
-	}
-	store, err := tlsfiles.Load(tlsfiles.Files{Cert: *f.certFile, Key: *f.keyFile, CA: *f.trustedCA})
-	if err != nil {
-		return fmt.Errorf("admin TLS (%s, %s): %v", from("cert-file"), from("cert-key-file"), err)
-	}
-	su.daemon.TLS = store
-	log := su.log
-	su.reloaders = append(su.reloaders, reloader{name: "admin TLS certificate", reload: func() error {
-		if err := store.Reload(); err != nil {
-			return err
-		}
-		leaf := store.Leaf()
-		log.Info("admin TLS certificate reloaded", zap.String("subject", leaf.Subject.String()),
-			zap.Time("notAfter", leaf.NotAfter), zap.String("serial", leaf.SerialNumber.String()))
-		return nil
-	}})
-	return nil
 }
