@@ -83,7 +83,7 @@ func memberClient(t *testing.T, addr, id string, pk *PeerKeys, reasons *reasonCo
 	cl, err := NewClient(ClientOptions{Peers: map[string]string{testSelf: addr},
 		Auth:         Auth{PeerKeys: pk, Group: testGroup, SelfID: id},
 		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond,
-		Hooks:        Hooks{OnAuthFailure: reasons.add},
+		Hooks: Hooks{OnAuthFailure: reasons.add},
 		OnPeerConnected: func(string) {
 			if connects != nil {
 				connects.Add(1)
@@ -182,7 +182,7 @@ func TestMemberKeysStolenKey(t *testing.T) {
 	cl, err := NewClient(ClientOptions{Peers: map[string]string{"n2": thiefSrv.Addr()},
 		Auth:         Auth{PeerKeys: mk.peerKeys(testSelf), Group: testGroup, SelfID: testSelf},
 		ReconnectMin: 5 * time.Millisecond, ReconnectMax: 20 * time.Millisecond,
-		Hooks:        Hooks{OnAuthFailure: selfReasons.add}})
+		Hooks: Hooks{OnAuthFailure: selfReasons.add}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,4 +264,3 @@ func TestMemberKeysReloadRevokes(t *testing.T) {
 	eventually(t, "n2 counts the revocation", func() bool { return n2Reasons.get(secure.ReasonRevoked) >= 1 })
 	eventually(t, "n2 disconnected", func() bool { return !c2.Connected(testSelf) })
 }
-
