@@ -64,12 +64,7 @@ func (a *Auth) check() error {
 }
 
 // checkHost is check for a Server on a Mux: Group, SelfID and Members come from the mux.
-func (a *Auth) checkHost() error {
-	if a.PeerKeys != nil {
-		return errors.New("rpc: member keys (Auth.PeerKeys) are not supported on a host of groups yet; use a group key")
-	}
-	return a.checkKeys()
-}
+func (a *Auth) checkHost() error { return a.checkKeys() }
 
 // checkKeys: exactly one of Keys, PeerKeys and Insecure.
 func (a *Auth) checkKeys() error {

@@ -206,10 +206,11 @@ func (s *Server) respond(c gnet.Conn, sc *serverConn, msg1 []byte) error {
 
 // respondStatic reads msg1 of the member-key handshake and answers msg2; msg3 follows
 // (finishStatic). A dialler of another group, or that dialled another member, or that is no
-// member, is refused before any Diffie-Hellman.
+// member, is refused before any Diffie-Hellman. On a Mux, msg1 names the group (one lookup,
+// whatever the groups served) or, with no group, is a host link (Mux.checkStatic).
 func (s *Server) respondStatic(c gnet.Conn, sc *serverConn, msg1 []byte) error {
 	a := &s.opts.Auth
-	r, msg2, _, peer, _, err := secure.RespondStatic(a.PeerKeys.Identity(), msg1, func(group, peer, target string) error {
+	check := func(group, peer, target string) error {
 		switch {
 		case group != a.Group:
 			return fmt.Errorf("%w: %q of group %q dialled %q of group %q", secure.ErrWrongPeer, peer, group, target, a.Group)
@@ -219,14 +220,18 @@ func (s *Server) respondStatic(c gnet.Conn, sc *serverConn, msg1 []byte) error {
 			return fmt.Errorf("%w: %q", secure.ErrUnknownMember, peer)
 		}
 		return nil
-	})
+	}
+	if s.mux != nil {
+		check = s.mux.checkStatic
+	}
+	r, msg2, group, peer, _, err := secure.RespondStatic(a.PeerKeys.Identity(), msg1, check)
 	if err != nil {
 		if peer != "" {
 			err = fmt.Errorf("%w (claimed id %q)", err, peer)
 		}
 		return err
 	}
-	sc.resp = r
+	sc.resp, sc.link = r, s.mux != nil && group == "" // a host link: no group
 	_, err = c.Write(appendFrame(make([]byte, 0, frameHeaderLen+len(msg2)), msg2))
 	return err
 }

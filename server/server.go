@@ -91,7 +91,8 @@ type Server struct {
 	rpcSrv   *rpc.Server // nil on a host: host.mux routes to handler
 	host     *Host
 	handler  rpc.Handler
-	client   peerClient // its own *rpc.Client, or its share of its host's links (host_link.go)
+	client   peerClient    // its own *rpc.Client, or its share of its host's links (host_link.go)
+	peerKeys *rpc.PeerKeys // member keys (keys.go), shared by rpcSrv and client; nil otherwise
 	peers    []memberstate.Peer
 	// advertise, detachers and detachTimeout are the process's seams (seams.go).
 	advertise     func() (admin, read string)
@@ -202,6 +203,10 @@ func New(config Config, opts ...Option) (*Server, error) {
 	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError, OnAuthFailure: s.metrics.AuthFailure,
 		OnRoundTrip: s.metrics.PeerRoundTrip}
 	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID}
+	if auth.PeerKeys, err = memberPeerKeys(cfg.Config, peers, o.host); err != nil { // keys.go
+		return nil, err
+	}
+	s.peerKeys = auth.PeerKeys
 	for _, p := range peers {
 		if p.ID != cfg.SelfID {
 			auth.Members = append(auth.Members, p.ID)
@@ -345,7 +350,8 @@ func (s *Server) start() error {
 	admin, _ := s.advertised()
 	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.RPCAddr()), zap.String("http", admin),
 		zap.Int64("term", st.Term), zap.String("voteFor", st.VoteFor), zap.Stringer("role", st.Role),
-		zap.Strings("peerKeyIds", s.cfg.Keys.IDs())) // the primary first; ids are safe to log
+		zap.Strings("peerKeyIds", s.cfg.Keys.IDs()), // the primary first; ids are safe to log
+		zap.String("memberKeyId", memberKeyID(s.peerKeys)))
 	if s.cfg.Insecure {
 		s.log.Warn("peer authentication is off (insecure): any host that can reach the rpc port " + s.RPCAddr() +
 			" can depose the leader, burn votes or stall the group")

@@ -60,12 +60,18 @@ type Identity struct {
 
 // NewIdentity pairs key with trust for the member (or host) self. It refuses a key that
 // trust does not list under self: the others would refuse every connection of this member.
+// With self "" (a host whose members' ids are not known yet) the key must be listed under
+// some id.
 func NewIdentity(key StaticKey, trust *Trust, self string) (*Identity, error) {
 	switch {
 	case key.IsZero():
 		return nil, fmt.Errorf("secure: no key pair")
 	case trust == nil:
 		return nil, fmt.Errorf("secure: no trust list")
+	case self == "":
+		if _, ok := trust.owner[key.pub]; !ok {
+			return nil, fmt.Errorf("secure: this host's public key %s (%s) is not in the trust list", key.pub.ID(), key.pub)
+		}
 	case trust.Keys(self) == nil:
 		return nil, fmt.Errorf("secure: %q, this member, is not in the trust list", self)
 	case !trust.Trusts(self, key.Public()):
@@ -94,6 +100,9 @@ func (id *Identity) Next(key StaticKey, trust *Trust, self string) (*Identity, e
 	}
 	return n, nil
 }
+
+// Key is this side's key pair.
+func (id *Identity) Key() StaticKey { return id.key }
 
 // Public is this side's public key.
 func (id *Identity) Public() PublicKey { return id.key.pub }
