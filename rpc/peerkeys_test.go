@@ -11,12 +11,12 @@ import (
 
 // memberKeys is a group's key pairs and one trust list naming them all.
 type memberKeys struct {
-	t     *testing.T
+	t     testing.TB
 	keys  map[string]secure.StaticKey
 	trust *secure.Trust
 }
 
-func newMemberKeys(t *testing.T, ids ...string) *memberKeys {
+func newMemberKeys(t testing.TB, ids ...string) *memberKeys {
 	t.Helper()
 	m := &memberKeys{t: t, keys: map[string]secure.StaticKey{}}
 	for _, id := range ids {
