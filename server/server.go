@@ -140,6 +140,12 @@ func New(config Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	cfg, peers := r.settings, r.peers
+	// Member keys: this member's own, or its host's checked for it (keys.go); before the data
+	// dir, so that a key that does not fit creates nothing.
+	peerKeys, err := memberPeerKeys(cfg.Config, peers, o.host)
+	if err != nil {
+		return nil, err
+	}
 	// From the data dir's lock on, every error path must release what was taken.
 	ok := false
 	store := o.store
@@ -202,11 +208,8 @@ func New(config Config, opts ...Option) (*Server, error) {
 	}
 	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError, OnAuthFailure: s.metrics.AuthFailure,
 		OnRoundTrip: s.metrics.PeerRoundTrip}
-	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID}
-	if auth.PeerKeys, err = memberPeerKeys(cfg.Config, peers, o.host); err != nil { // keys.go
-		return nil, err
-	}
-	s.peerKeys = auth.PeerKeys
+	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID, PeerKeys: peerKeys}
+	s.peerKeys = peerKeys
 	for _, p := range peers {
 		if p.ID != cfg.SelfID {
 			auth.Members = append(auth.Members, p.ID)
