@@ -264,3 +264,47 @@ func TestMemberKeysReloadRevokes(t *testing.T) {
 	eventually(t, "n2 counts the revocation", func() bool { return n2Reasons.get(secure.ReasonRevoked) >= 1 })
 	eventually(t, "n2 disconnected", func() bool { return !c2.Connected(testSelf) })
 }
+
+// TestMemberKeysReloadDuringHandshake: a handshake that began before a reload revoking the
+// dialler's key and finishes after it (msg3 sent after the reload) is refused as revoked:
+// the listener read msg1 with the old trust list, but the session is checked again when it
+// is registered. A heartbeat sent behind msg3 is never served.
+func TestMemberKeysReloadDuringHandshake(t *testing.T) {
+	mk := newMemberKeys(t, testSelf, "n1", "n2")
+	h := &fakeHandler{}
+	var reasons reasonCounter
+	spk := mk.peerKeys(testSelf)
+	s := memberServer(t, h, spk, &reasons)
+	conn := dialRaw(t, s.Addr())
+	in, msg1, err := secure.NewStaticInitiator(mk.identity("n1", mk.keys["n1"], mk.trust), testGroup, "n1", testSelf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(appendFrame(nil, msg1)); err != nil {
+		t.Fatal(err)
+	}
+	msg2, err := readFrame(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := secure.GenerateStaticKey()
+	next, err := spk.Identity().Next(mk.keys[testSelf], mk.trustOf(map[string][]secure.PublicKey{"n1": {other.Public()}}), testSelf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spk.Reload(next) // between msg2 and msg3
+	msg3, sess, err := in.Finish(msg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &rawMember{t: t, conn: conn, sess: sess}
+	_, _ = conn.Write(append(appendFrame(nil, msg3), m.sealed(1, "n1")...))
+	expectClosed(t, conn, "a handshake finished after its key was revoked")
+	eventually(t, "revoked counted", func() bool { return reasons.get(secure.ReasonRevoked) == 1 })
+	if n := h.handled.Load(); n != 0 {
+		t.Fatalf("%d requests served on a revoked key", n)
+	}
+	if n := spk.Live(); n != 0 {
+		t.Fatalf("%d sessions tracked", n)
+	}
+}
