@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,22 @@ const (
 func cfgKeyFile(t *testing.T) string {
 	t.Helper()
 	return writeGroupKey(t, t.TempDir())
+}
+
+// memberKeyPair is n0's member key file and the trust file of n0 and n1 (cfgPeers2), written
+// once per test.
+var memberKeyPairs sync.Map // *testing.T -> [2]string
+
+func memberKeyPair(t *testing.T) [2]string {
+	t.Helper()
+	if p, ok := memberKeyPairs.Load(t); ok {
+		return p.([2]string)
+	}
+	dir := t.TempDir()
+	trust, _ := memberKeyFiles(t, dir, 2)
+	p := [2]string{filepath.Join(dir, "n0.key"), trust}
+	memberKeyPairs.Store(t, p)
+	return p
 }
 
 func writeFile(t *testing.T, dir, name, content string, mode os.FileMode) string {
@@ -140,11 +157,14 @@ func settingChecks(t *testing.T, tlsCA *tlstest.CA, tlsPair tlstest.Pair) map[st
 		// The base leaves the key out when key-file is tested: a key means the file was read.
 		"key-file":              {cfgKeyFile(t), el(func(su serverSetup) any { return su.cfg.Keys.Len() }, 1)},
 		"insecure-no-peer-auth": {"true", el(func(su serverSetup) any { return su.cfg.Insecure }, true)},
-		"http":                  {"127.0.0.1:30003", el(func(su serverSetup) any { return su.daemon.HTTPAddr }, "127.0.0.1:30003")},
-		"admin-token-file":      {tokenFile, el(func(su serverSetup) any { return su.daemon.AdminToken }, "0123456789abcdef0123")},
-		"metrics":               {"127.0.0.1:30004", el(func(su serverSetup) any { return su.daemon.MetricsAddr }, "127.0.0.1:30004")},
-		"ledger":                {"sidecar", el(func(su serverSetup) any { return su.cfg.Ledger }, server.LedgerSidecar)},
-		"log-level":             {"debug", func(su serverSetup, _ *bytes.Buffer) bool { return su.log.Core().Enabled(zap.DebugLevel) }},
+		// Member keys come in pairs: the base gives the other file (memberKeyPair).
+		"member-key-file":  {memberKeyPair(t)[0], el(func(su serverSetup) any { return su.cfg.MemberKey.IsZero() }, false)},
+		"trust-file":       {memberKeyPair(t)[1], el(func(su serverSetup) any { return su.cfg.Trust != nil }, true)},
+		"http":             {"127.0.0.1:30003", el(func(su serverSetup) any { return su.daemon.HTTPAddr }, "127.0.0.1:30003")},
+		"admin-token-file": {tokenFile, el(func(su serverSetup) any { return su.daemon.AdminToken }, "0123456789abcdef0123")},
+		"metrics":          {"127.0.0.1:30004", el(func(su serverSetup) any { return su.daemon.MetricsAddr }, "127.0.0.1:30004")},
+		"ledger":           {"sidecar", el(func(su serverSetup) any { return su.cfg.Ledger }, server.LedgerSidecar)},
+		"log-level":        {"debug", func(su serverSetup, _ *bytes.Buffer) bool { return su.log.Core().Enabled(zap.DebugLevel) }},
 		"log-format": {"console", func(su serverSetup, stderr *bytes.Buffer) bool {
 			stderr.Reset()
 			su.log.Info("probe") // the logger writes to the stderr resolveServer was given
@@ -226,9 +246,16 @@ func TestEveryFlagIsASettingInEveryLayer(t *testing.T) {
 		// The other required settings come as flags; the tested one must come from its layer.
 		base := append([]string{}, companions[name]...)
 		for _, r := range []string{"id", "peers", "data-dir", "key-file"} {
-			if r != name && !(r == "key-file" && name == "insecure-no-peer-auth") && !(r == "id" && name == "id-from-pod-name") {
+			if r != name && !(r == "key-file" && name == "insecure-no-peer-auth") && !(r == "id" && name == "id-from-pod-name") &&
+				!(r == "key-file" && (name == "member-key-file" || name == "trust-file")) {
 				base = append(base, "--"+r, required[r])
 			}
+		}
+		switch name { // member keys: the other file of the pair as a flag
+		case "member-key-file":
+			base = append(base, "--trust-file", memberKeyPair(t)[1])
+		case "trust-file":
+			base = append(base, "--member-key-file", memberKeyPair(t)[0])
 		}
 		layers := map[string]func() ([]string, []string){
 			"flag": func() ([]string, []string) { return []string{"--" + name + "=" + c.value}, nil },

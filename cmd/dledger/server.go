@@ -278,6 +278,10 @@ type serverSetup struct {
 	validate        bool
 	warnings        []string       // unknown DLEDGER_ variables
 	origins         settingOrigins // where each setting came from
+
+	// memberKeyFile and trustFile are --member-key-file and --trust-file (member keys),
+	// re-read on SIGHUP.
+	memberKeyFile, trustFile string
 }
 
 // serverFlags are `dledger server`'s flags: every setting, whatever layer it comes from.
@@ -291,6 +295,7 @@ type serverFlags struct {
 	hookTimeout                                         *time.Duration
 	idFromPod, listen, adminAdvertise                   *string
 	metricsPerGroup                                     *string
+	memberKeyFile, trustFile                            *string
 }
 
 func newServerFlags() (*flag.FlagSet, *serverFlags) {
@@ -312,6 +317,10 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	f.dataDir = fs.String("data-dir", "", "directory for the durable term and vote (required)")
 	f.keyFile = fs.String("key-file", "", "the group key file (mode 600; 'dledger keygen FILE' writes one): every rpc "+
 		"connection between members is authenticated and encrypted with it (required unless --insecure-no-peer-auth)")
+	f.memberKeyFile = fs.String("member-key-file", "", "this member's private key (mode 600; 'dledger keygen --member FILE' "+
+		"writes one), instead of --key-file: each member proves its id with its own key (with --trust-file; re-read on SIGHUP)")
+	f.trustFile = fs.String("trust-file", "", "the group's trust list, one line per member: ID PUBLIC-KEY [NEXT-PUBLIC-KEY] "+
+		"(with --member-key-file; re-read on SIGHUP, and connections on a key it drops are closed)")
 	f.insecure = fs.Bool("insecure-no-peer-auth", false, "run WITHOUT peer authentication: any host that can reach "+
 		"the rpc port can depose the leader or stall the group")
 	f.httpAddr = fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
@@ -385,11 +394,15 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	switch {
 	case *f.dataDir == "":
 		return fail("--data-dir is required (it keeps the term and vote across restarts; or DLEDGER_DATA_DIR, or dataDir in the --config file)")
-	case *f.keyFile == "" && !*f.insecure:
+	case *f.keyFile == "" && !*f.insecure && *f.memberKeyFile == "" && *f.trustFile == "":
 		return fail("--key-file is required: peer authentication needs the group key ('dledger keygen FILE' writes one; " +
-			"copy it to every member), or run without it with --insecure-no-peer-auth")
+			"copy it to every member), or member keys (--member-key-file and --trust-file), or run without it with --insecure-no-peer-auth")
 	case *f.keyFile != "" && *f.insecure:
 		return fail("%s and %s exclude each other", from("key-file"), from("insecure-no-peer-auth"))
+	case (*f.memberKeyFile != "" || *f.trustFile != "") && (*f.keyFile != "" || *f.insecure):
+		return fail("member keys (--member-key-file, --trust-file) exclude --key-file and --insecure-no-peer-auth")
+	case (*f.memberKeyFile == "") != (*f.trustFile == ""):
+		return fail("--member-key-file and --trust-file go together: this member's key and the group's trust list")
 	}
 	if su.election, err = f.timing.resolve(); err != nil {
 		return fail("%v", err)
@@ -416,6 +429,15 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	if *f.keyFile != "" {
 		if su.cfg.Keys, err = secure.LoadKeyFile(*f.keyFile); err != nil {
 			return fail("%s: %v", from("key-file"), err)
+		}
+	}
+	if *f.memberKeyFile != "" {
+		su.memberKeyFile, su.trustFile = *f.memberKeyFile, *f.trustFile
+		if su.cfg.MemberKey, err = secure.LoadStaticKeyFile(*f.memberKeyFile); err != nil {
+			return fail("%s: %v", from("member-key-file"), err)
+		}
+		if su.cfg.Trust, err = secure.LoadTrustFile(*f.trustFile); err != nil {
+			return fail("%s: %v", from("trust-file"), err)
 		}
 	}
 	if *f.tokenFile != "" {
@@ -450,7 +472,12 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	// always did (PerMemberLinks): its peers may be single-member processes of an older
 	// version during a rolling upgrade, which refuse a host link's handshake.
 	su.host = server.HostConfig{Listen: su.hostListen(), DataDir: su.cfg.DataDir, Keys: su.cfg.Keys, Insecure: su.cfg.Insecure,
-		PerMemberLinks: su.members == nil}
+		MemberKey: su.cfg.MemberKey, Trust: su.cfg.Trust, PerMemberLinks: su.members == nil}
+	if su.members != nil && !su.cfg.MemberKey.IsZero() { // host links: checked per member as they are added
+		if err := server.ValidateHostKeys(su.host); err != nil {
+			return fail("%v", err)
+		}
+	}
 	return su, 0, true
 }
 
@@ -497,6 +524,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	}
 	log := su.log
 	defer log.Sync()
+	hup := catchHangUp() // before the members serve: a SIGHUP must never end the server
 	for _, w := range su.warnings {
 		log.Warn(w)
 	}
@@ -521,6 +549,11 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	if err := sdNotify(notifySocket, "READY=1\n"+status); err != nil {
 		log.Warn("could not tell the service manager the member is ready", zap.Error(err))
 	}
+	var reloaders []reloader // run in order on SIGHUP (reload.go)
+	if su.memberKeyFile != "" {
+		reloaders = append(reloaders, peerKeysReloader(su.memberKeyFile, su.trustFile, p.host))
+	}
+	defer reloadOnHangUp(log, hup, reloaders)()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
@@ -551,6 +584,9 @@ func validateServer(su serverSetup, stdout, stderr io.Writer) int {
 		dir = su.cfg.DataDir + " (will be created)"
 	}
 	auth := "peer authentication on"
+	if !su.cfg.MemberKey.IsZero() {
+		auth = "peer authentication on (member keys, key " + su.cfg.MemberKey.Public().ID() + ")"
+	}
 	if su.cfg.Insecure {
 		auth = "peer authentication OFF"
 	}
