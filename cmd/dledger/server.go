@@ -549,7 +549,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	if err := sdNotify(notifySocket, "READY=1\n"+status); err != nil {
 		log.Warn("could not tell the service manager the member is ready", zap.Error(err))
 	}
-	var reloaders []reloader // run in order on SIGHUP (reload.go)
+	reloaders := su.reloaders // run in order on SIGHUP (reload.go): the admin TLS certificate first, then the peer keys
 	if su.memberKeyFile != "" {
 		reloaders = append(reloaders, peerKeysReloader(su.memberKeyFile, su.trustFile, p.host))
 	}
