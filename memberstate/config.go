@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -178,9 +179,9 @@ func parseRecord(name, line string) (ConfigRecord, error) {
 	return c, nil
 }
 
-// readConfigFile reads dir's configuration file; false if there is none.
-func readConfigFile(dir string, o Owner) (DurableConfig, bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, configFileName))
+// readConfigFile reads dir's configuration file name; false if there is none.
+func readConfigFile(dir, name string, o Owner) (DurableConfig, bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, os.ErrNotExist) {
 		return DurableConfig{}, false, nil
 	}
@@ -189,7 +190,7 @@ func readConfigFile(dir string, o Owner) (DurableConfig, bool, error) {
 	}
 	d, err := decodeConfig(o, b)
 	if err != nil {
-		return d, false, fmt.Errorf("%s: %w", filepath.Join(dir, configFileName), err)
+		return d, false, fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
 	}
 	return d, true, nil
 }
@@ -198,7 +199,7 @@ func readConfigFile(dir string, o Owner) (DurableConfig, bool, error) {
 // fsynced, renamed over the old one, then the directory fsynced. Configuration changes are
 // rare (an operator's command), so the cost of a whole new file does not matter, and a rename
 // leaves the old file or the new one after a crash, never a mix.
-func writeConfigFile(ops fsOps, dir string, o Owner, d DurableConfig) error {
+func writeConfigFile(ops fsOps, dir, name string, o Owner, d DurableConfig) error {
 	if err := CheckConfig(d); err != nil {
 		return fmt.Errorf("save configuration: %w", err)
 	}
@@ -206,7 +207,7 @@ func writeConfigFile(ops fsOps, dir string, o Owner, d DurableConfig) error {
 	if err != nil {
 		return err
 	}
-	name := tmp.Name()
+	tmpName := tmp.Name()
 	_, err = tmp.Write(encodeConfig(o, d))
 	if err == nil {
 		err = tmp.Sync()
@@ -215,10 +216,10 @@ func writeConfigFile(ops fsOps, dir string, o Owner, d DurableConfig) error {
 		err = cerr
 	}
 	if err == nil {
-		err = ops.rename(name, filepath.Join(dir, configFileName))
+		err = ops.rename(tmpName, filepath.Join(dir, name))
 	}
 	if err != nil {
-		ops.remove(name)
+		ops.remove(tmpName)
 		return err
 	}
 	return ops.syncDir(dir)
@@ -228,7 +229,7 @@ func writeConfigFile(ops fsOps, dir string, o Owner, d DurableConfig) error {
 func (f *FileStore) LoadConfig() (DurableConfig, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return readConfigFile(f.dir, f.owner)
+	return readConfigFile(f.dir, configFileName, f.owner)
 }
 
 // SaveConfig replaces the configuration kept in the data dir, durably.
@@ -238,7 +239,7 @@ func (f *FileStore) SaveConfig(d DurableConfig) error {
 	if f.readOnly || f.lock == nil {
 		return errors.New("save configuration: the store is closed or read-only")
 	}
-	return writeConfigFile(f.ops, f.dir, f.owner, d)
+	return writeConfigFile(f.ops, f.dir, configFileName, f.owner, d)
 }
 
 // LoadConfig returns the configuration last saved (what a crash keeps: see MemStore).
@@ -286,4 +287,38 @@ func CloneRecord(c ConfigRecord) ConfigRecord {
 	c.Voters = append([]Peer(nil), c.Voters...)
 	c.NonVoters = append([]Peer(nil), c.NonVoters...)
 	return c
+}
+
+// journalConfigDir is where a Journal keeps its members' configurations: one file per member,
+// named after its group and id (escaped: both may hold a '/'). Configurations change rarely, so
+// they stay out of the journal's records, whose size bounds every member's vote write.
+func (j *Journal) configDir() string { return filepath.Join(j.dir, "members") }
+
+func journalConfigName(o Owner) string {
+	return url.PathEscape(o.Group) + "@" + url.PathEscape(o.SelfID) + ".state"
+}
+
+// LoadConfig reads this member's configuration (<journal dir>/members/<group>@<id>.state).
+func (s *JournalStore) LoadConfig() (DurableConfig, bool, error) {
+	return readConfigFile(s.j.configDir(), journalConfigName(s.owner), s.owner)
+}
+
+// SaveConfig replaces this member's configuration, durably (a file of its own, as FileStore's).
+func (s *JournalStore) SaveConfig(d DurableConfig) error {
+	s.j.mu.Lock()
+	closed := s.closed
+	s.j.mu.Unlock()
+	if closed {
+		return errors.New("save configuration: the member's store is closed")
+	}
+	dir := s.j.configDir()
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		if err := s.j.ops.syncDir(s.j.dir); err != nil { // the new directory's entry, durably
+			return err
+		}
+	}
+	return writeConfigFile(s.j.ops, dir, journalConfigName(s.owner), s.owner, d)
 }
