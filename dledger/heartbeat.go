@@ -151,8 +151,8 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 	if err == nil && e.noteConfAck(idx, resp) {
 		return // the configuration committed and the member list moved: the round was dropped
 	}
-	if idx >= e.ms.Voters() && code != protocol.CodeExpiredTerm {
-		code = protocol.CodeUnknown // a non-voter counts in no quorum (docs/protocol.md 13)
+	if idx >= e.ms.Voters() {
+		code = e.nonVoterAnswer(code, resp) // a non-voter counts in no quorum (docs/protocol.md 13)
 	}
 	if !current {
 		if code == protocol.CodeExpiredTerm && resp.Term > e.ms.CurrTerm() { // D4, late

@@ -83,7 +83,7 @@ func (s *sim) startMember(m *member) error {
 	// The member's randomness depends on the run seed, the member and the incarnation only.
 	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
 	ep := &endpoint{s: s, m: m, inc: m.inc}
-	who := dledger.Member{Group: s.groupName(), SelfID: m.id, Peers: s.peers, Store: memberStore{m.store, s, m}}
+	who := s.memberOf(m)
 	var live dledger.HostLiveness
 	if s.hr != nil {
 		live = s.hr.liveFor(s, m)
