@@ -427,3 +427,37 @@ func TestForceConfiguration(t *testing.T) {
 		return r
 	}(), ErrForceInvalid)
 }
+
+// docs/protocol.md 13.4: a candidate refused by row C always ends at least as new as the
+// voter. The case the simulator found (seed 53 of --reconfig): the candidate holds epoch 9
+// committed at term 9, the voter holds the same members at epoch 9 as a later leader's
+// re-proposal (term 10), pending. Taking only newer committed configurations and pendings one
+// epoch up, the candidate learned nothing, was refused for good, and refused the voter in turn
+// for its older ledger: no leader.
+func TestRefusedCandidateLearnsAReproposal(t *testing.T) {
+	store := memberstate.NewMemStore()
+	c9 := memberstate.ConfigRecord{Epoch: 9, Term: 9, Voters: peersOf(3)[:2]}
+	if err := store.SaveConfig(memberstate.DurableConfig{Committed: c9}); err != nil {
+		t.Fatal(err)
+	}
+	u := newMemberUnit(t, 3, store, false)
+	u.clock.Advance(time.Second)
+	u.e.Tick()
+	votes := u.tr.takeVotes()
+	if len(votes) != 1 || votes[0].req.ConfEpoch != 9 || votes[0].req.ConfTerm != 9 {
+		t.Fatalf("vote requests %+v", votes)
+	}
+	r := voteResp("n1", protocol.VoteRejectExpiredConfig, votes[0].req.Term)
+	r.ConfEpoch, r.ConfTerm = 9, 10
+	r.Conf = &protocol.WireConfig{Epoch: 8, Term: 4, Voters: memberstate.FormatPeers(peersOf(3))}
+	r.Pending = &protocol.WireConfig{Epoch: 9, Term: 10, Voters: memberstate.FormatPeers(peersOf(3)[:2])}
+	votes[0].done(r, nil)
+	if st := u.e.Membership(); st.Epoch != 9 || st.ConfTerm != 10 || st.Pending != nil {
+		t.Fatalf("after the answer: %+v, want epoch 9 at term 10 committed", st)
+	}
+	req := voteReq("n1", 50, -1, -1)
+	req.ConfEpoch, req.ConfTerm = 9, 10
+	if resp := u.e.HandleVote(req); resp.VoteResult == protocol.VoteRejectExpiredConfig {
+		t.Fatal("the voter's own version is still refused")
+	}
+}

@@ -2,6 +2,7 @@ package dledger
 
 import (
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -79,9 +80,10 @@ func (e *Elector) learnFromLeader(req *protocol.HeartBeatRequest) {
 }
 
 // learnConfig adopts what conf (committed) and pending tell that this member does not know
-// (docs/protocol.md 13.3, the follower's rule): a newer committed configuration; a pending one
-// newer than its own, one epoch above the committed one; and it drops its own pending one once
-// the committed one reaches its epoch. The result is durable before it is used. sender, if not
+// (docs/protocol.md 13.3, the follower's rule): a newer committed configuration, or a later
+// term's re-proposal of its own committed one (same members, same epoch); a pending one newer
+// than its own, one epoch above the committed one; and it drops its own pending one once the
+// committed one reaches its epoch. The result is durable before it is used. sender, if not
 // empty, must be a voter of conf. src says where it came from, for the logs.
 func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 	c, errC := configFromWire(wc)
@@ -94,6 +96,9 @@ func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 	newC, newP, changed := m.committed, m.pending, false
 	if c != nil && (m.joining || newC.version().less(c.version())) {
 		newC, changed = *c, true
+	}
+	if p != nil && p.Epoch == newC.Epoch && newC.version().less(p.version()) && sameMembers(*p, newC) {
+		newC, changed = *p, true // a later leader's re-proposal of the committed configuration (13.3)
 	}
 	if newP != nil && newP.Epoch <= newC.Epoch {
 		newP, changed = nil, true
@@ -167,4 +172,20 @@ func (e *Elector) learnFromVoter(resp *protocol.VoteResponse) {
 		return
 	}
 	e.learnConfig(resp.Conf, resp.Pending, "", "the vote answer of "+resp.LocalID)
+}
+
+// sameMembers: a and b have the same voters and non-voters, in any order.
+func sameMembers(a, b Configuration) bool {
+	same := func(x, y []memberstate.Peer) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for _, p := range x {
+			if !slices.Contains(y, p) {
+				return false
+			}
+		}
+		return true
+	}
+	return same(a.Voters, b.Voters) && same(a.NonVoters, b.NonVoters)
 }
