@@ -461,3 +461,37 @@ func TestRefusedCandidateLearnsAReproposal(t *testing.T) {
 		t.Fatal("the voter's own version is still refused")
 	}
 }
+
+// docs/protocol.md 7.1 row F: a member holding a configuration proposed at term t refuses
+// every vote at t (even from its proposer) and below, and grants at t+1; the initial
+// configuration fences nothing.
+func TestHandleVoteRowF_REJECT_ALREADY_VOTED(t *testing.T) {
+	u := newMemberUnit(t, 3, nil, false)
+	hb := hbReq("n1", 6)
+	hb.ConfEpoch, hb.ConfTerm = 1, 6
+	hb.Conf = &protocol.WireConfig{Epoch: 1, Term: 6, Voters: memberstate.FormatPeers(peersOf(3))}
+	if r := u.e.HandleHeartBeat(hb); r.Code != protocol.CodeSuccess {
+		t.Fatal(r.Code)
+	}
+	u.store.Crash() // the leader is forgotten, not the configuration
+	e, err := New(u.cfg, Member{Group: "g", SelfID: "n0", Peers: peersOf(3), Store: u.store}, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cand := range []string{"n2", "n1"} {
+		req := voteReq(cand, 6, -1, -1)
+		req.ConfEpoch, req.ConfTerm = 1, 6
+		if r := e.HandleVote(req); r.VoteResult != protocol.VoteRejectAlreadyVoted {
+			t.Fatalf("%s at term 6: %v, want REJECT_ALREADY_VOTED", cand, r.VoteResult)
+		}
+	}
+	req := voteReq("n2", 7, -1, -1)
+	req.ConfEpoch, req.ConfTerm = 1, 6
+	if r := e.HandleVote(req); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("n2 at term 7: %v, want ACCEPT", r.VoteResult)
+	}
+	fresh := newMemberUnit(t, 3, nil, false) // epoch 0: the same-term probe at term 0 is granted
+	if r := fresh.e.HandleVote(voteReq("n1", 0, -1, -1)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("initial configuration at term 0: %v, want ACCEPT", r.VoteResult)
+	}
+}

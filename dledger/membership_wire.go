@@ -189,3 +189,18 @@ func sameMembers(a, b Configuration) bool {
 	}
 	return same(a.Voters, b.Voters) && same(a.NonVoters, b.NonVoters)
 }
+
+// configFences is docs/protocol.md 7.1 row F: this member holds a configuration proposed by
+// the leader of a term at or above the request's (any configuration but the initial one), so
+// that term had a leader, and its changes may have made voters of members that never voted in
+// it: a second election at that term could then be won by a majority that misses every member
+// that elected the first leader (13.5, claim 3). The member counts as having voted in that
+// term, durably (the configuration is), for a leader that is not the candidate: even the
+// leader that proposed it takes the next term to lead again.
+func (e *Elector) configFences(term int64) bool {
+	newest := e.mem.committed
+	if e.mem.pending != nil {
+		newest = *e.mem.pending
+	}
+	return newest.Epoch > 0 && !newest.Forced && term <= newest.Term
+}

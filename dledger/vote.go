@@ -400,6 +400,8 @@ func (e *Elector) voteOnLedgerAndTerm(req *protocol.VoteRequest, resp *protocol.
 		return withResult(resp, protocol.VoteRejectSmallLedgerEndIndex)
 	case req.Term < ms.CurrTerm(): // row 5
 		return withResult(resp, protocol.VoteRejectExpiredVoteTerm)
+	case e.configFences(req.Term): // row F (docs/protocol.md 13.5): a leader of this term changed members
+		return withResult(resp, protocol.VoteRejectAlreadyVoted)
 	case req.Term == ms.CurrTerm() && e.followsOtherThan(cand): // row 6, widened
 		// DLedger's row 6 needs "voted for someone else". We also refuse when this member follows
 		// another leader in this term without having voted in it (it adopted the term from a

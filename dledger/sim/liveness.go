@@ -62,6 +62,7 @@ func (s *sim) beginHeal(why string) {
 		m.lagging = false
 		s.setDisk(m, false)
 	}
+	s.resumeAll() // paused members (reconfig.go; none in other runs)
 	keepDown := 0
 	rejoinNext := s.opt.Scenario == ScenarioRejoin && s.preCycles == 0
 	if r.IntN(4) == 0 && !rejoinNext && !s.reconfigOn() { // with reconfigurations, quorums move

@@ -33,7 +33,8 @@ type member struct {
 	// yet (start.go); ledger changes meanwhile reach only m.ledger.
 	unreported bool
 	// stopped: the process is frozen (SIGSTOP, Cluster.Stop): it makes no pass, and what reaches
-	// it waits in held, as in its socket buffers, until Cluster.Resume. Never set in Run.
+	// it waits in held, as in its socket buffers, until Cluster.Resume (or, in a run with
+	// reconfigurations, resume: reconfig.go). Never set in other runs.
 	stopped bool
 	held    []func()
 	// stops counts the times the member was stopped: L3 does not hold a member to its bound

@@ -53,11 +53,56 @@ func (s *sim) memberOf(m *member) dledger.Member {
 
 func spareAddr(i int) string { return fmt.Sprintf("10.0.0.%d:20911", i+1) }
 
-// planChanges asks for 0-2 changes at random times within a fault phase of length.
+// planChanges asks for 0-2 changes at random times within a fault phase of length, and in
+// half the phases pauses a member (the leader, when there is one at that moment, in half of
+// those) for a while: a process stopped mid-change, as SIGSTOP or a long GC pause would.
 func (s *sim) planChanges(length time.Duration) {
 	r := s.rngReconf
 	for range r.IntN(3) {
 		s.inPhase(between(r, 0, length), s.reconfigure)
+	}
+	if r.IntN(2) == 0 {
+		at, d, leader := between(r, 0, length), between(r, s.cfg.DetectionWindow()/4, 2*s.cfg.DetectionWindow()), r.IntN(2) == 0
+		m := s.members[r.IntN(len(s.members))]
+		s.inPhase(at, func() {
+			if l := s.leader(); leader && l != nil {
+				m = l
+			}
+			s.pause(m, d)
+		})
+	}
+}
+
+// pause stops m (it makes no pass, and what reaches it waits) for d, or until the heal.
+func (s *sim) pause(m *member, d time.Duration) {
+	if !m.up || m.stopped {
+		return
+	}
+	m.stopped = true
+	m.stops++
+	s.note("%s paused for %v", m.id, d)
+	s.inPhase(d, func() { s.resume(m) })
+}
+
+// resume continues a paused member: its first pass, late, then what waited for it.
+func (s *sim) resume(m *member) {
+	if !m.up || !m.stopped {
+		return
+	}
+	m.stopped = false
+	s.note("%s resumed", m.id)
+	s.touch(m)
+	held := m.held
+	m.held = nil
+	for _, f := range held {
+		f()
+	}
+}
+
+// resumeAll ends every pause (a heal).
+func (s *sim) resumeAll() {
+	for _, m := range s.members {
+		s.resume(m)
 	}
 }
 
@@ -65,7 +110,7 @@ func (s *sim) planChanges(length time.Duration) {
 // lead) for one change drawn from its configuration.
 func (s *sim) reconfigure() {
 	l := s.leader()
-	if l == nil {
+	if l == nil || l.stopped { // a paused process serves no admin request
 		return
 	}
 	c, ok := s.pickChange(l, l.e.Membership(), s.rngReconf)
