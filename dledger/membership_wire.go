@@ -93,19 +93,7 @@ func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 		return
 	}
 	m := &e.mem
-	newC, newP, changed := m.committed, m.pending, false
-	if c != nil && (m.joining || newC.version().less(c.version())) {
-		newC, changed = *c, true
-	}
-	if p != nil && p.Epoch == newC.Epoch && newC.version().less(p.version()) && sameMembers(*p, newC) {
-		newC, changed = *p, true // a later leader's re-proposal of the committed configuration (13.3)
-	}
-	if newP != nil && newP.Epoch <= newC.Epoch {
-		newP, changed = nil, true
-	}
-	if p != nil && p.Epoch == newC.Epoch+1 && (newP == nil || newP.version().less(p.version())) {
-		newP, changed = p, true
-	}
+	newC, newP, changed := m.merged(c, p)
 	if !changed || (m.joining && !newC.IsMember(e.ms.SelfID()) && (newP == nil || !newP.IsMember(e.ms.SelfID()))) {
 		return // nothing new; or, joining, a configuration that does not have this member yet
 	}
@@ -120,6 +108,26 @@ func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 		e.log.Error("cannot apply a configuration", e.fields(zap.Error(err))...)
 	}
 	e.noteRemoved("told by " + src)
+}
+
+// merged is the follower's rule (docs/protocol.md 13.3 steps 1-3) applied to what this member
+// holds and what it was sent (c committed, p pending; either may be nil): the configurations
+// it should hold, and whether they differ from what it holds.
+func (m *membership) merged(c, p *Configuration) (Configuration, *Configuration, bool) {
+	newC, newP, changed := m.committed, m.pending, false
+	if c != nil && (m.joining || newC.version().less(c.version())) { // step 1
+		newC, changed = *c, true
+	}
+	if p != nil && p.Epoch == newC.Epoch && newC.version().less(p.version()) && sameMembers(*p, newC) {
+		newC, changed = *p, true // step 1: a later leader's re-proposal of the committed configuration
+	}
+	if newP != nil && newP.Epoch <= newC.Epoch { // step 2
+		newP, changed = nil, true
+	}
+	if p != nil && p.Epoch == newC.Epoch+1 && (newP == nil || newP.version().less(p.version())) { // step 3
+		newP, changed = p, true
+	}
+	return newC, newP, changed
 }
 
 // storeConfig makes (c, p) durable, if this member's store keeps configurations; without one

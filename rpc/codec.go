@@ -78,7 +78,7 @@ func encodeFrame[M message](id uint64, code protocol.RequestCode, response bool,
 // not be constrained to message; msg is one of the message pointer types (anything else is
 // refused as out of range), and converting it to any does not allocate.
 func encodeFrameOf(id uint64, code protocol.RequestCode, response bool, msg any, maxSize int) (*frameBuf, error) {
-	if !inBounds(msg) {
+	if !inBounds(msg) || !confInBounds(msg) {
 		return nil, errOutOfRange
 	}
 	fb := getFrameBuf()
@@ -324,14 +324,13 @@ func ledgerOK(v int64) bool { return v >= -1 && v <= protocol.MaxLedgerValue }
 func inBounds(m any) bool {
 	switch m := m.(type) {
 	case *protocol.VoteRequest:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex) && confOK(m.ConfEpoch, m.ConfTerm)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.VoteResponse:
-		return termOK(m.Term) && confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
+		return termOK(m.Term)
 	case *protocol.HeartBeatRequest:
-		return termOK(m.Term) && confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
+		return termOK(m.Term)
 	case *protocol.HeartBeatResponse:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex) &&
-			confOK(m.ConfEpoch, m.ConfTerm) && confOK(m.CommitEpoch, m.CommitTerm)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.LeadershipTransferRequest:
 		return termOK(m.Term) && ledgerOK(m.TakeLeadershipLedgerIndex)
 	case *protocol.LeadershipTransferResponse:
@@ -346,6 +345,22 @@ func inBounds(m any) bool {
 		return termOK(m.Term) && len(m.Changes) <= protocol.MaxHostChanges
 	}
 	return false
+}
+
+// confInBounds reports whether the configuration fields of m (issue 31, docs/protocol.md 13)
+// are within bounds; inBounds checks the rest, and both must hold.
+func confInBounds(m any) bool {
+	switch m := m.(type) {
+	case *protocol.VoteRequest:
+		return confOK(m.ConfEpoch, m.ConfTerm)
+	case *protocol.VoteResponse:
+		return confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
+	case *protocol.HeartBeatRequest:
+		return confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
+	case *protocol.HeartBeatResponse:
+		return confOK(m.ConfEpoch, m.ConfTerm) && confOK(m.CommitEpoch, m.CommitTerm)
+	}
+	return true
 }
 
 // confOK bounds a configuration version (issue 31): an epoch at most MaxConfigEpoch, a term
@@ -430,7 +445,7 @@ func (fd *frameDecoder) finish(env envelope, msg any, err error) error {
 	if err := fd.close(env); err != nil {
 		return err
 	}
-	if !inBounds(msg) {
+	if !inBounds(msg) || !confInBounds(msg) {
 		return errOutOfRange
 	}
 	return nil

@@ -132,10 +132,27 @@ func (s *sim) reconfigure() {
 // non-voter (up to 5 voters), remove a member other than the leader (down to 2 voters), and
 // once in a while remove the leader itself (it hands over first).
 func (s *sim) pickChange(l *member, st dledger.MembershipStatus, r *rand.Rand) (dledger.Change, bool) {
+	adds, promotes, removes := s.changeTargets(l, st)
+	switch k := r.IntN(10); {
+	case k < 3 && len(adds) > 0:
+		id := adds[r.IntN(len(adds))]
+		return dledger.Change{Kind: dledger.AddNonVoter, ID: id, Addr: s.addrOf(id)}, true
+	case k < 6 && len(promotes) > 0:
+		return dledger.Change{Kind: dledger.Promote, ID: promotes[r.IntN(len(promotes))]}, true
+	case k < 9 && len(removes) > 0:
+		return dledger.Change{Kind: dledger.Remove, ID: removes[r.IntN(len(removes))]}, true
+	case k == 9:
+		return dledger.Change{Kind: dledger.Remove, ID: l.id}, true
+	}
+	return dledger.Change{}, false
+}
+
+// changeTargets lists, in member order, the members that could be added, promoted (up to 5
+// voters) and removed (the leader aside, down to 2 voters) from configuration st.
+func (s *sim) changeTargets(l *member, st dledger.MembershipStatus) (adds, promotes, removes []string) {
 	in := func(id string) bool {
 		return hasID(st.Voters, id) || hasID(st.NonVoters, id) || (st.Pending != nil && st.Pending.IsMember(id))
 	}
-	var adds, promotes, removes []string
 	for _, m := range s.members {
 		switch {
 		case !in(m.id):
@@ -150,18 +167,7 @@ func (s *sim) pickChange(l *member, st dledger.MembershipStatus, r *rand.Rand) (
 	if len(st.Voters) >= 5 {
 		promotes = nil
 	}
-	switch k := r.IntN(10); {
-	case k < 3 && len(adds) > 0:
-		id := adds[r.IntN(len(adds))]
-		return dledger.Change{Kind: dledger.AddNonVoter, ID: id, Addr: s.addrOf(id)}, true
-	case k < 6 && len(promotes) > 0:
-		return dledger.Change{Kind: dledger.Promote, ID: promotes[r.IntN(len(promotes))]}, true
-	case k < 9 && len(removes) > 0:
-		return dledger.Change{Kind: dledger.Remove, ID: removes[r.IntN(len(removes))]}, true
-	case k == 9:
-		return dledger.Change{Kind: dledger.Remove, ID: l.id}, true
-	}
-	return dledger.Change{}, false
+	return adds, promotes, removes
 }
 
 func hasID(ps []memberstate.Peer, id string) bool {
