@@ -214,6 +214,14 @@ type changeReply struct {
 
 func (changeReply) isMessage() {}
 
+// membersChanged tells Options.MembersChanged the new member list.
+type membersChanged struct {
+	tell  func([]memberstate.Peer)
+	peers []memberstate.Peer
+}
+
+func (membersChanged) isMessage() {}
+
 // highest is the newest configuration this member has stored.
 func (m *membership) highest() version {
 	if m.pending != nil {
@@ -331,6 +339,9 @@ func (e *Elector) applyMembers() error {
 	}
 	e.peers, e.mem.acks = status, acks
 	e.peerstring = memberstate.FormatPeers(peers)
+	if e.onMembers != nil {
+		e.post(membersChanged{tell: e.onMembers, peers: slices.Clone(peers)})
+	}
 	e.vote, e.hb = nil, nil
 	e.leadFromRound = e.roundSeq
 	if e.ms.Role() == protocol.LEADER {

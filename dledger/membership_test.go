@@ -495,3 +495,27 @@ func TestHandleVoteRowF_REJECT_ALREADY_VOTED(t *testing.T) {
 		t.Fatalf("initial configuration at term 0: %v, want ACCEPT", r.VoteResult)
 	}
 }
+
+// Options.MembersChanged hears every move of the member list, outside the lock, with the new
+// member's address (a transport dials it).
+func TestMembersChangedTellsTheTransport(t *testing.T) {
+	store := memberstate.NewMemStore()
+	u := &unit{t: t, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	var lists [][]memberstate.Peer
+	var e *Elector
+	e, err := New(u.cfg, Member{Group: "g", SelfID: "n0", Peers: peersOf(3), Store: store},
+		Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, MembersChanged: func(p []memberstate.Peer) {
+			e.Status() // outside the lock: this would deadlock under it
+			lists = append(lists, p)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.e, u.ms = e, e.ms
+	u.e.startUp.hadLeader = true
+	u.makeLeader()
+	u.change(Change{Kind: AddNonVoter, ID: "n3", Addr: "127.0.0.1:20999"})
+	if len(lists) != 1 || len(lists[0]) != 4 || lists[0][3] != (memberstate.Peer{ID: "n3", Addr: "127.0.0.1:20999"}) {
+		t.Fatalf("told %v", lists)
+	}
+}
