@@ -519,3 +519,54 @@ func TestMembersChangedTellsTheTransport(t *testing.T) {
 		t.Fatalf("told %v", lists)
 	}
 }
+
+// A follower the host's liveness table lets go quiet (docs/protocol.md 12.2) still gets
+// explicit heartbeats while it has not shown it holds the leader's configurations: the
+// proposal reaches it and commits at once, and the quiet resumes after.
+func TestQuietFollowersHearAChange(t *testing.T) {
+	store := memberstate.NewMemStore()
+	live := &fakeLive{changed: map[string]bool{}}
+	u := &unit{t: t, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	e, err := New(u.cfg, Member{Group: "g", SelfID: "n0", Peers: peersOf(3), Store: store},
+		Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Liveness: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.e, u.ms = e, e.ms
+	u.e.startUp.hadLeader = true
+	u.makeLeader()
+	live.set(u.clock.Now().Add(time.Hour), u.clock.Now().Add(time.Hour), true)
+	round := func() []sentHeartBeat {
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+		u.e.Tick()
+		hs := u.tr.takeHeartBeats()
+		for _, h := range hs {
+			r := hbResp(h.to, protocol.CodeSuccess, h.req.Term)
+			r.Epoch = 7
+			r.ConfEpoch, r.ConfTerm = h.req.ConfEpoch, h.req.ConfTerm
+			r.CommitEpoch, r.CommitTerm = u.e.mem.committed.Epoch, u.e.mem.committed.Term // what it stored
+			if h.req.Conf != nil {
+				r.CommitEpoch, r.CommitTerm = h.req.Conf.Epoch, h.req.Conf.Term
+			}
+			h.done(r, nil)
+		}
+		return hs
+	}
+	answerWithEpoch(u.tr.takeHeartBeats(), 7)
+	round() // the order of succession settles (12.2 rule 2)
+	if hs := round(); len(hs) != 0 {
+		t.Fatalf("%d explicit heartbeats to quiet followers before any change", len(hs))
+	}
+	var got *ChangeResult
+	u.e.ChangeMembership(Change{Kind: AddNonVoter, ID: "n3", Addr: "127.0.0.1:20999"}, func(r ChangeResult) { got = &r })
+	if hs := round(); len(hs) < 2 || got == nil || got.Err != nil {
+		t.Fatalf("%d explicit heartbeats after the proposal, answer %+v", len(hs), got)
+	}
+	quiet := false
+	for i := 0; i < 5 && !quiet; i++ { // the committed configuration reaches them, n3 settles
+		quiet = len(round()) == 0
+	}
+	if !quiet {
+		t.Fatal("the followers never went quiet again once everyone held the configuration")
+	}
+}

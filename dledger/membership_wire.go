@@ -212,3 +212,18 @@ func (e *Elector) configFences(term int64) bool {
 	}
 	return newest.Epoch > 0 && !newest.Forced && term <= newest.Term
 }
+
+// confBehind: follower i has not shown, in this leadership, that it holds this leader's
+// configurations, so it gets an explicit heartbeat even where the host's liveness table would
+// let it go quiet (docs/protocol.md 12.2): a quiet follower hears no configuration, and a
+// proposal would wait for the refresh (50 intervals) to commit. A group that never changed its
+// configuration is never behind, and stays as quiet as it was.
+func (e *Elector) confBehind(i int) bool {
+	m := &e.mem
+	hv := m.highest()
+	if hv == (version{}) || i >= len(m.acks) {
+		return false
+	}
+	a := m.acks[i]
+	return !a.known || a.highest != hv || a.commited != m.committed.version()
+}
