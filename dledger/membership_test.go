@@ -570,3 +570,66 @@ func TestQuietFollowersHearAChange(t *testing.T) {
 		t.Fatal("the followers never went quiet again once everyone held the configuration")
 	}
 }
+
+// newMemberUnitAs is newMemberUnit for member id of peersOf(n).
+func newMemberUnitAs(t *testing.T, id string, n int) *unit {
+	t.Helper()
+	store := memberstate.NewMemStore()
+	u := &unit{t: t, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	e, err := New(u.cfg, Member{Group: "g", SelfID: id, Peers: peersOf(n), Store: store},
+		Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.e, u.ms = e, e.ms
+	u.e.startUp.hadLeader = true
+	return u
+}
+
+// docs/protocol.md 13.7: after forced recovery on n0, the ledger rule still decides. n1, the
+// other survivor, has the newer ledger: it refuses n0, is refused by n0 on row C with the
+// forced configuration, learns it, and wins with n0's vote.
+func TestForcedRecoveryLedgerStillDecides(t *testing.T) {
+	a, b := newMemberUnitAs(t, "n0", 3), newMemberUnitAs(t, "n1", 3)
+	a.setLedger(1, 5)
+	b.setLedger(1, 9)
+	var got *ChangeResult
+	a.e.ForceConfiguration([]string{"n0", "n1"}, func(r ChangeResult) { got = &r })
+	for _, p := range a.tr.takeVotes() {
+		if p.to == "n1" {
+			p.done(b.e.HandleVote(p.req), nil)
+		} else {
+			p.done(nil, errors.New("n2 is gone"))
+		}
+	}
+	if got == nil || got.Err != nil || !got.Config.Forced {
+		t.Fatalf("force: %+v", got)
+	}
+	if b.ms.CurrTerm() != 0 || b.store.Saves() != 0 {
+		t.Fatal("the probe moved the survivor")
+	}
+	// n0 campaigns; n1 refuses it for its older ledger.
+	a.clock.Advance(time.Second)
+	a.e.Tick()
+	for _, v := range a.tr.takeVotes() {
+		if r := b.e.HandleVote(v.req); r.VoteResult != protocol.VoteRejectExpiredLedgerTerm && r.VoteResult != protocol.VoteRejectSmallLedgerEndIndex {
+			t.Fatalf("n1 answered n0 %v, want a ledger refusal", r.VoteResult)
+		}
+	}
+	// n1 campaigns with the old configuration; n0 refuses on row C and n1 learns.
+	for i := 0; i < 3 && b.ms.Role() != protocol.LEADER; i++ {
+		b.clock.Advance(time.Second)
+		b.e.Tick()
+		for _, v := range b.tr.takeVotes() {
+			if v.to == "n0" {
+				v.done(a.e.HandleVote(v.req), nil)
+			} else {
+				v.done(nil, errors.New("n2 is gone"))
+			}
+		}
+	}
+	st := b.e.Membership()
+	if b.ms.Role() != protocol.LEADER || !st.Forced || len(st.Voters) != 2 {
+		t.Fatalf("n1: role %v, membership %+v; want leader of the forced configuration", b.ms.Role(), st)
+	}
+}
