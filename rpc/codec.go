@@ -126,8 +126,13 @@ func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response boo
 func encodeMessage(e *msgpack.Encoder, msg any) error {
 	switch r := msg.(type) {
 	case *protocol.HeartBeatRequest:
-		if r.ConfEpoch != 0 || r.ConfTerm != 0 || r.Conf != nil || r.Pending != nil {
-			break // a configuration to carry (issue 31): rare, the library's path
+		switch {
+		case r.Conf != nil || r.Pending != nil: // a configuration to carry (issue 31): rare, the library's path
+			return e.Encode(msg)
+		case r.ConfEpoch != 0 && r.ConfTerm != 0 && r.Epoch == 0: // a group that changed (issue 31)
+			return e.Encode((*heartBeatRequestConf)(r))
+		case r.ConfEpoch != 0 || r.ConfTerm != 0:
+			return e.Encode(msg)
 		}
 		if r.Epoch == 0 {
 			return e.Encode((*heartBeatRequestPlain)(r))
@@ -135,6 +140,8 @@ func encodeMessage(e *msgpack.Encoder, msg any) error {
 		return e.Encode((*heartBeatRequestEpoch)(r))
 	case *protocol.HeartBeatResponse:
 		switch {
+		case !r.LedgerUnknown && r.Epoch == 0 && r.ConfEpoch != 0 && r.ConfTerm != 0 && r.CommitEpoch != 0 && r.CommitTerm != 0:
+			return e.Encode((*heartBeatResponseKnownConf)(r)) // a group that changed (issue 31)
 		case r.LedgerUnknown, r.ConfEpoch != 0 || r.ConfTerm != 0 || r.CommitEpoch != 0 || r.CommitTerm != 0:
 		case r.Epoch == 0:
 			return e.Encode((*heartBeatResponseKnown)(r))
@@ -164,6 +171,32 @@ type heartBeatRequestEpoch struct {
 	ConfEpoch       uint64               `msgpack:"-"` // issue 31: zero in this fast path
 	ConfTerm        int64                `msgpack:"-"`
 	Conf, Pending   *protocol.WireConfig `msgpack:"-"`
+}
+
+// heartBeatRequestConf is a heartbeat of a group whose configuration changed (issue 31), with
+// no table epoch and no configuration to carry: its version always written, the bytes
+// omitempty gives when both are non-zero.
+type heartBeatRequestConf struct {
+	protocol.Header `msgpack:",inline"`
+	Successors      string               `msgpack:"successors"`
+	Epoch           uint64               `msgpack:"-"`
+	ConfEpoch       uint64               `msgpack:"confEpoch"`
+	ConfTerm        int64                `msgpack:"confTerm"`
+	Conf, Pending   *protocol.WireConfig `msgpack:"-"`
+}
+
+// heartBeatResponseKnownConf is the answer of such a group's follower, which knows its ledger
+// and reports non-zero configuration versions.
+type heartBeatResponseKnownConf struct {
+	protocol.Header `msgpack:",inline"`
+	LedgerEndTerm   int64  `msgpack:"ledgerEndTerm"`
+	LedgerEndIndex  int64  `msgpack:"ledgerEndIndex"`
+	LedgerUnknown   bool   `msgpack:"-"`
+	Epoch           uint64 `msgpack:"-"`
+	ConfEpoch       uint64 `msgpack:"confEpoch"`
+	ConfTerm        int64  `msgpack:"confTerm"`
+	CommitEpoch     uint64 `msgpack:"commitEpoch"`
+	CommitTerm      int64  `msgpack:"commitTerm"`
 }
 
 // heartBeatResponseKnown and heartBeatResponseKnownEpoch are protocol.HeartBeatResponse of a
