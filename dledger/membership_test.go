@@ -633,3 +633,29 @@ func TestForcedRecoveryLedgerStillDecides(t *testing.T) {
 		t.Fatalf("n1: role %v, membership %+v; want leader of the forced configuration", b.ms.Role(), st)
 	}
 }
+
+// docs/protocol.md 7.3 E5 counts voters: with two voters and a non-voter, the probe after
+// losing the leader waits for the leader's answer instead of deciding on the self vote alone
+// (a non-voter is never asked and counts as answered). The simulator (--reconfig seed 6042)
+// found a candidate deciding so, again and again, never hearing the higher term in the answer.
+func TestLostLeaderRuleCountsVoters(t *testing.T) {
+	store := memberstate.NewMemStore()
+	c := memberstate.ConfigRecord{Epoch: 2, Term: 3, Voters: peersOf(2), NonVoters: peersOf(3)[2:]}
+	if err := store.SaveConfig(memberstate.DurableConfig{Committed: c}); err != nil {
+		t.Fatal(err)
+	}
+	u := newMemberUnit(t, 3, store, false)
+	hb := hbReq("n1", 5)
+	hb.ConfEpoch, hb.ConfTerm = 2, 3
+	u.e.HandleHeartBeat(hb)
+	for i := 0; i < 10 && len(u.tr.takeVotes()) == 0; i++ { // time out on n1, then probe at term 5
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+		u.e.Tick()
+		if u.e.vote != nil {
+			break
+		}
+	}
+	if u.e.vote == nil || u.e.vote.term != 5 {
+		t.Fatalf("the probe at term 5 was decided before n1 answered (round %+v)", u.e.vote)
+	}
+}
