@@ -659,3 +659,37 @@ func TestLostLeaderRuleCountsVoters(t *testing.T) {
 		t.Fatalf("the probe at term 5 was decided before n1 answered (round %+v)", u.e.vote)
 	}
 }
+
+// docs/protocol.md 13.2 row 7: the quorum's ledger is the quorum-th newest of the voters'
+// (the leader's own included), not the leader's: a non-voter behind the leader but at the
+// ledger a quorum holds may be promoted.
+func TestPromoteAtTheQuorumsLedger(t *testing.T) {
+	u := leaderWithNonVoter(t)
+	u.setLedger(3, 100)
+	led := map[string]memberstate.LedgerEnd{"n1": {Term: 3, Index: 80}, "n2": {Term: 3, Index: 80}, "n3": {Term: 3, Index: 85}}
+	u.heartbeatRound(all("n1", "n2", "n3"), led)
+	if r := u.change(Change{Kind: Promote, ID: "n3"}); r != nil {
+		t.Fatalf("promote of n3 at (3, 85), the quorum at (3, 80): %v", r.Err)
+	}
+}
+
+// A change in flight is answered at once when leadership ends (its pass is due now), and
+// plans no pass of its own while the leadership lasts and its bound is ahead.
+func TestChangeDeadline(t *testing.T) {
+	u := newMemberUnit(t, 3, nil, false)
+	u.makeLeader()
+	u.tr.takeHeartBeats()
+	var got *ChangeResult
+	u.e.ChangeMembership(Change{Kind: AddNonVoter, ID: "n3", Addr: "127.0.0.1:1"}, func(r ChangeResult) { got = &r })
+	u.clock.Advance(u.cfg.MaintainInterval)
+	u.e.Tick()
+	if next := u.e.NextPassAt(); !next.After(u.clock.Now()) {
+		t.Fatalf("next pass at %v, now %v: a change in flight must not keep a pass due", next, u.clock.Now())
+	}
+	u.e.HandleHeartBeat(hbReq("n1", u.ms.CurrTerm()+1)) // deposed
+	if next := u.e.NextPassAt(); next.After(u.clock.Now()) {
+		t.Fatalf("next pass at %v, now %v: the lost leadership's answer must be due at once", next, u.clock.Now())
+	}
+	u.e.Tick()
+	wantErr(t, got, ErrLeadershipLost)
+}
