@@ -11,8 +11,8 @@
 // # Control flow and the lock
 //
 // One mutex guards an Elector. Only the entry points take it: the exported methods, and the
-// three methods through which the transport hands back an answer (onVoteResponse,
-// onHeartBeatResponse, onTransferResponse). Every other method of Elector runs with the lock
+// four methods through which the transport hands back an answer (onVoteResponse,
+// onHeartBeatResponse, onTransferResponse, and onProbeResponse for forced recovery). Every other method of Elector runs with the lock
 // held and never takes it.
 //
 // Under the lock the elector calls only its Clock, Rand, Logger and MemberState (whose vote and
@@ -66,6 +66,11 @@ type Options struct {
 	// that on hosts carrying many groups the first candidates spread over the hosts. Every
 	// member of a group must set it alike (a host sets it with Liveness).
 	SpreadStartup bool
+	// MembersChanged, if set, is told the member list (Status().Peers' ids and addresses, self
+	// included) every time a configuration change moves it (docs/protocol.md 13), so a
+	// transport can dial a new member's address. It runs outside the elector's lock, in order,
+	// like the Observer. Not called for the list the member starts with.
+	MembersChanged func([]memberstate.Peer)
 }
 
 // RoleEvent is one role change (docs/protocol.md section 8): the term as adopted (the fencing
@@ -170,6 +175,11 @@ type Elector struct {
 	live HostLiveness
 	quietState
 	spread bool // Options.SpreadStartup (spread.go)
+
+	// Membership (membership.go, docs/protocol.md 13): the configurations, the leader's change
+	// in flight, forced recovery.
+	mem       membership
+	onMembers func([]memberstate.Peer) // Options.MembersChanged
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -190,7 +200,14 @@ type Member struct {
 	SelfID string
 	Peers  []memberstate.Peer
 	// Store keeps the term and vote across restarts; its Save must be durable when it returns.
+	// A Store that is also a memberstate.ConfigStore keeps the configuration (docs/protocol.md
+	// 13): a stored one wins over Peers at start, and only such a member can change members.
 	Store memberstate.Store
+	// Join: this member is being added to a running group (--join). It starts with no
+	// configuration (Peers only name whom it may hear from, itself included), never campaigns,
+	// and takes its configuration from the first leader whose heartbeat lists it. Ignored when
+	// the store holds a configuration (a restart).
+	Join bool
 }
 
 // New builds the elector of member m, with the term and vote m.Store holds. The elector owns
@@ -204,7 +221,14 @@ func New(cfg Config, m Member, opt Options) (*Elector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newElector(cfg, ms, opt)
+	e, err := newElector(cfg, ms, opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.initMembership(m); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // newElector builds an elector over ms, which it owns from then on (the package's tests build
@@ -238,6 +262,8 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		notify:     make(chan struct{}, 1),
 		live:       opt.Liveness,
 		spread:     opt.SpreadStartup,
+		onMembers:  opt.MembersChanged,
+		mem:        membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
@@ -281,6 +307,8 @@ func (e *Elector) Tick() {
 		e.maintainAsCandidate(now)
 	}
 	e.maintainTransfer(now)
+	e.maintainChange(now)
+	e.maintainForce(now)
 }
 
 // stalled says whether this member may have been stopped or paused recently: a pass is overdue
@@ -382,6 +410,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 		e.peers[i] = peerStatus{}
 	}
 	e.startUp.hadLeader = true
+	e.leadMembership()
 	e.log.Info(EventBecomesLeader, e.fields()...)
 	e.emit(now)
 	// The first heartbeat round leaves at once, not at the next pass: until it arrives the

@@ -142,7 +142,7 @@ func (e *Elector) nextRoundAt(now time.Time) time.Time {
 		if p.ID == e.ms.SelfID() {
 			continue
 		}
-		if !e.quiet(i, successors, now) {
+		if !e.quiet(i, successors, now) || e.confBehind(i) {
 			return next
 		}
 		if t := e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh()); refresh.IsZero() || t.Before(refresh) {

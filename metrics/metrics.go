@@ -126,7 +126,8 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 		authFailures: cv("dledger_auth_failures_total", "Rpc connections closed because peer authentication failed "+
 			"(inbound and outbound), by reason: bad_key (wrong key or group), plaintext (a peer without a key), "+
 			"wrong_member (a request under another member's id), decrypt_failed (a replayed or altered frame), "+
-			"handshake_timeout, refused (a peer refused our handshake), ...", "reason"),
+			"handshake_timeout, refused (a peer refused our handshake), with member keys unknown_key, wrong_id (another member's key) "+
+			"and revoked (a key a reload dropped), ...", "reason"),
 		transfers: cv("dledger_leadership_transfers_total", "Leadership transfers this member led or answered, by result code.", "result"),
 		voteStoreWrite: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "dledger_vote_store_write_seconds", ConstLabels: cl, Buckets: fsyncBuckets,

@@ -341,6 +341,8 @@ func TestMonitoringKitWithPromtool(t *testing.T) {
 	run(monitoringDir, "check", "rules", filepath.Base(alertsFile))
 	run(monitoringDir, "test", "rules", filepath.Base(alertTestsFile))
 
+	checkScrapeConfig(t, run)
+
 	// The dashboard's queries as recording rules, so promtool parses each one.
 	_, panels := readDashboard(t)
 	grafana := strings.NewReplacer("$__rate_interval", "1m", "$group", "g", "$instance", ".*")
@@ -363,4 +365,31 @@ func TestMonitoringKitWithPromtool(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(dir, "check", "rules", "dashboard-queries.yml")
+}
+
+// checkScrapeConfig runs promtool over scripts/monitoring/prometheus.yml as it is installed: a
+// file at the CA path it names and the rules beside it. (cmd/dledger's
+// TestPrometheusScrapesOverTLS runs it in the real Prometheus.)
+func checkScrapeConfig(t *testing.T, run func(dir string, args ...string)) {
+	t.Helper()
+	scrape, err := os.ReadFile(filepath.Join(monitoringDir, "prometheus.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	const shippedCA = "/etc/prometheus/dledger-ca.pem"
+	if !strings.Contains(string(scrape), "ca_file: "+shippedCA+"\n") {
+		t.Fatalf("prometheus.yml does not name the CA file %s", shippedCA)
+	}
+	rules, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"dledger-ca.pem": []byte("ca"), filepath.Base(alertsFile): rules,
+		"prometheus.yml": []byte(strings.ReplaceAll(string(scrape), shippedCA, filepath.Join(dir, "dledger-ca.pem")))} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(dir, "check", "config", "prometheus.yml")
 }

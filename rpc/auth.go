@@ -19,6 +19,11 @@ import (
 type Auth struct {
 	// Keys is the group key set: the primary key dials, every key is accepted.
 	Keys secure.KeySet
+	// PeerKeys, instead of Keys, authenticates with per-member static keys (the member-key
+	// handshake, secure.NewStaticInitiator): this side's key pair and the trust list its
+	// peers are checked against, replaceable while running (PeerKeys.Reload). A Server and a
+	// Client of one member share one PeerKeys.
+	PeerKeys *PeerKeys
 	// Insecure turns authentication off: frames are plaintext, as before peer authentication,
 	// and anyone who reaches the port can speak for any member (depose the leader, burn votes).
 	Insecure bool
@@ -38,17 +43,16 @@ type Auth struct {
 }
 
 func (a *Auth) check() error {
+	if err := a.checkKeys(); err != nil {
+		return err
+	}
 	switch {
-	case a.Insecure && a.Keys.Len() > 0:
-		return errors.New("rpc: Auth has both Keys and Insecure; choose one")
 	case a.Host != "" && (a.Group != "" || a.SelfID != ""):
 		return errors.New("rpc: Auth.Host is for host links, whose requests name their group: leave Group and SelfID empty")
 	case a.Host != "" && len(a.Host) > secure.MaxHostIDLen:
 		return fmt.Errorf("rpc: Auth.Host %q must be at most %d bytes", a.Host, secure.MaxHostIDLen)
 	case a.Insecure:
 		return nil
-	case a.Keys.Len() == 0:
-		return errors.New("rpc: peer authentication needs a key set (Auth.Keys), or Auth.Insecure")
 	case a.Host != "":
 		return nil
 	case a.Group == "" || len(a.Group) > secure.MaxGroupLen:
@@ -60,12 +64,21 @@ func (a *Auth) check() error {
 }
 
 // checkHost is check for a Server on a Mux: Group, SelfID and Members come from the mux.
-func (a *Auth) checkHost() error {
+func (a *Auth) checkHost() error { return a.checkKeys() }
+
+// checkKeys: exactly one of Keys, PeerKeys and Insecure.
+func (a *Auth) checkKeys() error {
+	n := 0
+	for _, set := range []bool{a.Keys.Len() > 0, a.PeerKeys != nil, a.Insecure} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case a.Insecure && a.Keys.Len() > 0:
-		return errors.New("rpc: Auth has both Keys and Insecure; choose one")
-	case !a.Insecure && a.Keys.Len() == 0:
-		return errors.New("rpc: peer authentication needs a key set (Auth.Keys), or Auth.Insecure")
+	case n > 1:
+		return errors.New("rpc: Auth has more than one of Keys, PeerKeys and Insecure; choose one")
+	case n == 0:
+		return errors.New("rpc: peer authentication needs a key set (Auth.Keys) or member keys (Auth.PeerKeys), or Auth.Insecure")
 	}
 	return nil
 }
@@ -94,6 +107,7 @@ func AuthFailureReasons() []string {
 	return []string{secure.ReasonMalformed, secure.ReasonPlaintext, secure.ReasonVersion,
 		secure.ReasonBadKey, secure.ReasonUnknownMember, secure.ReasonWrongPeer, secure.ReasonDecrypt,
 		secure.ReasonExhausted, secure.ReasonTooLarge, secure.ReasonOther,
+		secure.ReasonUnknownKey, secure.ReasonWrongID, secure.ReasonRevoked,
 		ReasonWrongMember, ReasonHandshakeTimeout, ReasonRefused}
 }
 
@@ -133,6 +147,9 @@ func appendFrame(dst, body []byte) []byte {
 // handshake runs the initiator's side on a freshly dialled connection, bounded by deadline:
 // msg1 as the first frame, msg2 as the answer. It returns the session for every later frame.
 func handshake(conn net.Conn, a *Auth, peerID string, deadline time.Time) (*secure.Session, error) {
+	if a.PeerKeys != nil {
+		return handshakeStatic(conn, a, peerID, deadline)
+	}
 	in, msg1, err := secure.NewInitiator(a.Keys, a.Group, a.SelfID, peerID)
 	if a.Host != "" {
 		in, msg1, err = secure.NewLinkInitiator(a.Keys, a.Host, peerID)
@@ -146,6 +163,50 @@ func handshake(conn net.Conn, a *Auth, peerID string, deadline time.Time) (*secu
 	if _, err := conn.Write(appendFrame(nil, msg1)); err != nil {
 		return nil, err
 	}
+	msg2, err := readMsg2(conn)
+	if err != nil {
+		return nil, err
+	}
+	s, err := in.Finish(msg2)
+	if err != nil {
+		return nil, err
+	}
+	return s, conn.SetDeadline(time.Time{})
+}
+
+// handshakeStatic is handshake with member keys (version 3): msg1, msg2 back, then msg3,
+// which the first sealed frame (the hello) follows on the wire.
+func handshakeStatic(conn net.Conn, a *Auth, peerID string, deadline time.Time) (*secure.Session, error) {
+	group, self := a.Group, a.SelfID
+	if a.Host != "" {
+		group, self = "", a.Host // a host link: the hosts' ids, no group
+	}
+	in, msg1, err := secure.NewStaticInitiator(a.PeerKeys.Identity(), group, self, peerID)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(appendFrame(nil, msg1)); err != nil {
+		return nil, err
+	}
+	msg2, err := readMsg2(conn)
+	if err != nil {
+		return nil, err
+	}
+	msg3, s, err := in.Finish(msg2)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Write(appendFrame(nil, msg3)); err != nil {
+		return nil, err
+	}
+	return s, conn.SetDeadline(time.Time{})
+}
+
+// readMsg2 reads the responder's answer, one frame of at most secure.MaxHandshakeLen.
+func readMsg2(conn net.Conn) ([]byte, error) {
 	var hdr [frameHeaderLen]byte
 	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
 		return nil, refusal(err)
@@ -158,11 +219,7 @@ func handshake(conn net.Conn, a *Auth, peerID string, deadline time.Time) (*secu
 	if _, err := io.ReadFull(conn, msg2); err != nil {
 		return nil, refusal(err)
 	}
-	s, err := in.Finish(msg2)
-	if err != nil {
-		return nil, err
-	}
-	return s, conn.SetDeadline(time.Time{})
+	return msg2, nil
 }
 
 // errRefused: the peer closed the connection during the handshake.

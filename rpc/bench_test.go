@@ -68,12 +68,14 @@ func (h *fixedHandler) HandleHeartBeat(*protocol.HeartBeatRequest) *protocol.Hea
 
 // BenchmarkHeartBeatRoundTrip measures sequential heartbeat round trips over loopback: client
 // encode, write, server decode, worker, handler, AsyncWrite, client decode, done. The
-// sub-benchmarks run it without peer authentication (auth=off) and with it (auth=on: the client
-// seals in its writer and opens in its reader, the server opens on the event loop and seals
-// on the worker), on the same kind of connection, so their ratio is the cost of
-// authentication; the handshake happens once, before the timer starts.
+// sub-benchmarks run it without peer authentication (auth=off) and with it (auth=on, the group
+// key, and auth=member, member keys: the client seals in its writer and opens in its reader,
+// the server opens on the event loop and seals on the worker), on the same kind of
+// connection, so their ratio is the cost of authentication; the handshake happens once,
+// before the timer starts.
 func BenchmarkHeartBeatRoundTrip(b *testing.B) {
 	keys := newKeys(b)
+	mk := newMemberKeys(b, "n0", "n1") // auth=member: member keys (handshake version 3), same sealing
 	for _, c := range []struct {
 		name   string
 		server Auth
@@ -82,6 +84,8 @@ func BenchmarkHeartBeatRoundTrip(b *testing.B) {
 		{"auth=off", Auth{Insecure: true}, Auth{Insecure: true}},
 		{"auth=on", Auth{Keys: keys, Group: benchGroup, SelfID: "n1", Members: []string{"n0"}},
 			Auth{Keys: keys, Group: benchGroup, SelfID: "n0"}},
+		{"auth=member", Auth{PeerKeys: mk.peerKeys("n1"), Group: benchGroup, SelfID: "n1", Members: []string{"n0"}},
+			Auth{PeerKeys: mk.peerKeys("n0"), Group: benchGroup, SelfID: "n0"}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			req, rsp := benchHeartBeat()

@@ -6,6 +6,7 @@ package rpc
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -57,6 +58,20 @@ type outFrame struct {
 // keeps its connection.
 func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer bool) {
 	start := time.Now()
+	if keys := p.cl.opts.Auth.PeerKeys; keys != nil && sess != nil {
+		// Member keys: a reload that revokes the key this peer answered with closes the
+		// connection (PeerKeys.Reload); one that ran since the handshake refuses it now.
+		untrack, err := keys.track(p.id, sess.PeerKey(), func(err error) {
+			p.cl.obs.authFailure(authReason(err), p.addr, p.id, fmt.Errorf("closed at a reload: %w", err))
+			_ = conn.Close()
+		})
+		if err != nil {
+			p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
+			_ = conn.Close()
+			return false, false
+		}
+		defer untrack()
+	}
 	gen := p.up()
 	var answered atomic.Bool
 	sr, sw := socketIO(conn)

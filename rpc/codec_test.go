@@ -142,7 +142,16 @@ func fillRandom(v reflect.Value, r *rand.Rand) {
 			f.SetBool(r.IntN(2) == 0)
 		case reflect.Uint64: // an epoch: 0 (left out) in a third of the messages
 			if r.IntN(3) > 0 {
-				f.SetUint(r.Uint64() >> r.IntN(64))
+				x := r.Uint64() >> r.IntN(64)
+				if name := v.Type().Field(i).Name; name != "Epoch" || v.Type() == reflect.TypeFor[protocol.WireConfig]() {
+					x %= protocol.MaxConfigEpoch + 1 // a configuration epoch (issue 31), bounded on the wire
+				}
+				f.SetUint(x)
+			}
+		case reflect.Pointer: // a configuration (issue 31): absent in half the messages
+			if r.IntN(2) == 0 {
+				f.Set(reflect.New(f.Type().Elem()))
+				fillRandom(f, r)
 			}
 		default:
 			panic("fillRandom: unhandled kind " + f.Kind().String())
@@ -153,7 +162,7 @@ func fillRandom(v reflect.Value, r *rand.Rand) {
 // fieldBounds returns the range the wire accepts for an int64 message field: a term is in
 // [0, MaxTerm], a ledger end term or index in [-1, MaxLedgerValue].
 func fieldBounds(name string) (lo, hi int64) {
-	if name == "Term" {
+	if name == "Term" || name == "ConfTerm" || name == "CommitTerm" { // terms (issue 31: configuration versions)
 		return 0, protocol.MaxTerm
 	}
 	return -1, protocol.MaxLedgerValue
@@ -649,5 +658,42 @@ func TestDecodeMapsUnknownEnums(t *testing.T) {
 	var req request
 	if err := c.decodeRequest(frameOf(hbReqCase, 1, hbRequest(1))[frameHeaderLen:], &req); err != nil || req.hb.Code != 0 {
 		t.Errorf("request code: read %v (%v), want 0", req.hb.Code, err)
+	}
+}
+
+// TestEncodeAllocationsChangedGroup: a heartbeat of a group whose configuration changed
+// (issue 31: the version in every heartbeat and answer) is as free of allocations to encode as
+// any other, and decodes to what was sent.
+func TestEncodeAllocationsChangedGroup(t *testing.T) {
+	req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: "group-a", RemoteID: "n1",
+		LocalID: "n0", LeaderID: "n0", Term: 42}, ConfEpoch: 3, ConfTerm: 40}
+	rsp := &protocol.HeartBeatResponse{Header: protocol.Header{Group: "group-a", RemoteID: "n0",
+		LocalID: "n1", LeaderID: "n0", Term: 42, Code: protocol.CodeSuccess}, ConfEpoch: 3, ConfTerm: 40, CommitEpoch: 3, CommitTerm: 40}
+	fb := newFrameBuf()
+	var reqFrame, rspFrame []byte
+	encode := func() {
+		if err := encodeInto(fb, 7, protocol.RequestHeartBeat, false, req, DefaultMaxFrameSize); err != nil {
+			t.Fatal(err)
+		}
+		reqFrame = append(reqFrame[:0], fb.b...)
+		if err := encodeInto(fb, 7, protocol.RequestHeartBeat, true, rsp, DefaultMaxFrameSize); err != nil {
+			t.Fatal(err)
+		}
+		rspFrame = append(rspFrame[:0], fb.b...)
+	}
+	if allocs := testing.AllocsPerRun(100, encode); allocs != 0 {
+		t.Fatalf("%v allocations per heartbeat encode of a changed group, want 0", allocs)
+	}
+	var c frameDecoder
+	var r request
+	var s response
+	if err := c.decodeRequest(reqFrame[frameHeaderLen:], &r); err != nil || r.hb != *req {
+		t.Fatalf("request: %v %+v", err, r.hb)
+	}
+	if err := c.decodeResponse(rspFrame[frameHeaderLen:], &s); err != nil || s.hb != *rsp {
+		t.Fatalf("response: %v %+v", err, s.hb)
+	}
+	if !bytes.Equal(messageOf(reqFrame[frameHeaderLen:]), handMessage(req)) {
+		t.Fatal("the fast path's request bytes differ from the library's omitempty encoding")
 	}
 }

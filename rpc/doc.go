@@ -65,6 +65,17 @@
 // the client refused) and logged at a limited rate; it is not a bad frame. Auth.Insecure
 // keeps the plaintext protocol; NewServer and NewClient refuse an Auth with neither.
 //
+// With Auth.PeerKeys instead (member keys: each member's own key pair and a trust list,
+// secure.Identity) the handshake is version 3, three messages: the server answers msg1 with
+// msg2 and reads msg3, which the client sends together with its first sealed frame; the
+// server then checks the client's key against the trust list entry of the id it claimed,
+// and the client checked the server's in msg2. So a member-key client learns of a refusal
+// only when the server closes after msg3 (it may count as connected for that moment; nothing
+// it sent is served). Every authenticated connection of a Server or Client is tracked by its
+// PeerKeys until it closes: PeerKeys.Reload installs a new identity and closes, counted as
+// secure.ReasonRevoked (or wrong_id, unknown_member), each connection whose peer key the new
+// trust list no longer accepts; the others stay up.
+//
 // # Host links
 //
 // A host of many groups (a Server on a Mux) keeps one Client per peer host, shared by all its

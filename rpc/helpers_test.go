@@ -166,7 +166,7 @@ var insecure = Auth{Insecure: true}
 // insecureUnlessKeyed makes the tests that predate peer authentication run as they did:
 // without a key, the helpers say Insecure explicitly.
 func insecureUnlessKeyed(a *Auth) {
-	if a.Keys.Len() == 0 {
+	if a.Keys.Len() == 0 && a.PeerKeys == nil {
 		a.Insecure = true
 	}
 }

@@ -189,6 +189,30 @@ func (m *Mux) respondLink(keys secure.KeySet, msg1 []byte) (msg2 []byte, s *secu
 	})
 }
 
+// checkStatic is a Mux server's check of a member-key handshake's msg1 (version 3): with a
+// group, the dialler must be a member of that group dialling a member served here, as in
+// respond, but found by one lookup since msg1 names the group; with none it is a host link,
+// which must have dialled this host, as in respondLink. The trust list then checks the
+// dialler's key under the id it claimed (a member id, or a host id).
+func (m *Mux) checkStatic(group, peer, target string) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if group == "" {
+		if target != m.host && m.selfHosts[target] == 0 {
+			return fmt.Errorf("%w: host %q dialled %q, which is not this host", secure.ErrWrongPeer, peer, target)
+		}
+		return nil
+	}
+	r := m.groups[group][target]
+	if r == nil {
+		return fmt.Errorf("%w: %q dialled %q of group %q, which is not on this host", secure.ErrWrongPeer, peer, target, group)
+	}
+	if !r.peers[peer] {
+		return fmt.Errorf("%w: %q of group %q", secure.ErrUnknownMember, peer, group)
+	}
+	return nil
+}
+
 // linkSender says whether a request with header h may come over a host link from host: its
 // localId must be a member of the group whose peers entry (in the route of the member the
 // request is for) names that host; a request that names no group must come from the host

@@ -73,6 +73,10 @@ type serverConn struct {
 	// link: sess is a host link's (handshake version 2), whose PeerID is the dialling
 	// host's id; its requests are checked by Mux.linkSender instead of by their localId alone.
 	link bool
+	// resp (member keys) is the handshake between msg2 and msg3; untrack ends the session's
+	// tracking by PeerKeys (event loop only: set by finishStatic, called by OnClose).
+	resp    *secure.StaticResponder
+	untrack func()
 }
 
 // closeReason is why the server closed a connection, ranked: when two are set (a timer
@@ -170,6 +174,9 @@ func (e *events) OnClose(c gnet.Conn, _ error) gnet.Action {
 	}
 	s.removePerIP(sc.ip)
 	sc.closed.Store(true)
+	if sc.untrack != nil {
+		sc.untrack()
+	}
 	if sc.stallTimer != nil {
 		sc.stallTimer.Stop()
 	}

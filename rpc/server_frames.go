@@ -98,7 +98,12 @@ func (s *Server) frame(c gnet.Conn, sc *serverConn, n int) gnet.Action {
 	frame, _ := c.Peek(frameHeaderLen + n)
 	body := frame[frameHeaderLen:]
 	if s.handshaking(sc) {
-		err := s.respond(c, sc, body)
+		var err error
+		if sc.resp != nil {
+			err = s.finishStatic(sc, body) // msg3 of the member-key handshake
+		} else {
+			err = s.respond(c, sc, body)
+		}
 		_, _ = c.Discard(frameHeaderLen + n)
 		if err != nil {
 			return s.refuse(sc, "", err)
@@ -176,6 +181,9 @@ var (
 // bounds.
 func (s *Server) respond(c gnet.Conn, sc *serverConn, msg1 []byte) error {
 	a := &s.opts.Auth
+	if a.PeerKeys != nil {
+		return s.respondStatic(c, sc, msg1)
+	}
 	var msg2 []byte
 	var sess *secure.Session
 	var peerID string
@@ -198,6 +206,61 @@ func (s *Server) respond(c gnet.Conn, sc *serverConn, msg1 []byte) error {
 	sc.sess = sess
 	_, err = c.Write(appendFrame(make([]byte, 0, frameHeaderLen+len(msg2)), msg2))
 	return err
+}
+
+// respondStatic reads msg1 of the member-key handshake and answers msg2; msg3 follows
+// (finishStatic). A dialler of another group, or that dialled another member, or that is no
+// member, is refused before any Diffie-Hellman. On a Mux, msg1 names the group (one lookup,
+// whatever the groups served) or, with no group, is a host link (Mux.checkStatic).
+func (s *Server) respondStatic(c gnet.Conn, sc *serverConn, msg1 []byte) error {
+	a := &s.opts.Auth
+	check := func(group, peer, target string) error {
+		switch {
+		case group != a.Group:
+			return fmt.Errorf("%w: %q of group %q dialled %q of group %q", secure.ErrWrongPeer, peer, group, target, a.Group)
+		case target != a.SelfID:
+			return fmt.Errorf("%w: %q dialled %q, this is %q", secure.ErrWrongPeer, peer, target, a.SelfID)
+		case !s.accept(peer):
+			return fmt.Errorf("%w: %q", secure.ErrUnknownMember, peer)
+		}
+		return nil
+	}
+	if s.mux != nil {
+		check = s.mux.checkStatic
+	}
+	r, msg2, group, peer, _, err := secure.RespondStatic(a.PeerKeys.Identity(), msg1, check)
+	if err != nil {
+		if peer != "" {
+			err = fmt.Errorf("%w (claimed id %q)", err, peer)
+		}
+		return err
+	}
+	sc.resp, sc.link = r, s.mux != nil && group == "" // a host link: no group
+	_, err = c.Write(appendFrame(make([]byte, 0, frameHeaderLen+len(msg2)), msg2))
+	return err
+}
+
+// finishStatic reads msg3: the dialler proves its static key, which the trust list must
+// list under the id it claimed. The session is then tracked until the connection closes, so
+// a reload that revokes its key closes it (PeerKeys.Reload).
+func (s *Server) finishStatic(sc *serverConn, msg3 []byte) error {
+	r := sc.resp
+	sc.resp = nil
+	sess, err := r.Finish(msg3)
+	if err != nil {
+		return fmt.Errorf("%w (claimed id %q)", err, r.Peer())
+	}
+	peer := sess.PeerID()
+	untrack, err := s.opts.Auth.PeerKeys.track(peer, sess.PeerKey(), func(err error) {
+		sc.raiseClose(closeRefused)
+		s.obs.authFailure(authReason(err), sc.remote, peer, fmt.Errorf("closed at a reload: %w", err))
+		s.closeConn(sc)
+	})
+	if err != nil {
+		return err
+	}
+	sc.untrack, sc.sess = untrack, sess
+	return nil
 }
 
 // refuseHandshake refuses a first frame longer than any msg1: a plaintext request (a member

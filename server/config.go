@@ -29,6 +29,15 @@ type Config struct {
 	// rotation, one key in common). Load it with secure.LoadKeyFile (`dledger keygen FILE`
 	// writes one) or build it with secure.NewKeySet. Required unless Insecure.
 	Keys secure.KeySet
+	// MemberKey and Trust, instead of Keys, authenticate with per-member keys (docs/design.md,
+	// "Member keys"): MemberKey is this member's own key pair (secure.LoadStaticKeyFile;
+	// `dledger keygen --member FILE` writes one) and Trust the group's trust list, every
+	// member's public key by id (secure.LoadTrustFile). A connection then proves the member
+	// id it claims with that member's key, so a stolen key file speaks for its own member
+	// only. Trust must list this member with MemberKey's public key, and every peer.
+	// Server.ReloadPeerKeys replaces both while the member runs. Not for a member of a Host.
+	MemberKey secure.StaticKey
+	Trust     *secure.Trust
 	// Insecure runs the member without peer authentication, as members did before it: anyone
 	// who can reach the rpc port can depose the leader, burn votes or stall the group. Only
 	// for a network where every host is trusted; Start logs a warning.
@@ -164,11 +173,8 @@ func (c Config) resolveFor(hosted bool) (resolved, error) {
 			return resolved{}, fmt.Errorf("preferred leader %q is not a member (peers: %s)", id, memberstate.FormatPeers(peers))
 		}
 	}
-	switch {
-	case c.Keys.Len() == 0 && !c.Insecure:
-		return resolved{}, errNoKey
-	case c.Keys.Len() > 0 && c.Insecure:
-		return resolved{}, errors.New("both Keys and Insecure are set: a member either authenticates its peers or not")
+	if err := c.checkAuth(peers, hosted); err != nil {
+		return resolved{}, err
 	}
 	if c.Ledger < LedgerStorage || c.Ledger > LedgerNone {
 		return resolved{}, fmt.Errorf("unknown ledger mode %d", c.Ledger)
@@ -190,9 +196,48 @@ func validateListen(addr string) error {
 	return nil
 }
 
+// checkAuth: exactly one of Keys, member keys (MemberKey and Trust) and Insecure; member keys
+// only for a member with a port of its own, with a trust list that lists this member under
+// its own key and every peer.
+func (c Config) checkAuth(peers []memberstate.Peer, hosted bool) error {
+	member := !c.MemberKey.IsZero() || c.Trust != nil
+	switch {
+	case c.Keys.Len() == 0 && !c.Insecure && !member:
+		return errNoKey
+	case c.Keys.Len() > 0 && c.Insecure:
+		return errors.New("both Keys and Insecure are set: a member either authenticates its peers or not")
+	case member && (c.Keys.Len() > 0 || c.Insecure):
+		return errors.New("member keys (MemberKey, Trust) exclude Keys and Insecure: choose one way to authenticate peers")
+	case member && hosted:
+		return nil // the host's key and trust list, checked for this member by the host (keys.go)
+	case member:
+		return checkTrust(c.MemberKey, c.Trust, c.SelfID, peers)
+	}
+	return nil
+}
+
+// checkTrust checks a key pair and trust list for member self of a group of peers.
+func checkTrust(key secure.StaticKey, trust *secure.Trust, self string, peers []memberstate.Peer) error {
+	switch {
+	case key.IsZero():
+		return errors.New("member keys need this member's key pair (MemberKey) as well as the trust list")
+	case trust == nil:
+		return errors.New("member keys need the group's trust list (Trust) as well as this member's key pair")
+	}
+	if _, err := secure.NewIdentity(key, trust, self); err != nil {
+		return err
+	}
+	for _, p := range peers {
+		if trust.Keys(p.ID) == nil {
+			return fmt.Errorf("member %q is not in the trust list: it could never connect (list its public key)", p.ID)
+		}
+	}
+	return nil
+}
+
 // errNoKey: secure by default, a member does not start without a key unless told it is insecure.
 var errNoKey = errors.New("peer authentication needs a key: set Config.Keys (secure.LoadKeyFile reads a key file, " +
-	"secure.NewKeySet builds one), or set Config.Insecure to run without it")
+	"secure.NewKeySet builds one) or member keys (Config.MemberKey and Config.Trust), or set Config.Insecure to run without it")
 
 // Validate checks everything in c that can be checked without touching the disk or the
 // network (see resolve). New calls it first, so a bad config creates no data dir and registers

@@ -36,6 +36,12 @@ type HostConfig struct {
 	// Keys is the key set every group on this host uses (peer authentication), or Insecure.
 	Keys     KeySet
 	Insecure bool
+	// MemberKey and Trust, instead of Keys, authenticate with static keys (docs/design.md,
+	// "Member keys"): the host's one key pair, and a trust list that names it under this
+	// host's id (host links) or under its one member's id (PerMemberLinks), and every peer
+	// the same way. Host.ReloadPeerKeys replaces both while the host runs.
+	MemberKey StaticKey
+	Trust     *Trust
 	// MaxConns and MaxConnsPerIP bound the rpc listener's open connections, in all and from
 	// one source address (defaults 4096 and 2048; see rpc.ServerOptions). With host links a
 	// peer host needs one connection, whatever the groups shared; with PerMemberLinks, or
@@ -94,6 +100,7 @@ type Host struct {
 	reg      prometheus.Registerer
 	gatherer prometheus.Gatherer
 	mux      *rpc.Mux
+	peerKeys *rpc.PeerKeys // member keys (keys.go): the rpc server's, its links' and its members' clients'
 	rpcSrv   *rpc.Server
 	// maint is the host's one StateMaintainer: a goroutine and a timer for every member,
 	// which wakes only for the members whose pass is due (driver.Maintainer).
@@ -138,11 +145,8 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("host: data dir is required (it keeps every member's term and vote across restarts)")
 	}
-	switch {
-	case cfg.Keys.Len() == 0 && !cfg.Insecure:
-		return nil, errNoKey
-	case cfg.Keys.Len() > 0 && cfg.Insecure:
-		return nil, errors.New("host: both Keys and Insecure are set")
+	if err := cfg.checkAuth(); err != nil { // keys.go
+		return nil, err
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
 		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}, voteStores: map[memberKey]*memberstate.JournalStore{}}
@@ -165,13 +169,16 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = defaultHostWorkers
 	}
+	if h.peerKeys, err = h.initPeerKeys(); err != nil { // keys.go
+		return nil, err
+	}
 	hooks, err := h.initLinks()
 	if err != nil {
 		return nil, err
 	}
 	h.rpcSrv, err = rpc.NewServer(h.mux, rpc.ServerOptions{Addr: cfg.Listen, MaxConns: cfg.MaxConns, MaxConnsPerIP: cfg.MaxConnsPerIP, Workers: cfg.Workers,
 		MaxInflightPerConn: hostMaxInflightPerConn,
-		Auth:               rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure}, Logger: o.logger.Named("rpc"), Hooks: h.withOnlyMember(hooks), OnPeerHello: h.peerHello})
+		Auth:               rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, PeerKeys: h.peerKeys}, Logger: o.logger.Named("rpc"), Hooks: h.withOnlyMember(hooks), OnPeerHello: h.peerHello})
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +241,12 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("host: member %s of group %s sets Listen; a hosted member is reached at the host's address", cfg.SelfID, cfg.Group)
 	}
 	switch {
-	case cfg.Keys.Len() == 0 && !cfg.Insecure:
+	case cfg.Keys.Len() == 0 && !cfg.Insecure && cfg.MemberKey.IsZero() && cfg.Trust == nil:
 		cfg.Keys, cfg.Insecure = h.cfg.Keys, h.cfg.Insecure
+		cfg.MemberKey, cfg.Trust = h.cfg.MemberKey, h.cfg.Trust
+	case (!cfg.MemberKey.IsZero() || cfg.Trust != nil) && (cfg.MemberKey != h.cfg.MemberKey || cfg.Trust != h.cfg.Trust):
+		return nil, errors.New("host: every group on a host uses the host's member key and trust list; leave MemberKey and Trust empty")
+	case !cfg.MemberKey.IsZero(): // the host's own
 	case cfg.Insecure != h.cfg.Insecure || !slices.Equal(cfg.Keys.IDs(), h.cfg.Keys.IDs()):
 		return nil, errors.New("host: every group on a host uses the host's key set; leave Keys and Insecure empty")
 	}

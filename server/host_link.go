@@ -316,6 +316,7 @@ func (h *Host) initLinks() (rpc.Hooks, error) {
 			return rpc.Hooks{}, fmt.Errorf("host: host id %q is longer than %d bytes (a host link's handshake carries it); set Advertise or PerMemberLinks", h.hostID, secure.MaxHostIDLen)
 		}
 		h.links = newHostLinks(h.hostID, h.cfg.Keys, h.cfg.Insecure, h.log.Named("link"), hm.hooks())
+		h.links.auth.PeerKeys = h.peerKeys // member keys: the links authenticate with the host's key
 		h.mux.SetHost(h.hostID)
 		if h.live, err = newHostLive(h.hostID, h.cfg.LivenessInterval, h.links, h.log.Named("liveness")); err != nil {
 			return rpc.Hooks{}, err

@@ -91,7 +91,8 @@ type Server struct {
 	rpcSrv   *rpc.Server // nil on a host: host.mux routes to handler
 	host     *Host
 	handler  rpc.Handler
-	client   peerClient // its own *rpc.Client, or its share of its host's links (host_link.go)
+	client   peerClient    // its own *rpc.Client, or its share of its host's links (host_link.go)
+	peerKeys *rpc.PeerKeys // member keys (keys.go), shared by rpcSrv and client; nil otherwise
 	peers    []memberstate.Peer
 	// advertise, detachers and detachTimeout are the process's seams (seams.go).
 	advertise     func() (admin, read string)
@@ -139,6 +140,12 @@ func New(config Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	cfg, peers := r.settings, r.peers
+	// Member keys: this member's own, or its host's checked for it (keys.go); before the data
+	// dir, so that a key that does not fit creates nothing.
+	peerKeys, err := memberPeerKeys(cfg.Config, peers, o.host)
+	if err != nil {
+		return nil, err
+	}
 	// From the data dir's lock on, every error path must release what was taken.
 	ok := false
 	store := o.store
@@ -201,7 +208,8 @@ func New(config Config, opts ...Option) (*Server, error) {
 	}
 	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError, OnAuthFailure: s.metrics.AuthFailure,
 		OnRoundTrip: s.metrics.PeerRoundTrip}
-	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID}
+	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID, PeerKeys: peerKeys}
+	s.peerKeys = peerKeys
 	for _, p := range peers {
 		if p.ID != cfg.SelfID {
 			auth.Members = append(auth.Members, p.ID)
@@ -347,7 +355,8 @@ func (s *Server) start() error {
 	admin, _ := s.advertised()
 	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.RPCAddr()), zap.String("http", admin),
 		zap.Int64("term", st.Term), zap.String("voteFor", st.VoteFor), zap.Stringer("role", st.Role),
-		zap.Strings("peerKeyIds", s.cfg.Keys.IDs())) // the primary first; ids are safe to log
+		zap.Strings("peerKeyIds", s.cfg.Keys.IDs()), // the primary first; ids are safe to log
+		zap.String("memberKeyId", memberKeyID(s.peerKeys)))
 	if s.cfg.Insecure {
 		s.log.Warn("peer authentication is off (insecure): any host that can reach the rpc port " + s.RPCAddr() +
 			" can depose the leader, burn votes or stall the group")

@@ -54,8 +54,10 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 	tokenFile := fs.String("token-file", "", "file holding the member's admin bearer token (its --admin-token-file)")
 	group := fs.String("group", "", "on a process serving many group members: transfer in this group (asking its member --id, or the first it lists)")
 	id := fs.String("id", "", "with --group: the member to ask")
+	tlsFlags := addClientTLSFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dledger transfer --http ADDR [--group G [--id ID]] --to ID [--timeout D] [--token-file FILE]\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: dledger transfer --http ADDR [--group G [--id ID]] --to ID [--timeout D] [--token-file FILE]\n"+
+			"                        [--cacert FILE [--cert FILE --key FILE]]\n\n"+
 			"Exit status: 0 the transferee leads; 1 refused, with the reason on stderr (nothing changed); 2 usage error;\n"+
 			"3 outcome unknown (no answer in time: the transfer may still happen; check with dledger status).")
 		fs.PrintDefaults()
@@ -79,7 +81,11 @@ func runTransfer(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dledger transfer: --id needs --group")
 		return transferUsage
 	}
-	client := &http.Client{Timeout: *timeout}
+	client, err := tlsFlags.httpClient(*timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger transfer: %v\n", err)
+		return transferUsage
+	}
 	asked, err := memberOf(context.Background(), client, *addr, *group, *id)
 	if err != nil {
 		fmt.Fprintf(stderr, "dledger transfer: %v (no transfer was asked)\n", err)

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/server"
+	"github.com/dledger-go/dledger/server/tlsfiles/tlstest"
 )
 
 const (
@@ -29,6 +31,22 @@ const (
 func cfgKeyFile(t *testing.T) string {
 	t.Helper()
 	return writeGroupKey(t, t.TempDir())
+}
+
+// memberKeyPair is n0's member key file and the trust file of n0 and n1 (cfgPeers2), written
+// once per test.
+var memberKeyPairs sync.Map // *testing.T -> [2]string
+
+func memberKeyPair(t *testing.T) [2]string {
+	t.Helper()
+	if p, ok := memberKeyPairs.Load(t); ok {
+		return p.([2]string)
+	}
+	dir := t.TempDir()
+	trust, _ := memberKeyFiles(t, dir, 2)
+	p := [2]string{filepath.Join(dir, "n0.key"), trust}
+	memberKeyPairs.Store(t, p)
+	return p
 }
 
 func writeFile(t *testing.T, dir, name, content string, mode os.FileMode) string {
@@ -112,9 +130,21 @@ type flagCheck struct {
 	ok    func(su serverSetup, stderr *bytes.Buffer) bool
 }
 
+// settingCompanions are the flags a setting needs beside it (a certificate's key), given on
+// the command line while the setting comes from the layer tested.
+func settingCompanions(pair tlstest.Pair, ca *tlstest.CA) map[string][]string {
+	return map[string][]string{
+		"cert-file":                {"--cert-key-file", pair.Key},
+		"cert-key-file":            {"--cert-file", pair.CertFile},
+		"trusted-ca-file":          {"--cert-file", pair.CertFile, "--cert-key-file", pair.Key},
+		"client-cert-auth":         {"--cert-file", pair.CertFile, "--cert-key-file", pair.Key, "--trusted-ca-file", ca.File},
+		"insecure-network-trusted": {"--metrics", "10.0.0.1:30007"},
+	}
+}
+
 // settingChecks has an entry for every setting flag; TestEveryFlagIsASettingInEveryLayer fails
 // when a flag is added without one.
-func settingChecks(t *testing.T) map[string]flagCheck {
+func settingChecks(t *testing.T, tlsCA *tlstest.CA, tlsPair tlstest.Pair) map[string]flagCheck {
 	tokenFile := writeFile(t, t.TempDir(), "admin.token", "0123456789abcdef0123\n", 0o600)
 	el := func(pick func(su serverSetup) any, want any) func(serverSetup, *bytes.Buffer) bool {
 		return func(su serverSetup, _ *bytes.Buffer) bool { return reflect.DeepEqual(pick(su), want) }
@@ -127,11 +157,14 @@ func settingChecks(t *testing.T) map[string]flagCheck {
 		// The base leaves the key out when key-file is tested: a key means the file was read.
 		"key-file":              {cfgKeyFile(t), el(func(su serverSetup) any { return su.cfg.Keys.Len() }, 1)},
 		"insecure-no-peer-auth": {"true", el(func(su serverSetup) any { return su.cfg.Insecure }, true)},
-		"http":                  {"127.0.0.1:30003", el(func(su serverSetup) any { return su.daemon.HTTPAddr }, "127.0.0.1:30003")},
-		"admin-token-file":      {tokenFile, el(func(su serverSetup) any { return su.daemon.AdminToken }, "0123456789abcdef0123")},
-		"metrics":               {"127.0.0.1:30004", el(func(su serverSetup) any { return su.daemon.MetricsAddr }, "127.0.0.1:30004")},
-		"ledger":                {"sidecar", el(func(su serverSetup) any { return su.cfg.Ledger }, server.LedgerSidecar)},
-		"log-level":             {"debug", func(su serverSetup, _ *bytes.Buffer) bool { return su.log.Core().Enabled(zap.DebugLevel) }},
+		// Member keys come in pairs: the base gives the other file (memberKeyPair).
+		"member-key-file":  {memberKeyPair(t)[0], el(func(su serverSetup) any { return su.cfg.MemberKey.IsZero() }, false)},
+		"trust-file":       {memberKeyPair(t)[1], el(func(su serverSetup) any { return su.cfg.Trust != nil }, true)},
+		"http":             {"127.0.0.1:30003", el(func(su serverSetup) any { return su.daemon.HTTPAddr }, "127.0.0.1:30003")},
+		"admin-token-file": {tokenFile, el(func(su serverSetup) any { return su.daemon.AdminToken }, "0123456789abcdef0123")},
+		"metrics":          {"127.0.0.1:30004", el(func(su serverSetup) any { return su.daemon.MetricsAddr }, "127.0.0.1:30004")},
+		"ledger":           {"sidecar", el(func(su serverSetup) any { return su.cfg.Ledger }, server.LedgerSidecar)},
+		"log-level":        {"debug", func(su serverSetup, _ *bytes.Buffer) bool { return su.log.Core().Enabled(zap.DebugLevel) }},
 		"log-format": {"console", func(su serverSetup, stderr *bytes.Buffer) bool {
 			stderr.Reset()
 			su.log.Info("probe") // the logger writes to the stderr resolveServer was given
@@ -160,6 +193,13 @@ func settingChecks(t *testing.T) map[string]flagCheck {
 		"listen":            {"0.0.0.0:30005", el(func(su serverSetup) any { return su.cfg.Listen }, "0.0.0.0:30005")},
 		"metrics-per-group": {"off", el(func(su serverSetup) any { return su.metricsPerGroup }, "off")},
 		"admin-advertise":   {"n1.example:30006", el(func(su serverSetup) any { return su.daemon.AdminAdvertise }, "n1.example:30006")},
+		"cert-file": {tlsPair.CertFile, func(su serverSetup, _ *bytes.Buffer) bool {
+			return su.daemon.TLS != nil && su.daemon.TLS.Leaf().Subject.CommonName == "n1"
+		}},
+		"cert-key-file":            {tlsPair.Key, func(su serverSetup, _ *bytes.Buffer) bool { return su.daemon.TLS != nil }},
+		"trusted-ca-file":          {tlsCA.File, func(su serverSetup, _ *bytes.Buffer) bool { return su.daemon.TLS != nil && su.daemon.TLS.HasCA() }},
+		"client-cert-auth":         {"true", el(func(su serverSetup) any { return su.daemon.ClientCertAuth }, true)},
+		"insecure-network-trusted": {"true", el(func(su serverSetup) any { return su.daemon.InsecureNetworkTrusted }, true)},
 	}
 }
 
@@ -167,7 +207,10 @@ func settingChecks(t *testing.T) map[string]flagCheck {
 // its camelCase name and DLedger's and RocketMQ's names, and a DLEDGER_ variable, and each
 // sets the same thing the flag does.
 func TestEveryFlagIsASettingInEveryLayer(t *testing.T) {
-	checks := settingChecks(t)
+	tlsCA := tlstest.NewCA(t, "settings")
+	tlsPair := tlsCA.Server(t, "n1")
+	checks := settingChecks(t, tlsCA, tlsPair)
+	companions := settingCompanions(tlsPair, tlsCA)
 	fs, _ := newServerFlags()
 	keys := fileKeys(fs)
 	byFlag := map[string][]string{}
@@ -201,11 +244,18 @@ func TestEveryFlagIsASettingInEveryLayer(t *testing.T) {
 	for _, name := range flags {
 		c := checks[name]
 		// The other required settings come as flags; the tested one must come from its layer.
-		var base []string
+		base := append([]string{}, companions[name]...)
 		for _, r := range []string{"id", "peers", "data-dir", "key-file"} {
-			if r != name && !(r == "key-file" && name == "insecure-no-peer-auth") && !(r == "id" && name == "id-from-pod-name") {
+			if r != name && !(r == "key-file" && name == "insecure-no-peer-auth") && !(r == "id" && name == "id-from-pod-name") &&
+				!(r == "key-file" && (name == "member-key-file" || name == "trust-file")) {
 				base = append(base, "--"+r, required[r])
 			}
+		}
+		switch name { // member keys: the other file of the pair as a flag
+		case "member-key-file":
+			base = append(base, "--trust-file", memberKeyPair(t)[1])
+		case "trust-file":
+			base = append(base, "--member-key-file", memberKeyPair(t)[0])
 		}
 		layers := map[string]func() ([]string, []string){
 			"flag": func() ([]string, []string) { return []string{"--" + name + "=" + c.value}, nil },
@@ -342,11 +392,16 @@ func TestConfigFileRefusesWhatItDoesNotKnow(t *testing.T) {
 // The example file the systemd unit reads is a valid file (with this machine's key and data dir).
 func TestExampleConfigFile(t *testing.T) {
 	file := filepath.Join("..", "..", "scripts", "systemd", "n0.yaml")
-	su := resolveOK(t, []string{"--config", file, "--key-file", cfgKeyFile(t), "--data-dir", filepath.Join(t.TempDir(), "n0")}, nil)
+	pair := tlstest.NewCA(t, "example").Server(t, "n0")
+	su := resolveOK(t, []string{"--config", file, "--key-file", cfgKeyFile(t), "--data-dir", filepath.Join(t.TempDir(), "n0"),
+		"--cert-file", pair.CertFile, "--cert-key-file", pair.Key}, nil)
 	if su.cfg.Group != "broker-a" || su.cfg.SelfID != "n0" || su.cfg.Peers != "n0-10.0.0.10:20911;n1-10.0.0.11:20911;n2-10.0.0.12:20911" ||
-		su.daemon.HTTPAddr != "127.0.0.1:21911" || su.cfg.Profile != "lan" {
+		su.daemon.HTTPAddr != "127.0.0.1:21911" || su.cfg.Profile != "lan" || su.daemon.TLS == nil {
 		t.Fatalf("example: %+v", su.cfg)
 	}
+	// Its metrics address is another host's: without the certificate the example would not start.
+	resolveFails(t, []string{"--config", file, "--key-file", cfgKeyFile(t), "--data-dir", "/d", "--cert-file=", "--cert-key-file="},
+		nil, `metrics address "10.0.0.10:22911" (--metrics) can be reached from other hosts`)
 	// The commented-out timings are known keys with their profile values.
 	b, err := os.ReadFile(file)
 	if err != nil {

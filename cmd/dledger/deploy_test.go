@@ -31,6 +31,8 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/secure"
+	"github.com/dledger-go/dledger/server/tlsfiles"
+	"github.com/dledger-go/dledger/server/tlsfiles/tlstest"
 )
 
 const (
@@ -52,8 +54,9 @@ type (
 		StringData map[string]string // Secret
 	}
 	k8sMeta struct {
-		Name   string
-		Labels map[string]string
+		Name        string
+		Labels      map[string]string
+		Annotations map[string]string
 	}
 	k8sPort struct {
 		Name          string
@@ -68,8 +71,9 @@ type (
 	}
 	k8sProbe struct {
 		HTTPGet *struct {
-			Path string
-			Port any // a port's name or number
+			Path   string
+			Port   any    // a port's name or number
+			Scheme string // HTTP (the default) or HTTPS
 		}
 	}
 	k8sSecurity struct {
@@ -364,7 +368,9 @@ func TestKubernetesManifests(t *testing.T) {
 	// The Secret reaches --key-file and --admin-token-file through the init container, which
 	// runs here for real.
 	keyFile, tokenFile := vars["DLEDGER_KEY_FILE"], vars["DLEDGER_ADMIN_TOKEN_FILE"]
-	files := secretFiles(t, pod, initC, c, secretObj, keyFile, tokenFile, uint32(*sc.RunAsUser), uint32(*sc.RunAsGroup), uint32(*sc.FSGroup))
+	certFile, certKeyFile := vars["DLEDGER_CERT_FILE"], vars["DLEDGER_CERT_KEY_FILE"]
+	files := secretFiles(t, pod, initC, c, secretObj, secretPaths{keyFile, tokenFile, certFile, certKeyFile},
+		uint32(*sc.RunAsUser), uint32(*sc.RunAsGroup), uint32(*sc.FSGroup))
 
 	// The data dir is on the volume claim template.
 	dataDir := vars["DLEDGER_DATA_DIR"]
@@ -389,6 +395,10 @@ func TestKubernetesManifests(t *testing.T) {
 			environ[i] = name + "=" + files[keyFile]
 		case "DLEDGER_ADMIN_TOKEN_FILE":
 			environ[i] = name + "=" + files[tokenFile]
+		case "DLEDGER_CERT_FILE":
+			environ[i] = name + "=" + files[certFile]
+		case "DLEDGER_CERT_KEY_FILE":
+			environ[i] = name + "=" + files[certKeyFile]
 		case "DLEDGER_DATA_DIR":
 			environ[i] = name + "=" + filepath.Join(local, dataRel)
 		}
@@ -465,6 +475,15 @@ func TestKubernetesManifests(t *testing.T) {
 		if got := portNumber(t, c, p.HTTPGet.Port); got != metricsPort {
 			t.Errorf("probe %s on port %d, not the metrics listener's %d", p.HTTPGet.Path, got, metricsPort)
 		}
+		if tlsOn := su.daemon.TLS != nil; tlsOn != (p.HTTPGet.Scheme == "HTTPS") {
+			t.Errorf("probe %s: scheme %q, but the metrics listener serves TLS: %v", p.HTTPGet.Path, p.HTTPGet.Scheme, tlsOn)
+		}
+	}
+	if su.daemon.TLS == nil || su.daemon.InsecureNetworkTrusted {
+		t.Errorf("the pods' listeners answer other pods: want them on TLS, not --insecure-network-trusted")
+	}
+	if got := sts.Template.Metadata.Annotations["prometheus.io/scheme"]; (su.daemon.TLS != nil) != (got == "https") {
+		t.Errorf("prometheus.io/scheme %q, but the metrics listener serves TLS: %v", got, su.daemon.TLS != nil)
 	}
 	su.daemon.HTTPAddr, su.daemon.MetricsAddr = "127.0.0.1:0", "127.0.0.1:0"
 	s, d := daemonMember(t, su.cfg, su.daemon)
@@ -498,10 +517,13 @@ func dledgerProfileStopTimeout(t *testing.T, su serverSetup) time.Duration {
 	return s.StopTimeout()
 }
 
-// secretFiles checks the path from the Secret to the member's key and token files and runs the
-// init container's script, as the pod's user, on files as Kubernetes mounts them with fsGroup
-// (mode 0440, group fsGroup). It returns where the files the member reads ended up here.
-func secretFiles(t *testing.T, pod k8sPodSpec, initC, c k8sContainer, secret k8sObject, keyFile, tokenFile string,
+// secretPaths are where the member reads the files that come from the Secret.
+type secretPaths struct{ key, token, cert, certKey string }
+
+// secretFiles checks the path from the Secret to the member's key, token and TLS files and runs
+// the init container's script, as the pod's user, on files as Kubernetes mounts them with
+// fsGroup (mode 0440, group fsGroup). It returns where the files the member reads ended up here.
+func secretFiles(t *testing.T, pod k8sPodSpec, initC, c k8sContainer, secret k8sObject, paths secretPaths,
 	uid, gid, fsGroup uint32) map[string]string {
 	t.Helper()
 	var secretVol, copyVol k8sVolume
@@ -537,6 +559,9 @@ func secretFiles(t *testing.T, pod k8sPodSpec, initC, c k8sContainer, secret k8s
 			t.Errorf("the example Secret's admin.token is a usable token")
 		}
 	}
+	if _, err := tlsfiles.LoadKeyPair(filepath.Join(dir, "placeholder-tls.crt"), filepath.Join(dir, "placeholder-tls.key")); err == nil {
+		t.Errorf("the example Secret's tls.crt and tls.key are a usable pair")
+	}
 	srcMount, ok1 := mountOf(initC, secretVol.Name)
 	dstMount, ok2 := mountOf(initC, copyVol.Name)
 	memberMount, ok3 := mountOf(c, copyVol.Name)
@@ -570,7 +595,9 @@ func secretFiles(t *testing.T, pod k8sPodSpec, initC, c k8sContainer, secret k8s
 		t.Fatal(err)
 	}
 	keyText, _ := os.ReadFile(keyPath)
-	content := map[string]string{"group.key": string(keyText), "admin.token": "0123456789abcdef0123456789abcdef\n"}
+	pair := tlstest.NewCA(t, "k8s").Server(t, "dledger")
+	content := map[string]string{"group.key": string(keyText), "admin.token": "0123456789abcdef0123456789abcdef\n",
+		"tls.crt": string(pair.CertPEM), "tls.key": string(pair.KeyPEM)}
 	asUser := os.Geteuid() == 0
 	for _, it := range secretVol.Secret.Items {
 		p := filepath.Join(src, it.Path)
@@ -612,7 +639,7 @@ func secretFiles(t *testing.T, pod k8sPodSpec, initC, c k8sContainer, secret k8s
 	}
 	// What the member reads: the copies, 0400, its own.
 	out := map[string]string{}
-	for _, f := range []string{keyFile, tokenFile} {
+	for _, f := range []string{paths.key, paths.token, paths.cert, paths.certKey} {
 		rel, ok := underMount(f, memberMount)
 		if !ok {
 			t.Fatalf("%s is not in the emptyDir the init container fills (mounted at %s)", f, memberMount.MountPath)
@@ -630,11 +657,14 @@ func secretFiles(t *testing.T, pod k8sPodSpec, initC, c k8sContainer, secret k8s
 		}
 		out[f] = p
 	}
-	if _, err := secure.LoadKeyFile(out[keyFile]); err != nil {
+	if _, err := secure.LoadKeyFile(out[paths.key]); err != nil {
 		t.Errorf("the member's key file: %v", err)
 	}
-	if _, err := readTokenFile(out[tokenFile]); err != nil {
+	if _, err := readTokenFile(out[paths.token]); err != nil {
 		t.Errorf("the member's token file: %v", err)
+	}
+	if _, err := tlsfiles.LoadKeyPair(out[paths.cert], out[paths.certKey]); err != nil {
+		t.Errorf("the member's certificate and key: %v", err)
 	}
 	return out
 }

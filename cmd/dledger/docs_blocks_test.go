@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/dledger-go/dledger/rpc/secure"
 )
 
 // Every fenced code block in README.md and docs/*.md is compiled, run or checked by a test:
@@ -160,6 +162,13 @@ var docTextBlocks = []docTextBlock{
 		}
 		return nil
 	}},
+	{file: "docs/operations.md", first: "# the trust file of group", check: func(body string) error {
+		// The sample trust file parses as one (issue 32): the format the server reads.
+		_, err := secure.ParseTrust("docs/operations.md", []byte(body))
+		return err
+	}, by: "TestTrustFile"},
+	{file: "docs/protocol.md", first: "msg1  dialler -> listener   0x03",
+		reason: "section 4.1's layout of the member-key handshake; its bytes are rpc/secure's (TestStaticHandshake, TestStaticMsg1PayloadIsBound)"},
 	{file: "docs/protocol.md", first: "frame    = length body",
 		reason: "section 4.2's frame grammar, not output; the framing rules are tested in rpc (TestValidateEveryTypeCode, the hostile-input table)"},
 	{file: "docs/protocol.md", first: "00 00 00 75", by: "TestHostHeartBeatWire",

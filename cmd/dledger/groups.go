@@ -60,6 +60,7 @@ func runGroupsList(args []string, stdout, stderr io.Writer) int {
 	role := fs.String("role", "", "only members in this role (LEADER, FOLLOWER, CANDIDATE)")
 	timeout := fs.Duration("timeout", 5*time.Second, "per-request timeout")
 	format := fs.String("o", "text", "output: text (a table) or json (one JSON document)")
+	tlsFlags := addClientTLSFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -71,7 +72,12 @@ func runGroupsList(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dledger groups list: -o %q: want text or json\n", *format)
 		return 2
 	}
-	c := &adminclient.Client{Addr: *addr, HTTP: &http.Client{Timeout: *timeout}}
+	client, err := tlsFlags.httpClient(*timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger groups list: %v\n", err)
+		return 2
+	}
+	c := &adminclient.Client{Addr: *addr, HTTP: client}
 	all, err := c.AllGroups(context.Background(), adminclient.GroupsQuery{Group: *group, Role: strings.ToUpper(*role), Limit: 1000})
 	if err != nil {
 		fmt.Fprintf(stderr, "dledger groups list: %s: %v\n", *addr, err)
@@ -99,6 +105,7 @@ func runGroupsChange(verb string, args []string, stdout, stderr io.Writer) int {
 	id := fs.String("id", "", "the member's id (required)")
 	tokenFile := fs.String("token-file", "", "file holding the process's admin bearer token (its --admin-token-file)")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the answer (a leader's removal hands over first)")
+	tlsFlags := addClientTLSFlags(fs)
 	var peers, preferred *string
 	if verb == "add" {
 		peers = fs.String("peers", "", `the group's members as "n0-host:port;n1-host:port;..." (required); this member's entry must be the process's rpc address`)
@@ -123,9 +130,13 @@ func runGroupsChange(verb string, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	c := &adminclient.Client{Addr: *addr, HTTP: &http.Client{Timeout: *timeout}, Token: token}
+	client, err := tlsFlags.httpClient(*timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger groups %s: %v\n", verb, err)
+		return 2
+	}
+	c := &adminclient.Client{Addr: *addr, HTTP: client, Token: token}
 	var g adminclient.GroupJSON
-	var err error
 	if verb == "add" {
 		g, err = c.AddMember(context.Background(), *group, *id, adminclient.MemberEntryJSON{Peers: *peers, PreferredLeaderIDs: *preferred})
 	} else {
@@ -145,6 +156,7 @@ func runGroupsDrain(verb string, args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("http", "", "admin API address of the process (required)")
 	tokenFile := fs.String("token-file", "", "file holding the process's admin bearer token (its --admin-token-file)")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for every hand-over")
+	tlsFlags := addClientTLSFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -160,7 +172,12 @@ func runGroupsDrain(verb string, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	c := &adminclient.Client{Addr: *addr, HTTP: &http.Client{Timeout: *timeout}, Token: token}
+	client, err := tlsFlags.httpClient(*timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger groups %s: %v\n", verb, err)
+		return 2
+	}
+	c := &adminclient.Client{Addr: *addr, HTTP: client, Token: token}
 	call, done := c.Drain, "drained %s: it leads no group\n"
 	if verb == "undrain" {
 		call, done = c.Undrain, "undrained %s: it may lead again\n"

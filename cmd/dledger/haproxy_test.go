@@ -21,6 +21,9 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/server/daemon"
+	"github.com/dledger-go/dledger/server/tlsfiles"
+	"github.com/dledger-go/dledger/server/tlsfiles/tlstest"
 )
 
 // The shipped HAProxy configuration (scripts/haproxy.cfg), run in the real HAProxy in front of
@@ -50,21 +53,39 @@ func haproxyBinary(t *testing.T) string {
 
 // TestHAProxyShippedConfigIsComplete: the shipped file is a whole configuration HAProxy accepts
 // as it is (before, `haproxy -c` refused the snippet: no listener, no timeouts).
+// The only change is the CA file's path (HAProxy reads it at parse time).
 func TestHAProxyShippedConfigIsComplete(t *testing.T) {
 	bin := haproxyBinary(t)
-	if out, err := exec.Command(bin, "-c", "-f", "../../scripts/haproxy.cfg").CombinedOutput(); err != nil {
-		t.Fatalf("haproxy -c -f scripts/haproxy.cfg: %v\n%s", err, out)
+	shipped, err := os.ReadFile("../../scripts/haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := tlstest.NewCA(t, "haproxy")
+	if n := strings.Count(string(shipped), " ca-file "+haproxyShippedCA+"\n"); n != 6 {
+		t.Fatalf("scripts/haproxy.cfg names the CA file %s on %d server lines, want 6 (TLS checks on every one)", haproxyShippedCA, n)
+	}
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(string(shipped), haproxyShippedCA, ca.File)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-c", "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("haproxy -c -f scripts/haproxy.cfg (with a CA file at its path): %v\n%s", err, out)
 	}
 }
+
+// haproxyShippedCA is the CA file scripts/haproxy.cfg checks the members' certificates with.
+const haproxyShippedCA = "/etc/haproxy/dledger-ca.pem"
 
 // renderHAProxyConfig turns the shipped configuration into one for this test: the servers are
 // the group's members (their admin address serves the traffic and the checks, so a request
 // through a frontend says which member answered), the frontends bind free loopback ports, the
 // stats socket lives in dir, and the log goes to a ring the test reads. defaultServer, if not
-// empty, replaces the backends' default-server lines (the benchmark's variants). Everything
-// else is the shipped file as it is; a rewrite that does not find its line fails the test, so
-// the test cannot silently run some other configuration.
-func renderHAProxyConfig(t *testing.T, shipped string, admins []string, dir string, binds [2]int, defaultServer string) string {
+// empty, replaces the backends' default-server lines (the benchmark's variants). caFile, if
+// set, replaces the shipped CA file and the checks stay HTTPS; "" drops the TLS keywords (the
+// group serves plain HTTP on loopback). Everything else is the shipped file as it is; a
+// rewrite that does not find its line fails the test, so the test cannot silently run some
+// other configuration.
+func renderHAProxyConfig(t *testing.T, shipped string, admins []string, dir string, binds [2]int, defaultServer, caFile string) string {
 	t.Helper()
 	cfg := shipped
 	replace := func(re, with string, want int) {
@@ -79,8 +100,13 @@ func renderHAProxyConfig(t *testing.T, shipped string, admins []string, dir stri
 	replace(`(?m)^(\s*stats socket) /run/haproxy/dledger\.sock `, "${1} "+filepath.Join(dir, "haproxy.sock")+" ", 1)
 	replace(`(?m)^(\s*bind) :9000$`, fmt.Sprintf("${1} 127.0.0.1:%d", binds[0]), 1)
 	replace(`(?m)^(\s*bind) :9001$`, fmt.Sprintf("${1} 127.0.0.1:%d", binds[1]), 1)
+	tlsCheck := ""
+	if caFile != "" {
+		tlsCheck = " check-ssl verify required ca-file " + caFile
+	}
 	for i, a := range admins {
-		replace(fmt.Sprintf(`(?m)^(\s*server n%d) 10\.0\.0\.%d:9000 check port 22911$`, i, i+1), "${1} "+a+" check", 2)
+		replace(fmt.Sprintf(`(?m)^(\s*server n%d) 10\.0\.0\.%d:9000 check port 22911 check-ssl verify required ca-file %s$`,
+			i, i+1, regexp.QuoteMeta(haproxyShippedCA)), "${1} "+a+" check"+tlsCheck, 2)
 	}
 	if defaultServer != "" {
 		replace(`(?m)^(\s*)default-server .*$`, "${1}"+defaultServer, 2)
@@ -423,7 +449,7 @@ func TestHAProxyShippedConfigFollowsFailovers(t *testing.T) {
 		dir := t.TempDir()
 		p := dledgertest.FreePorts(t, 2)
 		binds := [2]int{p[0], p[1]}
-		cfg := renderHAProxyConfig(t, string(shipped), g.https, dir, binds, v.defaultServer)
+		cfg := renderHAProxyConfig(t, string(shipped), g.https, dir, binds, v.defaultServer, "")
 		v.run = startHAProxy(t, bin, v.name, dir, cfg, binds, ids)
 		if v.watchDriven {
 			startWatchDriver(t, v.run.sock, g.https, ids)
@@ -648,4 +674,43 @@ func startWatchDriver(t *testing.T, sock string, admins, ids []string) {
 			}
 		}()
 	}
+}
+
+// TestHAProxyChecksOverTLS: the shipped server lines' TLS checks (check-ssl verify required
+// ca-file) against a group whose listeners serve HTTPS with client certificates required for
+// writes: the leader backend finds exactly the leader and the followers backend the followers
+// (the checks need no client certificate), and the same HAProxy with another CA's file marks
+// every member down, so the checks do verify the chain.
+func TestHAProxyChecksOverTLS(t *testing.T) {
+	bin := haproxyBinary(t)
+	shipped, err := os.ReadFile("../../scripts/haproxy.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := tlstest.NewCA(t, "members")
+	pair := ca.Server(t, "member")
+	store, err := tlsfiles.Load(tlsfiles.Files{Cert: pair.CertFile, Key: pair.Key, CA: ca.File})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr, leader := startTLSGroup(t, daemon.Config{TLS: store, ClientCertAuth: true})
+	ids := []string{"n0", "n1", "n2"}
+	admins := []string{addr["n0"], addr["n1"], addr["n2"]}
+	start := func(name, caFile string) *haproxyRun {
+		dir := t.TempDir()
+		p := dledgertest.FreePorts(t, 2)
+		binds := [2]int{p[0], p[1]}
+		return startHAProxy(t, bin, name, dir, renderHAProxyConfig(t, string(shipped), admins, dir, binds, "", caFile), binds, ids)
+	}
+	const limit = 20 * time.Second
+	good := start("members-ca", ca.File)
+	good.await(limit, "the leader backend to hold only "+leader+" and the followers backend the others",
+		func(_ []hapEvent, up map[string]map[string]bool) bool {
+			f := up["dledger_followers"]
+			return leaderUp(leader)(nil, up) && len(f) == 2 && !f[leader]
+		})
+	wrong := start("another-ca", tlstest.NewCA(t, "other").File)
+	wrong.await(limit, "every member down: its certificate is not the CA's", func(_ []hapEvent, up map[string]map[string]bool) bool {
+		return len(up["dledger_leader"]) == 0 && len(up["dledger_followers"]) == 0
+	})
 }

@@ -1,7 +1,7 @@
 // Command dledger runs and inspects DLedger-style replica-group election members.
 //
 //	dledger server    run one member of a replica group, or a host of many (--config with configs:)
-//	dledger keygen    write a group key file (or the files of a key rotation)
+//	dledger keygen    write a group key file (or the files of a key rotation, or a member's key pair)
 //	dledger dev       run a whole 3-member group on loopback in one process
 //	dledger status    show the members of a group (via their HTTP admin API)
 //	dledger groups    list, add and remove the group members of a server process
@@ -23,7 +23,8 @@ const usage = `usage: dledger <command> [flags]
 commands:
   server    run one member of a replica group: dledger server --key-file FILE ...
             (or many on one port: dledger server --config FILE with DLedger's configs: list)
-  keygen    write a group key: dledger keygen FILE (rotation: dledger keygen --rotate FILE)
+  keygen    write a group key: dledger keygen FILE (rotation: dledger keygen --rotate FILE;
+            a member's own key pair: dledger keygen --member --id n0 FILE)
   dev       run a 3-member group on loopback in one process (data in a temp dir)
   status    show every member of a group: dledger status --http ADDR[,ADDR...] [--group G] [-o json]
   groups    list, add or remove a server's group members: dledger groups list|add|remove --http ADDR

@@ -65,8 +65,10 @@ func (g *procGroup) start(i int) {
 	}
 	cmd := exec.Command(g.bin, "server", "--group", "proc", "--id", fmt.Sprintf("n%d", i), "--peers", g.peers,
 		"--data-dir", g.dirs[i], "--http", g.https[i], "--heartbeat-interval", "100ms",
-		"--min-vote-interval", "50", "--max-vote-interval", "150", "--vote-round-base", "200ms", "--log-level", "info",
-		"--key-file", g.keyFile)
+		"--min-vote-interval", "50", "--max-vote-interval", "150", "--vote-round-base", "200ms", "--log-level", "info")
+	if g.keyFile != "" { // "": member keys, from only (member_keys_test.go)
+		cmd.Args = append(cmd.Args, "--key-file", g.keyFile)
+	}
 	cmd.Args = append(cmd.Args, g.extra...)
 	cmd.Args = append(cmd.Args, g.only[i]...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -261,6 +261,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 // serverSetup is `dledger server` resolved from flags, environment and config file, and checked
 // without touching the disk (beyond reading the key and token files) or the network.
 type serverSetup struct {
+	// reloaders re-read files on SIGHUP (reload.go); this command's: the admin TLS certificate.
+	reloaders []reloader
 	// cfg is the one member the flags name, or (with configs:) what every member shares: the
 	// timings, ledger mode, keys and data dir root, without group, id and peers.
 	cfg server.Config
@@ -276,10 +278,15 @@ type serverSetup struct {
 	validate        bool
 	warnings        []string       // unknown DLEDGER_ variables
 	origins         settingOrigins // where each setting came from
+
+	// memberKeyFile and trustFile are --member-key-file and --trust-file (member keys),
+	// re-read on SIGHUP.
+	memberKeyFile, trustFile string
 }
 
 // serverFlags are `dledger server`'s flags: every setting, whatever layer it comes from.
 type serverFlags struct {
+	tls                                                 serverTLSFlags // server_tls.go
 	validate, insecure                                  *bool
 	group, id, peers, dataDir, keyFile, httpAddr        *string
 	tokenFile, metricsAddr, ledger, logLevel, logFormat *string
@@ -288,6 +295,7 @@ type serverFlags struct {
 	hookTimeout                                         *time.Duration
 	idFromPod, listen, adminAdvertise                   *string
 	metricsPerGroup                                     *string
+	memberKeyFile, trustFile                            *string
 }
 
 func newServerFlags() (*flag.FlagSet, *serverFlags) {
@@ -309,12 +317,18 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	f.dataDir = fs.String("data-dir", "", "directory for the durable term and vote (required)")
 	f.keyFile = fs.String("key-file", "", "the group key file (mode 600; 'dledger keygen FILE' writes one): every rpc "+
 		"connection between members is authenticated and encrypted with it (required unless --insecure-no-peer-auth)")
+	f.memberKeyFile = fs.String("member-key-file", "", "this member's private key (mode 600; 'dledger keygen --member FILE' "+
+		"writes one), instead of --key-file: each member proves its id with its own key (with --trust-file; re-read on SIGHUP)")
+	f.trustFile = fs.String("trust-file", "", "the group's trust list, one line per member: ID PUBLIC-KEY [NEXT-PUBLIC-KEY] "+
+		"(with --member-key-file; re-read on SIGHUP, and connections on a key it drops are closed)")
 	f.insecure = fs.Bool("insecure-no-peer-auth", false, "run WITHOUT peer authentication: any host that can reach "+
 		"the rpc port can depose the leader or stall the group")
 	f.httpAddr = fs.String("http", "", `admin API address (default 127.0.0.1:<rpc port + 1000>; "off" disables); `+
-		`an address other hosts can reach needs --admin-token-file`)
+		`an address other hosts can reach needs --admin-token-file (or --client-cert-auth) and --cert-file (or --insecure-network-trusted)`)
 	f.tokenFile = fs.String("admin-token-file", "", "file holding the bearer token that PUT /v1/ledger and POST /v1/transfer must present (mode 600)")
-	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, the health routes, /v1/status, /v1/watch and /v1/members (default: none)")
+	f.tls = addServerTLSFlags(fs)
+	f.metricsAddr = fs.String("metrics", "", "read-only listener for /metrics, the health routes, /v1/status, /v1/watch and /v1/members "+
+		"(default: none); an address other hosts can reach needs --cert-file (or --insecure-network-trusted)")
 	f.metricsPerGroup = fs.String("metrics-per-group", "auto", "export each member's own series (labelled group and self_id): "+
 		"on, off, or auto (on up to 100 members, off beyond; the host-wide dledger_host_* series are always there)")
 	f.ledger = fs.String("ledger", "none", "where the ledger end comes from: none (no storage; always empty) or sidecar "+
@@ -380,11 +394,15 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	switch {
 	case *f.dataDir == "":
 		return fail("--data-dir is required (it keeps the term and vote across restarts; or DLEDGER_DATA_DIR, or dataDir in the --config file)")
-	case *f.keyFile == "" && !*f.insecure:
+	case *f.keyFile == "" && !*f.insecure && *f.memberKeyFile == "" && *f.trustFile == "":
 		return fail("--key-file is required: peer authentication needs the group key ('dledger keygen FILE' writes one; " +
-			"copy it to every member), or run without it with --insecure-no-peer-auth")
+			"copy it to every member), or member keys (--member-key-file and --trust-file), or run without it with --insecure-no-peer-auth")
 	case *f.keyFile != "" && *f.insecure:
 		return fail("%s and %s exclude each other", from("key-file"), from("insecure-no-peer-auth"))
+	case (*f.memberKeyFile != "" || *f.trustFile != "") && (*f.keyFile != "" || *f.insecure):
+		return fail("member keys (--member-key-file, --trust-file) exclude --key-file and --insecure-no-peer-auth")
+	case (*f.memberKeyFile == "") != (*f.trustFile == ""):
+		return fail("--member-key-file and --trust-file go together: this member's key and the group's trust list")
 	}
 	if su.election, err = f.timing.resolve(); err != nil {
 		return fail("%v", err)
@@ -413,10 +431,22 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 			return fail("%s: %v", from("key-file"), err)
 		}
 	}
+	if *f.memberKeyFile != "" {
+		su.memberKeyFile, su.trustFile = *f.memberKeyFile, *f.trustFile
+		if su.cfg.MemberKey, err = secure.LoadStaticKeyFile(*f.memberKeyFile); err != nil {
+			return fail("%s: %v", from("member-key-file"), err)
+		}
+		if su.cfg.Trust, err = secure.LoadTrustFile(*f.trustFile); err != nil {
+			return fail("%s: %v", from("trust-file"), err)
+		}
+	}
 	if *f.tokenFile != "" {
 		if su.daemon.AdminToken, err = readTokenFile(*f.tokenFile); err != nil {
 			return fail("%s: %v", from("admin-token-file"), err)
 		}
+	}
+	if err := resolveServerTLS(&su, f.tls, from); err != nil {
+		return fail("%v", err)
 	}
 	if su.members == nil { // configs: entries were checked as they were read (hostMembers)
 		if err := su.cfg.Validate(); err != nil {
@@ -442,7 +472,12 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	// always did (PerMemberLinks): its peers may be single-member processes of an older
 	// version during a rolling upgrade, which refuse a host link's handshake.
 	su.host = server.HostConfig{Listen: su.hostListen(), DataDir: su.cfg.DataDir, Keys: su.cfg.Keys, Insecure: su.cfg.Insecure,
-		PerMemberLinks: su.members == nil}
+		MemberKey: su.cfg.MemberKey, Trust: su.cfg.Trust, PerMemberLinks: su.members == nil}
+	if su.members != nil && !su.cfg.MemberKey.IsZero() { // host links: checked per member as they are added
+		if err := server.ValidateHostKeys(su.host); err != nil {
+			return fail("%v", err)
+		}
+	}
 	return su, 0, true
 }
 
@@ -489,6 +524,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	}
 	log := su.log
 	defer log.Sync()
+	hup := catchHangUp() // before the members serve: a SIGHUP must never end the server
 	for _, w := range su.warnings {
 		log.Warn(w)
 	}
@@ -513,6 +549,11 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	if err := sdNotify(notifySocket, "READY=1\n"+status); err != nil {
 		log.Warn("could not tell the service manager the member is ready", zap.Error(err))
 	}
+	reloaders := su.reloaders // run in order on SIGHUP (reload.go): the admin TLS certificate first, then the peer keys
+	if su.memberKeyFile != "" {
+		reloaders = append(reloaders, peerKeysReloader(su.memberKeyFile, su.trustFile, p.host))
+	}
+	defer reloadOnHangUp(log, hup, reloaders)()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
@@ -543,6 +584,9 @@ func validateServer(su serverSetup, stdout, stderr io.Writer) int {
 		dir = su.cfg.DataDir + " (will be created)"
 	}
 	auth := "peer authentication on"
+	if !su.cfg.MemberKey.IsZero() {
+		auth = "peer authentication on (member keys, key " + su.cfg.MemberKey.Public().ID() + ")"
+	}
 	if su.cfg.Insecure {
 		auth = "peer authentication OFF"
 	}
@@ -560,6 +604,16 @@ func validateServer(su serverSetup, stdout, stderr io.Writer) int {
 			groups[m.Group] = true
 		}
 		who = fmt.Sprintf("host %s of %d members of %d groups", su.host.Listen, len(su.members), len(groups))
+	}
+	if su.daemon.TLS != nil {
+		leaf := su.daemon.TLS.Leaf()
+		tlsNote := fmt.Sprintf(" over HTTPS (certificate %q, expires %s)", leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.DateOnly))
+		if su.daemon.HTTPAddr != "" {
+			admin += tlsNote
+		}
+		if su.daemon.MetricsAddr != "" {
+			metricsAddr += " over HTTPS"
+		}
 	}
 	fmt.Fprintf(stdout, "dledger server: settings valid: %s, profile %s, ledger %s, %s, data dir %s, admin API %s, metrics %s\n",
 		who, su.cfg.Profile, su.cfg.Ledger, auth, dir, admin, metricsAddr)

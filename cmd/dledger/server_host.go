@@ -99,6 +99,7 @@ func (su serverSetup) memberConfigs() []server.Config {
 func (su serverSetup) entryConfig(m server.HostMember) server.Config {
 	base := su.cfg
 	base.Listen, base.DataDir, base.Keys, base.Insecure = "", "", server.KeySet{}, false // the host's
+	base.MemberKey, base.Trust = server.StaticKey{}, nil                                 // the host's too
 	base.Election.PreferredLeaderIDs = nil
 	return m.Config(base)
 }

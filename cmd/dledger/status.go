@@ -58,6 +58,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	group := fs.String("group", "", "on processes serving many group members: show this group (through its member --id, or "+
 		"the first the process lists)")
 	id := fs.String("id", "", "with --group: the member asked for the others")
+	tlsFlags := addClientTLSFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -83,7 +84,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dledger status: --http holds no address")
 		return 2
 	}
-	client := &http.Client{Timeout: *timeout}
+	client, err := tlsFlags.httpClient(*timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger status: %v\n", err)
+		return 2
+	}
 	rep := statusReport{Members: []memberReport{}}
 	if len(list) == 1 {
 		rep = discover(client, list[0], *group, *id)

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -38,6 +39,7 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	format := fs.String("o", "text", "output: text (a line per event) or json (a JSON object per line)")
 	group := fs.String("group", "", "on a process serving many group members: watch this group's member (--id, or the first it lists)")
 	id := fs.String("id", "", "with --group: the member's id")
+	tlsFlags := addClientTLSFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: dledger watch --http ADDR [--group G [--id ID]] [-o text|json]\n\n"+
 			"Prints the member's role events as they happen, one line each, until interrupted (exit 0).\n"+
@@ -61,7 +63,12 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dledger watch: --id needs --group")
 		return 2
 	}
-	w := &watchClient{addr: *addr, group: *group, id: *id, json: *format == "json", stdout: stdout, stderr: stderr}
+	tlsConfig, err := tlsFlags.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger watch: %v\n", err)
+		return 2
+	}
+	w := &watchClient{addr: *addr, group: *group, id: *id, json: *format == "json", stdout: stdout, stderr: stderr, tls: tlsConfig}
 	return w.run(ctx)
 }
 
@@ -71,6 +78,7 @@ type watchClient struct {
 	group, id      string // a member of a process of many (--group, --id); id found on the first connection
 	json           bool
 	stdout, stderr io.Writer
+	tls            *tls.Config // --cacert, --cert, --key; nil: none
 
 	lastID       string // the last event id printed: where a reconnection resumes
 	lastSeq      uint64
@@ -88,6 +96,8 @@ func (w *watchClient) run(ctx context.Context) int {
 	client := &http.Client{Transport: &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		ResponseHeaderTimeout: 10 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		TLSClientConfig:       w.tls,
 	}}
 	backoff := watchMinBackoff
 	for {
@@ -122,7 +132,7 @@ func (w *watchClient) once(ctx context.Context, client *http.Client) (progressed
 	c := &adminclient.Client{Addr: w.addr, HTTP: client}
 	if w.group != "" {
 		if w.id == "" {
-			id, err := memberOf(ctx, &http.Client{Timeout: 10 * time.Second}, w.addr, w.group, "")
+			id, err := memberOf(ctx, &http.Client{Timeout: 10 * time.Second, Transport: client.Transport}, w.addr, w.group, "")
 			if err != nil {
 				return false, err
 			}

@@ -40,14 +40,24 @@
 // the session keys, so nothing it sends afterwards opens. The ephemeral keys also give forward
 // secrecy against a passive recorder: a key stolen later does not decrypt past traffic.
 //
-// What it does not: every member holds the same key, so a member (or a thief of its key file)
-// can claim any member id. The id is bound to the connection (the rpc layer must check that
-// every request's localId matches Session.PeerID), but not to a per-member secret. Per-member
-// static key pairs (Noise KK or XX with a list of members' public keys) would bind each id to
-// its own key, so a stolen key file could impersonate only its own member and could be revoked
-// alone; that costs a key pair per member and a public-key list in every config. Traffic
-// analysis (frame sizes and timing) and denial of service by whoever can reach the port are
-// out of scope; the rpc layer bounds connections.
+// What it does not: with a group key every member holds the same key, so a member (or a
+// thief of its key file) can claim any member id. The id is bound to the connection (the rpc
+// layer must check that every request's localId matches Session.PeerID), but not to a
+// per-member secret. Traffic analysis (frame sizes and timing) and denial of service by
+// whoever can reach the port are out of scope; the rpc layer bounds connections.
+//
+// # Member keys (version 3)
+//
+// Per-member static key pairs close that gap (xx.go, static.go, trust.go): each member holds
+// its own X25519 key pair (StaticKey, LoadStaticKeyFile), and a trust list (Trust,
+// LoadTrustFile) names the public keys each member id may use. The handshake is
+// Noise_XX_25519_ChaChaPoly_SHA256 (NewStaticInitiator, RespondStatic), three messages, the
+// third sent with the dialler's first sealed frame; each side checks the other's static key
+// against the trust list entry of the id it claims (Identity.Check). A stolen key file then
+// speaks for its own member only, and a member is revoked alone by dropping its key from the
+// trust lists: Identity.Next remembers the dropped keys, and the rpc layer closes the live
+// sessions whose PeerKey the new identity no longer accepts. The same handshake with an empty
+// group authenticates a host link between two hosts, each by its host key.
 //
 // # Failures
 //

@@ -104,3 +104,88 @@ func FuzzParseKeys(f *testing.F) {
 		}
 	})
 }
+
+// fuzzIdentity is a member-key identity of fixed keys, so seeded messages stay meaningful.
+func fuzzIdentity(t testing.TB, self string, priv byte, peers map[string]byte) *Identity {
+	var p [KeySize]byte
+	p[5] = priv
+	k, err := NewStaticKey(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := map[string][]PublicKey{self: {k.Public()}}
+	for id, b := range peers {
+		var q [KeySize]byte
+		q[5] = b
+		pk, _ := NewStaticKey(q)
+		entries[id] = []PublicKey{pk.Public()}
+	}
+	tr, err := NewTrust(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := NewIdentity(k, tr, self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// FuzzRespondStatic: arbitrary bytes as a member-key msg1 never panic; a refusal has a known
+// reason and no responder; an accepted one names a group, a peer and a target within bounds.
+func FuzzRespondStatic(f *testing.F) {
+	b := fuzzIdentity(f, "b", 2, map[string]byte{"a": 1})
+	a := fuzzIdentity(f, "a", 1, map[string]byte{"b": 2})
+	_, good, err := NewStaticInitiator(a, testGroup, "a", "b")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	_, link, _ := NewStaticInitiator(a, "", "a", "b")
+	f.Add(link)
+	f.Add([]byte{VersionStatic})
+	f.Add(append([]byte{VersionStatic}, make([]byte, staticMsg1MaxLen)...))
+	f.Fuzz(func(t *testing.T, msg1 []byte) {
+		r, msg2, group, peer, target, err := RespondStatic(b, msg1, func(string, string, string) error { return nil })
+		if err != nil {
+			if r != nil || msg2 != nil {
+				t.Fatal("refusal returned a responder")
+			}
+			if rs := Reason(err); rs == ReasonOther || rs == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		if len(msg2) > MaxHandshakeLen || len(group) > MaxGroupLen || peer == "" || len(peer) > MaxIDLen || target == "" || len(target) > MaxIDLen {
+			t.Fatalf("accepted msg1 out of bounds: msg2 %d bytes, %q %q %q", len(msg2), group, peer, target)
+		}
+	})
+}
+
+// FuzzStaticFinish: arbitrary bytes as msg2 (to the initiator) or msg3 (to the responder)
+// never panic and never finish a handshake: every message depends on a fresh ephemeral key.
+func FuzzStaticFinish(f *testing.F) {
+	a := fuzzIdentity(f, "a", 1, map[string]byte{"b": 2})
+	b := fuzzIdentity(f, "b", 2, map[string]byte{"a": 1})
+	f.Add([]byte{})
+	f.Add(make([]byte, staticMsg2MinLen))
+	f.Add(make([]byte, staticMsg3Len))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		in, msg1, err := NewStaticInitiator(a, testGroup, "a", "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, s, err := in.Finish(msg); err == nil || s != nil {
+			t.Fatal("an arbitrary msg2 finished the handshake")
+		}
+		r, _, _, _, _, err := RespondStatic(b, msg1, func(string, string, string) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, err := r.Finish(msg); err == nil || s != nil {
+			t.Fatal("an arbitrary msg3 finished the handshake")
+		} else if rs := Reason(err); rs == ReasonOther {
+			t.Fatalf("error without a reason: %v", err)
+		}
+	})
+}

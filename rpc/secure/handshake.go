@@ -199,7 +199,11 @@ func checkMsg1Version(msg1 []byte, want byte) error {
 	default:
 		return fmt.Errorf("%w: msg1 starts with %#x", ErrMalformed, v)
 	}
-	if len(msg1) < msg1MinLen || len(msg1) > msg1MaxLen {
+	lo, hi := msg1MinLen, msg1MaxLen
+	if want == VersionStatic {
+		lo, hi = staticMsg1MinLen, staticMsg1MaxLen
+	}
+	if len(msg1) < lo || len(msg1) > hi {
 		return fmt.Errorf("%w: msg1 of %d bytes", ErrMalformed, len(msg1))
 	}
 	return nil

@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
 	"strings"
 )
 
@@ -44,25 +40,7 @@ func WriteKeyFile(path string, keys ...[KeySize]byte) error {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "%s  # key id %s\n", base64.StdEncoding.EncodeToString(k[:]), KeyID(k))
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("secure: not overwriting key file %s: %w", path, fs.ErrExist) // "file already exists"
-		}
-		return fmt.Errorf("secure: write key file: %w", err)
-	}
-	_, err = f.Write(b.Bytes())
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = os.Remove(path)
-		return fmt.Errorf("secure: write key file %s: %w", path, err)
-	}
-	return nil
+	return writeNewFile(path, b.Bytes())
 }
 
 // LoadKeyFile reads a key file. It refuses a file that group or others may access (with the
@@ -70,27 +48,9 @@ func WriteKeyFile(path string, keys ...[KeySize]byte) error {
 // is not a base64 32-byte key (by line number; the line itself is not repeated, it may be
 // secret), duplicate or all-zero keys, no key, and more than MaxKeys.
 func LoadKeyFile(path string) (KeySet, error) {
-	f, err := os.Open(path)
+	data, err := readSecretFile(path)
 	if err != nil {
-		return KeySet{}, fmt.Errorf("secure: key file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat() // of the file we opened, so it can not be swapped after the check
-	if err != nil {
-		return KeySet{}, fmt.Errorf("secure: key file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return KeySet{}, fmt.Errorf("secure: key file %s is not a regular file", path)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return KeySet{}, fmt.Errorf("secure: key file %s is accessible by group or others (mode %#o); run: chmod 600 %s", path, perm, path)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
-	if err != nil {
-		return KeySet{}, fmt.Errorf("secure: key file %s: %w", path, err)
-	}
-	if len(data) > maxKeyFileSize {
-		return KeySet{}, fmt.Errorf("secure: key file %s is larger than %d bytes", path, maxKeyFileSize)
+		return KeySet{}, err
 	}
 	return parseKeys(path, data)
 }

@@ -26,7 +26,8 @@ const (
 	MaxMessageLen = 65535
 	// MaxHandshakeLen bounds msg1 and msg2; the rpc layer can refuse a longer handshake frame
 	// before reading its body.
-	MaxHandshakeLen = msg1MaxLen
+	// msg1, msg2 or msg3 of any version.
+	MaxHandshakeLen = staticMsg1MaxLen
 
 	// Version is the first byte of msg1. It is also in the prologue, so changing it in
 	// transit fails the handshake.
@@ -69,6 +70,14 @@ var (
 	ErrExhausted = errors.New("secure: session counter exhausted")
 	// ErrTooLarge: Seal was given more than MaxMessageLen-Overhead bytes.
 	ErrTooLarge = errors.New("secure: plaintext above the maximum message size")
+	// ErrUnknownKey (member keys): the peer's static key is in no trust list entry.
+	ErrUnknownKey = errors.New("secure: peer key is not in the trust list")
+	// ErrWrongID (member keys): the peer's static key is in the trust list, but under
+	// another id than the one it claims: a member holding another's key, or a mixed-up file.
+	ErrWrongID = errors.New("secure: peer key belongs to another id")
+	// ErrRevoked (member keys): the peer's static key was in an earlier trust list and a
+	// reload removed it; also the reason a live session is closed at that reload.
+	ErrRevoked = errors.New("secure: peer key was revoked")
 )
 
 // Reasons, the values of Reason: stable labels for a metric.
@@ -82,7 +91,10 @@ const (
 	ReasonDecrypt       = "decrypt_failed" // replay, reorder, tampering
 	ReasonExhausted     = "exhausted"
 	ReasonTooLarge      = "too_large"
-	ReasonOther         = "other" // not an error of this package (a configuration error)
+	ReasonUnknownKey    = "unknown_key" // member keys: a key no trust list entry has
+	ReasonWrongID       = "wrong_id"    // member keys: another id's key
+	ReasonRevoked       = "revoked"     // member keys: a key a reload removed
+	ReasonOther         = "other"       // not an error of this package (a configuration error)
 )
 
 var reasons = [...]struct {
@@ -98,6 +110,9 @@ var reasons = [...]struct {
 	{ErrDecrypt, ReasonDecrypt},
 	{ErrExhausted, ReasonExhausted},
 	{ErrTooLarge, ReasonTooLarge},
+	{ErrUnknownKey, ReasonUnknownKey},
+	{ErrWrongID, ReasonWrongID},
+	{ErrRevoked, ReasonRevoked},
 }
 
 // Reason maps an error from this package to a metric label: "" for nil, ReasonOther for an

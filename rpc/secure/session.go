@@ -22,10 +22,11 @@ import (
 // one at a time, in the order frames arrived. A Seal may run concurrently with an Open: the
 // two directions share nothing.
 type Session struct {
-	peerID string
-	keyID  string
-	send   direction
-	recv   direction
+	peerID  string
+	keyID   string
+	peerKey PublicKey // member keys: the peer's static key; zero with a group key
+	send    direction
+	recv    direction
 }
 
 type direction struct {
@@ -62,6 +63,10 @@ func (d *direction) nextNonce() []byte {
 // PeerID is the member id the peer authenticated as. The rpc layer must refuse any request
 // whose localId differs.
 func (s *Session) PeerID() string { return s.peerID }
+
+// PeerKey is the static public key the peer authenticated with (member keys, handshake
+// version 3), or zero (a group key).
+func (s *Session) PeerKey() PublicKey { return s.peerKey }
 
 // KeyID names the key this session was made with (KeyID of that key): during a rotation it
 // tells which connections still use the old key.

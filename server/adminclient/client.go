@@ -24,7 +24,9 @@ const maxBody = 1 << 20
 // Client asks one member. The zero HTTP uses http.DefaultClient; its Timeout (or the
 // context's deadline) bounds each call.
 type Client struct {
-	// Addr is the member's address: host:port, or a URL (http://host:port, https://...).
+	// Addr is the member's address: host:port, or a URL (http://host:port, https://...). A
+	// host:port is asked over HTTPS when HTTP's transport has a TLS config (HTTPClient), else
+	// over plain HTTP.
 	Addr string
 	// HTTP sends the requests; nil means http.DefaultClient.
 	HTTP *http.Client
@@ -45,6 +47,9 @@ func (c *Client) URL(path string) string {
 	path = c.memberPath(path)
 	if strings.HasPrefix(c.Addr, "http://") || strings.HasPrefix(c.Addr, "https://") {
 		return strings.TrimSuffix(c.Addr, "/") + path
+	}
+	if c.usesTLS() {
+		return "https://" + c.Addr + path
 	}
 	return "http://" + c.Addr + path
 }
@@ -80,6 +85,9 @@ func httpError(status int, raw []byte) *HTTPError {
 	if json.Unmarshal(raw, &e) == nil && e.Error != "" {
 		msg = e.Error
 	}
+	if status == http.StatusBadRequest && strings.Contains(msg, plainToHTTPS) {
+		msg += " (the member serves HTTPS: ask it at https://host:port, with --cacert FILE naming the CA of its certificate)"
+	}
 	return &HTTPError{Status: status, Message: msg}
 }
 
@@ -103,7 +111,7 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 	if err != nil {
 		return err
 	}
-	resp, err := c.http().Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return err
 	}
@@ -162,7 +170,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (int, 
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := c.http().Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		return 0, nil, err
 	}

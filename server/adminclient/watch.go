@@ -65,7 +65,7 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Stream, error) {
 	if o.LastEventID != "" {
 		req.Header.Set("Last-Event-ID", o.LastEventID)
 	}
-	resp, err := c.http().Do(req)
+	resp, err := c.do(req)
 	if err != nil {
 		cancel(nil)
 		return nil, err

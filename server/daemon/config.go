@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"time"
+
+	"github.com/dledger-go/dledger/server/tlsfiles"
 )
 
 // Config is what the `dledger server` process adds to its members: the HTTP admin API, the
@@ -12,7 +15,7 @@ import (
 // number of group members it hosts (docs/design.md, "The admin surface").
 type Config struct {
 	// HTTPAddr is the admin API's listen address ("" disables it). An address other hosts can
-	// reach needs an AdminToken.
+	// reach needs an AdminToken (or ClientCertAuth) and TLS (or InsecureNetworkTrusted).
 	HTTPAddr string
 	// AdminAdvertise, if set, is the admin address the members tell their peers (so
 	// `dledger status` can find every member from one), when HTTPAddr binds an address others
@@ -36,6 +39,23 @@ type Config struct {
 	OnStop string
 	// HookTimeout bounds each hook run; a hook still running is killed. Zero: DefaultHookTimeout.
 	HookTimeout time.Duration
+	// TLS, if set, serves the admin API and the read-only listener over HTTPS with its
+	// certificate (tlsfiles.Load reads the files; its Reload swaps them for new connections),
+	// and verifies a client certificate presented against its CA, if it has one.
+	TLS *tlsfiles.Store
+	// ClientCertAuth makes the admin API's writing routes (every route whose method is not GET,
+	// HEAD or OPTIONS: transfer, ledger, members, drain, and any added later) need a client
+	// certificate signed by TLS's CA, on top of the AdminToken if one is set; reads stay open to
+	// any TLS client. It needs TLS with a CA.
+	ClientCertAuth bool
+	// ClientCertAuthReads extends ClientCertAuth to every route of both listeners, the reads,
+	// the health routes and /metrics included: every client (scraper, load balancer, tool) then
+	// needs a certificate signed by TLS's CA. It needs TLS with a CA; it implies ClientCertAuth.
+	ClientCertAuthReads bool
+	// InsecureNetworkTrusted lets an admin or read-only listener that other hosts can reach serve
+	// plain HTTP: the operator says the network between them and their clients is trusted (a
+	// private segment, a host-local namespace). Without it such an address needs TLS.
+	InsecureNetworkTrusted bool
 	// WriteTimeout bounds writing an admin answer, so it must cover the slowest one: a transfer
 	// waits up to its transfer bound, a member's removal up to its hand-over. Zero: 60 s.
 	WriteTimeout time.Duration
@@ -74,14 +94,39 @@ func (c Config) resolve() (Config, error) {
 			return c, fmt.Errorf("%s address %q: bad port %q", a.name, a.addr, port)
 		}
 	}
-	if c.HTTPAddr != "" && c.AdminToken == "" && !isLoopback(c.HTTPAddr) {
-		return c, fmt.Errorf("admin address %q can be reached from other hosts, and its PUT /v1/ledger and "+
-			"POST /v1/transfer change the election: give it a token (--admin-token-file) or listen on loopback",
-			c.HTTPAddr)
+	if err := c.checkExposure(); err != nil {
+		return c, err
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < minAdminTokenLen {
 		return c, fmt.Errorf("admin token is %d bytes: use at least %d (e.g. head -c 32 /dev/urandom | base64)",
 			len(c.AdminToken), minAdminTokenLen)
 	}
 	return c, nil
+}
+
+// checkExposure refuses an admin address other hosts can reach without a token or client
+// certificates, client certificates without TLS and a CA, and plain HTTP on an address other
+// hosts can reach unless the network is said to be trusted: the bearer token, the status of
+// every member and the watch streams would cross it in clear text.
+func (c Config) checkExposure() error {
+	if c.HTTPAddr != "" && c.AdminToken == "" && !c.ClientCertAuth && !c.ClientCertAuthReads && !isLoopback(c.HTTPAddr) {
+		return fmt.Errorf("admin address %q can be reached from other hosts, and its PUT /v1/ledger and "+
+			"POST /v1/transfer change the election: give it a token (--admin-token-file), require client certificates "+
+			"(--client-cert-auth) or listen on loopback", c.HTTPAddr)
+	}
+	if (c.ClientCertAuth || c.ClientCertAuthReads) && (c.TLS == nil || !c.TLS.HasCA()) {
+		return errors.New("client certificate authentication (--client-cert-auth) needs TLS (--cert-file, --cert-key-file) " +
+			"and the CA that signs the clients' certificates (--trusted-ca-file)")
+	}
+	if c.TLS != nil || c.InsecureNetworkTrusted {
+		return nil
+	}
+	for _, a := range []struct{ name, flag, addr string }{{"admin", "--http", c.HTTPAddr}, {"metrics", "--metrics", c.MetricsAddr}} {
+		if a.addr != "" && !isLoopback(a.addr) {
+			return fmt.Errorf("%s address %q (%s) can be reached from other hosts, and plain HTTP would carry its "+
+				"token and every member's status in clear text: serve it over TLS (--cert-file and --cert-key-file), "+
+				"listen on loopback, or say the network is trusted with --insecure-network-trusted", a.name, a.addr, a.flag)
+		}
+	}
+	return nil
 }

@@ -20,6 +20,10 @@
 //
 // and, while the process serves exactly one member, that member's routes at their
 // single-member paths (/v1/status, /v1/transfer, /v1/watch, /v1/leader, ...), as before hosts.
+//
+// A route writes when its method is not GET, HEAD or OPTIONS (tls.go): only the admin listener
+// serves those, each needs the AdminToken if one is set and, with Config.ClientCertAuth, a
+// client certificate. Config.TLS serves both listeners over HTTPS.
 package daemon
 
 import (
@@ -112,6 +116,11 @@ func New(cfg Config, opts ...Option) (*Daemon, error) {
 	}
 	if cfg.MetricsAddr != "" {
 		d.readOnly = newHTTPEndpoint("metrics", cfg.MetricsAddr, d.ReadOnlyHandler(), httpReadTimeout, d.log)
+	}
+	if cfg.TLS != nil {
+		for _, ep := range d.endpoints() {
+			ep.tls = cfg.TLS.ServerConfig()
+		}
 	}
 	return d, nil
 }
@@ -274,12 +283,12 @@ func (d *Daemon) sorted() []*member {
 
 // Handler is the admin API (also usable on a broker's own HTTP server): every route of the
 // package comment. With Config.AdminToken set, the mutating ones need it as a bearer token.
-func (d *Daemon) Handler() http.Handler { return d.handler(true) }
+func (d *Daemon) Handler() http.Handler { return d.writesNeedClientCert(d.handler(true)) }
 
 // ReadOnlyHandler serves only what reads: /v1/groups, every member's status, health checks,
 // watch stream, long poll and /v1/members, and /metrics. It is what Config.MetricsAddr
 // listens with.
-func (d *Daemon) ReadOnlyHandler() http.Handler { return d.handler(false) }
+func (d *Daemon) ReadOnlyHandler() http.Handler { return d.writesNeedClientCert(d.handler(false)) }
 
 func (d *Daemon) handler(admin bool) http.Handler {
 	mux := http.NewServeMux()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -34,6 +35,7 @@ type httpEndpoint struct {
 	addr string // configured address
 	srv  *http.Server
 	ln   net.Listener
+	tls  *tls.Config // nil: plain HTTP
 }
 
 // newHTTPEndpoint hardens srv's limits; writeTimeout must cover the slowest handler (a
@@ -57,6 +59,11 @@ func (e *httpEndpoint) listen() error {
 		return fmt.Errorf("%s http listen %s: %w", e.name, e.addr, err)
 	}
 	e.ln = &limitListener{Listener: ln, slots: make(chan struct{}, httpMaxConns)}
+	if e.tls != nil {
+		// The handshake runs in the connection's own goroutine, bounded by the server's read
+		// timeouts; a connection held in it holds its slot like any other.
+		e.ln = tls.NewListener(e.ln, e.tls)
+	}
 	return nil
 }
 

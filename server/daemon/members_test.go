@@ -75,7 +75,8 @@ func TestMetadataAdvertisesTheAdminAddress(t *testing.T) {
 		return server.PeerMetadata{}
 	}
 	// The read-only listener is advertised the same way as the admin API.
-	s := mustMember(t, soloConfig(t), Config{HTTPAddr: "0.0.0.0:0", AdminToken: strings.Repeat("t", 32), MetricsAddr: "0.0.0.0:0"})
+	s := mustMember(t, soloConfig(t), Config{HTTPAddr: "0.0.0.0:0", AdminToken: strings.Repeat("t", 32), MetricsAddr: "0.0.0.0:0",
+		InsecureNetworkTrusted: true})
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -265,14 +265,15 @@ func (c *Cluster) InNamespaces(ns, ips []string) {
 // inNamespace turns a member's command line into one that runs it in its namespace (`ip
 // netns exec` execs the server in place, so the pid, the signals and the parent-death signal
 // are the server's). The poller reads the member's read-only listener on the namespace's
-// address; the admin API, which must stay on loopback without a token, moves to the
-// namespace's own loopback.
+// address (plain HTTP on a namespace address of this host: --insecure-network-trusted); the
+// admin API, which must stay on loopback without a token, moves to the namespace's own
+// loopback.
 func inNamespace(m *Member, argv []string) []string {
 	out := []string{"ip", "netns", "exec", m.NS}
 	for i := 0; i < len(argv); i++ {
 		if argv[i] == "--http" && i+1 < len(argv) {
 			_, port, _ := strings.Cut(argv[i+1], ":")
-			out = append(out, "--http", "127.0.0.1:"+port, "--metrics", argv[i+1])
+			out = append(out, "--http", "127.0.0.1:"+port, "--metrics", argv[i+1], "--insecure-network-trusted")
 			i++
 			continue
 		}
