@@ -218,7 +218,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 	if o.host != nil && o.host.links != nil {
 		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, memberTimeouts(cfg.Election), elector.Load)
 	} else {
-		s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
+		s.client, err = newPeerClients(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
 			TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks,
 			OnPeerGone: func(id string) {
 				if e := elector.Load(); e != nil {
