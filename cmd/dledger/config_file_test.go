@@ -127,6 +127,7 @@ func settingChecks(t *testing.T) map[string]flagCheck {
 		// The base leaves the key out when key-file is tested: a key means the file was read.
 		"key-file":              {cfgKeyFile(t), el(func(su serverSetup) any { return su.cfg.Keys.Len() }, 1)},
 		"insecure-no-peer-auth": {"true", el(func(su serverSetup) any { return su.cfg.Insecure }, true)},
+		"join":                  {"true", el(func(su serverSetup) any { return su.cfg.Join }, true)},
 		"http":                  {"127.0.0.1:30003", el(func(su serverSetup) any { return su.daemon.HTTPAddr }, "127.0.0.1:30003")},
 		"admin-token-file":      {tokenFile, el(func(su serverSetup) any { return su.daemon.AdminToken }, "0123456789abcdef0123")},
 		"metrics":               {"127.0.0.1:30004", el(func(su serverSetup) any { return su.daemon.MetricsAddr }, "127.0.0.1:30004")},

@@ -73,6 +73,8 @@ type MembershipChangeJSON struct {
 	Addr string `json:"addr,omitempty"` // add only
 	// Epoch, in Pending: the epoch the change will have once agreed.
 	Epoch int64 `json:"epoch,omitempty"`
+	// Survivors: force-recover only, the surviving voters (the member asked included).
+	Survivors []string `json:"survivors,omitempty"`
 }
 
 // Operations of POST /v1/membership/{op}.
@@ -80,6 +82,9 @@ const (
 	OpAdd     = "add"
 	OpPromote = "promote"
 	OpRemove  = "remove"
+	// OpForceRecover is forced recovery (POST /v1/membership/force-recover {"survivors":[...]}):
+	// the survivors become the configuration, refused if any other voter answers.
+	OpForceRecover = "force-recover"
 )
 
 // MembershipErrorJSON is a refused change's body: Error in words, Reason for programs (one of
@@ -104,6 +109,14 @@ const (
 	ReasonNotCaughtUp      = "not-caught-up"      // promote: its ledger is behind the quorum's, or unknown
 	ReasonNoQuorum         = "no-quorum"          // the old configuration's quorum did not agree in time
 	ReasonBadRequest       = "bad-request"        // an id or address that is not valid
+	// ReasonLeaderHandsOver: remove of the leader itself: it hands over first; LeaderID and
+	// LeaderAdmin name its successor, which makes the change.
+	ReasonLeaderHandsOver = "leader-hands-over"
+	ReasonNoConfigStore   = "no-config-store" // the member's store cannot keep a configuration
+	ReasonRemoved         = "removed"         // the member asked was removed from the group
+	ReasonJoining         = "joining"         // the member asked is joining and knows no configuration yet
+	// ReasonOldQuorumAlive: forced recovery refused, a voter outside the survivors answered.
+	ReasonOldQuorumAlive = "old-quorum-alive"
 	// ReasonNotLeader: asked a member that does not lead; LeaderID and LeaderAdmin say where.
 	// (ReasonNotLeader, ReasonOutcomeUnknown and ReasonStopped are the transfer's names too.)
 )
@@ -159,6 +172,13 @@ func (c *Client) MemberPromote(ctx context.Context, id string) (MembershipJSON, 
 // first).
 func (c *Client) MemberRemove(ctx context.Context, id string) (MembershipJSON, error) {
 	return c.change(ctx, OpRemove, MembershipChangeJSON{ID: id})
+}
+
+// ForceRecover is forced recovery on the member asked: survivors (it included) become the
+// group's voters, when a quorum is lost for good. The member refuses (ReasonOldQuorumAlive) if
+// a voter outside survivors answers it.
+func (c *Client) ForceRecover(ctx context.Context, survivors []string) (MembershipJSON, error) {
+	return c.change(ctx, OpForceRecover, MembershipChangeJSON{Survivors: survivors})
 }
 
 // change is POST /v1/membership/{op}: nil error only when the change is agreed and in force;
