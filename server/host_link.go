@@ -208,13 +208,13 @@ type memberLink struct {
 	elector     func() *dledger.Elector
 	// mu guards hostOf, peersOn and links, which change when the group's members do
 	// (setPeers, host_link_members.go); taken after hl.mu.
-	mu          sync.RWMutex
-	hostOf      map[string]string   // peer id -> host id
-	peersOn     map[string][]string // host id -> peer ids on it
-	links       map[string]*link    // host id -> link
-	closed      atomic.Bool
-	closeOnce   sync.Once
-	registered  bool // with the liveness table
+	mu         sync.RWMutex
+	hostOf     map[string]string   // peer id -> host id
+	peersOn    map[string][]string // host id -> peer ids on it
+	links      map[string]*link    // host id -> link
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	registered bool // with the liveness table
 }
 
 // caller returns the link and host of peer to, or completes nothing and returns false.

@@ -3,6 +3,7 @@ package server
 import (
 	"sync"
 
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -146,4 +147,11 @@ func (pc *peerClients) Close() error {
 		cl.Close()
 	}
 	return nil
+}
+
+// currentPeers is the members the transport reaches now (this one included).
+func (s *Server) currentPeers() []memberstate.Peer {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	return s.peers
 }

@@ -92,7 +92,10 @@ type Server struct {
 	host     *Host
 	handler  rpc.Handler
 	client   peerClient // its own *rpc.Client, or its share of its host's links (host_link.go)
-	peers    []memberstate.Peer
+	// peers are the members the transport reaches: the configuration's (membership.go), which
+	// changes while the member runs; read them with currentPeers.
+	peersMu sync.Mutex
+	peers   []memberstate.Peer
 	// advertise, detachers and detachTimeout are the process's seams (seams.go).
 	advertise     func() (admin, read string)
 	detachers     []func(context.Context, *dledger.RoleEvent)
@@ -645,8 +648,9 @@ func (s *Server) startRPC() error {
 		}
 		return nil
 	}
-	hosts := make(map[string]string, len(s.peers))
-	for _, p := range s.peers {
+	peers := s.currentPeers()
+	hosts := make(map[string]string, len(peers))
+	for _, p := range peers {
 		hosts[p.ID] = p.Addr
 	}
 	return s.host.mux.AddMember(s.cfg.Group, s.cfg.SelfID, hosts, s.handler)
