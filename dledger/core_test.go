@@ -141,6 +141,7 @@ func coreViolations(path string, src []byte) ([]string, error) {
 // entryPoints are the unexported methods that take the lock: the transport's answers, and the
 // delivery loop, which takes it back between batches and when a delivery panicked.
 var entryPoints = map[string]bool{"onVoteResponse": true, "onHeartBeatResponse": true, "onTransferResponse": true,
+	"onProbeResponse":  true, // forced recovery's probes (force.go)
 	"unlockAndDeliver": true, "deliveryPanicked": true}
 
 // delivery is the one method that runs with the lock released and calls out: the transport and

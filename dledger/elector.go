@@ -11,8 +11,8 @@
 // # Control flow and the lock
 //
 // One mutex guards an Elector. Only the entry points take it: the exported methods, and the
-// three methods through which the transport hands back an answer (onVoteResponse,
-// onHeartBeatResponse, onTransferResponse). Every other method of Elector runs with the lock
+// four methods through which the transport hands back an answer (onVoteResponse,
+// onHeartBeatResponse, onTransferResponse, and onProbeResponse for forced recovery). Every other method of Elector runs with the lock
 // held and never takes it.
 //
 // Under the lock the elector calls only its Clock, Rand, Logger and MemberState (whose vote and
@@ -165,6 +165,10 @@ type Elector struct {
 	// member's epoch, and as a follower the leader's epoch at its last explicit heartbeat.
 	live HostLiveness
 	quietState
+
+	// Membership (membership.go, docs/protocol.md 13): the configurations, the leader's change
+	// in flight, forced recovery.
+	mem membership
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -185,7 +189,14 @@ type Member struct {
 	SelfID string
 	Peers  []memberstate.Peer
 	// Store keeps the term and vote across restarts; its Save must be durable when it returns.
+	// A Store that is also a memberstate.ConfigStore keeps the configuration (docs/protocol.md
+	// 13): a stored one wins over Peers at start, and only such a member can change members.
 	Store memberstate.Store
+	// Join: this member is being added to a running group (--join). It starts with no
+	// configuration (Peers only name whom it may hear from, itself included), never campaigns,
+	// and takes its configuration from the first leader whose heartbeat lists it. Ignored when
+	// the store holds a configuration (a restart).
+	Join bool
 }
 
 // New builds the elector of member m, with the term and vote m.Store holds. The elector owns
@@ -199,7 +210,14 @@ func New(cfg Config, m Member, opt Options) (*Elector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newElector(cfg, ms, opt)
+	e, err := newElector(cfg, ms, opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.initMembership(m); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // newElector builds an elector over ms, which it owns from then on (the package's tests build
@@ -232,6 +250,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		peerstring: memberstate.FormatPeers(ms.Peers()),
 		notify:     make(chan struct{}, 1),
 		live:       opt.Liveness,
+		mem:        membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
@@ -275,6 +294,8 @@ func (e *Elector) Tick() {
 		e.maintainAsCandidate(now)
 	}
 	e.maintainTransfer(now)
+	e.maintainChange(now)
+	e.maintainForce(now)
 }
 
 // stalled says whether this member may have been stopped or paused recently: a pass is overdue
@@ -376,6 +397,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 		e.peers[i] = peerStatus{}
 	}
 	e.startUp.hadLeader = true
+	e.leadMembership()
 	e.log.Info(EventBecomesLeader, e.fields()...)
 	e.emit(now)
 	// The first heartbeat round leaves at once, not at the next pass: until it arrives the

@@ -76,7 +76,7 @@ func (e *Elector) leaderDeadline(now time.Time) deadline {
 // acknowledged now: it never steps down for lack of acks.
 func (e *Elector) quorumAck(now time.Time) time.Time {
 	acks := e.ackScratch[:0]
-	for i, p := range e.ms.Peers() {
+	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
 		if p.ID == e.ms.SelfID() {
 			acks = append(acks, now)
 		} else {
@@ -114,11 +114,14 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 		if p.ID == e.ms.SelfID() || e.quiet(i, successors, now) {
 			r.got[i] = true
 			r.answered++
-			r.succ++ // self counts 1, and so does a quiet follower (quiet.go)
+			if i < e.ms.Voters() {
+				r.succ++ // self counts 1, and so does a quiet follower (quiet.go); a non-voter none
+			}
 			continue
 		}
 		req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
 			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}, Successors: successors, Epoch: e.epoch}
+		e.stampHeartBeat(req, i)
 		e.post(heartBeatRequest{req: req, round: r.id, sentAt: now, idx: i})
 	}
 	e.noteHeartBeatProgress(r, now)
@@ -145,6 +148,12 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 	}
 	now := e.clock.Now()
 	e.peers[idx].noteAnswer(current, sentAt, now, resp, err)
+	if err == nil && e.noteConfAck(idx, resp) {
+		return // the configuration committed and the member list moved: the round was dropped
+	}
+	if idx >= e.ms.Voters() && code != protocol.CodeExpiredTerm {
+		code = protocol.CodeUnknown // a non-voter counts in no quorum (docs/protocol.md 13)
+	}
 	if !current {
 		if code == protocol.CodeExpiredTerm && resp.Term > e.ms.CurrTerm() { // D4, late
 			e.becomeCandidate(resp.Term, now, "a follower is at a higher term (late heartbeat answer)")
@@ -240,6 +249,7 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 	if req.Group != ms.Group() { // row 0: another group learns nothing but the code
 		return &protocol.HeartBeatResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}
 	}
+	e.learnFromLeader(req) // docs/protocol.md 13.3: before row 1, which may need the new members
 	switch {
 	case req.RemoteID != ms.SelfID(): // row 0'
 		resp.Code = protocol.CodeUnknownMember
@@ -271,6 +281,7 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 	resp.LedgerEndTerm, resp.LedgerEndIndex = l.Term, l.Index
 	resp.LedgerUnknown = !e.ledgerKnown || e.withdrawn // either: no transfer target, no successor
 	resp.Epoch = e.epoch
+	e.stampHeartBeatResponse(resp)
 	return resp
 }
 

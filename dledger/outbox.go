@@ -133,6 +133,12 @@ func (e *Elector) deliver(out []entry) {
 			})
 		case transferReply:
 			m.reply(m.resp)
+		case changeReply:
+			m.reply(m.res)
+		case probeRequest:
+			e.tr.SendVote(m.req.RemoteID, m.req, func(resp *protocol.VoteResponse, err error) {
+				e.onProbeResponse(m.seq, resp, err)
+			})
 		}
 	}
 }

@@ -70,6 +70,7 @@ var tableHomes = []tableHome{
 		tests:    []string{"TestTransferTransfereeSideAnswerCodes", "TestTransferTransfereeSideRows"},
 		untested: map[string]string{"4": "defensive: rows 1-3 leave no request for it, so no input reaches it"}},
 	{section: "12.2", kind: "rule", funcs: []string{"quiet"}, tests: []string{"TestQuietFollower"}},
+	{section: "13.2", kind: "row", funcs: []string{"checkChange"}, tests: []string{"TestChangeMembership"}},
 }
 
 // docTable is a decision table as the document has it.

@@ -120,7 +120,7 @@ func (e *Elector) nextPassAt(now time.Time) time.Time {
 }
 
 // deadlines lists the next deadline of every part of the elector that a pass serves.
-func (e *Elector) deadlines(now time.Time) [7]deadline {
+func (e *Elector) deadlines(now time.Time) [9]deadline {
 	preferred := e.preferred.next(e.preferredOn())
 	if e.bugs.ForgetPreferredDeadline { // the PASS oracle's planted bug (dledger/sim/broken.go)
 		preferred = never
@@ -133,6 +133,8 @@ func (e *Elector) deadlines(now time.Time) [7]deadline {
 		e.succession.next(),
 		e.startUp.next(),
 		e.lost.next(),
+		e.changeDeadline(now),
+		e.forceDeadline(),
 	}
 }
 

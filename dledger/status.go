@@ -79,6 +79,11 @@ type PeerStatus struct {
 	LastAck   time.Time // last heartbeat answer (leader only)
 	Ledger    memberstate.LedgerEnd
 	LedgerSet bool // Ledger was reported at least once
+	// Voter: a voter of the committed configuration (false: a non-voter, or a member only
+	// the pending configuration has). ConfEpoch: leader only, the newest configuration epoch
+	// the member last reported (docs/protocol.md 13).
+	Voter     bool
+	ConfEpoch uint64
 }
 
 // Status is a snapshot of a member.
@@ -102,6 +107,8 @@ type Status struct {
 	TransferringTo   string
 	Peers            []PeerStatus
 	Peerstring       string
+	// Membership is the configuration (docs/protocol.md 13).
+	Membership MembershipStatus
 }
 
 // Status returns a consistent snapshot.
@@ -116,6 +123,7 @@ func (e *Elector) Status() Status {
 		TakingLeadership: e.take.taking, TransferringTo: e.handOver.to,
 		Peerstring: e.peerstring,
 		Peers:      make([]PeerStatus, 0, len(ms.Peers())),
+		Membership: e.membershipStatus(),
 	}
 	switch ms.Role() {
 	case protocol.FOLLOWER:
@@ -125,6 +133,7 @@ func (e *Elector) Status() Status {
 	}
 	for i, p := range ms.Peers() {
 		ps := PeerStatus{ID: p.ID, Addr: p.Addr, Self: p.ID == ms.SelfID()}
+		ps.Voter, ps.ConfEpoch = e.peerMembership(i)
 		if ps.Self {
 			ps.Alive, ps.Ledger, ps.LedgerSet = true, ms.Ledger(), e.ledgerKnown
 		} else if ms.Role() == protocol.LEADER {

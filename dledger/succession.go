@@ -81,7 +81,7 @@ func (e *Elector) successorIDs() []string {
 	peers := e.ms.Peers()
 	idx := make([]int, 0, len(peers))
 	for i, p := range peers {
-		if p.ID != e.ms.SelfID() && e.peers[i].alive && e.peers[i].known {
+		if p.ID != e.ms.SelfID() && e.peers[i].alive && e.peers[i].known && i < e.ms.Voters() {
 			idx = append(idx, i)
 		}
 	}

@@ -172,7 +172,7 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 		}
 	}
 	switch {
-	case idx < 0: // row 1
+	case idx < 0 || !ms.IsVoter(to): // row 1 (a non-voter is never a target: docs/protocol.md 13)
 		fail(protocol.CodeUnknownMember)
 		return
 	case term != ms.CurrTerm(): // row 2

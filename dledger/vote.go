@@ -61,7 +61,7 @@ func (r *voteRound) tally(idx int, res protocol.VoteResult, term int64) {
 
 // maintainAsCandidate is the candidate pass of docs/protocol.md 7.2, step by step.
 func (e *Elector) maintainAsCandidate(now time.Time) {
-	if !e.ledgerKnown || e.withdrawn { // neither campaigns (withdraw.go)
+	if !e.ledgerKnown || e.withdrawn || !e.campaigns() { // none campaigns (withdraw.go, membership.go)
 		e.abstain(now)
 		return
 	}
@@ -117,7 +117,7 @@ func (e *Elector) candidateDeadline(now time.Time) deadline {
 	switch {
 	case e.needIncreaseTerm:
 		return dueAt(now)
-	case !e.ledgerKnown || e.withdrawn:
+	case !e.ledgerKnown || e.withdrawn || !e.campaigns():
 		return never
 	case e.vote != nil:
 		return dueAt(e.vote.deadline)
@@ -168,11 +168,17 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 	e.vote = r
 	e.log.Debug("requests votes", e.fields(zap.Int64("ledgerEndTerm", ledger.Term), zap.Int64("ledgerEndIndex", ledger.Index))...)
 	for i, p := range peers {
+		if i >= e.ms.Voters() { // a non-voter counts in no quorum: not asked (docs/protocol.md 13)
+			r.got[i] = true
+			r.answered++
+			continue
+		}
 		req := &protocol.VoteRequest{
 			Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID, LocalID: e.ms.SelfID(),
 				LeaderID: e.ms.SelfID(), Term: term},
 			LedgerEndTerm: ledger.Term, LedgerEndIndex: ledger.Index,
 		}
+		e.stampVoteRequest(req)
 		if p.ID == e.ms.SelfID() {
 			resp := e.handleVote(req, true, now)
 			r.tally(i, voteResultOf(resp, nil), resp.Term)
@@ -200,6 +206,9 @@ func (e *Elector) voteAnswered(roundID uint64, idx int, resp *protocol.VoteRespo
 	r := e.vote
 	if r == nil || r.id != roundID || r.got[idx] {
 		return // a late answer to a round already decided or abandoned
+	}
+	if e.learnFromVoter(resp); e.vote != r {
+		return // the configuration it carried moved the member list: the round was dropped
 	}
 	var term int64
 	if resp != nil {
@@ -336,7 +345,9 @@ func (e *Elector) retryStartUp(r *voteRound, now time.Time) {
 func (e *Elector) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
 	e.mu.Lock()
 	defer e.unlockAndDeliver()
-	return e.handleVote(req, false, e.clock.Now())
+	resp := e.handleVote(req, false, e.clock.Now())
+	e.stampVoteResponse(resp)
+	return resp
 }
 
 // handleVote is the decision table of docs/protocol.md 7.1; the first matching row wins. This
@@ -357,11 +368,15 @@ func (e *Elector) handleVote(req *protocol.VoteRequest, fromSelf bool, now time.
 	case req.RemoteID != ms.SelfID(): // row 0'
 		resp.Code = protocol.CodeUnknownMember
 		return resp
+	case req.Probe && !fromSelf: // row P (docs/protocol.md 13.7): a forced-recovery probe moves nothing
+		return probeAnswer(resp)
+	case e.configRefuses(req, resp): // row C (docs/protocol.md 13.4): an older configuration
+		return resp
 	case !ms.IsPeerMember(cand): // row 1
 		return withResult(resp, protocol.VoteRejectUnknownLeader)
 	case !fromSelf && cand == ms.SelfID(): // row 2
 		return withResult(resp, protocol.VoteRejectUnexpectedLeader)
-	case !e.ledgerKnown: // row A (ours): abstain while the ledger is unknown
+	case !e.ledgerKnown || e.mem.joining: // row A (ours): abstain while the ledger is unknown, or joining (13.6)
 		// Before the ledger rows, which would compare the candidate with a ledger this member
 		// does not know (a restarted sidecar's (-1, -1) would grant a stale candidate), and
 		// before every term row: an abstaining member's term and role do not move for a vote

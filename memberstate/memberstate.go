@@ -42,6 +42,10 @@ type MemberState struct {
 	ledger  LedgerEnd
 	// knownMaxTerm is the highest term heard of; nextTerm jumps to it.
 	knownMaxTerm int64
+	// voters: the first voters entries of peers are the voters that count towards a quorum
+	// (docs/protocol.md 13); the rest follow but are counted in no quorum. All of them unless
+	// SetMembers said otherwise.
+	voters int
 }
 
 // New builds a member's state, loading term and vote from store. The member starts as
@@ -75,8 +79,41 @@ func New(group, selfID string, peers []Peer, store Store) (*MemberState, error) 
 	return &MemberState{
 		group: group, selfID: selfID, peers: append([]Peer(nil), peers...), store: store,
 		role: protocol.CANDIDATE, term: d.Term, voteFor: d.VoteFor,
-		ledger: EmptyLedger, knownMaxTerm: d.Term,
+		ledger: EmptyLedger, knownMaxTerm: d.Term, voters: len(peers),
 	}, nil
+}
+
+// SetMembers replaces the member list (a configuration change, docs/protocol.md 13): peers,
+// self included, the first voters of them the voters. It gets New's checks.
+func (m *MemberState) SetMembers(peers []Peer, voters int) error {
+	if err := validatePeers(peers); err != nil {
+		return err
+	}
+	if voters < 0 || voters > len(peers) {
+		return fmt.Errorf("setMembers: %d voters among %d members", voters, len(peers))
+	}
+	found := false
+	for _, p := range peers {
+		found = found || p.ID == m.selfID
+	}
+	if !found {
+		return fmt.Errorf("setMembers: self id %q is not in %s", m.selfID, FormatPeers(peers))
+	}
+	m.peers, m.voters = append([]Peer(nil), peers...), voters
+	return nil
+}
+
+// Voters is how many members, the first of Peers, count towards a quorum.
+func (m *MemberState) Voters() int { return m.voters }
+
+// IsVoter reports whether id is one of the voters.
+func (m *MemberState) IsVoter(id string) bool {
+	for _, p := range m.peers[:m.voters] {
+		if p.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *MemberState) Group() string              { return m.group }
@@ -102,8 +139,8 @@ func (m *MemberState) IsPeerMember(id string) bool {
 	return false
 }
 
-// Quorum reports whether count members make a majority: count >= len(peers)/2 + 1.
-func (m *MemberState) Quorum(count int) bool { return count >= QuorumSize(len(m.peers)) }
+// Quorum reports whether count voters make a majority: count >= voters/2 + 1.
+func (m *MemberState) Quorum(count int) bool { return count >= QuorumSize(m.voters) }
 
 // QuorumSize is the smallest majority of n members.
 func QuorumSize(n int) int { return n/2 + 1 }

@@ -60,6 +60,10 @@ type MemStore struct {
 	failErr       error
 	forgetOnCrash bool
 	saves         int
+	// The configuration (config.go): saved durably at once, forgotten only by ForgetOnCrash.
+	conf      DurableConfig
+	hasConf   bool
+	confSaves int
 }
 
 // NewMemStore starts empty (term 0, no vote).
@@ -124,6 +128,7 @@ func (m *MemStore) Crash() {
 	switch {
 	case m.forgetOnCrash:
 		m.synced = Durable{}
+		m.conf, m.hasConf = DurableConfig{}, false
 	case m.torn && m.tornSurvives:
 		m.synced = m.d
 	}

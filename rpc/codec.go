@@ -126,13 +126,16 @@ func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response boo
 func encodeMessage(e *msgpack.Encoder, msg any) error {
 	switch r := msg.(type) {
 	case *protocol.HeartBeatRequest:
+		if r.ConfEpoch != 0 || r.ConfTerm != 0 || r.Conf != nil || r.Pending != nil {
+			break // a configuration to carry (issue 31): rare, the library's path
+		}
 		if r.Epoch == 0 {
 			return e.Encode((*heartBeatRequestPlain)(r))
 		}
 		return e.Encode((*heartBeatRequestEpoch)(r))
 	case *protocol.HeartBeatResponse:
 		switch {
-		case r.LedgerUnknown:
+		case r.LedgerUnknown, r.ConfEpoch != 0 || r.ConfTerm != 0 || r.CommitEpoch != 0 || r.CommitTerm != 0:
 		case r.Epoch == 0:
 			return e.Encode((*heartBeatResponseKnown)(r))
 		default:
@@ -147,14 +150,20 @@ func encodeMessage(e *msgpack.Encoder, msg any) error {
 // only in tags).
 type heartBeatRequestPlain struct {
 	protocol.Header `msgpack:",inline"`
-	Successors      string `msgpack:"successors"`
-	Epoch           uint64 `msgpack:"-"`
+	Successors      string               `msgpack:"successors"`
+	Epoch           uint64               `msgpack:"-"`
+	ConfEpoch       uint64               `msgpack:"-"` // issue 31: zero in this fast path
+	ConfTerm        int64                `msgpack:"-"`
+	Conf, Pending   *protocol.WireConfig `msgpack:"-"`
 }
 
 type heartBeatRequestEpoch struct {
 	protocol.Header `msgpack:",inline"`
-	Successors      string `msgpack:"successors"`
-	Epoch           uint64 `msgpack:"epoch"`
+	Successors      string               `msgpack:"successors"`
+	Epoch           uint64               `msgpack:"epoch"`
+	ConfEpoch       uint64               `msgpack:"-"` // issue 31: zero in this fast path
+	ConfTerm        int64                `msgpack:"-"`
+	Conf, Pending   *protocol.WireConfig `msgpack:"-"`
 }
 
 // heartBeatResponseKnown and heartBeatResponseKnownEpoch are protocol.HeartBeatResponse of a
@@ -165,6 +174,10 @@ type heartBeatResponseKnown struct {
 	LedgerEndIndex  int64  `msgpack:"ledgerEndIndex"`
 	LedgerUnknown   bool   `msgpack:"-"`
 	Epoch           uint64 `msgpack:"-"`
+	ConfEpoch       uint64 `msgpack:"-"` // issue 31: zero in this fast path
+	ConfTerm        int64  `msgpack:"-"`
+	CommitEpoch     uint64 `msgpack:"-"`
+	CommitTerm      int64  `msgpack:"-"`
 }
 
 type heartBeatResponseKnownEpoch struct {
@@ -173,6 +186,10 @@ type heartBeatResponseKnownEpoch struct {
 	LedgerEndIndex  int64  `msgpack:"ledgerEndIndex"`
 	LedgerUnknown   bool   `msgpack:"-"`
 	Epoch           uint64 `msgpack:"epoch"`
+	ConfEpoch       uint64 `msgpack:"-"` // issue 31: zero in this fast path
+	ConfTerm        int64  `msgpack:"-"`
+	CommitEpoch     uint64 `msgpack:"-"`
+	CommitTerm      int64  `msgpack:"-"`
 }
 
 // --- decoding ---------------------------------------------------------------------------
@@ -307,13 +324,14 @@ func ledgerOK(v int64) bool { return v >= -1 && v <= protocol.MaxLedgerValue }
 func inBounds(m any) bool {
 	switch m := m.(type) {
 	case *protocol.VoteRequest:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex) && confOK(m.ConfEpoch, m.ConfTerm)
 	case *protocol.VoteResponse:
-		return termOK(m.Term)
+		return termOK(m.Term) && confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
 	case *protocol.HeartBeatRequest:
-		return termOK(m.Term)
+		return termOK(m.Term) && confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
 	case *protocol.HeartBeatResponse:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex) &&
+			confOK(m.ConfEpoch, m.ConfTerm) && confOK(m.CommitEpoch, m.CommitTerm)
 	case *protocol.LeadershipTransferRequest:
 		return termOK(m.Term) && ledgerOK(m.TakeLeadershipLedgerIndex)
 	case *protocol.LeadershipTransferResponse:
@@ -328,6 +346,17 @@ func inBounds(m any) bool {
 		return termOK(m.Term) && len(m.Changes) <= protocol.MaxHostChanges
 	}
 	return false
+}
+
+// confOK bounds a configuration version (issue 31): an epoch at most MaxConfigEpoch, a term
+// as any term.
+func confOK(epoch uint64, term int64) bool { return epoch <= protocol.MaxConfigEpoch && termOK(term) }
+
+// wireConfigOK bounds a configuration on the wire: its version, and each peers string at most
+// MaxPeersString bytes (the elector parses and checks the rest).
+func wireConfigOK(c *protocol.WireConfig) bool {
+	return c == nil || (confOK(c.Epoch, c.Term) && len(c.Voters) <= protocol.MaxPeersString &&
+		len(c.NonVoters) <= protocol.MaxPeersString)
 }
 
 // ledgerEndOK bounds a ledger end (its term and index).

@@ -142,7 +142,16 @@ func fillRandom(v reflect.Value, r *rand.Rand) {
 			f.SetBool(r.IntN(2) == 0)
 		case reflect.Uint64: // an epoch: 0 (left out) in a third of the messages
 			if r.IntN(3) > 0 {
-				f.SetUint(r.Uint64() >> r.IntN(64))
+				x := r.Uint64() >> r.IntN(64)
+				if name := v.Type().Field(i).Name; name != "Epoch" || v.Type() == reflect.TypeFor[protocol.WireConfig]() {
+					x %= protocol.MaxConfigEpoch + 1 // a configuration epoch (issue 31), bounded on the wire
+				}
+				f.SetUint(x)
+			}
+		case reflect.Pointer: // a configuration (issue 31): absent in half the messages
+			if r.IntN(2) == 0 {
+				f.Set(reflect.New(f.Type().Elem()))
+				fillRandom(f, r)
 			}
 		default:
 			panic("fillRandom: unhandled kind " + f.Kind().String())
@@ -153,7 +162,7 @@ func fillRandom(v reflect.Value, r *rand.Rand) {
 // fieldBounds returns the range the wire accepts for an int64 message field: a term is in
 // [0, MaxTerm], a ledger end term or index in [-1, MaxLedgerValue].
 func fieldBounds(name string) (lo, hi int64) {
-	if name == "Term" {
+	if name == "Term" || name == "ConfTerm" || name == "CommitTerm" { // terms (issue 31: configuration versions)
 		return 0, protocol.MaxTerm
 	}
 	return -1, protocol.MaxLedgerValue

@@ -130,6 +130,8 @@ func handMessage(m any) []byte {
 			b = appendUint(b, v.Uint())
 		case reflect.Bool:
 			b = appendBool(b, v.Bool())
+		case reflect.Pointer: // a nested message (issue 31's configurations), as a map
+			b = append(b, handMessage(v.Interface())...)
 		default:
 			panic("handMessage: unhandled kind " + v.Kind().String())
 		}

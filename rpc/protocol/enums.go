@@ -57,6 +57,10 @@ const (
 	// has not reported it), so it grants nothing. A candidate counts it as no answer. Ours, not
 	// DLedger's; an older member decodes it as UNKNOWN, which its tally also ignores.
 	VoteRejectLedgerUnknown
+	// VoteRejectExpiredConfig: the voter holds a newer configuration than the candidate's
+	// (issue 31, docs/protocol.md 13.4); the answer carries it. Ours; an older member decodes it
+	// as UNKNOWN.
+	VoteRejectExpiredConfig
 )
 
 var voteResultNames = [...]string{
@@ -64,6 +68,7 @@ var voteResultNames = [...]string{
 	"REJECT_EXPIRED_VOTE_TERM", "REJECT_ALREADY_VOTED", "REJECT_ALREADY_HAS_LEADER",
 	"REJECT_TERM_NOT_READY", "REJECT_TERM_SMALL_THAN_LEDGER", "REJECT_EXPIRED_LEDGER_TERM",
 	"REJECT_SMALL_LEDGER_END_INDEX", "REJECT_TAKING_LEADERSHIP", "REJECT_LEDGER_UNKNOWN",
+	"REJECT_EXPIRED_CONFIG",
 }
 
 func (v VoteResult) String() string {

@@ -12,3 +12,13 @@ const (
 	// MaxLedgerValue is the largest ledger end term or index a member accepts.
 	MaxLedgerValue int64 = 1 << 62
 )
+
+// Bounds on configurations (issue 31, docs/protocol.md 13): a configuration names at most
+// MaxConfigMembers members, voters and non-voters together, and its epoch is at most
+// MaxConfigEpoch, so epoch+1 cannot wrap. A configuration on the wire is two peers strings
+// (id-host:port;...), each at most MaxConfigMembers x (64-byte id + '-' + 261-byte address + ';').
+const (
+	MaxConfigMembers = 64
+	MaxConfigEpoch   = uint64(1) << 62
+	MaxPeersString   = MaxConfigMembers * (64 + 1 + 261 + 1)
+)

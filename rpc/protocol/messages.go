@@ -18,6 +18,14 @@ type VoteRequest struct {
 	Header         `msgpack:",inline"`
 	LedgerEndTerm  int64 `msgpack:"ledgerEndTerm"`
 	LedgerEndIndex int64 `msgpack:"ledgerEndIndex"`
+	// ConfEpoch and ConfTerm are the version of the newest configuration the candidate holds
+	// (issue 31, docs/protocol.md 13): a voter holding a newer one refuses it
+	// (REJECT_EXPIRED_CONFIG). 0 and 0 (a group that never changed) are left out.
+	ConfEpoch uint64 `msgpack:"confEpoch,omitempty"`
+	ConfTerm  int64  `msgpack:"confTerm,omitempty"`
+	// Probe: forced recovery's liveness probe (issue 31, docs/protocol.md 13.7). Answered with
+	// the voter's term and configuration version; changes nothing and grants nothing.
+	Probe bool `msgpack:"probe,omitempty"`
 }
 
 // VoteResponse answers a VoteRequest. Term is the voter's currTerm, except for
@@ -25,6 +33,13 @@ type VoteRequest struct {
 type VoteResponse struct {
 	Header     `msgpack:",inline"`
 	VoteResult VoteResult `msgpack:"voteResult"`
+	// ConfEpoch and ConfTerm are the voter's newest configuration version (issue 31); with
+	// REJECT_EXPIRED_CONFIG, Conf and Pending carry the voter's configurations, from which the
+	// candidate learns what it missed (docs/protocol.md 13.4). All left out when zero.
+	ConfEpoch uint64      `msgpack:"confEpoch,omitempty"`
+	ConfTerm  int64       `msgpack:"confTerm,omitempty"`
+	Conf      *WireConfig `msgpack:"conf,omitempty"`
+	Pending   *WireConfig `msgpack:"pending,omitempty"`
 }
 
 // HeartBeatRequest is sent by the leader (LeaderID = sender) every heartbeat interval.
@@ -44,6 +59,25 @@ type HeartBeatRequest struct {
 	// hears of no newer epoch of its leader knows the leader still leads. 0 (no table) is left
 	// out, so a member without one sends what it always sent.
 	Epoch uint64 `msgpack:"epoch,omitempty"`
+	// ConfEpoch and ConfTerm are the version of the leader's newest configuration (issue 31,
+	// docs/protocol.md 13.3); Conf (the committed one) and Pending (the proposed one) are sent
+	// only to a follower whose last answer showed it behind. All left out when zero: a group
+	// that never changed its configuration sends what it always sent.
+	ConfEpoch uint64      `msgpack:"confEpoch,omitempty"`
+	ConfTerm  int64       `msgpack:"confTerm,omitempty"`
+	Conf      *WireConfig `msgpack:"conf,omitempty"`
+	Pending   *WireConfig `msgpack:"pending,omitempty"`
+}
+
+// WireConfig is one configuration on the wire (issue 31, docs/protocol.md 13.3): its version,
+// and its voters and non-voters in the peers format (id-host:port;...). A receiver parses and
+// checks it (memberstate.CheckRecord) before using it; each string is at most MaxPeersString.
+type WireConfig struct {
+	Epoch     uint64 `msgpack:"epoch"`
+	Term      int64  `msgpack:"term"`
+	Voters    string `msgpack:"voters"`
+	NonVoters string `msgpack:"nonVoters,omitempty"`
+	Forced    bool   `msgpack:"forced,omitempty"`
 }
 
 // HeartBeatResponse answers a heartbeat; Term is the receiver's currTerm on EXPIRED_TERM,
@@ -61,6 +95,14 @@ type HeartBeatResponse struct {
 	// Epoch is the follower's epoch after it handled the heartbeat (as HeartBeatRequest.Epoch;
 	// 0, left out, without a liveness table).
 	Epoch uint64 `msgpack:"epoch,omitempty"`
+	// ConfEpoch and ConfTerm are the version of the newest configuration the follower has
+	// stored, CommitEpoch and CommitTerm that of the newest it knows committed (issue 31,
+	// docs/protocol.md 13.3): the leader counts the first towards committing its proposal and
+	// sends the configurations again while either differs from its own. Left out when zero.
+	ConfEpoch   uint64 `msgpack:"confEpoch,omitempty"`
+	ConfTerm    int64  `msgpack:"confTerm,omitempty"`
+	CommitEpoch uint64 `msgpack:"commitEpoch,omitempty"`
+	CommitTerm  int64  `msgpack:"commitTerm,omitempty"`
 }
 
 // LeadershipTransferRequest asks TransfereeID to take leadership from TransferID. The admin's

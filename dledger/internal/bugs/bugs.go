@@ -22,6 +22,12 @@ type Bugs struct {
 	// as a deadline added to a pass and not to the schedule would be: the check waits for
 	// whatever pass comes next (caught by the simulator's PASS oracle).
 	ForgetPreferredDeadline bool
+	// TwoVoterChange: a promote also removes another voter, two voters changed in one
+	// configuration (issue 31; breaks S1 across configurations: docs/protocol.md 13.5).
+	TwoVoterChange bool
+	// CommitOnNewQuorum: the leader commits a proposed configuration once a quorum of the
+	// proposed configuration's voters stored it, not of the committed one's (issue 31).
+	CommitOnNewQuorum bool
 }
 
 // Set switches b on in elector, which must be a *dledger.Elector (typed any because this

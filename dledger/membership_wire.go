@@ -1,0 +1,170 @@
+package dledger
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// What the messages carry of the configuration (docs/protocol.md 13.3 and 13.4), and how a
+// member learns a configuration from them. A group whose configuration never changed has
+// version (0, 0) everywhere, and every field below is zero and left out of the frame.
+
+// wireOf is c on the wire.
+func wireOf(c Configuration) *protocol.WireConfig {
+	return &protocol.WireConfig{Epoch: c.Epoch, Term: c.Term, Voters: memberstate.FormatPeers(c.Voters),
+		NonVoters: memberstate.FormatPeers(c.NonVoters), Forced: c.Forced}
+}
+
+// configFromWire parses and checks a configuration from the wire (nil: none).
+func configFromWire(w *protocol.WireConfig) (*Configuration, error) {
+	if w == nil {
+		return nil, nil
+	}
+	c := Configuration{Epoch: w.Epoch, Term: w.Term, Forced: w.Forced}
+	var err error
+	if c.Voters, err = memberstate.ParsePeers(w.Voters); err != nil {
+		return nil, err
+	}
+	if w.NonVoters != "" {
+		if c.NonVoters, err = memberstate.ParsePeers(w.NonVoters); err != nil {
+			return nil, err
+		}
+	}
+	if err := memberstate.CheckRecord(c.record()); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// stampHeartBeat adds the configuration to a heartbeat for member idx: the version of the
+// leader's newest always (once it is not (0, 0)), and the configurations themselves while the
+// member's last answer showed it behind, or before it has answered in this leadership.
+func (e *Elector) stampHeartBeat(req *protocol.HeartBeatRequest, idx int) {
+	m := &e.mem
+	hv := m.highest()
+	if hv == (version{}) {
+		return
+	}
+	req.ConfEpoch, req.ConfTerm = hv.epoch, hv.term
+	if idx < len(m.acks) {
+		if a := m.acks[idx]; a.known && a.highest == hv && a.commited == m.committed.version() {
+			return
+		}
+	}
+	req.Conf = wireOf(m.committed)
+	if m.pending != nil {
+		req.Pending = wireOf(*m.pending)
+	}
+}
+
+// stampHeartBeatResponse reports this member's configuration versions to the leader.
+func (e *Elector) stampHeartBeatResponse(resp *protocol.HeartBeatResponse) {
+	hv := e.mem.highest()
+	resp.ConfEpoch, resp.ConfTerm = hv.epoch, hv.term
+	resp.CommitEpoch, resp.CommitTerm = e.mem.committed.Epoch, e.mem.committed.Term
+}
+
+// learnFromLeader takes the configurations a heartbeat carries, from a leader at term ≥ this
+// member's (the heartbeat table decides the rest), if the leader is a voter of the committed
+// one it sends.
+func (e *Elector) learnFromLeader(req *protocol.HeartBeatRequest) {
+	if req.Term < e.ms.CurrTerm() || (req.Conf == nil && req.Pending == nil) {
+		return
+	}
+	e.learnConfig(req.Conf, req.Pending, req.LeaderID, fmt.Sprintf("leader %s at term %d", req.LeaderID, req.Term))
+}
+
+// learnConfig adopts what conf (committed) and pending tell that this member does not know
+// (docs/protocol.md 13.3, the follower's rule): a newer committed configuration; a pending one
+// newer than its own, one epoch above the committed one; and it drops its own pending one once
+// the committed one reaches its epoch. The result is durable before it is used. sender, if not
+// empty, must be a voter of conf. src says where it came from, for the logs.
+func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
+	c, errC := configFromWire(wc)
+	p, errP := configFromWire(wp)
+	if errC != nil || errP != nil || (c != nil && sender != "" && !c.IsVoter(sender)) {
+		e.log.Warn("ignores an invalid configuration", e.fields(zap.String("from", src), zap.Errors("errors", []error{errC, errP}))...)
+		return
+	}
+	m := &e.mem
+	newC, newP, changed := m.committed, m.pending, false
+	if c != nil && (m.joining || newC.version().less(c.version())) {
+		newC, changed = *c, true
+	}
+	if newP != nil && newP.Epoch <= newC.Epoch {
+		newP, changed = nil, true
+	}
+	if p != nil && p.Epoch == newC.Epoch+1 && (newP == nil || newP.version().less(p.version())) {
+		newP, changed = p, true
+	}
+	if !changed || (m.joining && !newC.IsMember(e.ms.SelfID()) && (newP == nil || !newP.IsMember(e.ms.SelfID()))) {
+		return // nothing new; or, joining, a configuration that does not have this member yet
+	}
+	if err := e.storeConfig(newC, newP); err != nil {
+		e.log.Error("cannot store a configuration; not adopting it", e.fields(zap.String("from", src), zap.Error(err))...)
+		return
+	}
+	m.committed, m.pending, m.joining = newC, newP, false
+	e.log.Info("learns the configuration", e.fields(zap.String("from", src), zap.Stringer("committed", newC),
+		zap.Bool("pending", newP != nil))...)
+	if err := e.applyMembers(); err != nil {
+		e.log.Error("cannot apply a configuration", e.fields(zap.Error(err))...)
+	}
+	e.noteRemoved("told by " + src)
+}
+
+// storeConfig makes (c, p) durable, if this member's store keeps configurations; without one
+// the member follows in memory only (it cannot make changes: ErrNoConfigStore).
+func (e *Elector) storeConfig(c Configuration, p *Configuration) error {
+	if e.mem.store == nil {
+		return nil
+	}
+	d := memberstate.DurableConfig{Committed: c.record()}
+	if p != nil {
+		d.Pending = ptr(p.record())
+	}
+	return e.mem.store.SaveConfig(d)
+}
+
+// stampVoteRequest adds the candidate's newest configuration version.
+func (e *Elector) stampVoteRequest(req *protocol.VoteRequest) {
+	hv := e.mem.highest()
+	req.ConfEpoch, req.ConfTerm = hv.epoch, hv.term
+}
+
+// stampVoteResponse adds the voter's newest configuration version (not for another group).
+func (e *Elector) stampVoteResponse(resp *protocol.VoteResponse) {
+	if resp.Code == protocol.CodeUnknownGroup {
+		return
+	}
+	hv := e.mem.highest()
+	resp.ConfEpoch, resp.ConfTerm = hv.epoch, hv.term
+}
+
+// configRefuses is docs/protocol.md 7.1 row C: the candidate's newest configuration is older
+// than this voter's. The answer carries the voter's configurations, so the candidate learns
+// what it missed (perhaps that it was removed). Checked before every other row that looks at
+// the candidate, so that a member left behind (a removed one above all) moves no voter's term.
+func (e *Elector) configRefuses(req *protocol.VoteRequest, resp *protocol.VoteResponse) bool {
+	if !(version{req.ConfEpoch, req.ConfTerm}).less(e.mem.highest()) {
+		return false
+	}
+	resp.Conf = wireOf(e.mem.committed)
+	if e.mem.pending != nil {
+		resp.Pending = wireOf(*e.mem.pending)
+	}
+	resp.VoteResult = protocol.VoteRejectExpiredConfig
+	return true
+}
+
+// learnFromVoter takes the configurations a REJECT_EXPIRED_CONFIG answer carries.
+func (e *Elector) learnFromVoter(resp *protocol.VoteResponse) {
+	if resp == nil || resp.Code != protocol.CodeSuccess || resp.VoteResult != protocol.VoteRejectExpiredConfig {
+		return
+	}
+	e.learnConfig(resp.Conf, resp.Pending, "", "the vote answer of "+resp.LocalID)
+}
