@@ -104,6 +104,8 @@ func (e *Elector) quiet(i int, successors string, now time.Time) bool {
 		return false
 	case now.Sub(q.sentAt) >= e.cfg.QuietRefresh(): // rule 3
 		return false
+	case e.confBehind(i): // issue 31: a configuration only an explicit heartbeat carries
+		return false
 	}
 	if _, _, ok := e.live.Peer(e.ms.Peers()[i].ID, q.epoch, q.sentAt, now); !ok { // rule 4
 		return false

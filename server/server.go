@@ -96,6 +96,7 @@ type Server struct {
 	// changes while the member runs; read them with currentPeers.
 	peersMu sync.Mutex
 	peers   []memberstate.Peer
+	mem     membershipState // membership.go
 	// advertise, detachers and detachTimeout are the process's seams (seams.go).
 	advertise     func() (admin, read string)
 	detachers     []func(context.Context, *dledger.RoleEvent)
@@ -186,6 +187,14 @@ func New(config Config, opts ...Option) (*Server, error) {
 			s.metrics.Unregister()
 		}
 	}()
+	if s.mem.metrics, err = newMembershipMetrics(reg, o, cfg); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer func() {
+		if !ok {
+			s.mem.metrics.Unregister()
+		}
+	}()
 
 	// The rpc server binds Config.Listen if set; the others dial this member's entry in Peers.
 	listenAddr := r.listenAddr
@@ -239,10 +248,10 @@ func New(config Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store}
+	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store, Join: cfg.Join}
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
-		Transport: s.client, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
+		Transport: learningTransport{s.client, s}, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
 		// reports before Start, so it never abstains in practice).
 		LedgerFromStorage: cfg.Ledger != LedgerNone,
@@ -263,6 +272,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		s.client.Close()
 		return nil, err
 	}
+	s.startMembership(r.selfAddr) // the durable configuration may not be the peers string's
 	s.unsubs = append(s.unsubs, s.dispatch.Subscribe(s.metrics.OnRoleEvent))
 	for _, fn := range o.listeners {
 		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
@@ -421,6 +431,7 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	s.dispatch.Close()
 	if !s.ownMetrics {
 		s.metrics.Unregister()
+		s.mem.metrics.Unregister()
 	}
 	if s.fileStore != nil {
 		if err := s.fileStore.Close(); err != nil {

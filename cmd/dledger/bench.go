@@ -43,6 +43,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	case "failover":
 	case "groups":
 		return runBenchGroups(args[1:], stdout, stderr)
+	case "replace":
+		return runBenchReplace(args[1:], stdout, stderr)
 	case "calm", "compare":
 		// Moved out of the product binary; the old spelling points to the new one.
 		fmt.Fprintf(stderr, "dledger bench %s: moved to the lab command: dledger-lab %s (go build ./cmd/dledger-lab)\n", args[0], args[0])

@@ -182,68 +182,65 @@ type membersChange struct {
 func parseMembersChange(verb string, args []string, stderr io.Writer) (membersChange, int, bool) {
 	fs := flag.NewFlagSet("members "+verb, flag.ContinueOnError)
 	mc := membersChange{verb: verb}
-	addr := fs.String("http", "", "admin API address of any member (required)")
-	group := fs.String("group", "", "on a process serving many group members: the group (its member --member, or the first listed)")
-	member := fs.String("member", "", "with --group: the member to ask")
-	tokenFile := fs.String("token-file", "", "file holding the members' admin bearer token (their --admin-token-file)")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the answer; past it the outcome is unknown (exit 3)")
-	var id, peerAddr, survivors *string
-	var wait *time.Duration
-	var sure *bool
-	if verb == "force-recover" {
-		survivors = fs.String("survivors", "", "the surviving voters, comma-separated, the member asked included (required)")
-		sure = fs.Bool("yes-i-lost-the-quorum", false, "required: say that the other voters are gone for good")
-	} else {
-		id = fs.String("id", "", "the member to "+verb+" (required)")
+	var tokenFile, survivors string
+	var sure bool
+	fs.StringVar(&mc.addr, "http", "", "admin API address of any member (required)")
+	fs.StringVar(&mc.group, "group", "", "on a process serving many group members: the group (its member --member, or the first listed)")
+	fs.StringVar(&mc.id, "member", "", "with --group: the member to ask")
+	fs.StringVar(&tokenFile, "token-file", "", "file holding the members' admin bearer token (their --admin-token-file)")
+	fs.DurationVar(&mc.timeout, "timeout", 30*time.Second, "how long to wait for the answer; past it the outcome is unknown (exit 3)")
+	switch verb {
+	case "force-recover":
+		fs.StringVar(&survivors, "survivors", "", "the surviving voters, comma-separated, the member asked included (required)")
+		fs.BoolVar(&sure, "yes-i-lost-the-quorum", false, "required: say that the other voters are gone for good")
+	default:
+		fs.StringVar(&mc.target, "id", "", "the member to "+verb+" (required)")
 	}
 	if verb == "add" {
-		peerAddr = fs.String("addr", "", "the new member's rpc address, HOST:PORT, as the others dial it (required)")
+		fs.StringVar(&mc.peerAddr, "addr", "", "the new member's rpc address, HOST:PORT, as the others dial it (required)")
 	}
 	if verb == "promote" {
-		wait = fs.Duration("wait", 0, "while the member has not caught up, ask again until this long has passed (0: ask once)")
+		fs.DurationVar(&mc.wait, "wait", 0, "while the member has not caught up, ask again until this long has passed (0: ask once)")
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return mc, code, false
 	}
-	fail := func(format string, a ...any) (membersChange, int, bool) {
-		fmt.Fprintf(stderr, "dledger members %s: "+format+"\n", append([]any{verb}, a...)...)
-		return mc, membersUsage2, false
+	if survivors != "" {
+		mc.survivors = strings.Split(survivors, ",")
 	}
-	mc.addr, mc.group, mc.id, mc.timeout = *addr, *group, *member, *timeout
-	switch {
-	case *addr == "":
-		return fail("--http is required")
-	case *member != "" && *group == "":
-		return fail("--member needs --group")
-	case id != nil && *id == "":
-		return fail("--id is required")
-	case peerAddr != nil && *peerAddr == "":
-		return fail("--addr is required (the new member's rpc address)")
-	case survivors != nil && *survivors == "":
-		return fail("--survivors is required")
-	case sure != nil && !*sure:
-		return fail("refusing without --yes-i-lost-the-quorum: forced recovery gives up the members outside --survivors; " +
-			"run it only when they are gone for good (it is refused anyway if one of them answers)")
-	}
-	if id != nil {
-		mc.target = *id
-	}
-	if peerAddr != nil {
-		mc.peerAddr = *peerAddr
-	}
-	if survivors != nil {
-		mc.survivors = strings.Split(*survivors, ",")
-	}
-	if wait != nil {
-		mc.wait = *wait
-	}
-	if *tokenFile != "" {
+	problem := mc.problem(sure)
+	if problem == "" && tokenFile != "" {
 		var err error
-		if mc.token, err = readTokenFile(*tokenFile); err != nil {
-			return fail("--token-file: %v", err)
+		if mc.token, err = readTokenFile(tokenFile); err != nil {
+			problem = "--token-file: " + err.Error()
 		}
 	}
+	if problem != "" {
+		fmt.Fprintf(stderr, "dledger members %s: %s\n", verb, problem)
+		return mc, membersUsage2, false
+	}
 	return mc, 0, true
+}
+
+// problem is what is wrong with the change's flags, or "".
+func (mc membersChange) problem(sure bool) string {
+	force := mc.verb == "force-recover"
+	switch {
+	case mc.addr == "":
+		return "--http is required"
+	case mc.id != "" && mc.group == "":
+		return "--member needs --group"
+	case !force && mc.target == "":
+		return "--id is required"
+	case mc.verb == "add" && mc.peerAddr == "":
+		return "--addr is required (the new member's rpc address)"
+	case force && len(mc.survivors) == 0:
+		return "--survivors is required"
+	case force && !sure:
+		return "refusing without --yes-i-lost-the-quorum: forced recovery gives up the members outside --survivors; " +
+			"run it only when they are gone for good (it is refused anyway if one of them answers)"
+	}
+	return ""
 }
 
 // runMembersChange is add, promote, remove and force-recover.
