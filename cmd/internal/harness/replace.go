@@ -46,7 +46,7 @@ type ReplaceReport struct {
 type replaceTrial struct {
 	add, voting, remove time.Duration
 	promote             time.Duration // the promote call that was agreed, alone
-	changes             int // leader or term changes seen over the replacement
+	changes             int           // leader or term changes seen over the replacement
 }
 
 // RunReplace runs the benchmark.
