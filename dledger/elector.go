@@ -62,6 +62,11 @@ type Options struct {
 	// Liveness is the host's liveness table's view for this member (docs/protocol.md 12): nil
 	// for a member with a process of its own, which heartbeats every follower every interval.
 	Liveness HostLiveness
+	// MembersChanged, if set, is told the member list (Status().Peers' ids and addresses, self
+	// included) every time a configuration change moves it (docs/protocol.md 13), so a
+	// transport can dial a new member's address. It runs outside the elector's lock, in order,
+	// like the Observer. Not called for the list the member starts with.
+	MembersChanged func([]memberstate.Peer)
 }
 
 // RoleEvent is one role change (docs/protocol.md section 8): the term as adopted (the fencing
@@ -168,7 +173,8 @@ type Elector struct {
 
 	// Membership (membership.go, docs/protocol.md 13): the configurations, the leader's change
 	// in flight, forced recovery.
-	mem membership
+	mem       membership
+	onMembers func([]memberstate.Peer) // Options.MembersChanged
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -250,6 +256,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		peerstring: memberstate.FormatPeers(ms.Peers()),
 		notify:     make(chan struct{}, 1),
 		live:       opt.Liveness,
+		onMembers:  opt.MembersChanged,
 		mem:        membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
 
 		ledgerKnown: !opt.LedgerFromStorage,

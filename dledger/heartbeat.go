@@ -111,7 +111,7 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 	successors := e.successorOrder()
 	r.successors = successors
 	for i, p := range peers {
-		if p.ID == e.ms.SelfID() || e.quiet(i, successors, now) {
+		if p.ID == e.ms.SelfID() || (e.quiet(i, successors, now) && !e.confBehind(i)) {
 			r.got[i] = true
 			r.answered++
 			if i < e.ms.Voters() {
@@ -151,8 +151,9 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 	if err == nil && e.noteConfAck(idx, resp) {
 		return // the configuration committed and the member list moved: the round was dropped
 	}
-	if idx >= e.ms.Voters() && code != protocol.CodeExpiredTerm {
-		code = protocol.CodeUnknown // a non-voter counts in no quorum (docs/protocol.md 13)
+	counted := code
+	if idx >= e.ms.Voters() {
+		counted = e.nonVoterAnswer(code, resp) // a non-voter counts in no quorum (docs/protocol.md 13)
 	}
 	if !current {
 		if code == protocol.CodeExpiredTerm && resp.Term > e.ms.CurrTerm() { // D4, late
@@ -161,7 +162,7 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 		return
 	}
 	e.peers[idx].quiet.note(code, sentAt, resp, r.successors)
-	r.tally(idx, code, resp)
+	r.tally(idx, counted, resp)
 	e.noteHeartBeatProgress(r, now)
 }
 

@@ -214,6 +214,14 @@ type changeReply struct {
 
 func (changeReply) isMessage() {}
 
+// membersChanged tells Options.MembersChanged the new member list.
+type membersChanged struct {
+	tell  func([]memberstate.Peer)
+	peers []memberstate.Peer
+}
+
+func (membersChanged) isMessage() {}
+
 // highest is the newest configuration this member has stored.
 func (m *membership) highest() version {
 	if m.pending != nil {
@@ -331,6 +339,9 @@ func (e *Elector) applyMembers() error {
 	}
 	e.peers, e.mem.acks = status, acks
 	e.peerstring = memberstate.FormatPeers(peers)
+	if e.onMembers != nil {
+		e.post(membersChanged{tell: e.onMembers, peers: slices.Clone(peers)})
+	}
 	e.vote, e.hb = nil, nil
 	e.leadFromRound = e.roundSeq
 	if e.ms.Role() == protocol.LEADER {
@@ -678,4 +689,17 @@ func (e *Elector) ackedVersion(id string, p Configuration) bool {
 	}
 	a := e.mem.acks[i]
 	return a.highest == p.version() || a.commited.epoch >= p.Epoch
+}
+
+// nonVoterAnswer is how a heartbeat answer of a non-voter counts (docs/protocol.md 13.1): for
+// nothing, but a higher term in it still deposes the leader (7.5 rule 1), and the next
+// candidate pass then adopts that term at once (as 7.2 step 4 does). No vote request reaches a
+// non-voter, so no vote answer would bring the term to the candidate, and a same-term probe
+// would win again and again while the non-voter, at its higher term, follows no one.
+func (e *Elector) nonVoterAnswer(code protocol.ResponseCode, resp *protocol.HeartBeatResponse) protocol.ResponseCode {
+	if code == protocol.CodeExpiredTerm && resp != nil && resp.Term > e.ms.CurrTerm() {
+		e.needIncreaseTerm = true
+		return code
+	}
+	return protocol.CodeUnknown
 }

@@ -427,3 +427,235 @@ func TestForceConfiguration(t *testing.T) {
 		return r
 	}(), ErrForceInvalid)
 }
+
+// docs/protocol.md 13.4: a candidate refused by row C always ends at least as new as the
+// voter. The case the simulator found (seed 53 of --reconfig): the candidate holds epoch 9
+// committed at term 9, the voter holds the same members at epoch 9 as a later leader's
+// re-proposal (term 10), pending. Taking only newer committed configurations and pendings one
+// epoch up, the candidate learned nothing, was refused for good, and refused the voter in turn
+// for its older ledger: no leader.
+func TestRefusedCandidateLearnsAReproposal(t *testing.T) {
+	store := memberstate.NewMemStore()
+	c9 := memberstate.ConfigRecord{Epoch: 9, Term: 9, Voters: peersOf(3)[:2]}
+	if err := store.SaveConfig(memberstate.DurableConfig{Committed: c9}); err != nil {
+		t.Fatal(err)
+	}
+	u := newMemberUnit(t, 3, store, false)
+	u.clock.Advance(time.Second)
+	u.e.Tick()
+	votes := u.tr.takeVotes()
+	if len(votes) != 1 || votes[0].req.ConfEpoch != 9 || votes[0].req.ConfTerm != 9 {
+		t.Fatalf("vote requests %+v", votes)
+	}
+	r := voteResp("n1", protocol.VoteRejectExpiredConfig, votes[0].req.Term)
+	r.ConfEpoch, r.ConfTerm = 9, 10
+	r.Conf = &protocol.WireConfig{Epoch: 8, Term: 4, Voters: memberstate.FormatPeers(peersOf(3))}
+	r.Pending = &protocol.WireConfig{Epoch: 9, Term: 10, Voters: memberstate.FormatPeers(peersOf(3)[:2])}
+	votes[0].done(r, nil)
+	if st := u.e.Membership(); st.Epoch != 9 || st.ConfTerm != 10 || st.Pending != nil {
+		t.Fatalf("after the answer: %+v, want epoch 9 at term 10 committed", st)
+	}
+	req := voteReq("n1", 50, -1, -1)
+	req.ConfEpoch, req.ConfTerm = 9, 10
+	if resp := u.e.HandleVote(req); resp.VoteResult == protocol.VoteRejectExpiredConfig {
+		t.Fatal("the voter's own version is still refused")
+	}
+}
+
+// docs/protocol.md 7.1 row F: a member holding a configuration proposed at term t refuses
+// every vote at t (even from its proposer) and below, and grants at t+1; the initial
+// configuration fences nothing.
+func TestHandleVoteRowF_REJECT_ALREADY_VOTED(t *testing.T) {
+	u := newMemberUnit(t, 3, nil, false)
+	hb := hbReq("n1", 6)
+	hb.ConfEpoch, hb.ConfTerm = 1, 6
+	hb.Conf = &protocol.WireConfig{Epoch: 1, Term: 6, Voters: memberstate.FormatPeers(peersOf(3))}
+	if r := u.e.HandleHeartBeat(hb); r.Code != protocol.CodeSuccess {
+		t.Fatal(r.Code)
+	}
+	u.store.Crash() // the leader is forgotten, not the configuration
+	e, err := New(u.cfg, Member{Group: "g", SelfID: "n0", Peers: peersOf(3), Store: u.store}, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cand := range []string{"n2", "n1"} {
+		req := voteReq(cand, 6, -1, -1)
+		req.ConfEpoch, req.ConfTerm = 1, 6
+		if r := e.HandleVote(req); r.VoteResult != protocol.VoteRejectAlreadyVoted {
+			t.Fatalf("%s at term 6: %v, want REJECT_ALREADY_VOTED", cand, r.VoteResult)
+		}
+	}
+	req := voteReq("n2", 7, -1, -1)
+	req.ConfEpoch, req.ConfTerm = 1, 6
+	if r := e.HandleVote(req); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("n2 at term 7: %v, want ACCEPT", r.VoteResult)
+	}
+	fresh := newMemberUnit(t, 3, nil, false) // epoch 0: the same-term probe at term 0 is granted
+	if r := fresh.e.HandleVote(voteReq("n1", 0, -1, -1)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("initial configuration at term 0: %v, want ACCEPT", r.VoteResult)
+	}
+}
+
+// Options.MembersChanged hears every move of the member list, outside the lock, with the new
+// member's address (a transport dials it).
+func TestMembersChangedTellsTheTransport(t *testing.T) {
+	store := memberstate.NewMemStore()
+	u := &unit{t: t, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	var lists [][]memberstate.Peer
+	var e *Elector
+	e, err := New(u.cfg, Member{Group: "g", SelfID: "n0", Peers: peersOf(3), Store: store},
+		Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, MembersChanged: func(p []memberstate.Peer) {
+			e.Status() // outside the lock: this would deadlock under it
+			lists = append(lists, p)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.e, u.ms = e, e.ms
+	u.e.startUp.hadLeader = true
+	u.makeLeader()
+	u.change(Change{Kind: AddNonVoter, ID: "n3", Addr: "127.0.0.1:20999"})
+	if len(lists) != 1 || len(lists[0]) != 4 || lists[0][3] != (memberstate.Peer{ID: "n3", Addr: "127.0.0.1:20999"}) {
+		t.Fatalf("told %v", lists)
+	}
+}
+
+// A follower the host's liveness table lets go quiet (docs/protocol.md 12.2) still gets
+// explicit heartbeats while it has not shown it holds the leader's configurations: the
+// proposal reaches it and commits at once, and the quiet resumes after.
+func TestQuietFollowersHearAChange(t *testing.T) {
+	store := memberstate.NewMemStore()
+	live := &fakeLive{changed: map[string]bool{}}
+	u := &unit{t: t, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	e, err := New(u.cfg, Member{Group: "g", SelfID: "n0", Peers: peersOf(3), Store: store},
+		Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Liveness: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.e, u.ms = e, e.ms
+	u.e.startUp.hadLeader = true
+	u.makeLeader()
+	live.set(u.clock.Now().Add(time.Hour), u.clock.Now().Add(time.Hour), true)
+	round := func() []sentHeartBeat {
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+		u.e.Tick()
+		hs := u.tr.takeHeartBeats()
+		for _, h := range hs {
+			r := hbResp(h.to, protocol.CodeSuccess, h.req.Term)
+			r.Epoch = 7
+			r.ConfEpoch, r.ConfTerm = h.req.ConfEpoch, h.req.ConfTerm
+			r.CommitEpoch, r.CommitTerm = u.e.mem.committed.Epoch, u.e.mem.committed.Term // what it stored
+			if h.req.Conf != nil {
+				r.CommitEpoch, r.CommitTerm = h.req.Conf.Epoch, h.req.Conf.Term
+			}
+			h.done(r, nil)
+		}
+		return hs
+	}
+	answerWithEpoch(u.tr.takeHeartBeats(), 7)
+	round() // the order of succession settles (12.2 rule 2)
+	if hs := round(); len(hs) != 0 {
+		t.Fatalf("%d explicit heartbeats to quiet followers before any change", len(hs))
+	}
+	var got *ChangeResult
+	u.e.ChangeMembership(Change{Kind: AddNonVoter, ID: "n3", Addr: "127.0.0.1:20999"}, func(r ChangeResult) { got = &r })
+	if hs := round(); len(hs) < 2 || got == nil || got.Err != nil {
+		t.Fatalf("%d explicit heartbeats after the proposal, answer %+v", len(hs), got)
+	}
+	quiet := false
+	for i := 0; i < 5 && !quiet; i++ { // the committed configuration reaches them, n3 settles
+		quiet = len(round()) == 0
+	}
+	if !quiet {
+		t.Fatal("the followers never went quiet again once everyone held the configuration")
+	}
+}
+
+// newMemberUnitAs is newMemberUnit for member id of peersOf(n).
+func newMemberUnitAs(t *testing.T, id string, n int) *unit {
+	t.Helper()
+	store := memberstate.NewMemStore()
+	u := &unit{t: t, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+	e, err := New(u.cfg, Member{Group: "g", SelfID: id, Peers: peersOf(n), Store: store},
+		Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.e, u.ms = e, e.ms
+	u.e.startUp.hadLeader = true
+	return u
+}
+
+// docs/protocol.md 13.7: after forced recovery on n0, the ledger rule still decides. n1, the
+// other survivor, has the newer ledger: it refuses n0, is refused by n0 on row C with the
+// forced configuration, learns it, and wins with n0's vote.
+func TestForcedRecoveryLedgerStillDecides(t *testing.T) {
+	a, b := newMemberUnitAs(t, "n0", 3), newMemberUnitAs(t, "n1", 3)
+	a.setLedger(1, 5)
+	b.setLedger(1, 9)
+	var got *ChangeResult
+	a.e.ForceConfiguration([]string{"n0", "n1"}, func(r ChangeResult) { got = &r })
+	for _, p := range a.tr.takeVotes() {
+		if p.to == "n1" {
+			p.done(b.e.HandleVote(p.req), nil)
+		} else {
+			p.done(nil, errors.New("n2 is gone"))
+		}
+	}
+	if got == nil || got.Err != nil || !got.Config.Forced {
+		t.Fatalf("force: %+v", got)
+	}
+	if b.ms.CurrTerm() != 0 || b.store.Saves() != 0 {
+		t.Fatal("the probe moved the survivor")
+	}
+	// n0 campaigns; n1 refuses it for its older ledger.
+	a.clock.Advance(time.Second)
+	a.e.Tick()
+	for _, v := range a.tr.takeVotes() {
+		if r := b.e.HandleVote(v.req); r.VoteResult != protocol.VoteRejectExpiredLedgerTerm && r.VoteResult != protocol.VoteRejectSmallLedgerEndIndex {
+			t.Fatalf("n1 answered n0 %v, want a ledger refusal", r.VoteResult)
+		}
+	}
+	// n1 campaigns with the old configuration; n0 refuses on row C and n1 learns.
+	for i := 0; i < 3 && b.ms.Role() != protocol.LEADER; i++ {
+		b.clock.Advance(time.Second)
+		b.e.Tick()
+		for _, v := range b.tr.takeVotes() {
+			if v.to == "n0" {
+				v.done(a.e.HandleVote(v.req), nil)
+			} else {
+				v.done(nil, errors.New("n2 is gone"))
+			}
+		}
+	}
+	st := b.e.Membership()
+	if b.ms.Role() != protocol.LEADER || !st.Forced || len(st.Voters) != 2 {
+		t.Fatalf("n1: role %v, membership %+v; want leader of the forced configuration", b.ms.Role(), st)
+	}
+}
+
+// docs/protocol.md 7.3 E5 counts voters: with two voters and a non-voter, the probe after
+// losing the leader waits for the leader's answer instead of deciding on the self vote alone
+// (a non-voter is never asked and counts as answered). The simulator (--reconfig seed 6042)
+// found a candidate deciding so, again and again, never hearing the higher term in the answer.
+func TestLostLeaderRuleCountsVoters(t *testing.T) {
+	store := memberstate.NewMemStore()
+	c := memberstate.ConfigRecord{Epoch: 2, Term: 3, Voters: peersOf(2), NonVoters: peersOf(3)[2:]}
+	if err := store.SaveConfig(memberstate.DurableConfig{Committed: c}); err != nil {
+		t.Fatal(err)
+	}
+	u := newMemberUnit(t, 3, store, false)
+	hb := hbReq("n1", 5)
+	hb.ConfEpoch, hb.ConfTerm = 2, 3
+	u.e.HandleHeartBeat(hb)
+	for i := 0; i < 10 && len(u.tr.takeVotes()) == 0; i++ { // time out on n1, then probe at term 5
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+		u.e.Tick()
+		if u.e.vote != nil {
+			break
+		}
+	}
+	if u.e.vote == nil || u.e.vote.term != 5 {
+		t.Fatalf("the probe at term 5 was decided before n1 answered (round %+v)", u.e.vote)
+	}
+}

@@ -2,6 +2,7 @@ package dledger
 
 import (
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -79,9 +80,10 @@ func (e *Elector) learnFromLeader(req *protocol.HeartBeatRequest) {
 }
 
 // learnConfig adopts what conf (committed) and pending tell that this member does not know
-// (docs/protocol.md 13.3, the follower's rule): a newer committed configuration; a pending one
-// newer than its own, one epoch above the committed one; and it drops its own pending one once
-// the committed one reaches its epoch. The result is durable before it is used. sender, if not
+// (docs/protocol.md 13.3, the follower's rule): a newer committed configuration, or a later
+// term's re-proposal of its own committed one (same members, same epoch); a pending one newer
+// than its own, one epoch above the committed one; and it drops its own pending one once the
+// committed one reaches its epoch. The result is durable before it is used. sender, if not
 // empty, must be a voter of conf. src says where it came from, for the logs.
 func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 	c, errC := configFromWire(wc)
@@ -91,16 +93,7 @@ func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 		return
 	}
 	m := &e.mem
-	newC, newP, changed := m.committed, m.pending, false
-	if c != nil && (m.joining || newC.version().less(c.version())) {
-		newC, changed = *c, true
-	}
-	if newP != nil && newP.Epoch <= newC.Epoch {
-		newP, changed = nil, true
-	}
-	if p != nil && p.Epoch == newC.Epoch+1 && (newP == nil || newP.version().less(p.version())) {
-		newP, changed = p, true
-	}
+	newC, newP, changed := m.merged(c, p)
 	if !changed || (m.joining && !newC.IsMember(e.ms.SelfID()) && (newP == nil || !newP.IsMember(e.ms.SelfID()))) {
 		return // nothing new; or, joining, a configuration that does not have this member yet
 	}
@@ -115,6 +108,26 @@ func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 		e.log.Error("cannot apply a configuration", e.fields(zap.Error(err))...)
 	}
 	e.noteRemoved("told by " + src)
+}
+
+// merged is the follower's rule (docs/protocol.md 13.3 steps 1-3) applied to what this member
+// holds and what it was sent (c committed, p pending; either may be nil): the configurations
+// it should hold, and whether they differ from what it holds.
+func (m *membership) merged(c, p *Configuration) (Configuration, *Configuration, bool) {
+	newC, newP, changed := m.committed, m.pending, false
+	if c != nil && (m.joining || newC.version().less(c.version())) { // step 1
+		newC, changed = *c, true
+	}
+	if p != nil && p.Epoch == newC.Epoch && newC.version().less(p.version()) && sameMembers(*p, newC) {
+		newC, changed = *p, true // step 1: a later leader's re-proposal of the committed configuration
+	}
+	if newP != nil && newP.Epoch <= newC.Epoch { // step 2
+		newP, changed = nil, true
+	}
+	if p != nil && p.Epoch == newC.Epoch+1 && (newP == nil || newP.version().less(p.version())) { // step 3
+		newP, changed = p, true
+	}
+	return newC, newP, changed
 }
 
 // storeConfig makes (c, p) durable, if this member's store keeps configurations; without one
@@ -167,4 +180,50 @@ func (e *Elector) learnFromVoter(resp *protocol.VoteResponse) {
 		return
 	}
 	e.learnConfig(resp.Conf, resp.Pending, "", "the vote answer of "+resp.LocalID)
+}
+
+// sameMembers: a and b have the same voters and non-voters, in any order.
+func sameMembers(a, b Configuration) bool {
+	same := func(x, y []memberstate.Peer) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for _, p := range x {
+			if !slices.Contains(y, p) {
+				return false
+			}
+		}
+		return true
+	}
+	return same(a.Voters, b.Voters) && same(a.NonVoters, b.NonVoters)
+}
+
+// configFences is docs/protocol.md 7.1 row F: this member holds a configuration proposed by
+// the leader of a term at or above the request's (any configuration but the initial one), so
+// that term had a leader, and its changes may have made voters of members that never voted in
+// it: a second election at that term could then be won by a majority that misses every member
+// that elected the first leader (13.5, claim 3). The member counts as having voted in that
+// term, durably (the configuration is), for a leader that is not the candidate: even the
+// leader that proposed it takes the next term to lead again.
+func (e *Elector) configFences(term int64) bool {
+	newest := e.mem.committed
+	if e.mem.pending != nil {
+		newest = *e.mem.pending
+	}
+	return newest.Epoch > 0 && !newest.Forced && term <= newest.Term
+}
+
+// confBehind: follower i has not shown, in this leadership, that it holds this leader's
+// configurations, so it gets an explicit heartbeat even where the host's liveness table would
+// let it go quiet (docs/protocol.md 12.2): a quiet follower hears no configuration, and a
+// proposal would wait for the refresh (50 intervals) to commit. A group that never changed its
+// configuration is never behind, and stays as quiet as it was.
+func (e *Elector) confBehind(i int) bool {
+	m := &e.mem
+	hv := m.highest()
+	if hv == (version{}) || i >= len(m.acks) {
+		return false
+	}
+	a := m.acks[i]
+	return !a.known || a.highest != hv || a.commited != m.committed.version()
 }

@@ -135,6 +135,8 @@ func (e *Elector) deliver(out []entry) {
 			m.reply(m.resp)
 		case changeReply:
 			m.reply(m.res)
+		case membersChanged:
+			m.tell(m.peers)
 		case probeRequest:
 			e.tr.SendVote(m.req.RemoteID, m.req, func(resp *protocol.VoteResponse, err error) {
 				e.onProbeResponse(m.seq, resp, err)

@@ -104,8 +104,6 @@ func (e *Elector) quiet(i int, successors string, now time.Time) bool {
 		return false
 	case now.Sub(q.sentAt) >= e.cfg.QuietRefresh(): // rule 3
 		return false
-	case e.confBehind(i): // issue 31: a configuration only an explicit heartbeat carries
-		return false
 	}
 	if _, _, ok := e.live.Peer(e.ms.Peers()[i].ID, q.epoch, q.sentAt, now); !ok { // rule 4
 		return false
@@ -140,7 +138,7 @@ func (e *Elector) nextRoundAt(now time.Time) time.Time {
 		if p.ID == e.ms.SelfID() {
 			continue
 		}
-		if !e.quiet(i, successors, now) {
+		if !e.quiet(i, successors, now) || e.confBehind(i) {
 			return next
 		}
 		if t := e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh()); refresh.IsZero() || t.Before(refresh) {

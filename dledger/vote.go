@@ -232,13 +232,16 @@ func (e *Elector) voteAnswered(roundID uint64, idx int, resp *protocol.VoteRespo
 // leader's vote would have completed a quorum (it can have voted for this candidate in its own
 // term, or failed to persist its self-vote): one needless term step, not a wrong leader. If the
 // lost leader still leads anyone, their REJECT_ALREADY_HAS_LEADER decides the round first. In a
-// 2-member group the rule would fire on the self vote alone, so it is off.
+// 2-member group the rule would fire on the self vote alone, so it is off; so in a group of two
+// voters and any non-voters (docs/protocol.md 13: a non-voter is never asked, and counts as
+// answered), which the simulator found looping on a self vote alone, never hearing the answer
+// that carried a higher term.
 func (e *Elector) canDecideEarly(r *voteRound) bool {
 	return r.alreadyHasLeader || // E1
 		e.ms.Quorum(r.accepted) || // E2
 		e.ms.Quorum(r.accepted+r.notReady) || // E3
 		r.answered == len(r.got) || // E4
-		(len(r.got) >= 3 && r.lost >= 0 && !r.got[r.lost] && r.answered == len(r.got)-1) // E5
+		(e.ms.Voters() >= 3 && r.lost >= 0 && !r.got[r.lost] && r.answered == len(r.got)-1) // E5
 }
 
 // decideVote is the ParseResult arbitration of docs/protocol.md 7.4; the first matching rule
@@ -400,6 +403,8 @@ func (e *Elector) voteOnLedgerAndTerm(req *protocol.VoteRequest, resp *protocol.
 		return withResult(resp, protocol.VoteRejectSmallLedgerEndIndex)
 	case req.Term < ms.CurrTerm(): // row 5
 		return withResult(resp, protocol.VoteRejectExpiredVoteTerm)
+	case e.configFences(req.Term): // row F (docs/protocol.md 13.5): a leader of this term changed members
+		return withResult(resp, protocol.VoteRejectAlreadyVoted)
 	case req.Term == ms.CurrTerm() && e.followsOtherThan(cand): // row 6, widened
 		// DLedger's row 6 needs "voted for someone else". We also refuse when this member follows
 		// another leader in this term without having voted in it (it adopted the term from a

@@ -78,7 +78,7 @@ func encodeFrame[M message](id uint64, code protocol.RequestCode, response bool,
 // not be constrained to message; msg is one of the message pointer types (anything else is
 // refused as out of range), and converting it to any does not allocate.
 func encodeFrameOf(id uint64, code protocol.RequestCode, response bool, msg any, maxSize int) (*frameBuf, error) {
-	if !inBounds(msg) {
+	if !inBounds(msg) || !confInBounds(msg) {
 		return nil, errOutOfRange
 	}
 	fb := getFrameBuf()
@@ -126,8 +126,13 @@ func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response boo
 func encodeMessage(e *msgpack.Encoder, msg any) error {
 	switch r := msg.(type) {
 	case *protocol.HeartBeatRequest:
-		if r.ConfEpoch != 0 || r.ConfTerm != 0 || r.Conf != nil || r.Pending != nil {
-			break // a configuration to carry (issue 31): rare, the library's path
+		switch {
+		case r.Conf != nil || r.Pending != nil: // a configuration to carry (issue 31): rare, the library's path
+			return e.Encode(msg)
+		case r.ConfEpoch != 0 && r.ConfTerm != 0 && r.Epoch == 0: // a group that changed (issue 31)
+			return e.Encode((*heartBeatRequestConf)(r))
+		case r.ConfEpoch != 0 || r.ConfTerm != 0:
+			return e.Encode(msg)
 		}
 		if r.Epoch == 0 {
 			return e.Encode((*heartBeatRequestPlain)(r))
@@ -135,6 +140,8 @@ func encodeMessage(e *msgpack.Encoder, msg any) error {
 		return e.Encode((*heartBeatRequestEpoch)(r))
 	case *protocol.HeartBeatResponse:
 		switch {
+		case !r.LedgerUnknown && r.Epoch == 0 && r.ConfEpoch != 0 && r.ConfTerm != 0 && r.CommitEpoch != 0 && r.CommitTerm != 0:
+			return e.Encode((*heartBeatResponseKnownConf)(r)) // a group that changed (issue 31)
 		case r.LedgerUnknown, r.ConfEpoch != 0 || r.ConfTerm != 0 || r.CommitEpoch != 0 || r.CommitTerm != 0:
 		case r.Epoch == 0:
 			return e.Encode((*heartBeatResponseKnown)(r))
@@ -164,6 +171,32 @@ type heartBeatRequestEpoch struct {
 	ConfEpoch       uint64               `msgpack:"-"` // issue 31: zero in this fast path
 	ConfTerm        int64                `msgpack:"-"`
 	Conf, Pending   *protocol.WireConfig `msgpack:"-"`
+}
+
+// heartBeatRequestConf is a heartbeat of a group whose configuration changed (issue 31), with
+// no table epoch and no configuration to carry: its version always written, the bytes
+// omitempty gives when both are non-zero.
+type heartBeatRequestConf struct {
+	protocol.Header `msgpack:",inline"`
+	Successors      string               `msgpack:"successors"`
+	Epoch           uint64               `msgpack:"-"`
+	ConfEpoch       uint64               `msgpack:"confEpoch"`
+	ConfTerm        int64                `msgpack:"confTerm"`
+	Conf, Pending   *protocol.WireConfig `msgpack:"-"`
+}
+
+// heartBeatResponseKnownConf is the answer of such a group's follower, which knows its ledger
+// and reports non-zero configuration versions.
+type heartBeatResponseKnownConf struct {
+	protocol.Header `msgpack:",inline"`
+	LedgerEndTerm   int64  `msgpack:"ledgerEndTerm"`
+	LedgerEndIndex  int64  `msgpack:"ledgerEndIndex"`
+	LedgerUnknown   bool   `msgpack:"-"`
+	Epoch           uint64 `msgpack:"-"`
+	ConfEpoch       uint64 `msgpack:"confEpoch"`
+	ConfTerm        int64  `msgpack:"confTerm"`
+	CommitEpoch     uint64 `msgpack:"commitEpoch"`
+	CommitTerm      int64  `msgpack:"commitTerm"`
 }
 
 // heartBeatResponseKnown and heartBeatResponseKnownEpoch are protocol.HeartBeatResponse of a
@@ -324,14 +357,13 @@ func ledgerOK(v int64) bool { return v >= -1 && v <= protocol.MaxLedgerValue }
 func inBounds(m any) bool {
 	switch m := m.(type) {
 	case *protocol.VoteRequest:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex) && confOK(m.ConfEpoch, m.ConfTerm)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.VoteResponse:
-		return termOK(m.Term) && confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
+		return termOK(m.Term)
 	case *protocol.HeartBeatRequest:
-		return termOK(m.Term) && confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
+		return termOK(m.Term)
 	case *protocol.HeartBeatResponse:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex) &&
-			confOK(m.ConfEpoch, m.ConfTerm) && confOK(m.CommitEpoch, m.CommitTerm)
+		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.LeadershipTransferRequest:
 		return termOK(m.Term) && ledgerOK(m.TakeLeadershipLedgerIndex)
 	case *protocol.LeadershipTransferResponse:
@@ -346,6 +378,22 @@ func inBounds(m any) bool {
 		return termOK(m.Term) && len(m.Changes) <= protocol.MaxHostChanges
 	}
 	return false
+}
+
+// confInBounds reports whether the configuration fields of m (issue 31, docs/protocol.md 13)
+// are within bounds; inBounds checks the rest, and both must hold.
+func confInBounds(m any) bool {
+	switch m := m.(type) {
+	case *protocol.VoteRequest:
+		return confOK(m.ConfEpoch, m.ConfTerm)
+	case *protocol.VoteResponse:
+		return confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
+	case *protocol.HeartBeatRequest:
+		return confOK(m.ConfEpoch, m.ConfTerm) && wireConfigOK(m.Conf) && wireConfigOK(m.Pending)
+	case *protocol.HeartBeatResponse:
+		return confOK(m.ConfEpoch, m.ConfTerm) && confOK(m.CommitEpoch, m.CommitTerm)
+	}
+	return true
 }
 
 // confOK bounds a configuration version (issue 31): an epoch at most MaxConfigEpoch, a term
@@ -430,7 +478,7 @@ func (fd *frameDecoder) finish(env envelope, msg any, err error) error {
 	if err := fd.close(env); err != nil {
 		return err
 	}
-	if !inBounds(msg) {
+	if !inBounds(msg) || !confInBounds(msg) {
 		return errOutOfRange
 	}
 	return nil

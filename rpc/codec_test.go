@@ -660,3 +660,40 @@ func TestDecodeMapsUnknownEnums(t *testing.T) {
 		t.Errorf("request code: read %v (%v), want 0", req.hb.Code, err)
 	}
 }
+
+// TestEncodeAllocationsChangedGroup: a heartbeat of a group whose configuration changed
+// (issue 31: the version in every heartbeat and answer) is as free of allocations to encode as
+// any other, and decodes to what was sent.
+func TestEncodeAllocationsChangedGroup(t *testing.T) {
+	req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: "group-a", RemoteID: "n1",
+		LocalID: "n0", LeaderID: "n0", Term: 42}, ConfEpoch: 3, ConfTerm: 40}
+	rsp := &protocol.HeartBeatResponse{Header: protocol.Header{Group: "group-a", RemoteID: "n0",
+		LocalID: "n1", LeaderID: "n0", Term: 42, Code: protocol.CodeSuccess}, ConfEpoch: 3, ConfTerm: 40, CommitEpoch: 3, CommitTerm: 40}
+	fb := newFrameBuf()
+	var reqFrame, rspFrame []byte
+	encode := func() {
+		if err := encodeInto(fb, 7, protocol.RequestHeartBeat, false, req, DefaultMaxFrameSize); err != nil {
+			t.Fatal(err)
+		}
+		reqFrame = append(reqFrame[:0], fb.b...)
+		if err := encodeInto(fb, 7, protocol.RequestHeartBeat, true, rsp, DefaultMaxFrameSize); err != nil {
+			t.Fatal(err)
+		}
+		rspFrame = append(rspFrame[:0], fb.b...)
+	}
+	if allocs := testing.AllocsPerRun(100, encode); allocs != 0 {
+		t.Fatalf("%v allocations per heartbeat encode of a changed group, want 0", allocs)
+	}
+	var c frameDecoder
+	var r request
+	var s response
+	if err := c.decodeRequest(reqFrame[frameHeaderLen:], &r); err != nil || r.hb != *req {
+		t.Fatalf("request: %v %+v", err, r.hb)
+	}
+	if err := c.decodeResponse(rspFrame[frameHeaderLen:], &s); err != nil || s.hb != *rsp {
+		t.Fatalf("response: %v %+v", err, s.hb)
+	}
+	if !bytes.Equal(messageOf(reqFrame[frameHeaderLen:]), handMessage(req)) {
+		t.Fatal("the fast path's request bytes differ from the library's omitempty encoding")
+	}
+}

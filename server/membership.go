@@ -26,7 +26,10 @@ import (
 //
 // The transport follows the configuration: whenever the elector's configuration (committed
 // or pending) names a member this one does not reach yet, the member dials it and accepts its
-// connections; a member removed is dropped (applyPeers).
+// connections; a member removed is dropped (applyMembership). It runs when the elector says
+// its member list moved (Options.MembersChanged), after a change this member made, when a
+// heartbeat or vote answer names a newer configuration than the one wired (promote moves no
+// member, but the kind counted in the metrics), and at start.
 
 // The membership names a broker needs, from the elector.
 type (

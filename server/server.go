@@ -256,6 +256,8 @@ func New(config Config, opts ...Option) (*Server, error) {
 		// reports before Start, so it never abstains in practice).
 		LedgerFromStorage: cfg.Ledger != LedgerNone,
 		Liveness:          hostLiveness(o.host, cfg.Group, cfg.SelfID), // nil but on a host with links
+		// The transport follows the configuration (membership.go): a member added is dialled.
+		MembersChanged: func([]memberstate.Peer) { s.applyMembership() },
 	})
 	if err != nil {
 		s.client.Close()

@@ -17,6 +17,7 @@ import (
 const simUsage = `usage: dledger sim --seeds N [--seed-start S] [--members K|mixed] [--profile lan|dledger|mixed]
                   [--scenario chaos|rejoin|mixed] [--duration D] [--rpc-timeout D] [--workers W]
                   [--trace] [--hashes] [--broken MODE] [--reports R] [--hosts H [--groups G]]
+                  [--reconfig]
 
 Runs the deterministic simulator on seeds S .. S+N-1 and checks docs/protocol.md section 9 after every
 event. A violation prints the seed, the invariant, the last trace events and a command that
@@ -30,6 +31,9 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                   G groups (--groups, default 20; member k of group g on host (g+k) mod H), a
                   liveness table per host, host faults (crash, pause, restart, isolation, cut);
                   members at most H (mixed: 3, or 5 for odd seeds with 5 hosts or more), chaos
+  --reconfig      membership changes (docs/protocol.md section 13): in chaos seeds, two spare
+                  members join, and the leader adds, promotes and removes members during the
+                  faults and after each heal; S6 and S7 checked too (rejoin seeds unchanged)
   --broken MODE   switch on a deliberate bug to see the checker catch it; each mode breaks
                   the invariant named (dledger/sim/broken_test.go shows it is caught):
                     double-vote        a member grants two candidates in a term     S2 (S1)
@@ -49,6 +53,10 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                                        check's deadline
                     host-never-stale   a host's liveness table vouches for a host   L4 (--hosts)
                                        once heard, stale or changed
+                    two-voters         a promote also removes a voter: two voters   S7 (S6, S1)
+                                       changed at once (implies --reconfig)
+                    commit-new-quorum  a configuration commits on a quorum of its   S7 (S6, S1)
+                                       own voters, not the old one's (--reconfig)
 
 flags:
 `
@@ -71,6 +79,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	hashes := fs.Bool("hashes", false, "print one line per seed: its trace hash, elections and steps (to show a refactoring changes no run)")
 	hosts := fs.Int("hosts", 0, "run hosts of many groups: this many hosts (3..7; 0: one group, no hosts)")
 	groups := fs.Int("groups", 0, "groups per run of hosts (0: 20)")
+	reconfig := fs.Bool("reconfig", false, "change the configuration during chaos seeds (add, promote, remove members; S6, S7)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -86,6 +95,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dledger sim: %v (see dledger sim -h)\n", err)
 		return 2
 	}
+	c.Reconfig = *reconfig
 	if err := simHosts(&c, *hosts, *groups); err != nil {
 		fmt.Fprintf(stderr, "dledger sim: %v (see dledger sim -h)\n", err)
 		return 2

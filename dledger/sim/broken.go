@@ -33,15 +33,20 @@ import (
 //	host-never-stale   on hosts of many groups, the elector's view of its host's liveness
 //	                   table vouches for every peer once heard: a stale, restarted or
 //	                   changed host's members stay trusted (hosts.go, liveFor)       L4
+//	two-voters         a promote also removes another voter (reconfigurations)     S7 (S6, S1)
+//	commit-new-quorum  a proposal commits on a quorum of its own voters, not the
+//	                   committed configuration's (reconfigurations)                 S7 (S6, S1)
 //
 // keep-lost-round and endless-take are transitions inside the elector that forget a reset, and
-// forget-deadline is a deadline the elector's schedule forgets; nothing outside it can reach
-// them, so they are switched on through dledger/internal/bugs (startMember).
+// forget-deadline is a deadline the elector's schedule forgets; two-voters and commit-new-quorum
+// are the leader's own proposal and commit rules; nothing outside it can reach them, so they
+// are switched on through dledger/internal/bugs (startMember).
 
 // bugs is the elector's internal switch for b (zero for every bug injected from outside).
 func (b Broken) bugs() bugs.Bugs {
 	return bugs.Bugs{KeepLostRound: b == BrokenKeepLostRound, EndlessTake: b == BrokenEndlessTake,
-		ForgetPreferredDeadline: b == BrokenForgetDeadline}
+		ForgetPreferredDeadline: b == BrokenForgetDeadline, TwoVoterChange: b == BrokenTwoVoters,
+		CommitOnNewQuorum: b == BrokenCommitNewQuorum}
 }
 
 // electorOptions is opt with the bugs that live in an elector's options.

@@ -28,6 +28,8 @@ type CampaignOptions struct {
 	// Hosts > 0 runs hosts of Groups groups each (Options.Hosts): members are then at most
 	// Hosts (mixed: 3, or 5 for odd seeds when there are 5 hosts or more), the scenario chaos.
 	Hosts, Groups int
+	// Reconfig: as Options.Reconfig.
+	Reconfig bool
 	// Workers run seeds in parallel (0: GOMAXPROCS). Each seed is still one deterministic
 	// goroutine; results are reported in seed order whatever the worker count.
 	Workers int
@@ -42,7 +44,7 @@ type CampaignOptions struct {
 // so a failing seed names concrete values that replay it alone.
 func (c CampaignOptions) OptionsFor(seed uint64) Options {
 	o := Options{Seed: seed, Members: c.Members, Profile: c.Profile, Scenario: Scenario(c.Scenario),
-		Duration: c.Duration, RPCTimeout: c.RPCTimeout, Broken: c.Broken, Trace: c.Trace}
+		Duration: c.Duration, RPCTimeout: c.RPCTimeout, Broken: c.Broken, Trace: c.Trace, Reconfig: c.Reconfig}
 	if o.Members == 0 {
 		o.Members = []int{3, 5}[seed%2]
 	}

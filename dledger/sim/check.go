@@ -20,6 +20,8 @@ type checker struct {
 	// elections counts terms that had a leader; maxLeaderTerm is the highest of them (-1: none).
 	elections     int
 	maxLeaderTerm int64
+	// conf: the configurations seen committed (S6, S7; reconfig.go).
+	conf confCheck
 }
 
 type grantKey struct {
@@ -66,6 +68,7 @@ func (s *sim) check() {
 			continue
 		}
 		s.chk.observe(m)
+		s.chk.observeConfig(m)
 		s.chk.takeEvents(m)
 		s.probePass(m)
 	}
@@ -164,6 +167,13 @@ func (c *checker) newLeader(m *member, term int64) {
 	c.elections++
 	c.maxLeaderTerm = max(c.maxLeaderTerm, term)
 	mine := m.ledger
+	if c.s.reconfigOn() { // the quorum is its configuration's (S6, reconfig.go)
+		c.checkElection(m, term, func(v *member) bool {
+			g, ok := c.grants[grantKey{v.idx, term}]
+			return ok && g.cand == m.idx && !g.ledger.NewerThan(mine)
+		})
+		return
+	}
 	votes := 0
 	for _, v := range c.s.members {
 		if g, ok := c.grants[grantKey{v.idx, term}]; ok && g.cand == m.idx && !g.ledger.NewerThan(mine) {

@@ -39,6 +39,11 @@
 // during one host's crash, pause or isolation; MeasureIdle (idle.go) counts what an idle group
 // costs with and without the tables.
 //
+// Reconfigurations (reconfig.go, Options.Reconfig, docs/protocol.md 13.8): in chaos runs, two
+// spare members join, and the leader adds, promotes and removes members during the faults
+// (members are paused too) and in the calm after each heal; S6 and S7 check the
+// configurations.
+//
 // Cluster (cluster.go) is the same members, network, queue and checker without the fault
 // schedule: scenario tests (dledger's TestScenario*) crash, cut off, stop and resume members,
 // set ledgers and ask for transfers themselves, on exact one-way delays, with S1-S5 checked

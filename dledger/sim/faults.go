@@ -34,6 +34,9 @@ func (s *sim) beginFault() {
 		kind := faultKind(s.rngFault.IntN(int(numFaultKinds)))
 		s.inPhase(between(s.rngFault, 0, length), func() { s.fault(kind) })
 	}
+	if s.reconfigOn() {
+		s.planChanges(length)
+	}
 	s.inPhase(length, func() { s.beginHeal("heal") })
 }
 

@@ -62,9 +62,10 @@ func (s *sim) beginHeal(why string) {
 		m.lagging = false
 		s.setDisk(m, false)
 	}
+	s.resumeAll() // paused members (reconfig.go; none in other runs)
 	keepDown := 0
 	rejoinNext := s.opt.Scenario == ScenarioRejoin && s.preCycles == 0
-	if r.IntN(4) == 0 && !rejoinNext {
+	if r.IntN(4) == 0 && !rejoinNext && !s.reconfigOn() { // with reconfigurations, quorums move
 		keepDown = 1 + r.IntN(len(s.members)-s.quorum)
 	}
 	for _, i := range r.Perm(len(s.members)) {
@@ -87,6 +88,9 @@ func (s *sim) beginHeal(why string) {
 		// Sometimes hand leadership over on a calm network, where a transfer should succeed.
 		if r.IntN(3) == 0 && s.opt.Scenario == ScenarioChaos {
 			s.inPhase(between(r, 0, s.cfg.HeartBeatInterval), s.transfer)
+		}
+		if s.reconfigOn() { // a change in the calm, where it should commit (reconfig.go)
+			s.inPhase(between(s.rngReconf, 0, s.cfg.HeartBeatInterval), s.reconfigure)
 		}
 		// Let the leader lead for a few heartbeats before the next faults.
 		s.inPhase(between(r, s.cfg.HeartBeatInterval, 3*s.cfg.HeartBeatInterval), func() {
@@ -159,12 +163,13 @@ func (s *sim) stableLeader() (*member, int64) {
 			continue
 		}
 		term, n := l.ms.CurrTerm(), 1
+		counts, need := s.countsIn(l)
 		for _, f := range s.members {
-			if f != l && f.up && f.ms.Role() == protocol.FOLLOWER && f.ms.LeaderID() == l.id && f.ms.CurrTerm() == term {
+			if f != l && f.up && f.ms.Role() == protocol.FOLLOWER && f.ms.LeaderID() == l.id && f.ms.CurrTerm() == term && counts(f) {
 				n++
 			}
 		}
-		if n >= s.quorum {
+		if n >= need {
 			return l, term
 		}
 	}

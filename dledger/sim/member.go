@@ -33,7 +33,8 @@ type member struct {
 	// yet (start.go); ledger changes meanwhile reach only m.ledger.
 	unreported bool
 	// stopped: the process is frozen (SIGSTOP, Cluster.Stop): it makes no pass, and what reaches
-	// it waits in held, as in its socket buffers, until Cluster.Resume. Never set in Run.
+	// it waits in held, as in its socket buffers, until Cluster.Resume (or, in a run with
+	// reconfigurations, resume: reconfig.go). Never set in other runs.
 	stopped bool
 	held    []func()
 	// stops counts the times the member was stopped: L3 does not hold a member to its bound
@@ -83,7 +84,7 @@ func (s *sim) startMember(m *member) error {
 	// The member's randomness depends on the run seed, the member and the incarnation only.
 	rnd := pcgRand{rand.New(rand.NewPCG(s.opt.Seed^0x6d656d62, uint64(m.idx)<<32|uint64(m.inc)))}
 	ep := &endpoint{s: s, m: m, inc: m.inc}
-	who := dledger.Member{Group: s.groupName(), SelfID: m.id, Peers: s.peers, Store: memberStore{m.store, s, m}}
+	who := s.memberOf(m)
 	var live dledger.HostLiveness
 	if s.hr != nil {
 		live = s.hr.liveFor(s, m)

@@ -49,13 +49,20 @@ const (
 	// vouching for a peer host's members once heard, as if the host never went stale and its
 	// members never changed, so a paused or crashed host's leaders stay trusted: L4.
 	BrokenHostNeverStale Broken = "host-never-stale"
+	// BrokenTwoVoters: a promote also removes another voter, two voters changed at once
+	// (issue 31): S7, or S6 / S1. It implies Options.Reconfig.
+	BrokenTwoVoters Broken = "two-voters"
+	// BrokenCommitNewQuorum: a proposed configuration commits on a quorum of its own voters
+	// alone, not of the committed configuration's (issue 31): S7, or S6 / S1. It implies
+	// Options.Reconfig.
+	BrokenCommitNewQuorum Broken = "commit-new-quorum"
 )
 
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
 		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut,
-		BrokenForgetDeadline, BrokenHostNeverStale}
+		BrokenForgetDeadline, BrokenHostNeverStale, BrokenTwoVoters, BrokenCommitNewQuorum}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
@@ -87,6 +94,9 @@ type Options struct {
 	Hosts   int
 	Groups  int
 	NoTable bool
+	// Reconfig: the chaos scenario changes the configuration during its faults and heals,
+	// with spare members that join (reconfig.go, docs/protocol.md 13.8). Not with Hosts.
+	Reconfig bool
 }
 
 // MinHosts and MaxHosts bound Options.Hosts.
@@ -148,6 +158,12 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 		case o.Scenario != ScenarioChaos:
 			return o, cfg, fmt.Errorf("hosts run the chaos scenario only (got %s)", o.Scenario)
 		}
+	}
+	if o.Broken == BrokenTwoVoters || o.Broken == BrokenCommitNewQuorum {
+		o.Reconfig = true
+	}
+	if o.Reconfig && o.Hosts > 0 {
+		return o, cfg, fmt.Errorf("reconfigurations run with one group, not hosts")
 	}
 	if o.Broken == BrokenHostNeverStale && o.Hosts == 0 {
 		return o, cfg, fmt.Errorf("broken mode %s needs hosts", o.Broken)
@@ -260,6 +276,9 @@ func ReplayCommand(o Options) string {
 	}
 	if o.Broken != BrokenNone {
 		cmd += " --broken " + string(o.Broken)
+	}
+	if o.Reconfig {
+		cmd += " --reconfig"
 	}
 	return cmd + " --trace"
 }

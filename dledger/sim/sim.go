@@ -41,6 +41,7 @@ type sim struct {
 	rngFault, rngNet, rngLedger, rngDisk *rand.Rand
 	rngSidecar                           *rand.Rand // sidecar report delays (start.go)
 	rngConnect                           *rand.Rand // new connections' delays (announceReachable)
+	rngReconf                            *rand.Rand // reconfigurations (reconfig.go)
 	tear                                 float64    // this phase's probability that a Save tears
 	// How the run starts (start.go): terms and ledgers near the ceilings, sidecar members.
 	extreme   Extreme
@@ -121,11 +122,17 @@ func newGroup(o Options, cfg dledger.Config) *sim {
 	s.rngFault, s.rngNet, s.rngLedger, s.rngDisk = stream(1), stream(2), stream(3), stream(4)
 	s.rngSidecar = stream(9)
 	s.rngConnect = stream(10)
+	s.rngReconf = stream(11)
 	parts := make([]string, o.Members)
 	ids := make([]string, o.Members)
 	for i := range parts {
 		ids[i] = fmt.Sprintf("n%d", i)
 		parts[i] = fmt.Sprintf("%s-10.0.0.%d:20911", ids[i], i+1)
+	}
+	if s.reconfigOn() { // spares (reconfig.go): members the initial configuration leaves out
+		for i := o.Members; i < o.Members+reconfigSpares; i++ {
+			ids = append(ids, fmt.Sprintf("n%d", i))
+		}
 	}
 	peers, err := memberstate.ParsePeers(strings.Join(parts, ";"))
 	if err != nil {
@@ -138,7 +145,7 @@ func newGroup(o Options, cfg dledger.Config) *sim {
 		st.ForgetOnCrash(o.Broken == BrokenForgetOnCrash)
 		s.members = append(s.members, &member{idx: i, id: id, store: st, ledger: memberstate.EmptyLedger})
 	}
-	s.net = newNetwork(o.Members, o.RPCTimeout)
+	s.net = newNetwork(len(ids), o.RPCTimeout)
 	s.chk = newChecker(s)
 	return s
 }

@@ -23,7 +23,7 @@ func L3Bound(cfg dledger.Config) time.Duration {
 // The other half of L3, that no transferee is left taking leadership, is takeEnded.
 func (s *sim) transfer() {
 	l := s.leader()
-	if l == nil {
+	if l == nil || l.stopped { // a paused process serves no admin request (reconfig.go pauses)
 		return
 	}
 	to := s.members[s.rngFault.IntN(len(s.members))]
