@@ -16,7 +16,7 @@ func TestOperationsGuideListsEveryMetric(t *testing.T) {
 	}
 	doc := string(b)
 	defined := map[string]bool{}
-	for _, names := range [][]string{Names, HookNames, HostNames} {
+	for _, names := range [][]string{Names, HookNames, HostNames, MembershipNames} {
 		for _, n := range names {
 			defined[n] = true
 			if !strings.Contains(doc, "`"+n) {

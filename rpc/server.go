@@ -156,6 +156,7 @@ type Server struct {
 	// grows by secure.Overhead). accept says whether a member id may connect (Auth.Members).
 	maxBody, maxPlain int
 	accept            func(peerID string) bool
+	members           atomic.Pointer[map[string]bool] // what accept reads; SetMembers (members.go)
 
 	tasks    chan *task // from the event loops to the workers
 	taskPool sync.Pool
@@ -206,10 +207,6 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		return nil, err
 	}
 	opts.setDefaults()
-	members := make(map[string]bool, len(opts.Auth.Members))
-	for _, id := range opts.Auth.Members {
-		members[id] = id != opts.Auth.SelfID
-	}
 	s := &Server{
 		opts:    opts,
 		handler: handler,
@@ -231,7 +228,8 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 	}
 	s.hostTasks = make(chan *task, hostTaskQueue)
 	s.maxBody, s.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())
-	s.accept = func(id string) bool { return members[id] }
+	s.SetMembers(opts.Auth.Members)
+	s.accept = func(id string) bool { return (*s.members.Load())[id] }
 	s.taskPool.New = func() any { return new(task) }
 	return s, nil
 }

@@ -114,6 +114,8 @@ type Host struct {
 	memberOpts []Option
 	// hostSeries are the host-wide series (host_series.go); nil: not registered.
 	hostSeries *metrics.Host
+	// memberKinds counts the members by kind (membership.go); nil: not registered.
+	memberKinds *metrics.HostMembership
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
@@ -405,6 +407,9 @@ func (h *Host) Stop(ctx context.Context) error {
 	}
 	if err := h.closeVotes(); err != nil {
 		errs = append(errs, err)
+	}
+	if h.memberKinds != nil {
+		h.memberKinds.Unregister()
 	}
 	if h.hostSeries != nil {
 		h.hostSeries.Unregister()

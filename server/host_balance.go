@@ -247,7 +247,7 @@ func (h *Host) balanceOnce(ctx context.Context) {
 // to agree.
 func (h *Host) selfHost(members []*Server) string {
 	for _, s := range members {
-		for _, p := range s.peers {
+		for _, p := range s.currentPeers() {
 			if p.ID == s.cfg.SelfID {
 				return p.Addr
 			}

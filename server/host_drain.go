@@ -156,7 +156,7 @@ func (h *Host) drainWake() {
 // three members in one proxy) cannot be drained, and Drain does not wait for it.
 func (h *Host) hasPeerElsewhere(s *Server) bool {
 	self := h.selfHost([]*Server{s})
-	return slices.ContainsFunc(s.peers, func(p memberstate.Peer) bool { return p.Addr != self })
+	return slices.ContainsFunc(s.currentPeers(), func(p memberstate.Peer) bool { return p.Addr != self })
 }
 
 // movableLeaders are the members of this host that lead a group Drain can move.

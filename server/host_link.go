@@ -142,7 +142,10 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 		if e == nil || m.closed.Load() {
 			continue
 		}
-		for _, id := range m.peersOn[host] {
+		m.mu.RLock()
+		ids := m.peersOn[host]
+		m.mu.RUnlock()
+		for _, id := range ids {
 			f(e, id)
 		}
 	}
@@ -152,6 +155,8 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 // returned, to be closed outside hl.mu (Close waits for the link's goroutines, whose
 // callbacks take hl.mu).
 func (hl *hostLinks) leaveLocked(m *memberLink) (idle []*rpc.Client) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	for host, l := range m.links {
 		delete(l.members, m)
 		if len(l.members) == 0 && hl.links[host] == l {
@@ -201,12 +206,15 @@ type memberLink struct {
 	group, self string
 	t           rpc.Timeouts
 	elector     func() *dledger.Elector
-	hostOf      map[string]string   // peer id -> host id; fixed at join
-	peersOn     map[string][]string // host id -> peer ids on it
-	links       map[string]*link    // host id -> link; fixed at join
-	closed      atomic.Bool
-	closeOnce   sync.Once
-	registered  bool // with the liveness table
+	// mu guards hostOf, peersOn and links, which change when the group's members do
+	// (setPeers, host_link_members.go); taken after hl.mu.
+	mu         sync.RWMutex
+	hostOf     map[string]string   // peer id -> host id
+	peersOn    map[string][]string // host id -> peer ids on it
+	links      map[string]*link    // host id -> link
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	registered bool // with the liveness table
 }
 
 // caller returns the link and host of peer to, or completes nothing and returns false.
@@ -214,8 +222,10 @@ func (m *memberLink) caller(to string) (rpc.Caller, string, error) {
 	if m.closed.Load() {
 		return rpc.Caller{}, "", rpc.ErrClosed
 	}
+	m.mu.RLock()
 	host := m.hostOf[to]
 	l := m.links[host]
+	m.mu.RUnlock()
 	if l == nil {
 		return rpc.Caller{}, "", rpc.ErrUnknownPeer
 	}
@@ -260,14 +270,19 @@ func (m *memberLink) SendMetadata(to string, req *protocol.MetadataRequest, done
 
 // Kick kicks the link to peer's host.
 func (m *memberLink) Kick(peer string) {
-	if l := m.links[m.hostOf[peer]]; l != nil {
+	m.mu.RLock()
+	l := m.links[m.hostOf[peer]]
+	m.mu.RUnlock()
+	if l != nil {
 		l.cl.Kick(l.host)
 	}
 }
 
 // Connected reports whether the link to peer's host is up.
 func (m *memberLink) Connected(peer string) bool {
+	m.mu.RLock()
 	l := m.links[m.hostOf[peer]]
+	m.mu.RUnlock()
 	return l != nil && l.cl.Connected(l.host)
 }
 

@@ -24,6 +24,7 @@ func (h *Host) startHostSeries() {
 		return
 	}
 	h.hostSeries = m
+	h.memberKinds, _ = metrics.NewHostMembership(h.reg) // registered with the host series, so it cannot clash
 }
 
 // WithoutMemberSeries builds the member with no metrics series of its own (about 30 KiB of

@@ -108,10 +108,11 @@ func (s *Server) PeerMetadata(ctx context.Context) []PeerMetadata {
 		resp *protocol.MetadataResponse
 		err  error
 	}
-	out := make([]PeerMetadata, len(s.peers))
-	answers := make(chan answer, len(s.peers)) // a late callback never blocks
+	peers := s.currentPeers()
+	out := make([]PeerMetadata, len(peers))
+	answers := make(chan answer, len(peers)) // a late callback never blocks
 	asked := 0
-	for i, p := range s.peers {
+	for i, p := range peers {
 		out[i] = PeerMetadata{ID: p.ID, Addr: p.Addr}
 		if p.ID == s.cfg.SelfID {
 			out[i].Self, out[i].Answered = true, true

@@ -93,7 +93,11 @@ type Server struct {
 	handler  rpc.Handler
 	client   peerClient    // its own *rpc.Client, or its share of its host's links (host_link.go)
 	peerKeys *rpc.PeerKeys // member keys (keys.go), shared by rpcSrv and client; nil otherwise
-	peers    []memberstate.Peer
+	// peers are the members the transport reaches: the configuration's (membership.go), which
+	// changes while the member runs; read them with currentPeers.
+	peersMu sync.Mutex
+	peers   []memberstate.Peer
+	mem     membershipState // membership.go
 	// advertise, detachers and detachTimeout are the process's seams (seams.go).
 	advertise     func() (admin, read string)
 	detachers     []func(context.Context, *dledger.RoleEvent)
@@ -190,6 +194,14 @@ func New(config Config, opts ...Option) (*Server, error) {
 			s.metrics.Unregister()
 		}
 	}()
+	if s.mem.metrics, err = newMembershipMetrics(reg, o, cfg); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer func() {
+		if !ok {
+			s.mem.metrics.Unregister()
+		}
+	}()
 
 	// The rpc server binds Config.Listen if set; the others dial this member's entry in Peers.
 	listenAddr := r.listenAddr
@@ -226,7 +238,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 	if o.host != nil && o.host.links != nil {
 		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, memberTimeouts(cfg.Election), elector.Load)
 	} else {
-		s.client, err = rpc.NewClient(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
+		s.client, err = newPeerClients(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
 			TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks,
 			OnPeerGone: func(id string) {
 				if e := elector.Load(); e != nil {
@@ -244,16 +256,18 @@ func New(config Config, opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store}
+	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store, Join: cfg.Join}
 	live := hostLiveness(o.host, cfg.Group, cfg.SelfID) // nil but on a host with links
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
-		Transport: s.client, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
+		Transport: learningTransport{s.client, s}, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
 		// reports before Start, so it never abstains in practice).
 		LedgerFromStorage: cfg.Ledger != LedgerNone,
 		Liveness:          live,
 		SpreadStartup:     live != nil, // hosts spread their groups' first candidates (dledger/spread.go)
+		// The transport follows the configuration (membership.go): a member added is dialled.
+		MembersChanged: func([]memberstate.Peer) { s.applyMembership() },
 	})
 	if err != nil {
 		s.client.Close()
@@ -270,6 +284,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		s.client.Close()
 		return nil, err
 	}
+	s.startMembership(r.selfAddr) // the durable configuration may not be the peers string's
 	s.unsubs = append(s.unsubs, s.dispatch.Subscribe(s.metrics.OnRoleEvent))
 	for _, fn := range o.listeners {
 		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
@@ -429,6 +444,7 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	s.dispatch.Close()
 	if !s.ownMetrics {
 		s.metrics.Unregister()
+		s.mem.metrics.Unregister()
 	}
 	if s.fileStore != nil {
 		if err := s.fileStore.Close(); err != nil {
@@ -656,8 +672,9 @@ func (s *Server) startRPC() error {
 		}
 		return nil
 	}
-	hosts := make(map[string]string, len(s.peers))
-	for _, p := range s.peers {
+	peers := s.currentPeers()
+	hosts := make(map[string]string, len(peers))
+	for _, p := range peers {
 		hosts[p.ID] = p.Addr
 	}
 	return s.host.mux.AddMember(s.cfg.Group, s.cfg.SelfID, hosts, s.handler)

@@ -29,6 +29,7 @@ The last line is the summary:
   bench: scenario=S members=N profile=P trials=T p50_ms=A p90_ms=B p99_ms=C max_ms=D detect_ms=E ...
 
 Many groups per host (three host processes, each a member of every group): dledger bench groups -h.
+Replacing a member while the group runs (--join, add, promote, remove): dledger bench replace -h.
 
 Faults that must not move leadership, and the comparison with etcd and ZooKeeper, are in the
 lab command: dledger-lab calm, dledger-lab compare (go build ./cmd/dledger-lab).
@@ -43,6 +44,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	case "failover":
 	case "groups":
 		return runBenchGroups(args[1:], stdout, stderr)
+	case "replace":
+		return runBenchReplace(args[1:], stdout, stderr)
 	case "calm", "compare":
 		// Moved out of the product binary; the old spelling points to the new one.
 		fmt.Fprintf(stderr, "dledger bench %s: moved to the lab command: dledger-lab %s (go build ./cmd/dledger-lab)\n", args[0], args[0])
@@ -51,7 +54,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, benchUsage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "dledger bench: unknown benchmark %q (known: failover, groups)\n", args[0])
+		fmt.Fprintf(stderr, "dledger bench: unknown benchmark %q (known: failover, groups, replace)\n", args[0])
 		return 2
 	}
 	opts, code, ok := parseBenchFlags(args[1:], stderr)

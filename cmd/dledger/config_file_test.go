@@ -165,6 +165,7 @@ func settingChecks(t *testing.T, tlsCA *tlstest.CA, tlsPair tlstest.Pair) map[st
 		"metrics":          {"127.0.0.1:30004", el(func(su serverSetup) any { return su.daemon.MetricsAddr }, "127.0.0.1:30004")},
 		"ledger":           {"sidecar", el(func(su serverSetup) any { return su.cfg.Ledger }, server.LedgerSidecar)},
 		"log-level":        {"debug", func(su serverSetup, _ *bytes.Buffer) bool { return su.log.Core().Enabled(zap.DebugLevel) }},
+		"join":             {"true", el(func(su serverSetup) any { return su.cfg.Join }, true)},
 		"log-format": {"console", func(su serverSetup, stderr *bytes.Buffer) bool {
 			stderr.Reset()
 			su.log.Info("probe") // the logger writes to the stderr resolveServer was given

@@ -282,11 +282,11 @@ func docCommandProblem(args []string) string {
 		return "no subcommand"
 	}
 	sub := args[:1]
-	if (args[0] == "bench" || args[0] == "groups") && len(args) > 1 {
+	if (args[0] == "bench" || args[0] == "groups" || args[0] == "members") && len(args) > 1 {
 		sub = args[:2]
 	}
 	switch args[0] {
-	case "server", "keygen", "dev", "status", "groups", "transfer", "watch", "sim", "bench", "version":
+	case "server", "keygen", "dev", "status", "groups", "transfer", "watch", "sim", "bench", "version", "members":
 	default:
 		return fmt.Sprintf("dledger %s: no such subcommand", args[0])
 	}

@@ -6,6 +6,7 @@
 //	dledger status    show the members of a group (via their HTTP admin API)
 //	dledger groups    list, add and remove the group members of a server process
 //	dledger transfer  hand leadership to a member
+//	dledger members   list a group's members, add, promote or remove one while it runs
 //	dledger watch     print a member's role events as they happen
 //	dledger sim       run the deterministic simulator over many seeds
 //	dledger bench     measure failover, and hosts of many groups, with real processes
@@ -29,6 +30,7 @@ commands:
   status    show every member of a group: dledger status --http ADDR[,ADDR...] [--group G] [-o json]
   groups    list, add or remove a server's group members: dledger groups list|add|remove --http ADDR
   transfer  hand leadership to a member: dledger transfer --http ADDR [--group G] --to n2
+  members   a group's configuration and its changes: dledger members list|add|promote|remove --http ADDR
   watch     print a member's role events as they happen: dledger watch --http ADDR [--group G] [-o json]
   sim       run the deterministic simulator: dledger sim --seeds N
   bench     measure with real processes: dledger bench failover|groups ... (lab: dledger-lab)
@@ -61,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runGroups(rest, stdout, stderr)
 	case "transfer":
 		return runTransfer(rest, stdout, stderr)
+	case "members":
+		return runMembers(rest, stdout, stderr)
 	case "watch":
 		return runWatch(rest, stdout, stderr)
 	case "sim":

@@ -296,6 +296,7 @@ type serverFlags struct {
 	idFromPod, listen, adminAdvertise                   *string
 	metricsPerGroup                                     *string
 	memberKeyFile, trustFile                            *string
+	membership                                          *membershipFlags // server_members.go
 }
 
 func newServerFlags() (*flag.FlagSet, *serverFlags) {
@@ -336,6 +337,7 @@ func newServerFlags() (*flag.FlagSet, *serverFlags) {
 	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
 	f.logFormat = fs.String("log-format", "json", "json or console")
 	f.timing = addTimingFlags(fs)
+	f.membership = addMembershipFlags(fs)
 	f.onRoleChange = fs.String("on-role-change", "", "command run with /bin/sh -c on every role change, with DLEDGER_ROLE, "+
 		"DLEDGER_TERM, DLEDGER_LEADER, DLEDGER_SEQ, DLEDGER_PREVIOUS_ROLE, DLEDGER_GROUP and DLEDGER_ID in its environment; "+
 		"in order, one at a time: a newer role change kills a run still going")
@@ -420,7 +422,7 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 		return fail("%s %q: want none or sidecar", from("ledger"), *f.ledger)
 	}
 	su.cfg = server.Config{Group: *f.group, SelfID: *f.id, Peers: *f.peers, DataDir: *f.dataDir, Ledger: mode,
-		Profile: f.timing.profile, Election: su.election, Insecure: *f.insecure}
+		Profile: f.timing.profile, Election: su.election, Insecure: *f.insecure, Join: *f.membership.join}
 	su.daemon.MetricsAddr = *f.metricsAddr
 	su.daemon.OnRoleChange, su.daemon.OnStop, su.daemon.HookTimeout = *f.onRoleChange, *f.onStop, *f.hookTimeout
 	su.cfg.Listen, su.daemon.AdminAdvertise = *f.listen, *f.adminAdvertise

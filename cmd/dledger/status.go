@@ -243,8 +243,25 @@ func printStatusTable(w io.Writer, rep statusReport) {
 		if m.AdminAddr == "" && m.ReadAddr != "" {
 			where = m.ReadAddr + " (read-only)"
 		}
+		role += selfKindNote(*st)
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", st.SelfID, role, st.Term, dash(st.LeaderID),
 			dash(st.VoteFor), ledger, hb, where)
 	}
 	tw.Flush()
+	for _, m := range rep.Members {
+		if m.Reachable && m.Status.ConfigWarning != "" {
+			fmt.Fprintf(w, "warning: %s: %s\n", m.Status.SelfID, m.Status.ConfigWarning)
+		}
+	}
+}
+
+// selfKindNote marks a member that is not a voter of the configuration it holds (issue 31):
+// "(non-voter)" while it follows without a vote, "" for a voter.
+func selfKindNote(st adminclient.StatusJSON) string {
+	for _, p := range st.Peers {
+		if p.Self && p.Kind != "" && p.Kind != adminclient.KindVoter {
+			return "(" + p.Kind + ")"
+		}
+	}
+	return ""
 }

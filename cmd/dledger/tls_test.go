@@ -204,6 +204,19 @@ func TestCLIOverHTTPS(t *testing.T) {
 	if code, out, errOut := run(groups, "list", "--http", addr["n0"], "--cacert", ca.File); code != 0 || !strings.Contains(out, "g ") {
 		t.Errorf("groups list over HTTPS: exit %d\n%s%s", code, out, errOut)
 	}
+	membersCmd := func(args []string, o, e *bytes.Buffer) int { return runMembers(args, o, e) }
+	if code, out, errOut := run(membersCmd, "list", "--http", addr["n1"], "--cacert", ca.File); code != membersDone || !strings.Contains(out, addr["n2"][:strings.LastIndex(addr["n2"], ":")]) {
+		t.Errorf("members list over HTTPS: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := run(membersCmd, "list", "--http", addr["n1"]); code != membersRefused || !strings.Contains(out+errOut, "the member serves HTTPS") {
+		t.Errorf("members list over plain HTTP to an HTTPS member: exit %d, want %d with a hint\n%s%s", code, membersRefused, out, errOut)
+	}
+	// A write reaches the leader (following a follower's refusal over HTTPS) and is answered on
+	// its merits: removing a member that does not exist.
+	if code, out, errOut := run(membersCmd, "remove", "--http", addr["n1"], "--cacert", ca.File, "--token-file", tokenFile,
+		"--cert", ca.Client(t, "ops").CertFile, "--key", ca.Client(t, "ops").Key, "--id", "n9", "--timeout", "10s"); code != membersRefused || !strings.Contains(out+errOut, "n9") {
+		t.Errorf("members remove of a non-member over HTTPS: exit %d, want %d naming n9\n%s%s", code, membersRefused, out, errOut)
+	}
 
 	to := "n0"
 	if leader == "n0" {

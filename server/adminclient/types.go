@@ -29,6 +29,13 @@ type StatusJSON struct {
 	// called for its term); /v1/leader answers 200 only when it is true. Absent on any other
 	// role and on a member without the gate, whose leader serves as soon as it leads.
 	Ready *bool `json:"ready,omitempty"`
+	// ConfigEpoch is the epoch of the group configuration this member holds (issue 31; GET
+	// /v1/membership has the whole configuration); ConfigSource where it came from at start
+	// (initial, durable, join) and ConfigWarning a disagreement it started with (a --peers that
+	// contradicts the durable configuration, which is in force).
+	ConfigEpoch   int64  `json:"configEpoch"`
+	ConfigSource  string `json:"configSource,omitempty"`
+	ConfigWarning string `json:"configWarning,omitempty"`
 }
 
 // PeerJSON is one member as this member sees it. Alive, ledger and lastAck are known only on
@@ -44,6 +51,8 @@ type PeerJSON struct {
 	LedgerEndTerm  *int64 `json:"ledgerEndTerm,omitempty"`
 	LedgerEndIndex *int64 `json:"ledgerEndIndex,omitempty"`
 	LastAckMsAgo   *int64 `json:"lastAckMsAgo,omitempty"` // -1: never
+	// Kind is the member's kind in the configuration: voter or non-voter (issue 31).
+	Kind string `json:"kind,omitempty"`
 }
 
 // MemberJSON is one member in GET /v1/members, in the peers string's order.

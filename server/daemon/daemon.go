@@ -16,6 +16,9 @@
 //	DELETE /v1/groups/{group}/{id}           remove one (a leader hands over first)
 //	POST   /v1/drain                         hand over every group this host leads (/v1/undrain:
 //	                                         lead again)
+//	GET    /v1/membership                    a member's group configuration (membership.go; and
+//	POST   /v1/membership/{op}               add, promote, remove, force-recover; under
+//	                                         /v1/groups/{group}/{id}/ too)
 //	GET    /metrics, /healthz                the process; /readyz: every member knows a leader
 //
 // and, while the process serves exactly one member, that member's routes at their

@@ -38,8 +38,9 @@ func toJSON(st dledger.Status, now time.Time) adminclient.StatusJSON {
 		KnownMaxTermInGroup: st.KnownMaxTermInGroup, LastParseResult: st.LastParseResult.String(),
 		LastHeartBeatMsAgo: msAgo(st.LastHeartBeat, now), TakingLeadership: st.TakingLeadership,
 		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []adminclient.PeerJSON{}, Abstaining: !st.LedgerKnown}
+	out.ConfigEpoch = int64(st.Membership.Epoch)
 	for _, p := range st.Peers {
-		pj := adminclient.PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self}
+		pj := adminclient.PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self, Kind: peerKind(st.Membership, p)}
 		if st.Role == protocol.LEADER {
 			alive, known := p.Alive, p.LedgerSet
 			term, index, ack := p.Ledger.Term, p.Ledger.Index, msAgo(p.LastAck, now)
@@ -150,10 +151,12 @@ func (m *member) readOnlyRoutes(mux *http.ServeMux) {
 	m.watchRoutes(mux) // GET /v1/watch (watch.go)
 	// GET /v1/members (members.go)
 	m.membersRoute(mux)
+	m.membershipReadRoute(mux) // GET /v1/membership (membership.go)
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
 		st := m.s.FullStatus()
 		j := toJSON(st, time.Now())
 		j.LedgerMode = m.cfg.Ledger.String()
+		j.ConfigSource, j.ConfigWarning = m.s.ConfigurationSource()
 		j.Ready = m.readyJSON(st)
 		writeJSON(w, http.StatusOK, j)
 	})
@@ -285,6 +288,7 @@ func (d *Daemon) authorized(w http.ResponseWriter, r *http.Request) bool {
 //
 // With Config.AdminToken set, they need it as a bearer token.
 func (m *member) adminRoutes(mux *http.ServeMux) {
+	m.membershipWriteRoutes(mux) // POST /v1/membership/{op} (membership.go)
 	mux.HandleFunc("PUT /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
 		if !m.authorized(w, r) {
 			return

@@ -1,0 +1,42 @@
+package rpc
+
+import "fmt"
+
+// Run-time changes of a group's members (issue 31, docs/protocol.md section 13). A member
+// added to the group must be able to connect to the members already there, and a member
+// removed must no longer be: the set of ids a server accepts connections from is replaced,
+// never edited in place, so a handshake in progress reads one set or the other.
+
+// SetMembers replaces the member ids the Server accepts connections from (Auth.Members; the
+// server's own id is never accepted). Connections already open stay open: a member removed
+// from the group is told so by the group, and its connection carries nothing more for it.
+func (s *Server) SetMembers(ids []string) {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = id != s.opts.Auth.SelfID
+	}
+	s.members.Store(&m)
+}
+
+// SetPeers replaces the members that member self of group accepts requests from, with their
+// host ids (peer id -> the rpc address its peers entry names, self's own included), as
+// AddMember took them. It fails if the member is not routed here, or if its own entry moved
+// (a member's own address is its identity on host links and cannot change while it runs).
+func (m *Mux) SetPeers(group, self string, peers map[string]string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.groups[group][self]
+	if r == nil {
+		return fmt.Errorf("rpc: Mux.SetPeers: member %q of group %q is not served", self, group)
+	}
+	if addr := peers[self]; addr != r.self {
+		return fmt.Errorf("rpc: Mux.SetPeers: member %q of group %q is at %q, not %q", self, group, r.self, addr)
+	}
+	r2 := &route{h: r.h, self: r.self, peers: make(map[string]bool, len(peers)), hosts: make(map[string]string, len(peers))}
+	for p, addr := range peers {
+		r2.peers[p] = p != self
+		r2.hosts[p] = addr
+	}
+	m.groups[group][self] = r2
+	return nil
+}

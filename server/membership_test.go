@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// On a host of many groups (issue 31 with issue 29's hosts and links), each group's
+// membership is its own: a non-voter added to one group changes its configuration only, a
+// link is opened to the new member's host and closed again once the member is removed, and the
+// Go API's errors are the sentinels (a follower names the leader; an id that exists, a
+// non-member, a non-voter that has not caught up are refused as such).
+func TestHostGroupsChangeMembersApart(t *testing.T) {
+	calm := fastTimings()
+	calm.MaxHeartBeatLeak = 30 // no election for a stall of a loaded machine: the test counts none
+	// No balancer: it would move leadership between hosts, which this test counts as a change.
+	hosts, members, names := linkedHosts(t, 3, 2, calm, func(_ int, c *HostConfig) { c.NoBalance = true })
+	leaders, terms := awaitLeaders(t, members, names, func(*Server) bool { return false })
+	following := map[*Server]bool{} // a quorum follows; the rest may not have heard yet
+	for _, g := range names {
+		for _, s := range members[g] {
+			st := s.Status()
+			following[s] = st.LeaderID == leaders[g] && st.Term == terms[g]
+		}
+	}
+	g0 := members[names[0]]
+	var leader, follower *Server
+	dledgertest.Eventually(t, electionLimit, "a follower that knows the leader", func() bool {
+		for _, s := range g0 {
+			switch st := s.Status(); {
+			case st.Role == protocol.LEADER:
+				leader = s
+			case st.LeaderID == leaders[names[0]]:
+				follower = s
+			}
+		}
+		return leader != nil && follower != nil
+	})
+	ctx := context.Background()
+	nowhere := "127.0.0.1:" + strconv.Itoa(freePorts(t, 1)[0])
+	_, err := follower.AddNonVoter(ctx, "n9", nowhere)
+	var me *MembershipError
+	if !errors.Is(err, ErrNotLeader) || !errors.As(err, &me) || me.LeaderID != leaders[names[0]] {
+		t.Fatalf("add asked of a follower: %v", err)
+	}
+	c, err := leader.AddNonVoter(ctx, "n9", nowhere)
+	if err != nil || c.Epoch != 1 || !c.IsMember("n9") || c.IsVoter("n9") {
+		t.Fatalf("add: %v, %v", c, err)
+	}
+	if n := hostOf(hosts, leader).links.count(); n != 3 {
+		t.Fatalf("the leader's host has %d links after a member on a new host was added, want 3", n)
+	}
+	for _, c := range []struct {
+		err  error
+		call func() error
+	}{
+		{ErrMemberExists, func() error { _, err := leader.AddNonVoter(ctx, "n9", nowhere); return err }},
+		{ErrUnknownMember, func() error { _, err := leader.Promote(ctx, "n7"); return err }},
+		{ErrNotCaughtUp, func() error { _, err := leader.Promote(ctx, "n9"); return err }},
+	} {
+		if err := c.call(); !errors.Is(err, c.err) {
+			t.Errorf("got %v, want %v", err, c.err)
+		}
+	}
+	for _, s := range members[names[1]] {
+		if m := s.Membership(); m.Epoch != 0 || len(m.NonVoters) != 0 {
+			t.Fatalf("the other group's configuration changed: %+v", m)
+		}
+	}
+	if _, err := leader.RemoveMember(ctx, "n9"); err != nil {
+		t.Fatal(err)
+	}
+	dledgertest.Eventually(t, electionLimit, "the link to the removed member's host to close", func() bool {
+		return hostOf(hosts, leader).links.count() == 2
+	})
+	for _, g := range names {
+		for _, s := range members[g] {
+			if st := s.Status(); following[s] && (st.LeaderID != leaders[g] || st.Term != terms[g]) {
+				t.Fatalf("group %s: %s sees %s@%d, want %s@%d", g, st.SelfID, st.LeaderID, st.Term, leaders[g], terms[g])
+			}
+		}
+	}
+}
+
+// hostOf is the host that serves s.
+func hostOf(hosts []*Host, s *Server) *Host {
+	for _, h := range hosts {
+		if s.host == h {
+			return h
+		}
+	}
+	return nil
+}
