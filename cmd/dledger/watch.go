@@ -93,12 +93,16 @@ var errFatal = errors.New("fatal")
 // run follows the stream until ctx ends (exit 0) or the member answers with a client error
 // (exit 1).
 func (w *watchClient) run(ctx context.Context) int {
-	client := &http.Client{Transport: &http.Transport{
+	var transport http.RoundTripper = &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		ResponseHeaderTimeout: 10 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		TLSClientConfig:       w.tls,
-	}}
+	}
+	if w.tls != nil {
+		transport = adminclient.HTTPSTransport(transport.(*http.Transport)) // bare host:port over HTTPS
+	}
+	client := &http.Client{Transport: transport}
 	backoff := watchMinBackoff
 	for {
 		progressed, err := w.once(ctx, client)

@@ -23,20 +23,31 @@ func HTTPClient(tlsConfig *tls.Config) *http.Client {
 }
 
 // Transport is HTTPClient's transport, for a client that sets its own timeouts.
-func Transport(tlsConfig *tls.Config) *http.Transport {
+func Transport(tlsConfig *tls.Config) http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = tlsConfig
-	return t
+	return httpsTransport{t}
 }
 
+// HTTPSTransport marks t (whose TLSClientConfig the caller set) as Transport's are marked: a
+// Client using it asks bare host:port addresses over HTTPS. For a caller that needs transport
+// settings of its own (dledger watch's timeouts).
+func HTTPSTransport(t *http.Transport) http.RoundTripper { return httpsTransport{t} }
+
+// httpsTransport marks a transport made by Transport: a Client using it asks bare host:port
+// addresses over HTTPS. The mark is the type, not a non-nil TLSClientConfig, because net/http
+// sets TLSClientConfig on any transport it configures for HTTP/2 at its first request (a plain
+// client would turn to HTTPS after one call, and the read would race with that write).
+type httpsTransport struct{ *http.Transport }
+
 // usesTLS reports whether a bare host:port is asked over HTTPS: the HTTP client's transport
-// has a TLS config (HTTPClient, Transport).
+// was made by Transport (HTTPClient).
 func (c *Client) usesTLS() bool {
 	if c.HTTP == nil {
 		return false
 	}
-	t, ok := c.HTTP.Transport.(*http.Transport)
-	return ok && t.TLSClientConfig != nil
+	_, ok := c.HTTP.Transport.(httpsTransport)
+	return ok
 }
 
 // do sends req, saying what to do about an error that is about TLS.
