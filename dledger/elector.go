@@ -165,6 +165,9 @@ type Elector struct {
 	// member's epoch, and as a follower the leader's epoch at its last explicit heartbeat.
 	live HostLiveness
 	quietState
+
+	// Adaptive failure detection (adaptive.go, docs/protocol.md 14): per-link samples.
+	det adaptive
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -431,7 +434,7 @@ func (e *Elector) SetEventsAlarm(set func()) {
 // maintainAsFollower is the follower pass (docs/protocol.md 7.7): no valid heartbeat for more
 // than DW (leak x interval) → candidate at the same term, remembering the lost leader (E5).
 func (e *Elector) maintainAsFollower(now time.Time) {
-	if heard, _ := e.leaderHeard(now); now.Sub(heard) > e.cfg.DetectionWindow() {
+	if heard, _ := e.leaderHeard(now); now.Sub(heard) > e.followerTimeout() {
 		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
 		e.becomeCandidate(term, now, "no heartbeat from leader "+lost)
 		e.lost = lostLeader{id: lost, term: term}
@@ -452,7 +455,7 @@ func (e *Elector) followerDeadline(now time.Time) deadline {
 	if vouched {
 		return never
 	}
-	return dueAfter(heard.Add(e.cfg.DetectionWindow()))
+	return dueAfter(heard.Add(e.followerTimeout()))
 }
 
 // setNextVote sets when the next vote round may start. Whatever sets it cancels a pending

@@ -247,7 +247,7 @@ func (e *Elector) decideVote(now time.Time) {
 		e.setNextVote(now.Add(delay))
 	case r.alreadyHasLeader: // rule 2
 		res = protocol.WaitToRevote
-		e.setNextVote(now.Add(delay + e.cfg.DetectionWindow()))
+		e.setNextVote(now.Add(delay + e.stickyWindow()))
 	case !e.ms.Quorum(r.valid): // rule 3
 		res = protocol.WaitToRevote
 		if e.startingUp(now) && e.startupRank() == 0 {

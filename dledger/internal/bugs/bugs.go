@@ -22,6 +22,10 @@ type Bugs struct {
 	// as a deadline added to a pass and not to the schedule would be: the check waits for
 	// whatever pass comes next (caught by the simulator's PASS oracle).
 	ForgetPreferredDeadline bool
+	// WindowBelowFloor: the follower pass uses a quarter of the follower timeout the detector
+	// gives it, a window below the floor the measured jitter justifies (docs/protocol.md 14):
+	// followers time out between two heartbeats of a healthy leader (caught as CALM).
+	WindowBelowFloor bool
 }
 
 // Set switches b on in elector, which must be a *dledger.Elector (typed any because this

@@ -1,0 +1,151 @@
+package dledger
+
+import (
+	"time"
+
+	"github.com/dledger-go/dledger/dledger/detect"
+	"github.com/dledger-go/dledger/memberstate"
+)
+
+// Adaptive failure detection (docs/protocol.md 14): the seam between the elector and package
+// detect. Per link the elector keeps what detect measures (a follower's heartbeat gaps from
+// each member it followed, a leader's heartbeat round trips to each follower), and asks detect
+// for three windows in place of the profile's fixed detection window:
+//
+//   - the follower timeout (7.7): how long a follower waits without a heartbeat;
+//   - the check-quorum window (7.5): how old the quorum's acknowledgement may be;
+//   - the stickiness window (7.4 rule 2): how long a candidate told REJECT_ALREADY_HAS_LEADER
+//     backs off before asking again (its own follower timeout would have to run out first).
+//
+// Windows are timing only: nothing here touches a vote, a term or the store, so S1-S5 hold
+// whatever they are (section 14 gives the argument). A member with a host's liveness table
+// keeps the profile's windows: its followers hear their leader through the table's frames,
+// whose own freshness bound is the detector there (section 12).
+
+// adaptive is an elector's per-link detector state, aligned with ms.Peers().
+type adaptive struct {
+	arrivals []detect.Arrivals   // as a follower: gaps between heartbeats from member i
+	rtts     []detect.RoundTrips // as a leader: round trips of heartbeats to member i
+	scratch  []time.Duration     // quorumWindow's buffer, so a pass does not allocate
+}
+
+// DetectorBounds are the bounds detect clamps this configuration's windows to: the
+// heartbeat interval, the stall threshold as the smallest margin, the fixed detection window
+// as the ceiling, and the rpc call timeout plus an interval as the check-quorum ceiling (the
+// server's call timeout is max(1 s, DW - interval), docs/protocol.md 6.2).
+func (c Config) DetectorBounds() detect.Bounds {
+	callTimeout := max(time.Second, c.DetectionWindow()-c.HeartBeatInterval)
+	return detect.Bounds{Interval: c.HeartBeatInterval, Margin: c.StallThreshold(),
+		Ceiling: c.DetectionWindow(), QuorumCeiling: callTimeout + c.HeartBeatInterval}
+}
+
+// adapts says whether this member adapts its windows: not with a liveness table (above).
+func (e *Elector) adapts() bool { return e.live == nil }
+
+// peerIndex is id's place in ms.Peers(), or -1.
+func (e *Elector) peerIndex(id string) int {
+	for i, p := range e.ms.Peers() {
+		if p.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// heardLeader records a heartbeat from leader that arrived at now (7.6 rows 4, 5 and 7a). A
+// heartbeat that made this member a follower (first) starts a new run: the gap from the
+// leader's heartbeats of an earlier leadership measures nothing.
+func (e *Elector) heardLeader(leader string, now time.Time, first bool) {
+	i := e.peerIndex(leader)
+	if i < 0 {
+		return
+	}
+	if e.det.arrivals == nil {
+		e.det.arrivals = make([]detect.Arrivals, len(e.ms.Peers()))
+	}
+	a := &e.det.arrivals[i]
+	if first {
+		a.Forget()
+	}
+	a.Heard(now, e.cfg.DetectionWindow())
+}
+
+// answeredAfter records the round trip of a heartbeat answer from member idx (any answer: it
+// measures the link, not the follower's opinion).
+func (e *Elector) answeredAfter(idx int, sentAt, now time.Time) {
+	if e.det.rtts == nil {
+		e.det.rtts = make([]detect.RoundTrips, len(e.ms.Peers()))
+	}
+	e.det.rtts[idx].Answered(sentAt, now)
+}
+
+// followerWindow is the follower timeout on the link to the current leader (7.7, 14).
+func (e *Elector) followerWindow() time.Duration {
+	w := e.cfg.DetectionWindow()
+	if !e.adapts() || e.det.arrivals == nil {
+		return w
+	}
+	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 {
+		w = e.det.arrivals[i].Timeout(e.cfg.DetectorBounds())
+	}
+	return w
+}
+
+// followerTimeout is the window the follower pass waits (7.7): followerWindow, through the
+// simulator's planted bug window-below-floor (bugs.go), which uses a quarter of it.
+func (e *Elector) followerTimeout() time.Duration {
+	if e.bugs.WindowBelowFloor {
+		return e.followerWindow() / 4
+	}
+	return e.followerWindow()
+}
+
+// stickyWindow is the back-off after REJECT_ALREADY_HAS_LEADER (7.4 rule 2): a leader exists,
+// and this member's own follower timeout on the link to the leader it lost (if it lost one) is
+// the soonest it could have found that leader gone.
+func (e *Elector) stickyWindow() time.Duration {
+	w := e.cfg.DetectionWindow()
+	if !e.adapts() || e.det.arrivals == nil || e.lost.id == "" {
+		return w
+	}
+	if i := e.peerIndex(e.lost.id); i >= 0 {
+		w = e.det.arrivals[i].Timeout(e.cfg.DetectorBounds())
+	}
+	return w
+}
+
+// quorumWindow is the check-quorum window (7.5, 14): the quorum-th smallest of the followers'
+// links' windows (detect.QuorumWindow).
+func (e *Elector) quorumWindow() time.Duration {
+	w := e.cfg.DetectionWindow()
+	if !e.adapts() || e.det.rtts == nil {
+		return w
+	}
+	b := e.cfg.DetectorBounds()
+	ws := e.det.scratch[:0]
+	for i, p := range e.ms.Peers() {
+		if p.ID != e.ms.SelfID() {
+			ws = append(ws, e.det.rtts[i].QuorumWindow(b))
+		}
+	}
+	e.det.scratch = ws
+	if q := detect.QuorumWindow(ws, memberstate.QuorumSize(len(ws)+1)); q > 0 {
+		w = q
+	}
+	return w
+}
+
+// Windows are a member's current detection windows (Status, the simulator's bound check).
+type Windows struct {
+	// Follower is the follower timeout on the link to the current leader (the fixed window
+	// when there is none), Quorum the check-quorum window, Sticky the back-off after
+	// REJECT_ALREADY_HAS_LEADER.
+	Follower, Quorum, Sticky time.Duration
+}
+
+// DetectionWindows returns the windows this member would use now.
+func (e *Elector) DetectionWindows() Windows {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Windows{Follower: e.followerWindow(), Quorum: e.quorumWindow(), Sticky: e.stickyWindow()}
+}
