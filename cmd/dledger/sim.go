@@ -49,6 +49,8 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                                        check's deadline
                     host-never-stale   a host's liveness table vouches for a host   L4 (--hosts)
                                        once heard, stale or changed
+                    window-below-floor followers wait a quarter of their adapted  CALM (rejoin scenario)
+                                       timeout, below its floor
 
 flags:
 `

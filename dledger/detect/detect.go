@@ -20,8 +20,10 @@
 // three ways: its samples are round trips, to which it adds the interval (the next round goes
 // an interval after the last); it keeps two margins (QuorumMargins); and its ceiling is the
 // rpc call timeout plus an interval: a late answer can arrive until the call timeout, and
-// counting it is what keeps a leader in office on a slow link. Until Min (8)
-// samples have been seen, a window is the profile's fixed window.
+// counting it is what keeps a leader in office on a slow link. Until Min (8) samples have
+// been seen, a window is never below the profile's fixed window: it grows at the first sample
+// that asks for it (a new leader on a slow link must not step down before it has measured
+// eight round trips), and shrinks only on eight samples' evidence.
 //
 // Why the maximum and not a quantile of a fitted normal (phi accrual): gaps and round trips
 // are heavy-tailed (a GC pause, a descheduled VM, a TCP retransmission), so a normal fitted to
@@ -106,15 +108,20 @@ func (s *Sample) margin(b Bounds) time.Duration {
 }
 
 // window is the rule of the package comment: largest sample + base + margins x margin,
-// clamped to [interval + margins x margin, ceiling]; the profile's window (b.Ceiling) until
-// Min samples are held.
+// clamped to [interval + margins x margin, ceiling]. Until Min samples are held it is never
+// below the profile's window (b.Ceiling): a window grows at the first sample that asks for it,
+// but shrinks only on Min samples' evidence.
 func (s *Sample) window(base time.Duration, margins int, b Bounds, ceiling time.Duration) time.Duration {
-	if s.n < Min {
+	if s.n == 0 {
 		return b.Ceiling
 	}
-	hi, _ := s.Stats()
-	m := time.Duration(margins) * s.margin(b)
-	return min(max(hi+base+m, b.Interval+m), ceiling)
+	hi, sd := s.Stats()
+	m := time.Duration(margins) * max(b.Margin, K*sd)
+	w := min(max(hi+base+m, b.Interval+m), ceiling)
+	if s.n < Min {
+		w = max(w, b.Ceiling)
+	}
+	return w
 }
 
 // Floor is the floor the samples justify for a follower timeout over them: the interval plus

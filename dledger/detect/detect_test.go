@@ -138,3 +138,22 @@ func BenchmarkHeardAndTimeout(b *testing.B) {
 		_ = a.Timeout(lan)
 	}
 }
+
+// TestAWindowGrowsOnOneSampleButShrinksOnlyOnMin: a new leader on a slow link holds on from
+// its first slow answer; a new one on a fast link keeps the profile's window until Min.
+func TestAWindowGrowsOnOneSampleButShrinksOnlyOnMin(t *testing.T) {
+	var slow, fast RoundTrips
+	slow.Answered(t0, t0.Add(500*time.Millisecond))
+	if got := slow.QuorumWindow(lan); got <= lan.Ceiling {
+		t.Fatalf("one 500 ms round trip: %v, want above the profile's %v", got, lan.Ceiling)
+	}
+	for i := range Min {
+		if got := fast.QuorumWindow(lan); got != lan.Ceiling {
+			t.Fatalf("%d fast round trips: %v, want the profile's %v", i, got, lan.Ceiling)
+		}
+		fast.Answered(t0, t0.Add(100*time.Microsecond))
+	}
+	if got := fast.QuorumWindow(lan); got >= lan.Ceiling {
+		t.Fatalf("%d fast round trips: %v, want below the profile's %v", Min, got, lan.Ceiling)
+	}
+}

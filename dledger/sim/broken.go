@@ -33,15 +33,19 @@ import (
 //	host-never-stale   on hosts of many groups, the elector's view of its host's liveness
 //	                   table vouches for every peer once heard: a stale, restarted or
 //	                   changed host's members stay trusted (hosts.go, liveFor)       L4
+//	window-below-floor the follower pass waits a quarter of the follower timeout the
+//	                   detector gives it (detect.go; dledger/adaptive.go)            CALM
 //
-// keep-lost-round and endless-take are transitions inside the elector that forget a reset, and
-// forget-deadline is a deadline the elector's schedule forgets; nothing outside it can reach
-// them, so they are switched on through dledger/internal/bugs (startMember).
+// keep-lost-round and endless-take are transitions inside the elector that forget a reset,
+// forget-deadline is a deadline the elector's schedule forgets, and window-below-floor is the
+// elector's use of a window; nothing outside it can reach them, so they are switched on
+// through dledger/internal/bugs (startMember). WIN checks the windows the detector gives the
+// elector, so it cannot see the last one: CALM, the behaviour, must.
 
 // bugs is the elector's internal switch for b (zero for every bug injected from outside).
 func (b Broken) bugs() bugs.Bugs {
 	return bugs.Bugs{KeepLostRound: b == BrokenKeepLostRound, EndlessTake: b == BrokenEndlessTake,
-		ForgetPreferredDeadline: b == BrokenForgetDeadline}
+		ForgetPreferredDeadline: b == BrokenForgetDeadline, WindowBelowFloor: b == BrokenWindowBelowFloor}
 }
 
 // electorOptions is opt with the bugs that live in an elector's options.

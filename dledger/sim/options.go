@@ -49,13 +49,17 @@ const (
 	// vouching for a peer host's members once heard, as if the host never went stale and its
 	// members never changed, so a paused or crashed host's leaders stay trusted: L4.
 	BrokenHostNeverStale Broken = "host-never-stale"
+	// BrokenWindowBelowFloor: the follower pass uses a quarter of the follower timeout the
+	// detector gives it (docs/protocol.md 14), below the floor the measured jitter justifies:
+	// followers of a healthy leader time out between its heartbeats (CALM, rejoin scenario).
+	BrokenWindowBelowFloor Broken = "window-below-floor"
 )
 
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
 		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut,
-		BrokenForgetDeadline, BrokenHostNeverStale}
+		BrokenForgetDeadline, BrokenHostNeverStale, BrokenWindowBelowFloor}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
