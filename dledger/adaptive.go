@@ -147,5 +147,9 @@ type Windows struct {
 func (e *Elector) DetectionWindows() Windows {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.windows()
+}
+
+func (e *Elector) windows() Windows {
 	return Windows{Follower: e.followerWindow(), Quorum: e.quorumWindow(), Sticky: e.stickyWindow()}
 }

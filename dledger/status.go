@@ -102,6 +102,8 @@ type Status struct {
 	TransferringTo   string
 	Peers            []PeerStatus
 	Peerstring       string
+	// Windows are the member's adaptive detection windows (docs/protocol.md 14).
+	Windows Windows
 }
 
 // Status returns a consistent snapshot.
@@ -116,6 +118,7 @@ func (e *Elector) Status() Status {
 		TakingLeadership: e.take.taking, TransferringTo: e.handOver.to,
 		Peerstring: e.peerstring,
 		Peers:      make([]PeerStatus, 0, len(ms.Peers())),
+		Windows:    e.windows(),
 	}
 	switch ms.Role() {
 	case protocol.FOLLOWER:

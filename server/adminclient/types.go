@@ -29,6 +29,11 @@ type StatusJSON struct {
 	// called for its term); /v1/leader answers 200 only when it is true. Absent on any other
 	// role and on a member without the gate, whose leader serves as soon as it leads.
 	Ready *bool `json:"ready,omitempty"`
+	// FollowerTimeoutMs and CheckQuorumMs are the adaptive detection windows (docs/protocol.md
+	// 14): the follower timeout on the link to the current leader (the profile's detection
+	// window when there is none) and the check-quorum window.
+	FollowerTimeoutMs int64 `json:"followerTimeoutMs"`
+	CheckQuorumMs     int64 `json:"checkQuorumMs"`
 }
 
 // PeerJSON is one member as this member sees it. Alive, ledger and lastAck are known only on
