@@ -24,6 +24,10 @@ func (r *calmRun) failpoint(scenario string) harness.Failpoint {
 		return &leaderResets{r}
 	case CalmRestartLoop:
 		return &restartLoop{r}
+	case CalmSlowLinks, CalmNoisyLeader, CalmSlowFollower:
+		return r.delayedFault(scenario)
+	case CalmLeaderSTW:
+		return &leaderSTW{r}
 	}
 	return &cpuStarved{r: r}
 }
