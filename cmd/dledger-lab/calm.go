@@ -36,6 +36,8 @@ changes, term increases and term increases by the faulted member (the target is 
   leader-stw     SIGSTOP the leader for 50 ms every second (a stop-the-world pause)
   slow-links     every link --delay +- --jitter one way (default 200 +- 50 ms) from the
                  start; leaderless_ms / duration_s is the leaderless share
+  leader-stall   (by name only, not in all) SIGSTOP the leader for twice the follower timeout
+                 its followers report, then SIGCONT: one leader change per stall, never two
 One line per scenario, then the summary:
   calm: summary members=N profile=P scenarios=S ran=R skipped=K broken=B faults=F leader_changes=C term_increases=T faulted_term_increases=U violations=V elected=E
 (leader_changes: changes of the (leader, term) a quorum reports; elected: "becomes leader" lines in

@@ -40,6 +40,7 @@ const (
 	CalmNoisyLeader  = "noisy-leader"
 	CalmSlowFollower = "slow-follower"
 	CalmLeaderSTW    = "leader-stw"
+	CalmLeaderStall  = "leader-stall" // by name only, not in "all": it moves leadership once per stall
 )
 
 // CalmScenarios is the whole set, in the order `--scenario all` runs it.
@@ -99,7 +100,7 @@ func ParseCalmScenarios(s string) ([]string, error) {
 	var out []string
 	for _, x := range strings.Split(s, ",") {
 		x = strings.TrimSpace(x)
-		if !contains(CalmScenarios, x) {
+		if !contains(CalmScenarios, x) && x != CalmLeaderStall {
 			return nil, fmt.Errorf("--scenario %q: want all or a comma-separated list of %s", x, strings.Join(CalmScenarios, ", "))
 		}
 		if !contains(out, x) {
@@ -157,7 +158,7 @@ func (o *Options) check() error {
 		return err
 	}
 	for _, s := range o.Scenarios {
-		if !contains(CalmScenarios, s) {
+		if !contains(CalmScenarios, s) && s != CalmLeaderStall {
 			return fmt.Errorf("--scenario %q: unknown", s)
 		}
 	}

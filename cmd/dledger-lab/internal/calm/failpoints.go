@@ -28,6 +28,8 @@ func (r *calmRun) failpoint(scenario string) harness.Failpoint {
 		return r.delayedFault(scenario)
 	case CalmLeaderSTW:
 		return &leaderSTW{r}
+	case CalmLeaderStall:
+		return &leaderStall{r: r}
 	}
 	return &cpuStarved{r: r}
 }

@@ -2,10 +2,13 @@ package calm
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/dledger-go/dledger/cmd/internal/harness"
+	"github.com/dledger-go/dledger/server/adminclient"
 )
 
 // The scenarios of issue 35 (docs/protocol.md 14, adaptive failure detection): links that are
@@ -19,6 +22,8 @@ import (
 //	slow-follower  the link between the leader and one follower turns slow
 //	               (slowFollowerDelay +- slowFollowerJitter one way) and stays so
 //	leader-stw     the leader stops for stwPause every stwPeriod (a stop-the-world pause)
+//	leader-stall   the leader stops for twice its followers' adapted timeout: one leader
+//	               change per stall, never two (not in "all": it is meant to move leadership)
 const (
 	noisyRTT           = 100 * time.Millisecond
 	noisyPeriod        = 10 * time.Second
@@ -170,4 +175,74 @@ func (f *leaderSTW) Inject(ctx context.Context, end time.Time) error {
 		sleepCtx(ctx, stwPeriod-stwPause)
 	}
 	return nil
+}
+
+// leaderStall stops the agreed leader for twice the follower timeout its followers report
+// (followerTimeoutMs, the adapted window), then resumes it. Not a calm scenario: each stall
+// should cost one leader change (the followers replace the silent leader), and never two (the
+// resumed leader must not depose its successor). Not in "all"; the method column reports the
+// most changes one stall caused.
+type leaderStall struct {
+	r           *calmRun
+	maxPerFault int
+}
+
+func (f *leaderStall) Name() string { return CalmLeaderStall }
+
+func (f *leaderStall) Available() error {
+	f.r.res.method = "SIGSTOP for 2 x the followers' timeout"
+	return nil
+}
+
+func (f *leaderStall) Inject(ctx context.Context, end time.Time) error {
+	r := f.r
+	c := r.b.Cluster()
+	for time.Now().Before(end) && ctx.Err() == nil {
+		l := c.Index(r.tr.current().ID)
+		if l < 0 {
+			return fmt.Errorf("agreed leader %s is no member", r.tr.current())
+		}
+		w := r.dw
+		for _, i := range c.Others(l) {
+			if st, err := memberStatus(ctx, c.Members[i].HTTPAddr); err == nil && st.FollowerTimeoutMs > 0 {
+				w = time.Duration(st.FollowerTimeoutMs) * time.Millisecond
+				break
+			}
+		}
+		before := len(r.tr.result(time.Now()).leaderChanges)
+		r.tr.markFaulted(c.Members[l].ID)
+		if err := c.Pause(l); err != nil {
+			return err
+		}
+		sleepCtx(ctx, 2*w)
+		if err := c.Resume(l); err != nil {
+			return err
+		}
+		r.awaitWhole(ctx)
+		sleepCtx(ctx, 2*r.dw) // a second change would come within this
+		n := len(r.tr.result(time.Now()).leaderChanges) - before
+		f.maxPerFault = max(f.maxPerFault, n)
+		r.res.faults++
+		r.res.method = fmt.Sprintf("SIGSTOP for 2 x the followers' timeout; most leader changes per stall %d", f.maxPerFault)
+		r.progress(fmt.Sprintf("%s stopped %v (2 x %v); %d leader change(s)", c.Members[l].ID, 2*w, w, n))
+		sleepCtx(ctx, 3*time.Second) // the new leader's links adapt (8 heartbeats)
+	}
+	return nil
+}
+
+// memberStatus reads a member's GET /v1/status.
+func memberStatus(ctx context.Context, addr string) (adminclient.StatusJSON, error) {
+	var st adminclient.StatusJSON
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
