@@ -1,0 +1,108 @@
+package dledger
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// answerRounds runs n heartbeat rounds of leader u, each answered SUCCESS by every follower
+// rtt after it was sent, and returns the check-quorum window after each round.
+func answerRounds(t *testing.T, u *unit, n int, rtt time.Duration) []time.Duration {
+	t.Helper()
+	var ws []time.Duration
+	for range n {
+		hs := sendHeartBeats(t, u)
+		u.clock.Advance(rtt)
+		for _, h := range hs {
+			h.done(hbResp(h.to, protocol.CodeSuccess, h.req.Term), nil)
+		}
+		ws = append(ws, u.e.DetectionWindows().Quorum)
+		u.clock.Advance(u.cfg.HeartBeatInterval - rtt)
+	}
+	return ws
+}
+
+// TestCheckQuorumWindowFollowsARoundTripStep measures how fast the leader's window adapts
+// (docs/protocol.md 14.2; BENCHMARKS.md quotes it): on loopback it shrinks to interval + two
+// stall margins once Min rounds are answered; when the round trip jumps to 100 ms it grows at
+// the first slow answer, one round trip after the step; when it drops back it shrinks only
+// once the slow answers have left the 32-sample ring.
+func TestCheckQuorumWindowFollowsARoundTripStep(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.makeLeader()
+	dw := u.cfg.DetectionWindow()
+	fast := answerRounds(t, u, 40, 100*time.Microsecond)
+	if fast[6] != dw {
+		t.Fatalf("window %v after 7 answered rounds, want the profile's %v until 8", fast[6], dw)
+	}
+	want := u.cfg.HeartBeatInterval + 100*time.Microsecond + 2*u.cfg.StallThreshold()
+	if got := fast[len(fast)-1]; got != want {
+		t.Fatalf("loopback window %v, want interval + round trip + 2 stall margins = %v", got, want)
+	}
+	slow := answerRounds(t, u, 40, 100*time.Millisecond)
+	if slow[0] < u.cfg.HeartBeatInterval+100*time.Millisecond+2*u.cfg.StallThreshold() {
+		t.Fatalf("window %v after the first 100 ms answer: it did not grow at once", slow[0])
+	}
+	back := answerRounds(t, u, 40, 100*time.Microsecond)
+	for i, w := range back {
+		if shrunk := w < slow[len(slow)-1]; shrunk != (i >= 31) {
+			t.Fatalf("after %d fast answers the window is %v (slow: %v): want it to shrink at the 32nd, not before", i+1, w, slow[len(slow)-1])
+		}
+	}
+	if got := back[len(back)-1]; got != want {
+		t.Fatalf("window %v once the slow answers are forgotten, want %v", got, want)
+	}
+}
+
+// TestFollowerTimeoutAdaptsAndTheFollowerTimesOutOnIt: a follower that heard 8 heartbeats an
+// interval apart times out interval + stall margin after the last, not DW after it; the pass
+// is planned for that moment (6.3), and nothing happens a tick before it.
+func TestFollowerTimeoutAdaptsAndTheFollowerTimesOutOnIt(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(1, "")
+	for range 9 {
+		if r := u.e.HandleHeartBeat(hbReq("n1", 1)); r.Code != protocol.CodeSuccess {
+			t.Fatalf("heartbeat answered %v", r.Code)
+		}
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+	}
+	u.clock.Advance(-u.cfg.HeartBeatInterval)
+	w := u.e.DetectionWindows().Follower
+	if want := u.cfg.HeartBeatInterval + u.cfg.StallThreshold(); w != want {
+		t.Fatalf("follower timeout %v after 8 steady gaps, want %v", w, want)
+	}
+	last := u.clock.Now()
+	if got := u.e.NextPassAt(); !got.Equal(last.Add(w).Add(time.Nanosecond)) && !got.Equal(last.Add(w)) {
+		t.Fatalf("next pass at %v after the last heartbeat, want the window %v", got.Sub(last), w)
+	}
+	u.clock.Advance(w)
+	u.e.Tick()
+	if st := u.e.Status(); st.Role != protocol.FOLLOWER {
+		t.Fatalf("%v exactly the window after the last heartbeat, want still a follower (7.7: more than)", st.Role)
+	}
+	u.clock.Advance(time.Millisecond)
+	u.e.Tick()
+	if st := u.e.Status(); st.Role != protocol.CANDIDATE || st.Term != 1 {
+		t.Fatalf("%v at %d just past the adapted window, want a candidate at the same term", st.Role, st.Term)
+	}
+	if w := u.e.DetectionWindows().Sticky; w != u.cfg.HeartBeatInterval+u.cfg.StallThreshold() {
+		t.Fatalf("stickiness window %v after losing n1, want its follower timeout", w)
+	}
+}
+
+// TestATableKeepsTheFixedWindows: a member with a host's liveness table adapts nothing
+// (docs/protocol.md 14.2): its leader is heard through the table.
+func TestATableKeepsTheFixedWindows(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.e.live = &fakeLive{}
+	u.setTerm(1, "")
+	for range 20 {
+		u.e.HandleHeartBeat(hbReq("n1", 1))
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+	}
+	if w := u.e.DetectionWindows(); w.Follower != u.cfg.DetectionWindow() || w.Quorum != u.cfg.DetectionWindow() {
+		t.Fatalf("with a table: %+v, want the profile's %v", w, u.cfg.DetectionWindow())
+	}
+}
