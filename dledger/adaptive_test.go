@@ -106,3 +106,28 @@ func TestATableKeepsTheFixedWindows(t *testing.T) {
 		t.Fatalf("with a table: %+v, want the profile's %v", w, u.cfg.DetectionWindow())
 	}
 }
+
+// BenchmarkWindows is what the detector adds to a pass of a 5-member leader (check-quorum's
+// window over four links) and of a follower (its timeout): BENCHMARKS.md quotes it.
+func BenchmarkWindows(b *testing.B) {
+	t := &testing.T{}
+	u := newUnit(t, 5, nil)
+	u.makeLeader()
+	answerRounds(t, u, 40, 100*time.Microsecond)
+	b.Run("leader-quorum-window", func(b *testing.B) {
+		for b.Loop() {
+			_ = u.e.quorumWindow()
+		}
+	})
+	b.Run("follower-timeout", func(b *testing.B) {
+		f := newUnit(t, 5, nil)
+		f.setTerm(1, "")
+		for range 40 {
+			f.e.HandleHeartBeat(hbReq("n1", 1))
+			f.clock.Advance(f.cfg.HeartBeatInterval)
+		}
+		for b.Loop() {
+			_ = f.e.followerWindow()
+		}
+	})
+}
