@@ -100,9 +100,10 @@ func (e *Elector) followerTimeout() time.Duration {
 	return e.followerWindow()
 }
 
-// stickyWindow is the back-off after REJECT_ALREADY_HAS_LEADER (7.4 rule 2): a leader exists,
-// and this member's own follower timeout on the link to the leader it lost (if it lost one) is
-// the soonest it could have found that leader gone.
+// stickyWindow is the stickiness window W_s of docs/protocol.md 14.2, the back-off after
+// REJECT_ALREADY_HAS_LEADER (see stickyRetry): a leader exists, and this member's own follower
+// timeout on the link to the leader it lost (if it lost one) is the soonest it could have
+// found that leader gone.
 func (e *Elector) stickyWindow() time.Duration {
 	w := e.cfg.DetectionWindow()
 	if !e.adapts() || e.det.arrivals == nil || e.lost.id == "" {
@@ -112,6 +113,22 @@ func (e *Elector) stickyWindow() time.Duration {
 		w = e.det.arrivals[i].Timeout(e.cfg.DetectorBounds())
 	}
 	return w
+}
+
+// stickyRetry is when a candidate told REJECT_ALREADY_HAS_LEADER asks again (7.4 rule 2):
+// after delay + stickyWindow, except for the probe after losing a leader (7.7) while less than
+// DW has passed since that leader's last heartbeat: then after the probe's grace again (2 x
+// maintainInterval). Followers' adapted timeouts differ by what each measured, so the first to
+// time out may probe a follower of the same silent leader that has not yet timed out; that
+// one's refusal says only "not yet". With the fixed window every follower timed out within
+// the grace of the others; now one waits until at most DW after the last heartbeat, by which
+// every follower has timed out (W_f <= DW). A cut-off member whose leader is healthy probes a
+// few times more in that span, at the same term (L2 unchanged).
+func (e *Elector) stickyRetry(r *voteRound, now time.Time, delay time.Duration) time.Time {
+	if e.adapts() && r.lost >= 0 && now.Before(e.lastLeaderHeartBeat.Add(e.cfg.DetectionWindow())) {
+		return now.Add(2 * e.cfg.MaintainInterval)
+	}
+	return now.Add(delay + e.stickyWindow())
 }
 
 // quorumWindow is the check-quorum window (7.5, 14): the quorum-th smallest of the followers'

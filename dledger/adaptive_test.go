@@ -131,3 +131,45 @@ func BenchmarkWindows(b *testing.B) {
 		}
 	})
 }
+
+// TestAProbeRefusedByASlowerFollowerRetriesSoon (7.4 rule 2, 14.2): the first follower to time
+// out on a silent leader asks again after the probe's grace while another follower of that
+// leader has not timed out yet (less than DW since the last heartbeat), and backs off delay +
+// W_s once DW has passed.
+func TestAProbeRefusedByASlowerFollowerRetriesSoon(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(1, "n1")
+	for range 9 {
+		u.e.HandleHeartBeat(hbReq("n1", 1))
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+	}
+	last := u.clock.Now().Add(-u.cfg.HeartBeatInterval)
+	grace := 2 * u.cfg.MaintainInterval
+	probe := func() time.Time {
+		t.Helper()
+		u.e.Tick()
+		votes := u.tr.takeVotes()
+		if len(votes) != 2 {
+			t.Fatalf("%v: %d vote requests, want a probe to both members (role %v)", u.clock.Now().Sub(last), len(votes), u.e.Status().Role)
+		}
+		for _, v := range votes {
+			if v.to == "n2" {
+				v.done(voteResp("n2", protocol.VoteRejectAlreadyHasLeader, 1), nil)
+			}
+		}
+		u.e.mu.Lock()
+		defer u.e.mu.Unlock()
+		return u.e.nextTimeToRequestVote
+	}
+	u.clock.Set(last.Add(u.e.DetectionWindows().Follower + time.Millisecond))
+	u.e.Tick() // times out
+	u.clock.Advance(grace)
+	if next := probe(); !next.Equal(u.clock.Now().Add(grace)) {
+		t.Fatalf("refused %v after the last heartbeat: next probe in %v, want the grace %v", u.clock.Now().Sub(last), next.Sub(u.clock.Now()), grace)
+	}
+	u.clock.Set(last.Add(u.cfg.DetectionWindow() + time.Millisecond))
+	next := probe()
+	if min := u.cfg.MinVoteInterval + u.e.DetectionWindows().Sticky; next.Sub(u.clock.Now()) < min {
+		t.Fatalf("refused after DW: next probe in %v, want at least delay + W_s = %v", next.Sub(u.clock.Now()), min)
+	}
+}

@@ -247,7 +247,7 @@ func (e *Elector) decideVote(now time.Time) {
 		e.setNextVote(now.Add(delay))
 	case r.alreadyHasLeader: // rule 2
 		res = protocol.WaitToRevote
-		e.setNextVote(now.Add(delay + e.stickyWindow()))
+		e.setNextVote(e.stickyRetry(r, now, delay))
 	case !e.ms.Quorum(r.valid): // rule 3
 		res = protocol.WaitToRevote
 		if e.startingUp(now) && e.startupRank() == 0 {
