@@ -5,6 +5,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger/detect"
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
 // Adaptive failure detection (docs/protocol.md 14): the seam between the elector and package
@@ -100,11 +101,10 @@ func (e *Elector) followerTimeout() time.Duration {
 	return e.followerWindow()
 }
 
-// stickyWindow is the stickiness window W_s of docs/protocol.md 14.2, the back-off after
-// REJECT_ALREADY_HAS_LEADER (see stickyRetry): a leader exists, and this member's own follower
-// timeout on the link to the leader it lost (if it lost one) is the soonest it could have
-// found that leader gone.
-func (e *Elector) stickyWindow() time.Duration {
+// backoffWindow is what the back-off after REJECT_ALREADY_HAS_LEADER adds to the re-vote delay
+// (stickyRetry): a leader exists, and this member's own follower timeout on the link to
+// the leader it lost (if it lost one) is the soonest it could have found that leader gone.
+func (e *Elector) backoffWindow() time.Duration {
 	w := e.cfg.DetectionWindow()
 	if !e.adapts() || e.det.arrivals == nil || e.lost.id == "" {
 		return w
@@ -116,7 +116,7 @@ func (e *Elector) stickyWindow() time.Duration {
 }
 
 // stickyRetry is when a candidate told REJECT_ALREADY_HAS_LEADER asks again (7.4 rule 2):
-// after delay + stickyWindow, except for the probe after losing a leader (7.7) while less than
+// after delay + backoffWindow, except for the probe after losing a leader (7.7) while less than
 // DW has passed since that leader's last heartbeat: then after the probe's grace again (2 x
 // maintainInterval). Followers' adapted timeouts differ by what each measured, so the first to
 // time out may probe a follower of the same silent leader that has not yet timed out; that
@@ -128,7 +128,55 @@ func (e *Elector) stickyRetry(r *voteRound, now time.Time, delay time.Duration) 
 	if e.adapts() && r.lost >= 0 && now.Before(e.lastLeaderHeartBeat.Add(e.cfg.DetectionWindow())) {
 		return now.Add(2 * e.cfg.MaintainInterval)
 	}
-	return now.Add(delay + e.stickyWindow())
+	return now.Add(delay + e.backoffWindow())
+}
+
+// stickyWindow is the stickiness window W_s of docs/protocol.md 14.2: how long after its
+// leader's last heartbeat a follower still refuses a candidate on that leader's behalf (7.1
+// row 6). It is the floor of the link (interval + margin), not the follower's own timeout:
+// followers' timeouts differ by the largest gap each happened to measure, and a follower that
+// times out first and probes must not wait for the slowest one, whose own timeout may be a
+// hundred milliseconds later. A leader heard every interval is never overdue by a margin, so
+// within W_s it is still defended. DW until the link has Min samples, and with a table.
+func (e *Elector) stickyWindow() time.Duration {
+	w := e.cfg.DetectionWindow()
+	if !e.adapts() || e.det.arrivals == nil {
+		return w
+	}
+	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && e.det.arrivals[i].Gaps().Len() >= detect.Min {
+		w = min(w, e.det.arrivals[i].Gaps().Floor(e.cfg.DetectorBounds(), 1))
+	}
+	return w
+}
+
+// corroborate is the follower timeout on corroborated evidence (docs/protocol.md 14.2): a
+// follower asked for a vote at its own term by another member, while its leader is overdue
+// beyond the stickiness window, times out at once (7.7) instead of at its own follower
+// timeout. Another member suspecting the same leader and this member's own evidence agreeing
+// that the leader is overdue beyond the link's floor together suffice; alone, either waits for
+// the follower timeout. Without it, the successor ranked first (7.11) waited for its own,
+// perhaps longer, timeout while the others' probes were answered "not yet".
+func (e *Elector) corroborate(req *protocol.VoteRequest, now time.Time) {
+	if !e.adapts() || e.ms.Role() != protocol.FOLLOWER || req.Term != e.ms.CurrTerm() ||
+		req.LeaderID == e.ms.LeaderID() || e.sticky(now) {
+		return
+	}
+	e.loseLeader(now, "leader "+e.ms.LeaderID()+" overdue, and "+req.LeaderID+" asks for a vote")
+}
+
+// sticky says whether this member still defends its leader against another candidate (7.1
+// row 6): always as the leader itself, and as a follower while its leader was heard within
+// the stickiness window. A follower whose leader is overdue beyond it answers by the rows
+// after 6 (row 7: it voted for that leader in this term), so the first follower to time out on
+// a silent leader is not held up by the others. Safety does not rest on row 6: a leader won
+// its term with a quorum of votes, each of which refuses any other candidate at that term
+// (row 7, S2).
+func (e *Elector) sticky(now time.Time) bool {
+	if e.ms.Role() != protocol.FOLLOWER {
+		return true
+	}
+	heard, _ := e.leaderHeard(now)
+	return now.Sub(heard) <= e.stickyWindow()
 }
 
 // quorumWindow is the check-quorum window (7.5, 14): the quorum-th smallest of the followers'

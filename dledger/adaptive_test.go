@@ -70,8 +70,8 @@ func TestFollowerTimeoutAdaptsAndTheFollowerTimesOutOnIt(t *testing.T) {
 	}
 	u.clock.Advance(-u.cfg.HeartBeatInterval)
 	w := u.e.DetectionWindows().Follower
-	if want := u.cfg.HeartBeatInterval + u.cfg.StallThreshold(); w != want {
-		t.Fatalf("follower timeout %v after 8 steady gaps, want %v", w, want)
+	if want := u.cfg.HeartBeatInterval + u.cfg.StallThreshold(); w != want || u.e.DetectionWindows().Sticky != want {
+		t.Fatalf("follower timeout %v, stickiness %v after 8 steady gaps, want %v", w, u.e.DetectionWindows().Sticky, want)
 	}
 	last := u.clock.Now()
 	if got := u.e.NextPassAt(); !got.Equal(last.Add(w).Add(time.Nanosecond)) && !got.Equal(last.Add(w)) {
@@ -87,8 +87,11 @@ func TestFollowerTimeoutAdaptsAndTheFollowerTimesOutOnIt(t *testing.T) {
 	if st := u.e.Status(); st.Role != protocol.CANDIDATE || st.Term != 1 {
 		t.Fatalf("%v at %d just past the adapted window, want a candidate at the same term", st.Role, st.Term)
 	}
-	if w := u.e.DetectionWindows().Sticky; w != u.cfg.HeartBeatInterval+u.cfg.StallThreshold() {
-		t.Fatalf("stickiness window %v after losing n1, want its follower timeout", w)
+	u.e.mu.Lock()
+	b := u.e.backoffWindow()
+	u.e.mu.Unlock()
+	if b != u.cfg.HeartBeatInterval+u.cfg.StallThreshold() {
+		t.Fatalf("back-off window %v after losing n1, want its follower timeout", b)
 	}
 }
 
@@ -169,7 +172,68 @@ func TestAProbeRefusedByASlowerFollowerRetriesSoon(t *testing.T) {
 	}
 	u.clock.Set(last.Add(u.cfg.DetectionWindow() + time.Millisecond))
 	next := probe()
-	if min := u.cfg.MinVoteInterval + u.e.DetectionWindows().Sticky; next.Sub(u.clock.Now()) < min {
+	u.e.mu.Lock()
+	b := u.e.backoffWindow()
+	u.e.mu.Unlock()
+	if min := u.cfg.MinVoteInterval + b; next.Sub(u.clock.Now()) < min {
 		t.Fatalf("refused after DW: next probe in %v, want at least delay + W_s = %v", next.Sub(u.clock.Now()), min)
+	}
+}
+
+// TestRowSixDefendsTheLeaderOnlyWithinTheStickinessWindow (7.1 row 6, 14.2): a follower whose
+// largest measured gap made its own timeout long refuses another candidate on its leader's
+// behalf only while the leader is within the stickiness window (the link's floor); past it,
+// still a follower, it answers by row 7.
+func TestRowSixDefendsTheLeaderOnlyWithinTheStickinessWindow(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(1, "n1")
+	gaps := []time.Duration{350 * time.Millisecond}
+	for range 9 {
+		gaps = append(gaps, u.cfg.HeartBeatInterval)
+	}
+	for _, g := range gaps {
+		u.e.HandleHeartBeat(hbReq("n1", 1))
+		u.clock.Advance(g)
+	}
+	u.e.HandleHeartBeat(hbReq("n1", 1))
+	w := u.e.DetectionWindows()
+	if w.Sticky >= w.Follower {
+		t.Fatalf("stickiness %v, follower timeout %v: want the stickiness below (a 350 ms gap was measured)", w.Sticky, w.Follower)
+	}
+	last := u.clock.Now()
+	u.clock.Set(last.Add(w.Sticky))
+	if r := u.e.HandleVote(voteReq("n2", 1, -1, -1)); r.VoteResult != protocol.VoteRejectAlreadyHasLeader {
+		t.Fatalf("within the stickiness window: %v, want REJECT_ALREADY_HAS_LEADER", r.VoteResult)
+	}
+	u.clock.Set(last.Add(w.Sticky + time.Millisecond))
+	r := u.e.HandleVote(voteReq("n2", 1, -1, -1))
+	if r.VoteResult != protocol.VoteRejectAlreadyVoted {
+		t.Fatalf("past the stickiness window (%v), before the timeout (%v): %v, want REJECT_ALREADY_VOTED",
+			w.Sticky, w.Follower, r.VoteResult)
+	}
+	// Corroborated (14.2): n2 suspects n1 too, and n1 is overdue beyond the floor: this member
+	// times out at once, at the same term, n1 its lost leader.
+	if st := u.e.Status(); st.Role != protocol.CANDIDATE || st.Term != 1 {
+		t.Fatalf("%v at %d after a corroborated suspicion, want a candidate at term 1", st.Role, st.Term)
+	}
+	if u.e.lost.id != "n1" || u.e.lost.term != 1 {
+		t.Fatalf("lost leader %+v, want n1 at 1", u.e.lost)
+	}
+}
+
+// TestNoCorroborationWithinTheStickinessWindow: a vote request from a member cut off from a
+// healthy leader moves nothing while that leader is heard.
+func TestNoCorroborationWithinTheStickinessWindow(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(1, "n1")
+	for range 10 {
+		u.e.HandleHeartBeat(hbReq("n1", 1))
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+	}
+	u.e.HandleHeartBeat(hbReq("n1", 1))
+	u.clock.Advance(u.e.DetectionWindows().Sticky)
+	u.e.HandleVote(voteReq("n2", 1, -1, -1))
+	if st := u.e.Status(); st.Role != protocol.FOLLOWER || st.LeaderID != "n1" {
+		t.Fatalf("%v of %q after a probe within the stickiness window, want a follower of n1", st.Role, st.LeaderID)
 	}
 }

@@ -435,16 +435,22 @@ func (e *Elector) SetEventsAlarm(set func()) {
 // than DW (leak x interval) → candidate at the same term, remembering the lost leader (E5).
 func (e *Elector) maintainAsFollower(now time.Time) {
 	if heard, _ := e.leaderHeard(now); now.Sub(heard) > e.followerTimeout() {
-		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
-		e.becomeCandidate(term, now, "no heartbeat from leader "+lost)
-		e.lost = lostLeader{id: lost, term: term}
-		// The probe waits two passes' worth, so that the other followers, which heard the same
-		// last heartbeat, have timed out too: one still following would answer
-		// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
-		// (With passes on a 10 ms grid that slack came from the grid; passes now run when due.)
-		if grace := now.Add(2 * e.cfg.MaintainInterval); e.nextTimeToRequestVote.Before(grace) {
-			e.setNextVote(grace)
-		}
+		e.loseLeader(now, "no heartbeat from leader "+e.ms.LeaderID())
+	}
+}
+
+// loseLeader is the follower timeout's step (7.7): candidate at the same term, the leader and
+// term remembered as the lost leader (E5), and the probe after a grace.
+func (e *Elector) loseLeader(now time.Time, why string) {
+	lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
+	e.becomeCandidate(term, now, why)
+	e.lost = lostLeader{id: lost, term: term}
+	// The probe waits two passes' worth, so that the other followers, which heard the same
+	// last heartbeat, have timed out too: one still following would answer
+	// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
+	// (With passes on a 10 ms grid that slack came from the grid; passes now run when due.)
+	if grace := now.Add(2 * e.cfg.MaintainInterval); e.nextTimeToRequestVote.Before(grace) {
+		e.setNextVote(grace)
 	}
 }
 

@@ -336,7 +336,10 @@ func (e *Elector) retryStartUp(r *voteRound, now time.Time) {
 func (e *Elector) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
 	e.mu.Lock()
 	defer e.unlockAndDeliver()
-	return e.handleVote(req, false, e.clock.Now())
+	now := e.clock.Now()
+	resp := e.handleVote(req, false, now)
+	e.corroborate(req, now) // adaptive.go: another member suspects this member's leader too
+	return resp
 }
 
 // handleVote is the decision table of docs/protocol.md 7.1; the first matching row wins. This
@@ -385,7 +388,7 @@ func (e *Elector) voteOnLedgerAndTerm(req *protocol.VoteRequest, resp *protocol.
 		return withResult(resp, protocol.VoteRejectSmallLedgerEndIndex)
 	case req.Term < ms.CurrTerm(): // row 5
 		return withResult(resp, protocol.VoteRejectExpiredVoteTerm)
-	case req.Term == ms.CurrTerm() && e.followsOtherThan(cand): // row 6, widened
+	case req.Term == ms.CurrTerm() && e.followsOtherThan(cand) && e.sticky(e.clock.Now()): // row 6, widened
 		// DLedger's row 6 needs "voted for someone else". We also refuse when this member follows
 		// another leader in this term without having voted in it (it adopted the term from a
 		// vote request and then heard the winner's heartbeat, as a bystander of a transfer
