@@ -68,7 +68,7 @@ func (e *Elector) heardLeader(leader string, now time.Time, first bool) {
 	if first {
 		a.Forget()
 	}
-	a.Heard(now, e.cfg.DetectionWindow())
+	a.Heard(now, e.cfg.DetectorBounds())
 }
 
 // answeredAfter records the round trip of a heartbeat answer from member idx (any answer: it

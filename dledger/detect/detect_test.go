@@ -13,10 +13,10 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // heartbeats feeds a gaps as arrivals, starting at t0, and returns the time of the last.
 func heartbeats(a *Arrivals, at time.Time, gaps ...time.Duration) time.Time {
-	a.Heard(at, lan.Ceiling)
+	a.Heard(at, lan)
 	for _, g := range gaps {
 		at = at.Add(g)
-		a.Heard(at, lan.Ceiling)
+		a.Heard(at, lan)
 	}
 	return at
 }
@@ -88,11 +88,11 @@ func TestWindowsStayWithinBounds(t *testing.T) {
 		var a Arrivals
 		var r RoundTrips
 		at := t0
-		a.Heard(at, lan.Ceiling)
+		a.Heard(at, lan)
 		spread := time.Duration(1 + rnd.Int64N(int64(time.Second)))
 		for range rnd.IntN(3 * Size) {
 			at = at.Add(time.Duration(rnd.Int64N(int64(spread))))
-			a.Heard(at, lan.Ceiling)
+			a.Heard(at, lan)
 			r.Answered(at, at.Add(time.Duration(rnd.Int64N(int64(spread)))))
 		}
 		to := a.Timeout(lan)
@@ -134,7 +134,7 @@ func BenchmarkHeardAndTimeout(b *testing.B) {
 	at := t0
 	for i := 0; i < b.N; i++ {
 		at = at.Add(200 * time.Millisecond)
-		a.Heard(at, lan.Ceiling)
+		a.Heard(at, lan)
 		_ = a.Timeout(lan)
 	}
 }
@@ -155,5 +155,16 @@ func TestAWindowGrowsOnOneSampleButShrinksOnlyOnMin(t *testing.T) {
 	}
 	if got := fast.QuorumWindow(lan); got >= lan.Ceiling {
 		t.Fatalf("%d fast round trips: %v, want below the profile's %v", Min, got, lan.Ceiling)
+	}
+}
+
+// TestABurstOfHeartbeatsDoesNotWidenTheWindow: heartbeats read at once after this member was
+// stopped count as interval-long gaps, not as zero-length ones that would inflate the margin.
+func TestABurstOfHeartbeatsDoesNotWidenTheWindow(t *testing.T) {
+	var a Arrivals
+	at := heartbeats(&a, t0, 0, time.Millisecond, 0, 0)
+	heartbeats(&a, at, repeat(200*time.Millisecond, Min)...)
+	if got, want := a.Timeout(lan), lan.Interval+lan.Margin; got != want {
+		t.Fatalf("after a burst and %d steady gaps: %v, want %v", Min, got, want)
 	}
 }
