@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"slices"
 	"time"
 
 	"github.com/dledger-go/dledger/dledger/detect"
@@ -28,6 +29,8 @@ type adaptive struct {
 	arrivals []detect.Arrivals   // as a follower: gaps between heartbeats from member i
 	rtts     []detect.RoundTrips // as a leader: round trips of heartbeats to member i
 	scratch  []time.Duration     // quorumWindow's buffer, so a pass does not allocate
+	// expScratch is quorumExpiry's buffer.
+	expScratch []time.Time
 }
 
 // DetectorBounds are the bounds detect clamps this configuration's windows to: the
@@ -72,12 +75,36 @@ func (e *Elector) heardLeader(leader string, now time.Time, first bool) {
 }
 
 // answeredAfter records the round trip of a heartbeat answer from member idx (any answer: it
-// measures the link, not the follower's opinion).
-func (e *Elector) answeredAfter(idx int, sentAt, now time.Time) {
+// measures the link, not the follower's opinion); a transport error instead (ok false) forgets
+// what the link measured (linkChanged).
+func (e *Elector) answeredAfter(idx int, sentAt, now time.Time, ok bool) {
+	if !ok {
+		e.linkChanged(idx)
+		return
+	}
 	if e.det.rtts == nil {
 		e.det.rtts = make([]detect.RoundTrips, len(e.ms.Peers()))
 	}
 	e.det.rtts[idx].Answered(sentAt, now)
+}
+
+// linkChanged forgets what the link to member idx measured, so its windows are the profile's
+// until it has Min samples again (docs/protocol.md 14.1): a heartbeat call that failed, or a
+// new connection to the member (PeerReachable), says the link was broken and is being
+// repaired, and a repair (a redial, a handshake, the round that failed meanwhile) takes longer
+// than anything the healthy link showed. Measured on real processes: with the leader's
+// connections reset every second (ss -K), the leader's 400 ms check-quorum window and its
+// followers' 300 ms timeouts ran out during the repairs (3 needless leader changes in 30 s).
+func (e *Elector) linkChanged(idx int) {
+	if idx < 0 {
+		return
+	}
+	if e.det.rtts != nil {
+		e.det.rtts[idx] = detect.RoundTrips{}
+	}
+	if e.det.arrivals != nil {
+		e.det.arrivals[idx] = detect.Arrivals{}
+	}
 }
 
 // followerWindow is the follower timeout on the link to the current leader (7.7, 14).
@@ -177,6 +204,40 @@ func (e *Elector) sticky(now time.Time) bool {
 	}
 	heard, _ := e.leaderHeard(now)
 	return now.Sub(heard) <= e.stickyWindow()
+}
+
+// quorumExpiry is the moment check-quorum steps this leader down (7.5 step 2 and rule 5; it
+// steps down once now is after it). With fixed windows: the quorum acknowledgement time plus
+// DW. Adapted (docs/protocol.md 14.2), each follower has the window of its own link: a
+// follower counts as acknowledging while its newest acknowledgement (never before the
+// election, D3) is within its window, and the leader, counting itself, steps down when fewer
+// than a quorum count. A link that is broken (its samples forgotten, its window the
+// profile's) then neither counts nor shortens the window of those that answer, as one window
+// for all, the quorum's smallest, would: a cut-off follower's reset link made a leader on a
+// slow WAN step down (the simulator's rejoin scenario, seed 96).
+func (e *Elector) quorumExpiry(now time.Time) time.Time {
+	if !e.adapts() || e.det.rtts == nil {
+		return e.quorumAck(now).Add(e.cfg.DetectionWindow())
+	}
+	b := e.cfg.DetectorBounds()
+	exp := e.det.expScratch[:0]
+	for i, p := range e.ms.Peers() {
+		if p.ID == e.ms.SelfID() {
+			continue
+		}
+		ack := e.peerAck(i, now)
+		if ack.Before(e.leaderSince) {
+			ack = e.leaderSince
+		}
+		exp = append(exp, ack.Add(e.det.rtts[i].QuorumWindow(b)))
+	}
+	e.det.expScratch = exp
+	need := memberstate.QuorumSize(len(exp)+1) - 1 // followers, besides this member
+	if need == 0 {
+		return now.Add(e.cfg.DetectionWindow()) // a quorum by itself: never steps down
+	}
+	slices.SortFunc(exp, func(a, b time.Time) int { return b.Compare(a) }) // latest first
+	return exp[need-1]
 }
 
 // quorumWindow is the check-quorum window (7.5, 14): the quorum-th smallest of the followers'

@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -235,5 +236,78 @@ func TestNoCorroborationWithinTheStickinessWindow(t *testing.T) {
 	u.e.HandleVote(voteReq("n2", 1, -1, -1))
 	if st := u.e.Status(); st.Role != protocol.FOLLOWER || st.LeaderID != "n1" {
 		t.Fatalf("%v of %q after a probe within the stickiness window, want a follower of n1", st.Role, st.LeaderID)
+	}
+}
+
+// TestARepairedLinkStartsOver (14.1): a failed heartbeat call, or a new connection to the
+// member, forgets what the link measured: its windows are the profile's until it has Min
+// samples again.
+func TestARepairedLinkStartsOver(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.makeLeader()
+	answerRounds(t, u, 20, 100*time.Microsecond)
+	dw := u.cfg.DetectionWindow()
+	if w := u.e.DetectionWindows().Quorum; w >= dw {
+		t.Fatalf("check-quorum window %v on loopback, want below %v", w, dw)
+	}
+	for _, h := range sendHeartBeats(t, u) {
+		h.done(nil, errors.New("connection reset"))
+	}
+	if w := u.e.DetectionWindows().Quorum; w != dw {
+		t.Fatalf("check-quorum window %v after every call failed, want the profile's %v", w, dw)
+	}
+
+	f := newUnit(t, 3, nil)
+	f.setTerm(1, "n1")
+	for range 10 {
+		f.e.HandleHeartBeat(hbReq("n1", 1))
+		f.clock.Advance(f.cfg.HeartBeatInterval)
+	}
+	if w := f.e.DetectionWindows().Follower; w >= dw {
+		t.Fatalf("follower timeout %v, want adapted below %v", w, dw)
+	}
+	f.e.PeerReachable("n1")
+	if w := f.e.DetectionWindows().Follower; w != dw {
+		t.Fatalf("follower timeout %v after a new connection to the leader, want the profile's %v", w, dw)
+	}
+}
+
+// TestABrokenLinkDoesNotShortenTheOthersWindows (14.2): on a slow WAN, one follower's link
+// breaks (its samples forgotten, its window the profile's 600 ms); the other, still answering
+// 480 ms after each round (in 50 ms steps: 500), keeps the leader in office on its own link's longer window, though
+// its newest acknowledgement is up to 700 ms old.
+func TestABrokenLinkDoesNotShortenTheOthersWindows(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.makeLeader()
+	rtt := 480 * time.Millisecond
+	var pending []sentHeartBeat
+	sent := map[*protocol.HeartBeatRequest]time.Time{}
+	broken := false
+	for step := range 200 { // 10 s in 50 ms steps
+		if step == 60 {
+			broken = true // n2's link breaks after 3 s of answers
+		}
+		u.e.Tick()
+		for _, h := range u.tr.takeHeartBeats() {
+			if h.to == "n2" && broken {
+				h.done(nil, errors.New("connection reset"))
+				continue
+			}
+			sent[h.req] = u.clock.Now()
+			pending = append(pending, h)
+		}
+		u.clock.Advance(50 * time.Millisecond)
+		var keep []sentHeartBeat
+		for _, h := range pending {
+			if u.clock.Now().Sub(sent[h.req]) >= rtt {
+				h.done(hbResp(h.to, protocol.CodeSuccess, h.req.Term), nil)
+			} else {
+				keep = append(keep, h)
+			}
+		}
+		pending = keep
+		if st := u.e.Status(); st.Role != protocol.LEADER {
+			t.Fatalf("%v into the run (n2 broken: %v): %v, want still the leader", time.Duration(step)*50*time.Millisecond, broken, st.Role)
+		}
 	}
 }

@@ -98,7 +98,7 @@ func (e *Elector) quorumAck(now time.Time) time.Time {
 // trip stays below DetectionWindow - HeartBeatInterval (lan: 400 ms; dledger: 4 s), and below
 // the transport's call timeout.
 func (e *Elector) lostQuorum(now time.Time) bool {
-	return now.Sub(e.quorumAck(now)) > e.quorumWindow()
+	return now.After(e.quorumExpiry(now)) // adaptive.go
 }
 
 func (e *Elector) startHeartBeatRound(now time.Time) {
@@ -144,9 +144,7 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 		return // a duplicate
 	}
 	now := e.clock.Now()
-	if err == nil && resp != nil {
-		e.answeredAfter(idx, sentAt, now) // the link's round trip (adaptive.go)
-	}
+	e.answeredAfter(idx, sentAt, now, err == nil && resp != nil) // the link's round trip (adaptive.go)
 	e.peers[idx].noteAnswer(current, sentAt, now, resp, err)
 	if !current {
 		if code == protocol.CodeExpiredTerm && resp.Term > e.ms.CurrTerm() { // D4, late
