@@ -91,14 +91,17 @@ func (s *sim) windowCheck(m *member) {
 	fLo, qLo := b.Interval+b.Margin, b.Interval+detect.QuorumMargins*b.Margin
 	qHi := max(b.Ceiling, b.QuorumCeiling)
 	switch {
-	case w.Follower < min(fLo, b.Ceiling) || w.Follower > b.Ceiling:
+	case !within(w.Follower, min(fLo, b.Ceiling), b.Ceiling):
 		s.fail("WIN", "%s's follower timeout %v is outside [%v, %v]", m.id, w.Follower, fLo, b.Ceiling)
-	case w.Sticky < min(fLo, b.Ceiling) || w.Sticky > b.Ceiling:
+	case !within(w.Sticky, min(fLo, b.Ceiling), b.Ceiling):
 		s.fail("WIN", "%s's stickiness window %v is outside [%v, %v]", m.id, w.Sticky, fLo, b.Ceiling)
-	case w.Quorum < min(qLo, b.Ceiling) || w.Quorum > qHi:
+	case !within(w.Quorum, min(qLo, b.Ceiling), qHi):
 		s.fail("WIN", "%s's check-quorum window %v is outside [%v, %v]", m.id, w.Quorum, qLo, qHi)
 	}
 }
+
+// within says whether lo <= w <= hi: both bounds are windows the rule may reach.
+func within(w, lo, hi time.Duration) bool { return w >= lo && w <= hi }
 
 // calmCheck is CALM, during the L2 watch: no member but the watched one becomes a candidate.
 func (s *sim) calmCheck() {
