@@ -7,7 +7,8 @@ import (
 
 // The simulator's checker tests switch deliberate bugs on through dledger/internal/bugs, so
 // the Elector's public API has no test switch. Two transitions read e.bugs (becomeFollower and
-// endTakeLeadership), and the schedule's list of deadlines (deadlines); no decision table does.
+// endTakeLeadership), the schedule's list of deadlines (deadlines) and the follower timeout's
+// seam (followerTimeout, adaptive.go); no decision table does.
 func init() {
 	bugs.Set = func(elector any, b bugs.Bugs) {
 		e := elector.(*Elector)

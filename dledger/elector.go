@@ -180,6 +180,9 @@ type Elector struct {
 	// in flight, forced recovery.
 	mem       membership
 	onMembers func([]memberstate.Peer) // Options.MembersChanged
+
+	// Adaptive failure detection (adaptive.go, docs/protocol.md 14): per-link samples.
+	det adaptive
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -466,17 +469,23 @@ func (e *Elector) SetEventsAlarm(set func()) {
 // maintainAsFollower is the follower pass (docs/protocol.md 7.7): no valid heartbeat for more
 // than DW (leak x interval) → candidate at the same term, remembering the lost leader (E5).
 func (e *Elector) maintainAsFollower(now time.Time) {
-	if heard, _ := e.leaderHeard(now); now.Sub(heard) > e.cfg.DetectionWindow() {
-		lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
-		e.becomeCandidate(term, now, "no heartbeat from leader "+lost)
-		e.lost = lostLeader{id: lost, term: term}
-		// The probe waits two passes' worth, so that the other followers, which heard the same
-		// last heartbeat, have timed out too: one still following would answer
-		// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
-		// (With passes on a 10 ms grid that slack came from the grid; passes now run when due.)
-		if grace := now.Add(2 * e.cfg.MaintainInterval); e.nextTimeToRequestVote.Before(grace) {
-			e.setNextVote(grace)
-		}
+	if heard, _ := e.leaderHeard(now); now.Sub(heard) > e.followerTimeout() {
+		e.loseLeader(now, "no heartbeat from leader "+e.ms.LeaderID())
+	}
+}
+
+// loseLeader is the follower timeout's step (7.7): candidate at the same term, the leader and
+// term remembered as the lost leader (E5), and the probe after a grace.
+func (e *Elector) loseLeader(now time.Time, why string) {
+	lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
+	e.becomeCandidate(term, now, why)
+	e.lost = lostLeader{id: lost, term: term}
+	// The probe waits two passes' worth, so that the other followers, which heard the same
+	// last heartbeat, have timed out too: one still following would answer
+	// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
+	// (With passes on a 10 ms grid that slack came from the grid; passes now run when due.)
+	if grace := now.Add(2 * e.cfg.MaintainInterval); e.nextTimeToRequestVote.Before(grace) {
+		e.setNextVote(grace)
 	}
 }
 
@@ -487,7 +496,7 @@ func (e *Elector) followerDeadline(now time.Time) deadline {
 	if vouched {
 		return never
 	}
-	return dueAfter(heard.Add(e.cfg.DetectionWindow()))
+	return dueAfter(heard.Add(e.followerTimeout()))
 }
 
 // setNextVote sets when the next vote round may start. Whatever sets it cancels a pending

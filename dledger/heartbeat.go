@@ -98,7 +98,7 @@ func (e *Elector) quorumAck(now time.Time) time.Time {
 // trip stays below DetectionWindow - HeartBeatInterval (lan: 400 ms; dledger: 4 s), and below
 // the transport's call timeout.
 func (e *Elector) lostQuorum(now time.Time) bool {
-	return now.Sub(e.quorumAck(now)) > e.cfg.DetectionWindow()
+	return now.After(e.quorumExpiry(now)) // adaptive.go
 }
 
 func (e *Elector) startHeartBeatRound(now time.Time) {
@@ -147,6 +147,7 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 		return // a duplicate
 	}
 	now := e.clock.Now()
+	e.answeredAfter(idx, sentAt, now, err == nil && resp != nil) // the link's round trip (adaptive.go)
 	e.peers[idx].noteAnswer(current, sentAt, now, resp, err)
 	if err == nil && e.noteConfAck(idx, resp) {
 		return // the configuration committed and the member list moved: the round was dropped
@@ -262,11 +263,13 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 		resp.Code = protocol.CodeExpiredTerm
 	case req.Term == ms.CurrTerm() && ms.LeaderID() == "": // row 4
 		e.becomeFollower(req.Term, sender, now)
+		e.heardLeader(sender, now, true)
 		e.noteSuccessors(sender, req.Successors)
 		e.noteLeaderEpoch(req.Epoch, now)
 		resp.Code = protocol.CodeSuccess
 	case req.Term == ms.CurrTerm() && ms.LeaderID() == sender: // row 5
 		e.lastLeaderHeartBeat = now
+		e.heardLeader(sender, now, false)
 		e.noteSuccessors(sender, req.Successors)
 		e.noteLeaderEpoch(req.Epoch, now)
 		resp.Code = protocol.CodeSuccess
@@ -299,6 +302,7 @@ func (e *Elector) followAtHigherTerm(req *protocol.HeartBeatRequest, resp *proto
 	err := e.ms.AdoptTerm(req.Term, "")
 	if err == nil {
 		e.becomeFollower(req.Term, sender, now)
+		e.heardLeader(sender, now, true)
 		e.noteSuccessors(sender, req.Successors)
 		e.noteLeaderEpoch(req.Epoch, now)
 		resp.Code = protocol.CodeSuccess

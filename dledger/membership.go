@@ -338,6 +338,7 @@ func (e *Elector) applyMembers() error {
 		}
 	}
 	e.peers, e.mem.acks = status, acks
+	e.det.remap(old, peers) // adaptive.go: the links' samples follow their members
 	e.peerstring = memberstate.FormatPeers(peers)
 	if e.onMembers != nil {
 		e.post(membersChanged{tell: e.onMembers, peers: slices.Clone(peers)})

@@ -163,7 +163,7 @@ func (e *Elector) lastSuccessors() string { return e.successorOrder() }
 // table wakes this member (never, if a quorum is vouched for).
 func (e *Elector) checkQuorumDeadline(now time.Time) deadline {
 	if e.live == nil {
-		return dueAfter(e.quorumAck(now).Add(e.cfg.DetectionWindow()))
+		return dueAfter(e.quorumExpiry(now)) // adaptive.go: lostQuorum is true after it
 	}
 	vouched := 1 // this member
 	for i, p := range e.ms.Peers() {

@@ -109,6 +109,8 @@ type Status struct {
 	Peerstring       string
 	// Membership is the configuration (docs/protocol.md 13).
 	Membership MembershipStatus
+	// Windows are the member's adaptive detection windows (docs/protocol.md 14).
+	Windows Windows
 }
 
 // Status returns a consistent snapshot.
@@ -124,6 +126,7 @@ func (e *Elector) Status() Status {
 		Peerstring: e.peerstring,
 		Peers:      make([]PeerStatus, 0, len(ms.Peers())),
 		Membership: e.membershipStatus(),
+		Windows:    e.windows(),
 	}
 	switch ms.Role() {
 	case protocol.FOLLOWER:

@@ -201,6 +201,7 @@ func (e *Elector) PeerReachable(id string) {
 	if id == e.ms.SelfID() || !e.ms.IsPeerMember(id) {
 		return
 	}
+	e.linkChanged(e.peerIndex(id)) // adaptive.go: a new connection has no history
 	e.startUp.reached++
 	now := e.clock.Now()
 	// Pending: rule 3 scheduled it and nothing has set the re-vote time since (setNextVote

@@ -259,7 +259,7 @@ func (e *Elector) decideVote(now time.Time) {
 		e.setNextVote(now.Add(delay))
 	case r.alreadyHasLeader: // rule 2
 		res = protocol.WaitToRevote
-		e.setNextVote(now.Add(delay + e.cfg.DetectionWindow()))
+		e.setNextVote(e.stickyRetry(r, now, delay))
 	case !e.ms.Quorum(r.valid): // rule 3
 		res = protocol.WaitToRevote
 		if e.startingUp(now) && e.startupRank() == 0 {
@@ -348,8 +348,10 @@ func (e *Elector) retryStartUp(r *voteRound, now time.Time) {
 func (e *Elector) HandleVote(req *protocol.VoteRequest) *protocol.VoteResponse {
 	e.mu.Lock()
 	defer e.unlockAndDeliver()
-	resp := e.handleVote(req, false, e.clock.Now())
+	now := e.clock.Now()
+	resp := e.handleVote(req, false, now)
 	e.stampVoteResponse(resp)
+	e.corroborate(req, now) // adaptive.go: another member suspects this member's leader too
 	return resp
 }
 
@@ -405,7 +407,7 @@ func (e *Elector) voteOnLedgerAndTerm(req *protocol.VoteRequest, resp *protocol.
 		return withResult(resp, protocol.VoteRejectExpiredVoteTerm)
 	case e.configFences(req.Term): // row F (docs/protocol.md 13.5): a leader of this term changed members
 		return withResult(resp, protocol.VoteRejectAlreadyVoted)
-	case req.Term == ms.CurrTerm() && e.followsOtherThan(cand): // row 6, widened
+	case req.Term == ms.CurrTerm() && e.followsOtherThan(cand) && e.sticky(e.clock.Now()): // row 6, widened
 		// DLedger's row 6 needs "voted for someone else". We also refuse when this member follows
 		// another leader in this term without having voted in it (it adopted the term from a
 		// vote request and then heard the winner's heartbeat, as a bystander of a transfer

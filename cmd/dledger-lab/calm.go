@@ -29,6 +29,15 @@ changes, term increases and term increases by the faulted member (the target is 
                  (default 50 ms per second, so it is held for ~950 ms at a time: longer than
                  the lan detection window; v2 cpu.max or v1 cpu.cfs_quota_us, needs root),
                  else stopped 50 ms of every 100 ms by SIGSTOP
+  noisy-leader   the leader's round trip to every member jumps from loopback to 100 ms and
+                 back every 10 s (a noisy neighbour; user-space delay proxies)
+  slow-follower  the link between the leader and one follower turns slow, 50 +- 10 ms one
+                 way, and stays so
+  leader-stw     SIGSTOP the leader for 50 ms every second (a stop-the-world pause)
+  slow-links     every link --delay +- --jitter one way (default 200 +- 50 ms) from the
+                 start; leaderless_ms / duration_s is the leaderless share
+  leader-stall   (by name only, not in all) SIGSTOP the leader for twice the follower timeout
+                 its followers report, then SIGCONT: one leader change per stall, never two
 One line per scenario, then the summary:
   calm: summary members=N profile=P scenarios=S ran=R skipped=K broken=B faults=F leader_changes=C term_increases=T faulted_term_increases=U violations=V elected=E
 (leader_changes: changes of the (leader, term) a quorum reports; elected: "becomes leader" lines in
@@ -51,6 +60,8 @@ func runCalm(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.CPUQuota, "cpu-quota", 0.05, "cpu-starved: the member's share of one CPU (cgroup method)")
 	fs.DurationVar(&o.CPUPeriod, "cpu-period", time.Second, "cpu-starved: the period the quota applies to (cgroup method)")
 	fs.StringVar(&o.CPUMethod, "cpu-method", calm.CPUMethodAuto, "cpu-starved: auto (cgroup if possible), cgroup or sigstop")
+	fs.DurationVar(&o.Delay, "delay", 200*time.Millisecond, "slow-links: one-way delay on every link")
+	fs.DurationVar(&o.Jitter, "jitter", 50*time.Millisecond, "slow-links: the delay varies by +- this much")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work dir (member logs, data dirs) after the run")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "the members' log level")
 	fs.StringVar(&o.Group, "group", "bench", "replica group name")

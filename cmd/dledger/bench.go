@@ -92,6 +92,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (harness.Options, int, boo
 	fs.StringVar(&o.Binary, "binary", "", "the dledger executable to run as members (default: this executable)")
 	fs.DurationVar(&o.Poll, "poll", 2*time.Millisecond, "status polling period while measuring (1ms-10ms)")
 	fs.DurationVar(&o.Settle, "settle", 0, "watch this long after convergence for needless leader changes (default 2 x detection window)")
+	fs.DurationVar(&o.Warm, "warm", 0, "let the group run stable this long before each fault, so every link's adaptive window has adapted (default 0)")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "a trial not converged by then fails (default 10 x (detection window + max vote round) + 5s)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work dir (member logs, data dirs) after a successful run")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "the members' log level (their logs go to files in the work dir)")

@@ -57,6 +57,8 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                                        changed at once (implies --reconfig)
                     commit-new-quorum  a configuration commits on a quorum of its   S7 (S6, S1)
                                        own voters, not the old one's (--reconfig)
+                    window-below-floor followers wait a quarter of their adapted  CALM (rejoin scenario)
+                                       timeout, below its floor
 
 flags:
 `

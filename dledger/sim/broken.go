@@ -36,17 +36,21 @@ import (
 //	two-voters         a promote also removes another voter (reconfigurations)     S7 (S6, S1)
 //	commit-new-quorum  a proposal commits on a quorum of its own voters, not the
 //	                   committed configuration's (reconfigurations)                 S7 (S6, S1)
+//	window-below-floor the follower pass waits a quarter of the follower timeout the
+//	                   detector gives it (detect.go; dledger/adaptive.go)            CALM
 //
-// keep-lost-round and endless-take are transitions inside the elector that forget a reset, and
-// forget-deadline is a deadline the elector's schedule forgets; two-voters and commit-new-quorum
-// are the leader's own proposal and commit rules; nothing outside it can reach them, so they
-// are switched on through dledger/internal/bugs (startMember).
+// keep-lost-round and endless-take are transitions inside the elector that forget a reset,
+// forget-deadline is a deadline the elector's schedule forgets, two-voters and
+// commit-new-quorum are the leader's own proposal and commit rules, and window-below-floor is
+// the elector's use of a window; nothing outside it can reach them, so they are switched on
+// through dledger/internal/bugs (startMember). WIN checks the windows the detector gives the
+// elector, so it cannot see the last one: CALM, the behaviour, must.
 
 // bugs is the elector's internal switch for b (zero for every bug injected from outside).
 func (b Broken) bugs() bugs.Bugs {
 	return bugs.Bugs{KeepLostRound: b == BrokenKeepLostRound, EndlessTake: b == BrokenEndlessTake,
 		ForgetPreferredDeadline: b == BrokenForgetDeadline, TwoVoterChange: b == BrokenTwoVoters,
-		CommitOnNewQuorum: b == BrokenCommitNewQuorum}
+		CommitOnNewQuorum: b == BrokenCommitNewQuorum, WindowBelowFloor: b == BrokenWindowBelowFloor}
 }
 
 // electorOptions is opt with the bugs that live in an elector's options.

@@ -24,6 +24,7 @@ func TestCheckerCatchesBrokenRules(t *testing.T) {
 		{BrokenNoAbstain, "", []string{"S4"}},
 		{BrokenGoneOnCut, ScenarioRejoin, []string{"L2"}},
 		{BrokenForgetDeadline, "", []string{"PASS"}},
+		{BrokenWindowBelowFloor, ScenarioRejoin, []string{"CALM"}},
 	} {
 		t.Run(string(c.broken), func(t *testing.T) {
 			const maxSeeds = 50

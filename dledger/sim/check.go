@@ -70,6 +70,7 @@ func (s *sim) check() {
 		s.chk.observe(m)
 		s.chk.observeConfig(m)
 		s.chk.takeEvents(m)
+		s.windowCheck(m)
 		s.probePass(m)
 	}
 	s.touched = 0

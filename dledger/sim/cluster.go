@@ -217,36 +217,11 @@ func (c *Cluster) Isolate(id string, cut bool) {
 
 // Stop freezes the member's process (SIGSTOP): no passes; what reaches it (requests,
 // answers, timeouts) waits until Resume.
-func (c *Cluster) Stop(id string) {
-	m := c.m(id)
-	if m.up {
-		m.stopped = true
-		m.stops++
-		c.s.note("%s stopped", id)
-	}
-}
+func (c *Cluster) Stop(id string) { c.s.stop(c.m(id)) }
 
 // Resume continues a stopped member (SIGCONT). With passFirst its first pass runs before it
 // reads what reached it while stopped, else after; a real process does either.
-func (c *Cluster) Resume(id string, passFirst bool) {
-	m := c.m(id)
-	if !m.stopped {
-		return
-	}
-	m.stopped = false
-	c.s.note("%s resumed", id)
-	c.s.touch(m)
-	if passFirst {
-		m.e.Tick()
-		m.e.NextPassAt() // re-plan, as the driver does after every pass (the alarm queues it)
-	}
-	held := m.held
-	m.held = nil
-	for _, f := range held {
-		f()
-	}
-	c.s.check()
-}
+func (c *Cluster) Resume(id string, passFirst bool) { c.s.resume(c.m(id), passFirst) }
 
 // TransferLeadership asks member from, as an admin would, to hand leadership to member to;
 // done receives the answer (from a later event, or at once).

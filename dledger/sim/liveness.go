@@ -56,7 +56,7 @@ func (s *sim) beginHeal(why string) {
 	s.phaseID++
 	r := s.rngFault
 	s.mend()
-	s.net.p = calm
+	s.net.p = s.det.link
 	s.tear = 0
 	for _, m := range s.members {
 		m.lagging = false
@@ -153,6 +153,7 @@ func (s *sim) liveCheck() {
 		if !l.up || l.ms.Role() != protocol.LEADER || l.ms.CurrTerm() != s.live.watchTerm {
 			s.fail("L2", "leader %s of term %d lost leadership while a follower was cut off or rejoining", l.id, s.live.watchTerm)
 		}
+		s.calmCheck()
 	}
 }
 
@@ -202,21 +203,9 @@ func (s *sim) rejoinWatch() {
 			}
 			f := s.members[(l.idx+1+r.IntN(len(s.members)-1))%len(s.members)]
 			s.live.watching, s.live.watchLeader, s.live.watchTerm = true, l, term
-			if s.leaderOnly {
-				s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: "cut off " + f.id + " from the leader " + l.id + " only"})
-				s.cutLink(f, l)
-				s.cutLink(l, f)
-			} else {
-				s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: "cut off " + f.id + " from every member"})
-				for _, o := range s.members {
-					if o != f {
-						s.cutLink(f, o)
-						s.cutLink(o, f)
-					}
-				}
-			}
+			undo := s.watchFault(f, l) // a cut, or a stop (detect.go)
 			s.inPhase(between(r, dw, 5*dw), func() {
-				s.mend()
+				undo()
 				s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: f.id + " rejoins"})
 				s.inPhase(3*dw+s.cfg.MaxVoteRound()+s.cfg.MaxVoteInterval, func() { s.finished = true })
 			})

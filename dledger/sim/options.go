@@ -56,13 +56,17 @@ const (
 	// alone, not of the committed configuration's (issue 31): S7, or S6 / S1. It implies
 	// Options.Reconfig.
 	BrokenCommitNewQuorum Broken = "commit-new-quorum"
+	// BrokenWindowBelowFloor: the follower pass uses a quarter of the follower timeout the
+	// detector gives it (docs/protocol.md 14), below the floor the measured jitter justifies:
+	// followers of a healthy leader time out between its heartbeats (CALM, rejoin scenario).
+	BrokenWindowBelowFloor Broken = "window-below-floor"
 )
 
 // BrokenModes lists the deliberate bugs the simulator can switch on.
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
 		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut,
-		BrokenForgetDeadline, BrokenHostNeverStale, BrokenTwoVoters, BrokenCommitNewQuorum}
+		BrokenForgetDeadline, BrokenHostNeverStale, BrokenTwoVoters, BrokenCommitNewQuorum, BrokenWindowBelowFloor}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in

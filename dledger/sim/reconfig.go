@@ -81,28 +81,13 @@ func (s *sim) pause(m *member, d time.Duration) {
 	m.stopped = true
 	m.stops++
 	s.note("%s paused for %v", m.id, d)
-	s.inPhase(d, func() { s.resume(m) })
-}
-
-// resume continues a paused member: its first pass, late, then what waited for it.
-func (s *sim) resume(m *member) {
-	if !m.up || !m.stopped {
-		return
-	}
-	m.stopped = false
-	s.note("%s resumed", m.id)
-	s.touch(m)
-	held := m.held
-	m.held = nil
-	for _, f := range held {
-		f()
-	}
+	s.inPhase(d, func() { s.resume(m, false) }) // resume: detect.go
 }
 
 // resumeAll ends every pause (a heal).
 func (s *sim) resumeAll() {
 	for _, m := range s.members {
-		s.resume(m)
+		s.resume(m, false)
 	}
 }
 

@@ -29,6 +29,7 @@ type sim struct {
 	// leaderOnly: in half the rejoin runs the follower is cut off from the leader only (it
 	// still reaches the others), the asymmetric case; else from every member.
 	leaderOnly bool
+	det        detState // detect.go: the run's calm network, pauses, WIN and CALM
 	peers      []memberstate.Peer
 	quorum     int
 	now        time.Duration
@@ -110,6 +111,7 @@ func newSim(o Options, cfg dledger.Config) *sim {
 		s.tr.add(record{at: 0, kind: rPhase, a: -1, b: -1, note: "preferred leader " + s.preferred})
 	}
 	s.chooseStart(7, 8)
+	s.chooseLink(stream(11))
 	return s
 }
 

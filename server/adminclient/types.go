@@ -36,6 +36,11 @@ type StatusJSON struct {
 	ConfigEpoch   int64  `json:"configEpoch"`
 	ConfigSource  string `json:"configSource,omitempty"`
 	ConfigWarning string `json:"configWarning,omitempty"`
+	// FollowerTimeoutMs and CheckQuorumMs are the adaptive detection windows (docs/protocol.md
+	// 14): the follower timeout on the link to the current leader (the profile's detection
+	// window when there is none) and the check-quorum window.
+	FollowerTimeoutMs int64 `json:"followerTimeoutMs"`
+	CheckQuorumMs     int64 `json:"checkQuorumMs"`
 }
 
 // PeerJSON is one member as this member sees it. Alive, ledger and lastAck are known only on

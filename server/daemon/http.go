@@ -37,7 +37,8 @@ func toJSON(st dledger.Status, now time.Time) adminclient.StatusJSON {
 		LeaderID: st.LeaderID, VoteFor: st.VoteFor, LedgerEndTerm: st.Ledger.Term, LedgerEndIndex: st.Ledger.Index,
 		KnownMaxTermInGroup: st.KnownMaxTermInGroup, LastParseResult: st.LastParseResult.String(),
 		LastHeartBeatMsAgo: msAgo(st.LastHeartBeat, now), TakingLeadership: st.TakingLeadership,
-		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []adminclient.PeerJSON{}, Abstaining: !st.LedgerKnown}
+		TransferringTo: st.TransferringTo, PeersString: st.Peerstring, Peers: []adminclient.PeerJSON{}, Abstaining: !st.LedgerKnown,
+		FollowerTimeoutMs: st.Windows.Follower.Milliseconds(), CheckQuorumMs: st.Windows.Quorum.Milliseconds()}
 	out.ConfigEpoch = int64(st.Membership.Epoch)
 	for _, p := range st.Peers {
 		pj := adminclient.PeerJSON{ID: p.ID, Addr: p.Addr, Self: p.Self, Kind: peerKind(st.Membership, p)}

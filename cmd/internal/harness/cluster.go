@@ -43,6 +43,15 @@ type Cluster struct {
 	peers   string
 	keyFile string // the group key of the current layout
 	Members []*Member
+	delay   *DelayNet // nil: members reach each other directly (UseDelayNet)
+}
+
+// UseDelayNet starts the members from then on behind d: each with a peers string of its own,
+// which names d's proxies for the other members (DelayNet).
+func (c *Cluster) UseDelayNet(d *DelayNet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.delay = d
 }
 
 func NewCluster(o Options, dir string) *Cluster { return &Cluster{opts: o, dir: dir} }
@@ -131,8 +140,16 @@ func (c *Cluster) Start(i int) error {
 		return errors.New("benchmark is shutting down")
 	}
 	m := c.Members[i]
+	peers := c.peers
+	if c.delay != nil {
+		ids := make([]string, len(c.Members))
+		for j, o := range c.Members {
+			ids[j] = o.ID
+		}
+		peers = c.delay.Peers(i, ids)
+	}
 	argv := []string{c.opts.Binary, "server", "--group", c.opts.Group, "--id", m.ID,
-		"--peers", c.peers, "--data-dir", m.DataDir, "--http", m.HTTPAddr, "--key-file", c.keyFile,
+		"--peers", peers, "--data-dir", m.DataDir, "--http", m.HTTPAddr, "--key-file", c.keyFile,
 		"--profile", c.opts.Profile, "--log-level", c.opts.LogLevel}
 	if m.NS != "" {
 		argv = inNamespace(m, argv) // see memberNet

@@ -59,8 +59,13 @@ type Options struct {
 	Poll     time.Duration // status polling period while measuring
 	Settle   time.Duration // how long to keep watching for needless leader changes; 0: default
 	Timeout  time.Duration // a trial that has not converged by then failed; 0: default
-	Keep     bool          // keep the work dir (logs, data dirs) even on success
-	LogLevel string        // the members' --log-level
+	// Warm is how long the group runs stable before each fault (0: none). The adaptive
+	// detector (docs/protocol.md 14) keeps the profile's window on a link until it has heard
+	// 8 heartbeats on it, so a member restored just before a fault still waits the whole
+	// window: Warm measures the steady state, where every link has adapted.
+	Warm     time.Duration
+	Keep     bool   // keep the work dir (logs, data dirs) even on success
+	LogLevel string // the members' --log-level
 	Group    string
 	Out      io.Writer // progress and summary lines; nil: none
 
@@ -105,8 +110,8 @@ func (o *Options) check() error {
 		return err
 	}
 	switch {
-	case o.Settle < 0 || o.Timeout < 0:
-		return errors.New("--settle and --timeout must not be negative")
+	case o.Settle < 0 || o.Timeout < 0 || o.Warm < 0:
+		return errors.New("--settle, --timeout and --warm must not be negative")
 	case o.Group == "" || strings.ContainsAny(o.Group, " ;"):
 		return fmt.Errorf("--group %q: want a non-empty name without spaces or ';'", o.Group)
 	}
@@ -332,6 +337,9 @@ func (b *bench) runLeaderFaults(ctx context.Context) error {
 func (b *bench) leaderFaultTrial(ctx context.Context, old Leader) (trialResult, error) {
 	target := b.c.Index(old.ID)
 	live := b.c.Others(target)
+	if b.opts.Warm > 0 && !sleepFor(ctx, b.opts.Warm) {
+		return trialResult{}, ctx.Err()
+	}
 	if err := b.randomPhase(ctx); err != nil {
 		return trialResult{}, err
 	}
@@ -411,4 +419,16 @@ func (b *bench) coldStartTrial(ctx context.Context) (trialResult, error) {
 func (b *bench) record(i int, r trialResult) {
 	b.stats.add(r)
 	fmt.Fprintln(b.out, r.progressLine(i, b.opts))
+}
+
+// sleepFor waits d, or until ctx ends (false).
+func sleepFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -28,6 +28,10 @@ type Bugs struct {
 	// CommitOnNewQuorum: the leader commits a proposed configuration once a quorum of the
 	// proposed configuration's voters stored it, not of the committed one's (issue 31).
 	CommitOnNewQuorum bool
+	// WindowBelowFloor: the follower pass uses a quarter of the follower timeout the detector
+	// gives it, a window below the floor the measured jitter justifies (docs/protocol.md 14):
+	// followers time out between two heartbeats of a healthy leader (caught as CALM).
+	WindowBelowFloor bool
 }
 
 // Set switches b on in elector, which must be a *dledger.Elector (typed any because this

@@ -34,10 +34,18 @@ const (
 	CalmLeaderResets = "leader-resets" // reset every TCP connection of the live leader (ss -K)
 	CalmRestartLoop  = "restart-loop"  // kill a follower (kill -9, SIGTERM alternately) and restart it
 	CalmCPUStarved   = "cpu-starved"   // a follower limited to a sliver of one CPU (cgroup; else SIGSTOP duty cycle)
+	// Issue 35 (links.go): slow links, a leader whose round trip jumps, one slow follower, and
+	// a leader's stop-the-world pauses.
+	CalmSlowLinks    = "slow-links"
+	CalmNoisyLeader  = "noisy-leader"
+	CalmSlowFollower = "slow-follower"
+	CalmLeaderSTW    = "leader-stw"
+	CalmLeaderStall  = "leader-stall" // by name only, not in "all": it moves leadership once per stall
 )
 
 // CalmScenarios is the whole set, in the order `--scenario all` runs it.
-var CalmScenarios = []string{CalmFlapFollower, CalmFlapLink, CalmLeaderResets, CalmRestartLoop, CalmCPUStarved}
+var CalmScenarios = []string{CalmFlapFollower, CalmFlapLink, CalmLeaderResets, CalmRestartLoop, CalmCPUStarved,
+	CalmNoisyLeader, CalmSlowFollower, CalmLeaderSTW, CalmSlowLinks}
 
 // How cpu-starved limits the member.
 const (
@@ -76,7 +84,9 @@ type Options struct {
 	CPUQuota  float64       // cpu-starved: the member's share of one CPU (cgroup method)
 	CPUPeriod time.Duration // cpu-starved: the quota's period (cgroup method)
 	CPUMethod string
-	Out       io.Writer // progress and report lines; nil: none
+	// Delay and Jitter: slow-links' one-way delay on every link, delay +- jitter.
+	Delay, Jitter time.Duration
+	Out           io.Writer // progress and report lines; nil: none
 
 	base     harness.Options // what the shared cluster and poller code needs
 	resolved bool
@@ -90,7 +100,7 @@ func ParseCalmScenarios(s string) ([]string, error) {
 	var out []string
 	for _, x := range strings.Split(s, ",") {
 		x = strings.TrimSpace(x)
-		if !contains(CalmScenarios, x) {
+		if !contains(CalmScenarios, x) && x != CalmLeaderStall {
 			return nil, fmt.Errorf("--scenario %q: want all or a comma-separated list of %s", x, strings.Join(CalmScenarios, ", "))
 		}
 		if !contains(out, x) {
@@ -141,12 +151,14 @@ func (o *Options) check() error {
 		return harness.CheckPoll(o.Poll)
 	case o.Settle < 0:
 		return errors.New("--settle must not be negative")
+	case o.Delay < 0 || o.Jitter < 0 || o.Jitter > o.Delay:
+		return fmt.Errorf("--delay %v --jitter %v: want 0 <= jitter <= delay", o.Delay, o.Jitter)
 	}
 	if err := o.checkCPU(); err != nil {
 		return err
 	}
 	for _, s := range o.Scenarios {
-		if !contains(CalmScenarios, s) {
+		if !contains(CalmScenarios, s) && s != CalmLeaderStall {
 			return fmt.Errorf("--scenario %q: unknown", s)
 		}
 	}

@@ -24,6 +24,12 @@ func (r *calmRun) failpoint(scenario string) harness.Failpoint {
 		return &leaderResets{r}
 	case CalmRestartLoop:
 		return &restartLoop{r}
+	case CalmSlowLinks, CalmNoisyLeader, CalmSlowFollower:
+		return r.delayedFault(scenario)
+	case CalmLeaderSTW:
+		return &leaderSTW{r}
+	case CalmLeaderStall:
+		return &leaderStall{r: r}
 	}
 	return &cpuStarved{r: r}
 }

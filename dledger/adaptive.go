@@ -1,0 +1,304 @@
+package dledger
+
+import (
+	"slices"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger/detect"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// Adaptive failure detection (docs/protocol.md 14): the seam between the elector and package
+// detect. Per link the elector keeps what detect measures (a follower's heartbeat gaps from
+// each member it followed, a leader's heartbeat round trips to each follower), and asks detect
+// for three windows in place of the profile's fixed detection window:
+//
+//   - the follower timeout (7.7): how long a follower waits without a heartbeat;
+//   - the check-quorum window (7.5): how old the quorum's acknowledgement may be;
+//   - the stickiness window (7.4 rule 2): how long a candidate told REJECT_ALREADY_HAS_LEADER
+//     backs off before asking again (its own follower timeout would have to run out first).
+//
+// Windows are timing only: nothing here touches a vote, a term or the store, so S1-S5 hold
+// whatever they are (section 14 gives the argument). A member with a host's liveness table
+// keeps the profile's windows: its followers hear their leader through the table's frames,
+// whose own freshness bound is the detector there (section 12).
+
+// adaptive is an elector's per-link detector state, aligned with ms.Peers().
+type adaptive struct {
+	arrivals []detect.Arrivals   // as a follower: gaps between heartbeats from member i
+	rtts     []detect.RoundTrips // as a leader: round trips of heartbeats to member i
+	scratch  []time.Duration     // quorumWindow's buffer, so a pass does not allocate
+	// expScratch is quorumExpiry's buffer.
+	expScratch []time.Time
+}
+
+// DetectorBounds are the bounds detect clamps this configuration's windows to: the
+// heartbeat interval, the stall threshold as the smallest margin, the fixed detection window
+// as the ceiling, and the rpc call timeout plus an interval as the check-quorum ceiling (the
+// server's call timeout is max(1 s, DW - interval), docs/protocol.md 6.2).
+func (c Config) DetectorBounds() detect.Bounds {
+	callTimeout := max(time.Second, c.DetectionWindow()-c.HeartBeatInterval)
+	return detect.Bounds{Interval: c.HeartBeatInterval, Margin: c.StallThreshold(),
+		Ceiling: c.DetectionWindow(), QuorumCeiling: callTimeout + c.HeartBeatInterval}
+}
+
+// adapts says whether this member adapts its windows: not with a liveness table (above).
+func (e *Elector) adapts() bool { return e.live == nil }
+
+// remap follows a change of the member list (membership.go, applyMembers; docs/protocol.md
+// 13): each link keeps what it measured, found by member id; a new member's link starts with
+// no samples, so its windows are the profile's until it has some.
+func (d *adaptive) remap(old, peers []memberstate.Peer) {
+	arrivals, rtts := d.arrivals, d.rtts
+	d.arrivals, d.rtts = nil, nil
+	if arrivals != nil {
+		d.arrivals = make([]detect.Arrivals, len(peers))
+	}
+	if rtts != nil {
+		d.rtts = make([]detect.RoundTrips, len(peers))
+	}
+	for i, p := range peers {
+		j := slices.IndexFunc(old, func(q memberstate.Peer) bool { return q.ID == p.ID })
+		if j >= 0 && j < len(arrivals) {
+			d.arrivals[i] = arrivals[j]
+		}
+		if j >= 0 && j < len(rtts) {
+			d.rtts[i] = rtts[j]
+		}
+	}
+}
+
+// peerIndex is id's place in ms.Peers(), or -1.
+func (e *Elector) peerIndex(id string) int {
+	for i, p := range e.ms.Peers() {
+		if p.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// heardLeader records a heartbeat from leader that arrived at now (7.6 rows 4, 5 and 7a). A
+// heartbeat that made this member a follower (first) starts a new run: the gap from the
+// leader's heartbeats of an earlier leadership measures nothing.
+func (e *Elector) heardLeader(leader string, now time.Time, first bool) {
+	i := e.peerIndex(leader)
+	if i < 0 {
+		return
+	}
+	if e.det.arrivals == nil {
+		e.det.arrivals = make([]detect.Arrivals, len(e.ms.Peers()))
+	}
+	a := &e.det.arrivals[i]
+	if first {
+		a.Forget()
+	}
+	a.Heard(now, e.cfg.DetectorBounds())
+}
+
+// answeredAfter records the round trip of a heartbeat answer from member idx (any answer: it
+// measures the link, not the follower's opinion); a transport error instead (ok false) forgets
+// what the link measured (linkChanged).
+func (e *Elector) answeredAfter(idx int, sentAt, now time.Time, ok bool) {
+	if !ok {
+		e.linkChanged(idx)
+		return
+	}
+	if e.det.rtts == nil {
+		e.det.rtts = make([]detect.RoundTrips, len(e.ms.Peers()))
+	}
+	e.det.rtts[idx].Answered(sentAt, now)
+}
+
+// linkChanged forgets what the link to member idx measured, so its windows are the profile's
+// until it has Min samples again (docs/protocol.md 14.1): a heartbeat call that failed, or a
+// new connection to the member (PeerReachable), says the link was broken and is being
+// repaired, and a repair (a redial, a handshake, the round that failed meanwhile) takes longer
+// than anything the healthy link showed. Measured on real processes: with the leader's
+// connections reset every second (ss -K), the leader's 400 ms check-quorum window and its
+// followers' 300 ms timeouts ran out during the repairs (3 needless leader changes in 30 s).
+func (e *Elector) linkChanged(idx int) {
+	if idx < 0 {
+		return
+	}
+	if e.det.rtts != nil {
+		e.det.rtts[idx] = detect.RoundTrips{}
+	}
+	if e.det.arrivals != nil {
+		e.det.arrivals[idx] = detect.Arrivals{}
+	}
+}
+
+// followerWindow is the follower timeout on the link to the current leader (7.7, 14).
+func (e *Elector) followerWindow() time.Duration {
+	w := e.cfg.DetectionWindow()
+	if !e.adapts() || e.det.arrivals == nil {
+		return w
+	}
+	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 {
+		w = e.det.arrivals[i].Timeout(e.cfg.DetectorBounds())
+	}
+	return w
+}
+
+// followerTimeout is the window the follower pass waits (7.7): followerWindow, through the
+// simulator's planted bug window-below-floor (bugs.go), which uses a quarter of it.
+func (e *Elector) followerTimeout() time.Duration {
+	if e.bugs.WindowBelowFloor {
+		return e.followerWindow() / 4
+	}
+	return e.followerWindow()
+}
+
+// backoffWindow is what the back-off after REJECT_ALREADY_HAS_LEADER adds to the re-vote delay
+// (stickyRetry): a leader exists, and this member's own follower timeout on the link to
+// the leader it lost (if it lost one) is the soonest it could have found that leader gone.
+func (e *Elector) backoffWindow() time.Duration {
+	w := e.cfg.DetectionWindow()
+	if !e.adapts() || e.det.arrivals == nil || e.lost.id == "" {
+		return w
+	}
+	if i := e.peerIndex(e.lost.id); i >= 0 {
+		w = e.det.arrivals[i].Timeout(e.cfg.DetectorBounds())
+	}
+	return w
+}
+
+// stickyRetry is when a candidate told REJECT_ALREADY_HAS_LEADER asks again (7.4 rule 2):
+// after delay + backoffWindow, except for the probe after losing a leader (7.7) while less than
+// DW has passed since that leader's last heartbeat: then after the probe's grace again (2 x
+// maintainInterval). Followers' adapted timeouts differ by what each measured, so the first to
+// time out may probe a follower of the same silent leader that has not yet timed out; that
+// one's refusal says only "not yet". With the fixed window every follower timed out within
+// the grace of the others; now one waits until at most DW after the last heartbeat, by which
+// every follower has timed out (W_f <= DW). A cut-off member whose leader is healthy probes a
+// few times more in that span, at the same term (L2 unchanged).
+func (e *Elector) stickyRetry(r *voteRound, now time.Time, delay time.Duration) time.Time {
+	if e.adapts() && r.lost >= 0 && now.Before(e.lastLeaderHeartBeat.Add(e.cfg.DetectionWindow())) {
+		return now.Add(2 * e.cfg.MaintainInterval)
+	}
+	return now.Add(delay + e.backoffWindow())
+}
+
+// stickyWindow is the stickiness window W_s of docs/protocol.md 14.2: how long after its
+// leader's last heartbeat a follower still refuses a candidate on that leader's behalf (7.1
+// row 6). It is the floor of the link (interval + margin), not the follower's own timeout:
+// followers' timeouts differ by the largest gap each happened to measure, and a follower that
+// times out first and probes must not wait for the slowest one, whose own timeout may be a
+// hundred milliseconds later. A leader heard every interval is never overdue by a margin, so
+// within W_s it is still defended. DW until the link has Min samples, and with a table.
+func (e *Elector) stickyWindow() time.Duration {
+	w := e.cfg.DetectionWindow()
+	if !e.adapts() || e.det.arrivals == nil {
+		return w
+	}
+	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && e.det.arrivals[i].Gaps().Len() >= detect.Min {
+		w = min(w, e.det.arrivals[i].Gaps().Floor(e.cfg.DetectorBounds(), 1))
+	}
+	return w
+}
+
+// corroborate is the follower timeout on corroborated evidence (docs/protocol.md 14.2): a
+// follower asked for a vote at its own term by another member, while its leader is overdue
+// beyond the stickiness window, times out at once (7.7) instead of at its own follower
+// timeout. Another member suspecting the same leader and this member's own evidence agreeing
+// that the leader is overdue beyond the link's floor together suffice; alone, either waits for
+// the follower timeout. Without it, the successor ranked first (7.11) waited for its own,
+// perhaps longer, timeout while the others' probes were answered "not yet".
+func (e *Elector) corroborate(req *protocol.VoteRequest, now time.Time) {
+	if !e.adapts() || e.ms.Role() != protocol.FOLLOWER || req.Term != e.ms.CurrTerm() ||
+		req.LeaderID == e.ms.LeaderID() || e.sticky(now) {
+		return
+	}
+	e.loseLeader(now, "leader "+e.ms.LeaderID()+" overdue, and "+req.LeaderID+" asks for a vote")
+}
+
+// sticky says whether this member still defends its leader against another candidate (7.1
+// row 6): always as the leader itself, and as a follower while its leader was heard within
+// the stickiness window. A follower whose leader is overdue beyond it answers by the rows
+// after 6 (row 7: it voted for that leader in this term), so the first follower to time out on
+// a silent leader is not held up by the others. Safety does not rest on row 6: a leader won
+// its term with a quorum of votes, each of which refuses any other candidate at that term
+// (row 7, S2).
+func (e *Elector) sticky(now time.Time) bool {
+	if e.ms.Role() != protocol.FOLLOWER {
+		return true
+	}
+	heard, _ := e.leaderHeard(now)
+	return now.Sub(heard) <= e.stickyWindow()
+}
+
+// quorumExpiry is the moment check-quorum steps this leader down (7.5 step 2 and rule 5; it
+// steps down once now is after it). With fixed windows: the quorum acknowledgement time plus
+// DW. Adapted (docs/protocol.md 14.2), each follower has the window of its own link: a
+// follower counts as acknowledging while its newest acknowledgement (never before the
+// election, D3) is within its window, and the leader, counting itself, steps down when fewer
+// than a quorum count. A link that is broken (its samples forgotten, its window the
+// profile's) then neither counts nor shortens the window of those that answer, as one window
+// for all, the quorum's smallest, would: a cut-off follower's reset link made a leader on a
+// slow WAN step down (the simulator's rejoin scenario, seed 96).
+func (e *Elector) quorumExpiry(now time.Time) time.Time {
+	if !e.adapts() || e.det.rtts == nil {
+		return e.quorumAck(now).Add(e.cfg.DetectionWindow())
+	}
+	b := e.cfg.DetectorBounds()
+	exp := e.det.expScratch[:0]
+	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
+		if p.ID == e.ms.SelfID() {
+			continue
+		}
+		ack := e.peerAck(i, now)
+		if ack.Before(e.leaderSince) {
+			ack = e.leaderSince
+		}
+		exp = append(exp, ack.Add(e.det.rtts[i].QuorumWindow(b)))
+	}
+	e.det.expScratch = exp
+	need := memberstate.QuorumSize(len(exp)+1) - 1 // followers, besides this member
+	if need == 0 {
+		return now.Add(e.cfg.DetectionWindow()) // a quorum by itself: never steps down
+	}
+	slices.SortFunc(exp, func(a, b time.Time) int { return b.Compare(a) }) // latest first
+	return exp[need-1]
+}
+
+// quorumWindow is the check-quorum window (7.5, 14): the quorum-th smallest of the followers'
+// links' windows (detect.QuorumWindow).
+func (e *Elector) quorumWindow() time.Duration {
+	w := e.cfg.DetectionWindow()
+	if !e.adapts() || e.det.rtts == nil {
+		return w
+	}
+	b := e.cfg.DetectorBounds()
+	ws := e.det.scratch[:0]
+	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
+		if p.ID != e.ms.SelfID() {
+			ws = append(ws, e.det.rtts[i].QuorumWindow(b))
+		}
+	}
+	e.det.scratch = ws
+	if q := detect.QuorumWindow(ws, memberstate.QuorumSize(len(ws)+1)); q > 0 {
+		w = q
+	}
+	return w
+}
+
+// Windows are a member's current detection windows (Status, the simulator's bound check).
+type Windows struct {
+	// Follower is the follower timeout on the link to the current leader (the fixed window
+	// when there is none), Quorum the check-quorum window, Sticky the back-off after
+	// REJECT_ALREADY_HAS_LEADER.
+	Follower, Quorum, Sticky time.Duration
+}
+
+// DetectionWindows returns the windows this member would use now.
+func (e *Elector) DetectionWindows() Windows {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.windows()
+}
+
+func (e *Elector) windows() Windows {
+	return Windows{Follower: e.followerWindow(), Quorum: e.quorumWindow(), Sticky: e.stickyWindow()}
+}
