@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -20,7 +21,11 @@ type HostMember struct {
 	SelfID             string
 	Peers              string // "n0-host:port;n1-host:port;..."
 	PreferredLeaderIDs []string
-	Line               int
+	// Join: the member is being added to a running group (issue 31, `dledger server --join`):
+	// it takes its configuration from the group's leader, which adds it with `dledger members
+	// add`. Key `join: true`.
+	Join bool
+	Line int
 }
 
 // hostMemberKeys maps every key an entry may use to its field: DLedger's names, this
@@ -31,6 +36,7 @@ var hostMemberKeys = map[string]string{
 	"peers": "peers", "dLegerPeers": "peers",
 	"preferredLeaderIds": "preferredLeaderIds", "preferredLeaderId": "preferredLeaderIds",
 	"preferred-leader-ids": "preferredLeaderIds",
+	"join":                 "join",
 }
 
 // ParseHostMembers reads DLedger's proxy config, a YAML mapping whose `configs:` key is a list
@@ -174,32 +180,40 @@ func hostMember(e *yaml.Node, name string) (HostMember, error) {
 func hostMemberFields(e *yaml.Node, name string) (HostMember, error) {
 	m := HostMember{Line: e.Line}
 	if e.Kind != yaml.MappingNode {
-		return m, fmt.Errorf("%s:%d: a configs: entry must be a mapping (group, selfId, peers, preferredLeaderIds)", name, e.Line)
+		return m, fmt.Errorf("%s:%d: a configs: entry must be a mapping (group, selfId, peers, preferredLeaderIds, join)", name, e.Line)
 	}
 	set := map[string]int{}
 	for i := 0; i+1 < len(e.Content); i += 2 {
 		k, v := e.Content[i], e.Content[i+1]
 		field, ok := hostMemberKeys[k.Value]
 		if !ok {
-			return m, fmt.Errorf("%s:%d: unknown key %q in a configs: entry (group, selfId, peers, preferredLeaderIds)", name, k.Line, k.Value)
+			return m, fmt.Errorf("%s:%d: unknown key %q in a configs: entry (group, selfId, peers, preferredLeaderIds, join)", name, k.Line, k.Value)
 		}
 		if line, dup := set[field]; dup {
 			return m, fmt.Errorf("%s:%d: %s sets what line %d already set", name, k.Line, k.Value, line)
 		}
 		set[field] = k.Line
 		value, err := scalarOrList(v, field == "peers" || field == "preferredLeaderIds")
+		if err == nil {
+			err = m.set(field, value)
+		}
 		if err != nil {
 			return m, fmt.Errorf("%s:%d: %s: %v", name, v.Line, k.Value, err)
 		}
-		m.set(field, value)
 	}
 	return m, nil
 }
 
 // set stores value in field (a value of hostMemberKeys); preferred leaders come as
 // DLedger's ';'-separated string.
-func (m *HostMember) set(field, value string) {
+func (m *HostMember) set(field, value string) error {
 	switch field {
+	case "join":
+		b, err := strconv.ParseBool(value)
+		if err != nil {
+			return fmt.Errorf("want true or false, not %q", value)
+		}
+		m.Join = b
 	case "group":
 		m.Group = value
 	case "selfId":
@@ -213,6 +227,7 @@ func (m *HostMember) set(field, value string) {
 			}
 		}
 	}
+	return nil
 }
 
 // checkHostMember checks what the entry's fields say together, and returns its peers: a
@@ -267,5 +282,6 @@ func scalarOrList(v *yaml.Node, list bool) (string, error) {
 func (m HostMember) Config(base Config) Config {
 	base.Group, base.SelfID, base.Peers = m.Group, m.SelfID, m.Peers
 	base.Election.PreferredLeaderIDs = slices.Clone(m.PreferredLeaderIDs)
+	base.Join = base.Join || m.Join
 	return base
 }

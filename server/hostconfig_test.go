@@ -34,6 +34,10 @@ func TestParseHostMembers(t *testing.T) {
 		len(c.Election.PreferredLeaderIDs) != 1 {
 		t.Fatalf("Config %+v", c)
 	}
+	joining, err := ParseHostMembers(strings.NewReader("configs:\n  - {group: g, selfId: n3, peers: n0-127.0.0.1:1;n3-127.0.0.1:4, join: true}\n"), "j.yaml")
+	if err != nil || !joining[0].Join || !joining[0].Config(Config{}).Join || ms[0].Config(Config{}).Join {
+		t.Fatalf("join: true: %+v, %v (and an entry without it must not join)", joining, err)
+	}
 	entry := func(group, id, peers string) string {
 		return "  - group: " + group + "\n    selfId: " + id + "\n    peers: " + peers + "\n"
 	}
@@ -53,6 +57,7 @@ func TestParseHostMembers(t *testing.T) {
 		{"empty list", "configs: []\n", "f.yaml:1: configs: want a non-empty list"},
 		{"not a list", "configs: x\n", "f.yaml:1: configs: want a non-empty list"},
 		{"entry not a mapping", "configs:\n  - g0\n", "f.yaml:2: a configs: entry must be a mapping"},
+		{"join not a bool", "configs:\n" + entry("g", "n0", p3) + "    join: maybe\n", `f.yaml:5: join: want true or false, not "maybe"`},
 	} {
 		_, err := ParseHostMembers(strings.NewReader(c.file), "f.yaml")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

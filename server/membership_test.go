@@ -3,10 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -95,4 +99,65 @@ func hostOf(hosts []*Host, s *Server) *Host {
 		}
 	}
 	return nil
+}
+
+// A member that joins a running group on a host of many groups (HostMember.Join, `join: true`
+// in a configs: entry or `dledger groups add --join`): it starts knowing only itself and a
+// member it can reach, the leader adds and promotes it, and it ends a voter of the leader's
+// configuration, with no leader or term change in the group.
+func TestHostMemberJoinsARunningGroup(t *testing.T) {
+	calm := fastTimings()
+	calm.MaxHeartBeatLeak = 30 // no election for a stall of a loaded machine: the test counts none
+	hosts, _, _ := linkedHosts(t, 4, 0, calm, func(_ int, c *HostConfig) { c.NoBalance = true })
+	var voters []string
+	for i, h := range hosts[:3] {
+		voters = append(voters, fmt.Sprintf("n%d-%s", i, h.hostID))
+	}
+	peers := strings.Join(voters, ";")
+	members := map[string][]*Server{}
+	for i, h := range hosts[:3] {
+		members["g"] = append(members["g"], addStartedWith(t, h, "g", fmt.Sprintf("n%d", i), peers, calm))
+	}
+	leaders, terms := awaitLeaders(t, members, []string{"g"}, func(*Server) bool { return false })
+	var leader *Server
+	for _, s := range members["g"] {
+		if s.Status().SelfID == leaders["g"] {
+			leader = s
+		}
+	}
+	entries, err := ParseHostMembers(strings.NewReader(fmt.Sprintf(
+		"configs:\n  - {group: g, selfId: n3, peers: %q, join: true}\n", "n3-"+hosts[3].hostID+";"+voters[0])), "join.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joiner, err := hosts[3].AddGroup(entries[0].Config(Config{Election: calm}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := joiner.UpdateLedger(-1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := joiner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if m := joiner.Membership(); !m.Joining {
+		t.Fatalf("a joining member's membership before the leader adds it: %+v", m)
+	}
+	ctx := context.Background()
+	if _, err := leader.AddNonVoter(ctx, "n3", hosts[3].hostID); err != nil {
+		t.Fatal(err)
+	}
+	dledgertest.Eventually(t, electionLimit, "the joiner promoted once caught up", func() bool {
+		_, err := leader.Promote(ctx, "n3")
+		return err == nil
+	})
+	dledgertest.Eventually(t, electionLimit, "the joiner a voter that follows the leader", func() bool {
+		m, st := joiner.Membership(), joiner.Status()
+		return !m.Joining && slices.ContainsFunc(m.Voters, func(p memberstate.Peer) bool { return p.ID == "n3" }) && st.LeaderID == leaders["g"] && st.Term == terms["g"]
+	})
+	for _, s := range members["g"] {
+		if st := s.Status(); st.LeaderID != leaders["g"] || st.Term != terms["g"] {
+			t.Fatalf("%s sees %s@%d, want %s@%d", st.SelfID, st.LeaderID, st.Term, leaders["g"], terms["g"])
+		}
+	}
 }

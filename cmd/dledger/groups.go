@@ -22,7 +22,7 @@ import (
 const groupsUsage = `usage: dledger groups <list|add|remove|drain|undrain> --http ADDR [flags]
 
   list    the process's group members: dledger groups list --http ADDR [--group G] [--role LEADER] [-o json]
-  add     add a member at run time: dledger groups add --http ADDR --group G --id ID --peers "n0-h:p;..." [--preferred-leader-ids ID]
+  add     add a member at run time: dledger groups add --http ADDR --group G --id ID --peers "n0-h:p;..." [--preferred-leader-ids ID] [--join]
   remove  remove a member (a leader hands over first): dledger groups remove --http ADDR --group G --id ID
   drain   every group the process leads hands over (before a restart): dledger groups drain --http ADDR
   undrain the process may lead again (after maintenance without a restart): dledger groups undrain --http ADDR
@@ -107,9 +107,12 @@ func runGroupsChange(verb string, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the answer (a leader's removal hands over first)")
 	tlsFlags := addClientTLSFlags(fs)
 	var peers, preferred *string
+	join := new(bool)
 	if verb == "add" {
 		peers = fs.String("peers", "", `the group's members as "n0-host:port;n1-host:port;..." (required); this member's entry must be the process's rpc address`)
 		preferred = fs.String("preferred-leader-ids", "", "the group's preferred leaders, ';'-separated")
+		join = fs.Bool("join", false, "the member joins a running group (as dledger server --join): --peers names it and the members it can reach; "+
+			"the group's leader then adds it with dledger members add")
 	}
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
@@ -138,7 +141,7 @@ func runGroupsChange(verb string, args []string, stdout, stderr io.Writer) int {
 	c := &adminclient.Client{Addr: *addr, HTTP: client, Token: token}
 	var g adminclient.GroupJSON
 	if verb == "add" {
-		g, err = c.AddMember(context.Background(), *group, *id, adminclient.MemberEntryJSON{Peers: *peers, PreferredLeaderIDs: *preferred})
+		g, err = c.AddMember(context.Background(), *group, *id, adminclient.MemberEntryJSON{Peers: *peers, PreferredLeaderIDs: *preferred, Join: *join})
 	} else {
 		g, err = c.RemoveMember(context.Background(), *group, *id)
 	}

@@ -88,6 +88,9 @@ type MemberEntryJSON struct {
 	SelfID             string `json:"selfId,omitempty"`
 	Peers              string `json:"peers"` // "n0-host:port;n1-host:port;..."
 	PreferredLeaderIDs string `json:"preferredLeaderIds,omitempty"`
+	// Join: the member is being added to the running group (its leader adds it with
+	// `dledger members add`): it takes its configuration from the leader (issue 31).
+	Join bool `json:"join,omitempty"`
 }
 
 // AddMember is PUT /v1/groups/{group}/{id}: the process adds member id of group with e's peers
