@@ -396,15 +396,9 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	switch {
 	case *f.dataDir == "":
 		return fail("--data-dir is required (it keeps the term and vote across restarts; or DLEDGER_DATA_DIR, or dataDir in the --config file)")
-	case *f.keyFile == "" && !*f.insecure && *f.memberKeyFile == "" && *f.trustFile == "":
-		return fail("--key-file is required: peer authentication needs the group key ('dledger keygen FILE' writes one; " +
-			"copy it to every member), or member keys (--member-key-file and --trust-file), or run without it with --insecure-no-peer-auth")
-	case *f.keyFile != "" && *f.insecure:
-		return fail("%s and %s exclude each other", from("key-file"), from("insecure-no-peer-auth"))
-	case (*f.memberKeyFile != "" || *f.trustFile != "") && (*f.keyFile != "" || *f.insecure):
-		return fail("member keys (--member-key-file, --trust-file) exclude --key-file and --insecure-no-peer-auth")
-	case (*f.memberKeyFile == "") != (*f.trustFile == ""):
-		return fail("--member-key-file and --trust-file go together: this member's key and the group's trust list")
+	}
+	if err := checkPeerAuthFlags(f, from); err != nil {
+		return fail("%v", err)
 	}
 	if su.election, err = f.timing.resolve(); err != nil {
 		return fail("%v", err)
@@ -428,19 +422,8 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	su.cfg.Listen, su.daemon.AdminAdvertise = *f.listen, *f.adminAdvertise
 	// An admin answer may wait out a member's removal: its hand-over, two transfer bounds.
 	su.daemon.WriteTimeout = 2*su.election.TransferBound() + 10*time.Second
-	if *f.keyFile != "" {
-		if su.cfg.Keys, err = secure.LoadKeyFile(*f.keyFile); err != nil {
-			return fail("%s: %v", from("key-file"), err)
-		}
-	}
-	if *f.memberKeyFile != "" {
-		su.memberKeyFile, su.trustFile = *f.memberKeyFile, *f.trustFile
-		if su.cfg.MemberKey, err = secure.LoadStaticKeyFile(*f.memberKeyFile); err != nil {
-			return fail("%s: %v", from("member-key-file"), err)
-		}
-		if su.cfg.Trust, err = secure.LoadTrustFile(*f.trustFile); err != nil {
-			return fail("%s: %v", from("trust-file"), err)
-		}
+	if err := loadPeerAuth(&su, f, from); err != nil {
+		return fail("%v", err)
 	}
 	if *f.tokenFile != "" {
 		if su.daemon.AdminToken, err = readTokenFile(*f.tokenFile); err != nil {
@@ -481,6 +464,44 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 		}
 	}
 	return su, 0, true
+}
+
+// checkPeerAuthFlags checks that the flags choose one way to authenticate peers: the group
+// key, member keys (both files), or none, said explicitly.
+func checkPeerAuthFlags(f *serverFlags, from func(string) string) error {
+	switch {
+	case *f.keyFile == "" && !*f.insecure && *f.memberKeyFile == "" && *f.trustFile == "":
+		return errors.New("--key-file is required: peer authentication needs the group key ('dledger keygen FILE' writes one; " +
+			"copy it to every member), or member keys (--member-key-file and --trust-file), or run without it with --insecure-no-peer-auth")
+	case *f.keyFile != "" && *f.insecure:
+		return fmt.Errorf("%s and %s exclude each other", from("key-file"), from("insecure-no-peer-auth"))
+	case (*f.memberKeyFile != "" || *f.trustFile != "") && (*f.keyFile != "" || *f.insecure):
+		return errors.New("member keys (--member-key-file, --trust-file) exclude --key-file and --insecure-no-peer-auth")
+	case (*f.memberKeyFile == "") != (*f.trustFile == ""):
+		return errors.New("--member-key-file and --trust-file go together: this member's key and the group's trust list")
+	}
+	return nil
+}
+
+// loadPeerAuth reads the files checkPeerAuthFlags accepted: the group key, or this member's
+// key and the trust list (kept by name too, for the SIGHUP reload).
+func loadPeerAuth(su *serverSetup, f *serverFlags, from func(string) string) error {
+	var err error
+	if *f.keyFile != "" {
+		if su.cfg.Keys, err = secure.LoadKeyFile(*f.keyFile); err != nil {
+			return fmt.Errorf("%s: %v", from("key-file"), err)
+		}
+	}
+	if *f.memberKeyFile != "" {
+		su.memberKeyFile, su.trustFile = *f.memberKeyFile, *f.trustFile
+		if su.cfg.MemberKey, err = secure.LoadStaticKeyFile(*f.memberKeyFile); err != nil {
+			return fmt.Errorf("%s: %v", from("member-key-file"), err)
+		}
+		if su.cfg.Trust, err = secure.LoadTrustFile(*f.trustFile); err != nil {
+			return fmt.Errorf("%s: %v", from("trust-file"), err)
+		}
+	}
+	return nil
 }
 
 // useOneProcessor runs the member on one Go processor (P) unless GOMAXPROCS is set. A
