@@ -135,21 +135,10 @@ func OpenJournal(dir string) (*Journal, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("vote journal %s: %w", dir, err)
 	}
-	lock, err := lockDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	j := &Journal{dir: dir, lock: lock, ops: osOps{}, states: map[Owner]Durable{}, live: map[Owner]*JournalStore{}, sized: map[Owner]struct{}{}, cur: &jbatch{}}
-	j.cond = sync.NewCond(&j.mu)
-	if err := j.open(); err != nil {
-		j.closeFiles()
-		lock.Close()
-		return nil, err
-	}
-	return j, nil
+	return openJournalWith(dir, osOps{})
 }
 
-// openJournalWith is OpenJournal with the file system replaced (tests).
+// openJournalWith is OpenJournal of an existing dir with the file system replaced (tests).
 func openJournalWith(dir string, ops fsOps) (*Journal, error) {
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -165,71 +154,128 @@ func openJournalWith(dir string, ops fsOps) (*Journal, error) {
 	return j, nil
 }
 
+// journalFile is what open found of one of the two files.
+type journalFile struct {
+	exists bool
+	size   int64
+	scan   journalScan // zero when the file does not exist
+}
+
 // open replays and rewrites; it runs before the journal is shared.
 func (j *Journal) open() error {
+	j.removeStaleTemps()
+	files, err := j.readFiles()
+	if err != nil {
+		return err
+	}
+	from := newestSnapshot(files)
+	if from < 0 {
+		if err := j.refuseLostState(files); err != nil {
+			return err
+		}
+	}
+	j.adopt(files, from)
+	if err := j.growFiles(files); err != nil {
+		return err
+	}
+	if err := j.openFiles(); err != nil {
+		return err
+	}
+	return j.rewriteAtOpen(from)
+}
+
+// removeStaleTemps removes the temporary files of a creation a crash cut short.
+func (j *Journal) removeStaleTemps() {
 	if stale, err := filepath.Glob(filepath.Join(j.dir, journalTemp)); err == nil {
 		for _, name := range stale {
 			os.Remove(name)
 		}
 	}
-	var scans [2]journalScan
-	var sizes [2]int64
-	exists := [2]bool{}
+}
+
+// readFiles reads and scans both files; a missing file is not an error.
+func (j *Journal) readFiles() ([2]journalFile, error) {
+	var files [2]journalFile
 	for i, name := range journalNames {
 		b, err := os.ReadFile(filepath.Join(j.dir, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("vote journal: %w", err)
+			return files, fmt.Errorf("vote journal: %w", err)
 		}
-		exists[i], sizes[i] = true, int64(len(b))
-		scans[i] = scanJournal(b)
+		files[i] = journalFile{exists: true, size: int64(len(b)), scan: scanJournal(b)}
 	}
+	return files, nil
+}
+
+// newestSnapshot is the index of the file whose valid snapshot has the highest epoch, or -1
+// when neither has one.
+func newestSnapshot(files [2]journalFile) int {
 	from := -1
-	for i := range scans {
-		if scans[i].valid && (from < 0 || scans[i].epoch > scans[from].epoch) {
+	for i := range files {
+		if files[i].scan.valid && (from < 0 || files[i].scan.epoch > files[from].scan.epoch) {
 			from = i
 		}
 	}
-	if from < 0 {
-		// Epoch 1 is only ever the empty snapshot that creates the journal: a file holding no
-		// more than a torn epoch 1 is a creation a crash cut short, before any Save.
-		for i := range scans {
-			if exists[i] && !scans[i].blank && scans[i].maxEpoch > 1 {
-				return fmt.Errorf("vote journal %s: no file holds a valid snapshot (%s: %s); refusing to start "+
-					"every member at term 0, which could let them vote twice in a term", j.dir, journalNames[i], scans[i].why)
-			}
+	return from
+}
+
+// refuseLostState fails the open of a journal with no valid snapshot unless that is the state of
+// a journal never written or a creation cut short.
+func (j *Journal) refuseLostState(files [2]journalFile) error {
+	// Epoch 1 is only ever the empty snapshot that creates the journal: a file holding no
+	// more than a torn epoch 1 is a creation a crash cut short, before any Save.
+	for i, f := range files {
+		if f.exists && !f.scan.blank && f.scan.maxEpoch > 1 {
+			return fmt.Errorf("vote journal %s: no file holds a valid snapshot (%s: %s); refusing to start "+
+				"every member at term 0, which could let them vote twice in a term", j.dir, journalNames[i], f.scan.why)
 		}
 	}
-	j.size = journalMinSize
-	for i := range sizes {
-		j.size = max(j.size, sizes[i])
-	}
+	return nil
+}
+
+// adopt takes the states of file from (none if from < 0), the highest epoch either file names,
+// and the file size the states and the files on disk need.
+func (j *Journal) adopt(files [2]journalFile, from int) {
+	j.size = max(journalMinSize, files[0].size, files[1].size)
 	if from >= 0 {
-		j.states = scans[from].states
+		j.states = files[from].scan.states
 	}
 	for o := range j.states {
 		j.sized[o] = struct{}{}
 	}
 	// An epoch is never written twice, not even by an attempt a crash cut short: a snapshot's
 	// bytes could otherwise be read with an older attempt's lines after them.
-	j.epoch = max(scans[0].maxEpoch, scans[1].maxEpoch)
+	j.epoch = max(files[0].scan.maxEpoch, files[1].scan.maxEpoch)
 	j.size = max(j.size, j.needSize(len(j.states)))
+}
+
+// growFiles brings both files to j.size, creating the missing ones (and fsyncing the dir that
+// names them).
+func (j *Journal) growFiles(files [2]journalFile) error {
 	created := false
 	for i, name := range journalNames {
-		if !exists[i] || sizes[i] < j.size {
-			if err := j.extend(name, exists[i], sizes[i], j.size); err != nil {
-				return err
-			}
-			created = created || !exists[i]
+		f := files[i]
+		if f.exists && f.size >= j.size {
+			continue
 		}
-	}
-	if created {
-		if err := j.ops.syncDir(j.dir); err != nil {
-			return fmt.Errorf("vote journal: fsync dir: %w", err)
+		if err := j.extend(name, f.exists, f.size, j.size); err != nil {
+			return err
 		}
+		created = created || !f.exists
 	}
+	if !created {
+		return nil
+	}
+	if err := j.ops.syncDir(j.dir); err != nil {
+		return fmt.Errorf("vote journal: fsync dir: %w", err)
+	}
+	return nil
+}
+
+// openFiles opens both files for the flusher's writes.
+func (j *Journal) openFiles() error {
 	for i, name := range journalNames {
 		f, err := j.ops.openSlots(filepath.Join(j.dir, name))
 		if err != nil {
@@ -237,7 +283,12 @@ func (j *Journal) open() error {
 		}
 		j.files[i] = f
 	}
-	// The restart rewrite: what was read becomes durable in the other file.
+	return nil
+}
+
+// rewriteAtOpen is the restart rewrite: what was read (from file from; nothing if from < 0)
+// becomes durable in the other file.
+func (j *Journal) rewriteAtOpen(from int) error {
 	j.active = 1
 	if from >= 0 {
 		j.active = from
@@ -246,13 +297,14 @@ func (j *Journal) open() error {
 	if err := j.compact(); err != nil {
 		return fmt.Errorf("vote journal %s: rewriting the state read at start-up: %w", j.dir, err)
 	}
-	if from < 0 {
-		// A new journal: its empty epoch 1 snapshot is durable; now the first real one, so
-		// that epoch 1 never holds more than that, and a file with nothing beyond a torn
-		// epoch 1 is known to be a creation cut short.
-		if err := j.compact(); err != nil {
-			return fmt.Errorf("vote journal %s: creating: %w", j.dir, err)
-		}
+	if from >= 0 {
+		return nil
+	}
+	// A new journal: its empty epoch 1 snapshot is durable; now the first real one, so
+	// that epoch 1 never holds more than that, and a file with nothing beyond a torn
+	// epoch 1 is known to be a creation cut short.
+	if err := j.compact(); err != nil {
+		return fmt.Errorf("vote journal %s: creating: %w", j.dir, err)
 	}
 	return nil
 }
@@ -666,51 +718,16 @@ func scanJournal(b []byte) journalScan {
 		sc.blank, sc.why = true, "empty"
 		return sc
 	}
-	var seq uint64
-	pos, members := 0, 0
-	inSnapshot := true
-	for pos < len(b) {
-		end := bytes.IndexByte(b[pos:min(len(b), pos+maxRecordLen)], '\n')
-		if end < 0 {
-			if inSnapshot {
-				sc.why = fmt.Sprintf("line at byte %d has no end (torn)", pos)
+	r := journalReader{b: b, sc: &sc, inSnapshot: true}
+	for r.pos < len(b) {
+		if err := r.step(); err != nil {
+			if r.inSnapshot {
+				sc.why = err.Error()
 			}
 			break
 		}
-		line := b[pos : pos+end+1]
-		rec, err := decodeJournalLine(line)
-		if err == nil && seq == 0 {
-			sc.epoch = rec.epoch
-		}
-		switch {
-		case err != nil:
-		case rec.epoch != sc.epoch:
-			err = fmt.Errorf("epoch %d in a file of epoch %d", rec.epoch, sc.epoch)
-		case rec.seq != seq+1:
-			err = fmt.Errorf("seq %d after %d", rec.seq, seq)
-		case rec.commit && !inSnapshot:
-			err = errors.New("a second snapshot commit")
-		case rec.commit && (rec.count != members || rec.sum != crc32.Checksum(b[:pos], crcTable)):
-			err = fmt.Errorf("snapshot commit for %d records does not match the %d before it", rec.count, members)
-		}
-		if err != nil {
-			if inSnapshot {
-				sc.why = fmt.Sprintf("byte %d: %v", pos, err)
-			}
-			break
-		}
-		seq = rec.seq
-		pos += len(line)
-		if rec.commit {
-			inSnapshot, sc.valid = false, true
-			continue
-		}
-		if inSnapshot {
-			members++
-		}
-		sc.states[rec.owner] = rec.d
 	}
-	if inSnapshot {
+	if r.inSnapshot {
 		sc.valid = false
 		if sc.why == "" {
 			sc.why = "no snapshot commit"
@@ -718,6 +735,63 @@ func scanJournal(b []byte) journalScan {
 		sc.states = nil
 	}
 	return sc
+}
+
+// journalReader is scanJournal's place in a file.
+type journalReader struct {
+	b          []byte
+	sc         *journalScan
+	pos        int    // where the next line starts
+	seq        uint64 // the last line taken
+	members    int    // the snapshot's records taken
+	inSnapshot bool   // no snapshot commit yet
+}
+
+// step takes the line at r.pos into r.sc and moves past it, or says why the file ends there.
+func (r *journalReader) step() error {
+	end := bytes.IndexByte(r.b[r.pos:min(len(r.b), r.pos+maxRecordLen)], '\n')
+	if end < 0 {
+		return fmt.Errorf("line at byte %d has no end (torn)", r.pos)
+	}
+	line := r.b[r.pos : r.pos+end+1]
+	rec, err := decodeJournalLine(line)
+	if err == nil && r.seq == 0 {
+		r.sc.epoch = rec.epoch
+	}
+	if err == nil {
+		err = r.follows(rec)
+	}
+	if err != nil {
+		return fmt.Errorf("byte %d: %v", r.pos, err)
+	}
+	r.seq = rec.seq
+	r.pos += len(line)
+	switch {
+	case rec.commit:
+		r.inSnapshot, r.sc.valid = false, true
+		return nil
+	case r.inSnapshot:
+		r.members++
+	}
+	r.sc.states[rec.owner] = rec.d
+	return nil
+}
+
+// follows says why rec, a verifying line, cannot come next (nil when it can): a file's lines
+// share one epoch, number themselves one after another, and have one snapshot commit, which
+// counts and sums what is before it.
+func (r *journalReader) follows(rec journalLine) error {
+	switch {
+	case rec.epoch != r.sc.epoch:
+		return fmt.Errorf("epoch %d in a file of epoch %d", rec.epoch, r.sc.epoch)
+	case rec.seq != r.seq+1:
+		return fmt.Errorf("seq %d after %d", rec.seq, r.seq)
+	case rec.commit && !r.inSnapshot:
+		return errors.New("a second snapshot commit")
+	case rec.commit && (rec.count != r.members || rec.sum != crc32.Checksum(r.b[:r.pos], crcTable)):
+		return fmt.Errorf("snapshot commit for %d records does not match the %d before it", rec.count, r.members)
+	}
+	return nil
 }
 
 type journalLine struct {
@@ -737,35 +811,13 @@ func decodeJournalLine(line []byte) (journalLine, error) {
 	}
 	f := recordFields(strings.Split(body, " "))
 	bad := fmt.Errorf("unrecognised line %q", body)
-	if len(f) < 5 || f[0] != "dledger-votes" || f[1] != "v1" {
-		return jl, bad
-	}
-	e, ok1 := f.field(2, "epoch")
-	s, ok2 := f.field(3, "seq")
-	if !ok1 || !ok2 {
-		return jl, bad
-	}
-	if jl.epoch, err = strconv.ParseUint(e, 10, 64); err != nil {
-		return jl, bad
-	}
-	if jl.seq, err = strconv.ParseUint(s, 10, 64); err != nil {
-		return jl, bad
+	if jl.epoch, jl.seq, err = f.journalHeader(bad); err != nil {
+		return jl, err
 	}
 	if n, ok := f.field(4, "snapshot"); ok {
-		sum, ok := f.field(5, "sum")
-		if !ok || len(f) != 6 {
-			return jl, bad
-		}
 		jl.commit = true
-		if jl.count, err = strconv.Atoi(n); err != nil || jl.count < 0 {
-			return jl, bad
-		}
-		v, err := strconv.ParseUint(sum, 16, 32)
-		if err != nil || len(sum) != 8 {
-			return jl, bad
-		}
-		jl.sum = uint32(v)
-		return jl, nil
+		jl.count, jl.sum, err = f.journalCommit(n, bad)
+		return jl, err
 	}
 	if len(f) != 8 {
 		return jl, bad
@@ -775,6 +827,42 @@ func decodeJournalLine(line []byte) (journalLine, error) {
 	}
 	jl.d, err = f.durable(6, bad)
 	return jl, err
+}
+
+// journalHeader reads the prefix, epoch and seq every journal line starts with.
+func (f recordFields) journalHeader(bad error) (epoch, seq uint64, err error) {
+	if len(f) < 5 || f[0] != "dledger-votes" || f[1] != "v1" {
+		return 0, 0, bad
+	}
+	e, ok1 := f.field(2, "epoch")
+	s, ok2 := f.field(3, "seq")
+	if !ok1 || !ok2 {
+		return 0, 0, bad
+	}
+	if epoch, err = strconv.ParseUint(e, 10, 64); err != nil {
+		return 0, 0, bad
+	}
+	if seq, err = strconv.ParseUint(s, 10, 64); err != nil {
+		return 0, 0, bad
+	}
+	return epoch, seq, nil
+}
+
+// journalCommit reads the rest of a snapshot commit whose record count field holds n: the
+// count and the sum.
+func (f recordFields) journalCommit(n string, bad error) (count int, sum uint32, err error) {
+	sumStr, ok := f.field(5, "sum")
+	if !ok || len(f) != 6 {
+		return 0, 0, bad
+	}
+	if count, err = strconv.Atoi(n); err != nil || count < 0 {
+		return 0, 0, bad
+	}
+	v, err := strconv.ParseUint(sumStr, 16, 32)
+	if err != nil || len(sumStr) != 8 {
+		return 0, 0, bad
+	}
+	return count, uint32(v), nil
 }
 
 // maxJournalEpoch is the highest epoch named after any line prefix in b.
