@@ -31,12 +31,39 @@ func (c IdleCost) String() string {
 // (L1Bound, checked as L1) and settle for QuietRefresh more (the first explicit exchanges are
 // over), then counts over window. S1-S5 and PASS are checked throughout.
 func MeasureIdle(o Options, window time.Duration) (IdleCost, error) {
-	o, cfg, err := o.withDefaults()
+	hr, err := startMeasured(o, "MeasureIdle")
 	if err != nil {
 		return IdleCost{}, err
 	}
+	if err := hr.runTo(L1Bound(hr.cfg)); err != nil {
+		return IdleCost{}, err
+	}
+	if err := hr.runTo(hr.now + hr.cfg.QuietRefresh() + hr.cfg.DetectionWindow()); err != nil {
+		return IdleCost{}, err
+	}
+	msgs0, passes0, frames0 := hr.counts()
+	if err := hr.runTo(hr.now + window); err != nil {
+		return IdleCost{}, err
+	}
+	msgs1, passes1, frames1 := hr.counts()
+	o = hr.opt
+	members := float64(o.Groups*o.Members) * window.Seconds()
+	pairs := float64(o.Hosts*(o.Hosts-1)) * window.Seconds()
+	return IdleCost{Hosts: o.Hosts, Groups: o.Groups, Members: o.Members, Table: !o.NoTable, Window: window,
+		Messages: float64(msgs1-msgs0) / members, Passes: float64(passes1-passes0) / members,
+		Frames: float64(frames1-frames0) / pairs}, nil
+}
+
+// startMeasured is the start the measurements share: o with its defaults (measure, the
+// measurement's name, needs hosts), every host started without faults, and every group
+// expected to elect its leader (L1).
+func startMeasured(o Options, measure string) (*hostRun, error) {
+	o, cfg, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	if o.Hosts == 0 {
-		return IdleCost{}, fmt.Errorf("MeasureIdle needs hosts")
+		return nil, fmt.Errorf("%s needs hosts", measure)
 	}
 	hr := newHostRun(o, cfg)
 	hr.idle = true
@@ -44,32 +71,20 @@ func MeasureIdle(o Options, window time.Duration) (IdleCost, error) {
 		hr.startHost(h)
 	}
 	hr.expectAll("L1", nil)
-	runTo := func(t time.Duration) error {
-		for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= t {
-			hr.step()
-		}
-		if hr.violation != nil {
-			return hr.violation
-		}
-		hr.now = t
-		return nil
+	return hr, nil
+}
+
+// runTo runs every event due by virtual time t, then sets the clock to t; it stops at the
+// first violation and returns it.
+func (hr *hostRun) runTo(t time.Duration) error {
+	for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= t {
+		hr.step()
 	}
-	if err := runTo(L1Bound(cfg)); err != nil {
-		return IdleCost{}, err
+	hr.now = max(hr.now, t)
+	if hr.violation != nil {
+		return hr.violation
 	}
-	if err := runTo(hr.now + cfg.QuietRefresh() + cfg.DetectionWindow()); err != nil {
-		return IdleCost{}, err
-	}
-	msgs0, passes0, frames0 := hr.counts()
-	if err := runTo(hr.now + window); err != nil {
-		return IdleCost{}, err
-	}
-	msgs1, passes1, frames1 := hr.counts()
-	members := float64(o.Groups*o.Members) * window.Seconds()
-	pairs := float64(o.Hosts*(o.Hosts-1)) * window.Seconds()
-	return IdleCost{Hosts: o.Hosts, Groups: o.Groups, Members: o.Members, Table: !o.NoTable, Window: window,
-		Messages: float64(msgs1-msgs0) / members, Passes: float64(passes1-passes0) / members,
-		Frames: float64(frames1-frames0) / pairs}, nil
+	return nil
 }
 
 // queued is the number of events in every group's queue.
@@ -120,42 +135,19 @@ type Failover struct {
 // until every group has a leader elsewhere (L4), and how many groups it did not lead changed
 // their leader's term.
 func MeasureFailover(o Options, pause bool) (Failover, error) {
-	o, cfg, err := o.withDefaults()
+	hr, err := startMeasured(o, "MeasureFailover")
 	if err != nil {
 		return Failover{}, err
 	}
-	if o.Hosts == 0 {
-		return Failover{}, fmt.Errorf("MeasureFailover needs hosts")
-	}
-	hr := newHostRun(o, cfg)
-	hr.idle = true
-	for _, h := range hr.hosts {
-		hr.startHost(h)
-	}
-	hr.expectAll("L1", nil)
-	runTo := func(t time.Duration) error {
-		for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= t {
-			hr.step()
-		}
-		hr.now = max(hr.now, t)
-		if hr.violation != nil {
-			return hr.violation
-		}
-		return nil
-	}
-	if err := runTo(L1Bound(cfg) + cfg.QuietRefresh() + cfg.DetectionWindow()); err != nil {
+	if err := hr.runTo(L1Bound(hr.cfg) + hr.cfg.QuietRefresh() + hr.cfg.DetectionWindow()); err != nil {
 		return Failover{}, err
 	}
 	h := hr.busiestLeader()
 	f := Failover{Pause: pause}
-	terms := make([]int64, len(hr.groups))
-	for i, g := range hr.groups {
-		if l := g.leader(); l != nil {
-			terms[i] = l.ms.CurrTerm()
-			if hr.place(g.gi, l.idx) == h.idx {
-				f.Led++
-				terms[i] = -1
-			}
+	terms := hr.leaderTerms(h)
+	for _, t := range terms {
+		if t == ledByFaulty {
+			f.Led++
 		}
 	}
 	start := hr.now
@@ -171,10 +163,37 @@ func MeasureFailover(o Options, pause bool) (Failover, error) {
 		return f, hr.violation
 	}
 	f.Recovery = hr.now - start
+	f.OtherTermChanges = hr.termChanges(terms)
+	return f, nil
+}
+
+// ledByFaulty stands in leaderTerms for a group that host h leads.
+const ledByFaulty = -1
+
+// leaderTerms is each group's leader's term (0: no leader; ledByFaulty: led by host h).
+func (hr *hostRun) leaderTerms(h *simHost) []int64 {
+	terms := make([]int64, len(hr.groups))
 	for i, g := range hr.groups {
-		if l := g.leader(); terms[i] >= 0 && (l == nil || l.ms.CurrTerm() != terms[i]) {
-			f.OtherTermChanges++
+		l := g.leader()
+		switch {
+		case l == nil:
+		case hr.place(g.gi, l.idx) == h.idx:
+			terms[i] = ledByFaulty
+		default:
+			terms[i] = l.ms.CurrTerm()
 		}
 	}
-	return f, nil
+	return terms
+}
+
+// termChanges counts the groups of terms (leaderTerms) not led by the faulty host whose
+// leader's term is not the one in terms, or that have no leader.
+func (hr *hostRun) termChanges(terms []int64) int {
+	n := 0
+	for i, g := range hr.groups {
+		if l := g.leader(); terms[i] != ledByFaulty && (l == nil || l.ms.CurrTerm() != terms[i]) {
+			n++
+		}
+	}
+	return n
 }

@@ -130,17 +130,34 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 	if err != nil {
 		return o, cfg, err
 	}
+	err = o.scenarioDefaults()
+	if err == nil {
+		err = o.timeDefaults(cfg)
+	}
+	if err == nil {
+		err = o.hostDefaults()
+	}
+	if err == nil {
+		err = o.brokenNeeds()
+	}
+	return o, cfg, err
+}
+
+// scenarioDefaults checks the scenario (chaos when none) and the broken mode.
+func (o *Options) scenarioDefaults() error {
 	if o.Scenario == "" {
 		o.Scenario = ScenarioChaos
 	}
 	if o.Scenario != ScenarioChaos && o.Scenario != ScenarioRejoin {
-		return o, cfg, fmt.Errorf("unknown scenario %q (known: chaos, rejoin)", o.Scenario)
+		return fmt.Errorf("unknown scenario %q (known: chaos, rejoin)", o.Scenario)
 	}
-	if err := o.Broken.validate(); err != nil {
-		return o, cfg, err
-	}
+	return o.Broken.validate()
+}
+
+// timeDefaults checks the run's duration and rpc timeout, and fills in their defaults for cfg.
+func (o *Options) timeDefaults(cfg dledger.Config) error {
 	if o.Duration < 0 || o.RPCTimeout < 0 {
-		return o, cfg, fmt.Errorf("duration and rpc timeout must not be negative")
+		return fmt.Errorf("duration and rpc timeout must not be negative")
 	}
 	if o.Duration == 0 {
 		o.Duration = DefaultDuration(cfg)
@@ -148,31 +165,44 @@ func (o Options) withDefaults() (Options, dledger.Config, error) {
 	if o.RPCTimeout == 0 {
 		o.RPCTimeout = DefaultRPCTimeout
 	}
-	if o.Hosts != 0 || o.Groups != 0 {
-		if o.Groups == 0 {
-			o.Groups = 20
-		}
-		switch {
-		case o.Hosts < MinHosts || o.Hosts > MaxHosts:
-			return o, cfg, fmt.Errorf("hosts must be %d..%d (got %d)", MinHosts, MaxHosts, o.Hosts)
-		case o.Groups < 1 || o.Groups > 10_000:
-			return o, cfg, fmt.Errorf("groups must be 1..10000 (got %d)", o.Groups)
-		case o.Members > o.Hosts:
-			return o, cfg, fmt.Errorf("members (%d) must not exceed hosts (%d): a host carries one member of a group", o.Members, o.Hosts)
-		case o.Scenario != ScenarioChaos:
-			return o, cfg, fmt.Errorf("hosts run the chaos scenario only (got %s)", o.Scenario)
-		}
+	return nil
+}
+
+// hostDefaults checks a run of hosts of many groups (Hosts or Groups set; 20 groups when
+// Groups is not).
+func (o *Options) hostDefaults() error {
+	if o.Hosts == 0 && o.Groups == 0 {
+		return nil
 	}
+	if o.Groups == 0 {
+		o.Groups = 20
+	}
+	switch {
+	case o.Hosts < MinHosts || o.Hosts > MaxHosts:
+		return fmt.Errorf("hosts must be %d..%d (got %d)", MinHosts, MaxHosts, o.Hosts)
+	case o.Groups < 1 || o.Groups > 10_000:
+		return fmt.Errorf("groups must be 1..10000 (got %d)", o.Groups)
+	case o.Members > o.Hosts:
+		return fmt.Errorf("members (%d) must not exceed hosts (%d): a host carries one member of a group", o.Members, o.Hosts)
+	case o.Scenario != ScenarioChaos:
+		return fmt.Errorf("hosts run the chaos scenario only (got %s)", o.Scenario)
+	}
+	return nil
+}
+
+// brokenNeeds turns on what a broken mode needs (reconfigurations for the two that break
+// them) and refuses the runs that cannot have it.
+func (o *Options) brokenNeeds() error {
 	if o.Broken == BrokenTwoVoters || o.Broken == BrokenCommitNewQuorum {
 		o.Reconfig = true
 	}
 	if o.Reconfig && o.Hosts > 0 {
-		return o, cfg, fmt.Errorf("reconfigurations run with one group, not hosts")
+		return fmt.Errorf("reconfigurations run with one group, not hosts")
 	}
 	if o.Broken == BrokenHostNeverStale && o.Hosts == 0 {
-		return o, cfg, fmt.Errorf("broken mode %s needs hosts", o.Broken)
+		return fmt.Errorf("broken mode %s needs hosts", o.Broken)
 	}
-	return o, cfg, nil
+	return nil
 }
 
 // validate accepts no bug and the modes of BrokenModes.
