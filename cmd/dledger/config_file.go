@@ -133,7 +133,40 @@ func applyConfigLayers(fs *flag.FlagSet, environ []string) (settingOrigins, []st
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
 	origins := settingOrigins{}
+	envVars, warnings := configEnv(fs, environ)
 
+	path := ""
+	if onCommandLine["config"] {
+		path = fs.Lookup("config").Value.String()
+	} else if p, ok := envVars["config"]; ok {
+		path = p
+		origins["config"] = envName("config")
+		fs.Set("config", p) // the host's members are read from it too (configs:)
+	}
+	var fromFile map[string]fileValue
+	if path != "" {
+		var err error
+		if fromFile, err = readConfigFile(path, fileKeys(fs)); err != nil {
+			return nil, nil, err
+		}
+		if fv, ok := fromFile[configsKey]; ok { // a host's members: resolveServer reads them
+			origins[configsKey] = fmt.Sprintf("configs: (%s:%d)", path, fv.line)
+		}
+	}
+
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || onCommandLine[f.Name] || commandLineOnly[f.Name] || notInFile[f.Name] {
+			return
+		}
+		err = setFromLayers(fs, f.Name, envVars, fromFile, path, origins)
+	})
+	return origins, warnings, err
+}
+
+// configEnv is the settings environ's DLEDGER_ variables give (flag -> value; an empty
+// variable is unset), and a warning for each DLEDGER_ variable that names no setting.
+func configEnv(fs *flag.FlagSet, environ []string) (map[string]string, []string) {
 	envVars := map[string]string{} // flag -> value
 	known := map[string]string{}   // variable -> flag
 	var knownNames []string
@@ -167,52 +200,56 @@ func applyConfigLayers(fs *flag.FlagSet, environ []string) (settingOrigins, []st
 			envVars[f] = value
 		}
 	}
+	return envVars, warnings
+}
 
-	path := ""
-	if onCommandLine["config"] {
-		path = fs.Lookup("config").Value.String()
-	} else if p, ok := envVars["config"]; ok {
-		path = p
-		origins["config"] = envName("config")
-		fs.Set("config", p) // the host's members are read from it too (configs:)
-	}
-	var fromFile map[string]fileValue
-	if path != "" {
-		var err error
-		if fromFile, err = readConfigFile(path, fileKeys(fs)); err != nil {
-			return nil, nil, err
+// setFromLayers sets flag name, which the command line left unset, from the environment or
+// else from the config file at path, and notes where its value came from.
+func setFromLayers(fs *flag.FlagSet, name string, envVars map[string]string, fromFile map[string]fileValue, path string, origins settingOrigins) error {
+	if v, ok := envVars[name]; ok {
+		origins[name] = envName(name)
+		if e := fs.Set(name, v); e != nil {
+			return fmt.Errorf("%s=%q: %v", envName(name), v, e)
 		}
-		if fv, ok := fromFile[configsKey]; ok { // a host's members: resolveServer reads them
-			origins[configsKey] = fmt.Sprintf("configs: (%s:%d)", path, fv.line)
+		return nil
+	}
+	if fv, ok := fromFile[name]; ok {
+		origins[name] = fmt.Sprintf("%s (%s:%d)", fv.key, path, fv.line)
+		if e := fs.Set(name, fv.value); e != nil {
+			return fmt.Errorf("%s:%d: %s: %v", path, fv.line, fv.key, e)
 		}
 	}
-
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || onCommandLine[f.Name] || commandLineOnly[f.Name] || notInFile[f.Name] {
-			return
-		}
-		if v, ok := envVars[f.Name]; ok {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", envName(f.Name), v, e)
-			}
-			origins[f.Name] = envName(f.Name)
-			return
-		}
-		if fv, ok := fromFile[f.Name]; ok {
-			origins[f.Name] = fmt.Sprintf("%s (%s:%d)", fv.key, path, fv.line)
-			if e := fs.Set(f.Name, fv.value); e != nil {
-				err = fmt.Errorf("%s:%d: %s: %v", path, fv.line, fv.key, e)
-			}
-		}
-	})
-	return origins, warnings, err
+	return nil
 }
 
 // readConfigFile reads a YAML mapping of settings, keyed by flag. Unknown keys, a setting given
 // twice (under two names, say) and values that are not a scalar (or, for peers and preferred
 // leaders, a list of scalars) are errors naming the file and line. An empty file sets nothing.
 func readConfigFile(path string, keys map[string]string) (map[string]fileValue, error) {
+	b, err := readConfigBytes(path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := configRoot(path, b)
+	if root == nil || err != nil {
+		return nil, err
+	}
+	var names []string
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	out := map[string]fileValue{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if err := addConfigSetting(out, path, root.Content[i], root.Content[i+1], keys, names); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readConfigBytes is the config file at path, refused when larger than maxConfigFileSize.
+func readConfigBytes(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
@@ -225,6 +262,12 @@ func readConfigFile(path string, keys map[string]string) (map[string]fileValue, 
 	if len(b) > maxConfigFileSize {
 		return nil, fmt.Errorf("config file %s is larger than %d bytes", path, maxConfigFileSize)
 	}
+	return b, nil
+}
+
+// configRoot is the mapping of settings that b, the file at path, holds: one YAML document,
+// nil when it is empty or only comments.
+func configRoot(path string, b []byte) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
@@ -246,32 +289,29 @@ func readConfigFile(path string, keys map[string]string) (map[string]fileValue, 
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s:%d: want settings as \"key: value\" lines", path, root.Line)
 	}
-	var names []string
-	for k := range keys {
-		names = append(names, k)
+	return root, nil
+}
+
+// addConfigSetting adds the setting of key k and value v (of the file at path) to out: keys maps
+// every key a file may use to its flag, names are those keys sorted (for suggestions).
+func addConfigSetting(out map[string]fileValue, path string, k, v *yaml.Node, keys map[string]string, names []string) error {
+	if k.Value == configsKey { // DLedger's proxy list: a host's members (server.ParseHostMembersIn)
+		out[configsKey] = fileValue{key: k.Value, line: k.Line}
+		return nil
 	}
-	sort.Strings(names)
-	out := map[string]fileValue{}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
-		if k.Value == configsKey { // DLedger's proxy list: a host's members (server.ParseHostMembersIn)
-			out[configsKey] = fileValue{key: k.Value, line: k.Line}
-			continue
-		}
-		name, ok := keys[k.Value]
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: unknown setting %q%s", path, k.Line, k.Value, didYouMean(k.Value, names))
-		}
-		if prev, dup := out[name]; dup {
-			return nil, fmt.Errorf("%s:%d: %s sets what %s on line %d already set (--%s)", path, k.Line, k.Value, prev.key, prev.line, name)
-		}
-		value, err := scalarValue(v, listFlags[name])
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %s: %v", path, v.Line, k.Value, err)
-		}
-		out[name] = fileValue{key: k.Value, line: k.Line, value: value}
+	name, ok := keys[k.Value]
+	if !ok {
+		return fmt.Errorf("%s:%d: unknown setting %q%s", path, k.Line, k.Value, didYouMean(k.Value, names))
 	}
-	return out, nil
+	if prev, dup := out[name]; dup {
+		return fmt.Errorf("%s:%d: %s sets what %s on line %d already set (--%s)", path, k.Line, k.Value, prev.key, prev.line, name)
+	}
+	value, err := scalarValue(v, listFlags[name])
+	if err != nil {
+		return fmt.Errorf("%s:%d: %s: %v", path, v.Line, k.Value, err)
+	}
+	out[name] = fileValue{key: k.Value, line: k.Line, value: value}
+	return nil
 }
 
 // scalarValue is a value's text as the flag parses it; a list is joined with ';'.

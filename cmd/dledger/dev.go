@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -41,31 +42,10 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	}
 	// As for server: exit status 2 for a bad command line (found before anything is created),
 	// 1 for a failure while running.
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "dledger dev: "+format+"\n", a...)
-		return 2
-	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "dledger dev: "+format+"\n", a...)
-		return 1
-	}
-	if *members < 1 || *members > 7 {
-		return usage("--members must be 1..7")
-	}
-	if *httpBase == 0 {
-		*httpBase = *basePort + 1000
-		if *basePort >= 1 && *httpBase+*members-1 > 65535 {
-			return usage("--base-port %d leaves no room for %d HTTP ports at +1000: set --http-base-port", *basePort, *members)
-		}
-	}
-	if *basePort < 1 || *basePort+*members-1 > 65535 {
-		return usage("--base-port %d leaves no room for %d rpc ports", *basePort, *members)
-	}
-	if *httpBase < 1 || *httpBase+*members-1 > 65535 {
-		return usage("--http-base-port %d leaves no room for %d HTTP ports", *httpBase, *members)
-	}
-	if *httpBase < *basePort+*members && *basePort < *httpBase+*members {
-		return usage("--base-port %d and --http-base-port %d overlap for %d members", *basePort, *httpBase, *members)
+	usage := devExit(stderr, 2)
+	fail := devExit(stderr, 1)
+	if err := checkDevPorts(*members, *basePort, httpBase); err != nil {
+		return usage("%v", err)
 	}
 	cfg, err := timing.resolve()
 	if err != nil {
@@ -76,27 +56,21 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		return usage("%v", err)
 	}
 	defer log.Sync()
-	var parts []string
-	for i := 0; i < *members; i++ {
-		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, *basePort+i))
-	}
-	peers := strings.Join(parts, ";")
+	g := &devGroup{peers: devPeers(*members, *basePort), httpBase: *httpBase, cfg: cfg, log: log}
 	// Every member shares the timings and peers, so checking one config checks them all (a
 	// preferred leader outside the group, say). The key is not known yet (it is written into
 	// the data dir, which a bad command line must not create): Insecure stands in for it here.
-	if err := (server.Config{Group: "dev", SelfID: "n0", Peers: peers, Ledger: server.LedgerNone, Election: cfg,
+	if err := (server.Config{Group: "dev", SelfID: "n0", Peers: g.peers, Ledger: server.LedgerNone, Election: cfg,
 		Insecure: true}).Validate(); err != nil {
 		return usage("%v", err)
 	}
-	root := *dir
-	if root == "" {
-		if root, err = os.MkdirTemp("", "dledger-dev-"); err != nil {
-			return fail("%v", err)
-		}
-		defer os.RemoveAll(root)
-	}
-	keys, err := devKeys(root)
+	root, cleanup, err := devDataDir(*dir)
 	if err != nil {
+		return fail("%v", err)
+	}
+	defer cleanup()
+	g.root = root
+	if g.keys, err = devKeys(root); err != nil {
 		return fail("%v", err)
 	}
 
@@ -106,64 +80,164 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, format, a...)
 		out.Unlock()
 	}
-	start := time.Now()
+	g.start = time.Now()
 	// Role changes are printed in time order, after the member list (roleLog).
-	roles := newRoleLog(func(line string) { printf("%s", line) })
-	defer roles.close()
-	showRoleChanges := sync.OnceFunc(roles.start)
-	var servers []*server.Server
-	var daemons []*daemon.Daemon
-	stopAll := func() {
-		stopGroup(servers)
-		for _, d := range daemons {
-			d.Stop(context.Background())
-		}
-	}
+	g.roles = newRoleLog(func(line string) { printf("%s", line) })
+	defer g.roles.close()
+	showRoleChanges := sync.OnceFunc(g.roles.start)
 	printf("dledger dev: group %q with %d members, profile %s, data in %s\n", "dev", *members, timing.profile, root)
 	for i := 0; i < *members; i++ {
 		id := fmt.Sprintf("n%d", i)
-		httpAddr := fmt.Sprintf("127.0.0.1:%d", *httpBase+i)
-		// Each member its own admin API and metrics, as three processes would have.
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		d, err := daemon.New(daemon.Config{HTTPAddr: httpAddr}, daemon.WithLogger(log), daemon.WithRegisterer(reg))
+		d, reg, err := g.newDaemon(i)
 		if err != nil {
-			stopAll()
+			g.stopAll()
 			return fail("%s: %v", id, err)
 		}
-		s, err := server.New(server.Config{Group: "dev", SelfID: id, Peers: peers,
-			DataDir: fmt.Sprintf("%s/%s", root, id), Ledger: server.LedgerNone, Election: cfg,
-			Keys: keys},
-			server.WithAttacher(d.Attacher()), server.WithRegisterer(reg),
-			server.WithLogger(log),
-			server.WithListener(func(ev dledger.RoleEvent) {
-				at := ev.At
-				if at.IsZero() { // a missed marker carries no time of its own
-					at = time.Now()
-				}
-				roles.add(at, devRoleLine(id, start, ev)+"\n")
-			}))
-		if err == nil {
-			if err = d.Listen(); err != nil {
-				s.Stop(context.Background())
-			}
-		}
-		if err == nil {
-			err = s.Start()
-		}
+		s, err := g.startMember(id, d, reg)
 		if err != nil {
 			showRoleChanges() // what the members did before the failure (roles.close prints the rest)
 			d.Stop(context.Background())
-			stopAll()
+			g.stopAll()
 			return fail("%s: %v", id, err)
 		}
 		d.Serve()
-		servers = append(servers, s)
-		daemons = append(daemons, d)
+		g.servers = append(g.servers, s)
+		g.daemons = append(g.daemons, d)
 		printf("  %s  rpc %s  http http://%s/v1/status\n", id, s.RPCAddr(), d.HTTPAddr())
 	}
-	addrs := make([]string, len(servers))
-	for i, d := range daemons {
+	g.printHints(printf)
+	showRoleChanges()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	return stopOnSignal(sig, log, stderr, "dev", func() error {
+		g.roles.flush(time.Now()) // the role changes held so far come before this line
+		printf("stopping (Ctrl-C again to exit at once)...\n")
+		g.stopAll()
+		g.roles.close() // every member's final event, before the exit
+		return nil
+	})
+}
+
+// devExit is a report of dledger dev that ends it with exit status code.
+func devExit(stderr io.Writer, code int) func(format string, a ...any) int {
+	return func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "dledger dev: "+format+"\n", a...)
+		return code
+	}
+}
+
+// checkDevPorts checks that the rpc ports from basePort and the HTTP ports from *httpBase
+// (basePort + 1000 when 0, which it fills in) fit members members without overlapping.
+func checkDevPorts(members, basePort int, httpBase *int) error {
+	if members < 1 || members > 7 {
+		return errors.New("--members must be 1..7")
+	}
+	if *httpBase == 0 {
+		*httpBase = basePort + 1000
+		if basePort >= 1 && *httpBase+members-1 > 65535 {
+			return fmt.Errorf("--base-port %d leaves no room for %d HTTP ports at +1000: set --http-base-port", basePort, members)
+		}
+	}
+	if !portsFit(basePort, members) {
+		return fmt.Errorf("--base-port %d leaves no room for %d rpc ports", basePort, members)
+	}
+	if !portsFit(*httpBase, members) {
+		return fmt.Errorf("--http-base-port %d leaves no room for %d HTTP ports", *httpBase, members)
+	}
+	if *httpBase < basePort+members && basePort < *httpBase+members {
+		return fmt.Errorf("--base-port %d and --http-base-port %d overlap for %d members", basePort, *httpBase, members)
+	}
+	return nil
+}
+
+// portsFit says whether n ports from base are all valid port numbers.
+func portsFit(base, n int) bool { return base >= 1 && base+n-1 <= 65535 }
+
+// devPeers is the dev group's peers: n0, n1, ... on loopback ports from basePort.
+func devPeers(members, basePort int) string {
+	var parts []string
+	for i := 0; i < members; i++ {
+		parts = append(parts, fmt.Sprintf("n%d-127.0.0.1:%d", i, basePort+i))
+	}
+	return strings.Join(parts, ";")
+}
+
+// devDataDir is where the members keep their data: dir, or when it is empty a temporary dir
+// that cleanup removes.
+func devDataDir(dir string) (root string, cleanup func(), err error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	if root, err = os.MkdirTemp("", "dledger-dev-"); err != nil {
+		return "", nil, err
+	}
+	return root, func() { os.RemoveAll(root) }, nil
+}
+
+// devGroup is the group dledger dev runs: what every member shares, and the members started.
+type devGroup struct {
+	peers    string
+	httpBase int
+	cfg      dledger.Config
+	log      *zap.Logger
+	root     string
+	keys     secure.KeySet
+	start    time.Time
+	roles    *roleLog
+	servers  []*server.Server
+	daemons  []*daemon.Daemon
+}
+
+// newDaemon is member i's admin API and metrics, its own as three processes would have them.
+func (g *devGroup) newDaemon(i int) (*daemon.Daemon, *prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", g.httpBase+i)
+	d, err := daemon.New(daemon.Config{HTTPAddr: httpAddr}, daemon.WithLogger(g.log), daemon.WithRegisterer(reg))
+	return d, reg, err
+}
+
+// startMember creates member id's server on d (reg its metrics), has d listen and starts the
+// server; after a failure the server is not running (d is the caller's to stop).
+func (g *devGroup) startMember(id string, d *daemon.Daemon, reg prometheus.Registerer) (*server.Server, error) {
+	s, err := server.New(server.Config{Group: "dev", SelfID: id, Peers: g.peers,
+		DataDir: fmt.Sprintf("%s/%s", g.root, id), Ledger: server.LedgerNone, Election: g.cfg,
+		Keys: g.keys},
+		server.WithAttacher(d.Attacher()), server.WithRegisterer(reg),
+		server.WithLogger(g.log),
+		server.WithListener(func(ev dledger.RoleEvent) {
+			at := ev.At
+			if at.IsZero() { // a missed marker carries no time of its own
+				at = time.Now()
+			}
+			g.roles.add(at, devRoleLine(id, g.start, ev)+"\n")
+		}))
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Listen(); err != nil {
+		s.Stop(context.Background())
+		return nil, err
+	}
+	if err := s.Start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// stopAll stops the members started, servers first.
+func (g *devGroup) stopAll() {
+	stopGroup(g.servers)
+	for _, d := range g.daemons {
+		d.Stop(context.Background())
+	}
+}
+
+// printHints prints the commands that look at the running group.
+func (g *devGroup) printHints(printf func(format string, a ...any)) {
+	addrs := make([]string, len(g.daemons))
+	for i, d := range g.daemons {
 		addrs[i] = d.HTTPAddr()
 	}
 	self := selfCommand(os.Args[0], os.Executable, exec.LookPath)
@@ -171,17 +245,6 @@ func runDev(args []string, stdout, stderr io.Writer) int {
 	printf("watch:    %s watch --http %s\n", self, addrs[0])
 	printf("transfer: %s transfer --http %s --to n1\n", self, addrs[0])
 	printf("stop with Ctrl-C; role changes follow:\n")
-	showRoleChanges()
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sig)
-	return stopOnSignal(sig, log, stderr, "dev", func() error {
-		roles.flush(time.Now()) // the role changes held so far come before this line
-		printf("stopping (Ctrl-C again to exit at once)...\n")
-		stopAll()
-		roles.close() // every member's final event, before the exit
-		return nil
-	})
 }
 
 // stopGroup stops every member of a group that goes away as a whole: the followers first, all

@@ -62,26 +62,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
-	if *id != "" && *group == "" {
-		fmt.Fprintln(stderr, "dledger status: --id needs --group")
-		return 2
-	}
-	if *addrs == "" {
-		fmt.Fprintln(stderr, "dledger status: --http is required (e.g. --http 127.0.0.1:21911)")
-		return 2
-	}
-	if *format != "text" && *format != "json" {
-		fmt.Fprintf(stderr, "dledger status: -o %q: want text or json\n", *format)
-		return 2
-	}
-	var list []string
-	for _, a := range strings.Split(*addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			list = append(list, a)
-		}
-	}
-	if len(list) == 0 {
-		fmt.Fprintln(stderr, "dledger status: --http holds no address")
+	list, err := statusAddrs(*addrs, *group, *id, *format)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger status: %v\n", err)
 		return 2
 	}
 	client, err := tlsFlags.httpClient(*timeout)
@@ -89,34 +72,70 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dledger status: %v\n", err)
 		return 2
 	}
+	rep := collectStatus(client, list, *group, *id)
+	writeStatus(stdout, stderr, rep, *format)
+	if rep.Unreachable > 0 || rep.Error != "" {
+		return 1
+	}
+	return 0
+}
+
+// statusAddrs checks runStatus's command line and returns the addresses of --http (addrs).
+func statusAddrs(addrs, group, id, format string) ([]string, error) {
+	if id != "" && group == "" {
+		return nil, errors.New("--id needs --group")
+	}
+	if addrs == "" {
+		return nil, errors.New("--http is required (e.g. --http 127.0.0.1:21911)")
+	}
+	if format != "text" && format != "json" {
+		return nil, fmt.Errorf("-o %q: want text or json", format)
+	}
+	var list []string
+	for _, a := range strings.Split(addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			list = append(list, a)
+		}
+	}
+	if len(list) == 0 {
+		return nil, errors.New("--http holds no address")
+	}
+	return list, nil
+}
+
+// collectStatus reads the status of the members at list: those it lists when it holds one
+// address (discover), else exactly those.
+func collectStatus(client *http.Client, list []string, group, id string) statusReport {
 	rep := statusReport{Members: []memberReport{}}
 	if len(list) == 1 {
-		rep = discover(client, list[0], *group, *id)
+		rep = discover(client, list[0], group, id)
 	} else {
 		for _, a := range list {
 			rep.Members = append(rep.Members, memberReport{AdminAddr: a})
 		}
 	}
-	readStatuses(client, rep.Members, *group)
+	readStatuses(client, rep.Members, group)
 	for _, m := range rep.Members {
 		if !m.Reachable {
 			rep.Unreachable++
 		}
 	}
-	if *format == "json" {
+	return rep
+}
+
+// writeStatus prints rep in format: one JSON document, or a table (and the listing's error on
+// stderr).
+func writeStatus(stdout, stderr io.Writer, rep statusReport, format string) {
+	if format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(rep)
-	} else {
-		printStatusTable(stdout, rep)
-		if rep.Error != "" {
-			fmt.Fprintf(stderr, "dledger status: %s\n", rep.Error)
-		}
+		return
 	}
-	if rep.Unreachable > 0 || rep.Error != "" {
-		return 1
+	printStatusTable(stdout, rep)
+	if rep.Error != "" {
+		fmt.Fprintf(stderr, "dledger status: %s\n", rep.Error)
 	}
-	return 0
 }
 
 // discover lists the group through one member's /v1/members (with group set: that group's
