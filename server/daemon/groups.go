@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -29,64 +30,91 @@ func (d *Daemon) groupsHandler() http.Handler {
 			writeJSON(w, http.StatusMethodNotAllowed, errorJSON{Error: "GET only"})
 			return
 		}
-		q := r.URL.Query()
-		for k := range q {
-			switch k {
-			case "group", "role", "limit", "after":
-			default:
-				badRequest(w, "unknown query parameter %q (group, role, limit, after)", k)
-				return
-			}
+		gq, err := parseGroupsQuery(r.URL.Query())
+		if err != nil {
+			badRequest(w, "%v", err)
+			return
 		}
-		limit := defaultGroupsPage
-		if s := q.Get("limit"); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 || n > maxGroupsPage {
-				badRequest(w, "limit %q: want 1 to %d", s, maxGroupsPage)
-				return
-			}
-			limit = n
-		}
-		var role protocol.Role
-		wantRole := q.Has("role")
-		if wantRole {
-			var ok bool
-			if role, ok = protocol.ParseRole(strings.ToUpper(q.Get("role"))); !ok {
-				badRequest(w, "role %q: want LEADER, FOLLOWER, CANDIDATE or UNKNOWN", q.Get("role"))
-				return
-			}
-		}
-		var afterGroup, afterID string
-		if a := q.Get("after"); a != "" {
-			g, id, ok := strings.Cut(a, "/")
-			var err1, err2 error
-			afterGroup, err1 = url.PathUnescape(g)
-			afterID, err2 = url.PathUnescape(id)
-			if !ok || err1 != nil || err2 != nil || afterGroup == "" {
-				badRequest(w, "after %q: want the next cursor of a previous page", a)
-				return
-			}
-		}
-		out := adminclient.GroupsJSON{Groups: []adminclient.GroupJSON{}}
-		for _, m := range d.sorted() { // ordered by group, then id
-			g, id := m.cfg.Group, m.cfg.SelfID
-			if afterGroup != "" && (g < afterGroup || g == afterGroup && id <= afterID) {
-				continue
-			}
-			if q.Has("group") && g != q.Get("group") {
-				continue
-			}
-			st := m.s.Status()
-			if wantRole && st.Role != role {
-				continue
-			}
-			if len(out.Groups) == limit {
-				last := out.Groups[limit-1]
-				out.Next = url.PathEscape(last.Group) + "/" + url.PathEscape(last.SelfID)
-				break
-			}
-			out.Groups = append(out.Groups, adminclient.GroupJSON{Group: g, SelfID: id, Role: st.Role.String(), Term: st.Term, LeaderID: st.LeaderID})
-		}
-		writeJSON(w, http.StatusOK, out)
+		writeJSON(w, http.StatusOK, d.groupsPage(gq))
 	})
+}
+
+// groupsQuery is a GET /v1/groups request's query, checked.
+type groupsQuery struct {
+	group               string // with hasGroup: only this group
+	hasGroup            bool
+	role                protocol.Role // with hasRole: only members in this role
+	hasRole             bool
+	limit               int
+	afterGroup, afterID string // the cursor; afterGroup "" when none
+}
+
+// parseGroupsQuery checks q: known parameters only, a limit in range, a role by name and a
+// cursor a page returned.
+func parseGroupsQuery(q url.Values) (groupsQuery, error) {
+	gq := groupsQuery{group: q.Get("group"), hasGroup: q.Has("group"), hasRole: q.Has("role"), limit: defaultGroupsPage}
+	for k := range q {
+		switch k {
+		case "group", "role", "limit", "after":
+		default:
+			return gq, fmt.Errorf("unknown query parameter %q (group, role, limit, after)", k)
+		}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxGroupsPage {
+			return gq, fmt.Errorf("limit %q: want 1 to %d", s, maxGroupsPage)
+		}
+		gq.limit = n
+	}
+	if gq.hasRole {
+		var ok bool
+		if gq.role, ok = protocol.ParseRole(strings.ToUpper(q.Get("role"))); !ok {
+			return gq, fmt.Errorf("role %q: want LEADER, FOLLOWER, CANDIDATE or UNKNOWN", q.Get("role"))
+		}
+	}
+	if a := q.Get("after"); a != "" {
+		var ok bool
+		if gq.afterGroup, gq.afterID, ok = parseGroupsCursor(a); !ok {
+			return gq, fmt.Errorf("after %q: want the next cursor of a previous page", a)
+		}
+	}
+	return gq, nil
+}
+
+// parseGroupsCursor reads a cursor a page returned as next: the path-escaped group and id of
+// its last member, joined by '/'.
+func parseGroupsCursor(a string) (group, id string, ok bool) {
+	g, i, ok := strings.Cut(a, "/")
+	group, err1 := url.PathUnescape(g)
+	id, err2 := url.PathUnescape(i)
+	return group, id, ok && err1 == nil && err2 == nil && group != ""
+}
+
+// past says whether member id of group g comes after the cursor (every member does when there
+// is none).
+func (gq groupsQuery) past(g, id string) bool {
+	return gq.afterGroup == "" || g > gq.afterGroup || g == gq.afterGroup && id > gq.afterID
+}
+
+// groupsPage is the page of the process's members gq asks for.
+func (d *Daemon) groupsPage(gq groupsQuery) adminclient.GroupsJSON {
+	out := adminclient.GroupsJSON{Groups: []adminclient.GroupJSON{}}
+	for _, m := range d.sorted() { // ordered by group, then id
+		g, id := m.cfg.Group, m.cfg.SelfID
+		if !gq.past(g, id) || gq.hasGroup && g != gq.group {
+			continue
+		}
+		st := m.s.Status()
+		if gq.hasRole && st.Role != gq.role {
+			continue
+		}
+		if len(out.Groups) == gq.limit {
+			last := out.Groups[gq.limit-1]
+			out.Next = url.PathEscape(last.Group) + "/" + url.PathEscape(last.SelfID)
+			break
+		}
+		out.Groups = append(out.Groups, adminclient.GroupJSON{Group: g, SelfID: id, Role: st.Role.String(), Term: st.Term, LeaderID: st.LeaderID})
+	}
+	return out
 }

@@ -59,20 +59,33 @@ func checkAdminAddr(a string) error {
 	if err != nil {
 		return fmt.Errorf("advertised admin address %q: %v", a, err)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+	if !plainPort(port) {
 		return fmt.Errorf("advertised admin address %q: bad port", a)
 	}
 	if host == "" {
 		return fmt.Errorf("advertised admin address %q: no host", a)
 	}
-	for _, c := range []byte(host) {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '-' || c == '_' || c == ':' || c == '%'
-		if !ok {
-			return fmt.Errorf("advertised admin address %q: bad character in host", a)
-		}
+	if strings.IndexFunc(host, func(c rune) bool { return !adminHostChar(c) }) >= 0 {
+		return fmt.Errorf("advertised admin address %q: bad character in host", a)
 	}
 	return nil
+}
+
+// plainPort says whether port is a port number 1..65535 written as plain decimal (no sign, no
+// leading zero).
+func plainPort(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == port
+}
+
+// adminHostChar says whether c may stand in an advertised host: ASCII letters and digits and
+// what host names and IP addresses (with an IPv6 zone) use.
+func adminHostChar(c rune) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return strings.ContainsRune(".-_:%", c)
 }
 
 // probeGate lets one discovery at a time ask the peers: each asks every peer once over the

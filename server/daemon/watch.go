@@ -370,36 +370,50 @@ func (m *member) serveWatch(w http.ResponseWriter, r *http.Request) {
 	if !flushTo(w, rc, buf.String()) {
 		return
 	}
+	m.streamEvents(w, rc, wt.ch, r.Context().Done())
+}
+
+// streamEvents sends the events of ch as they come, and a keepalive comment when none came for
+// a while, until ch is closed (after its last event is sent), done, or a write fails.
+func (m *member) streamEvents(w http.ResponseWriter, rc *http.ResponseController, ch <-chan dledger.RoleEvent, done <-chan struct{}) {
 	keepalive := time.NewTicker(m.watch.keepalive)
 	defer keepalive.Stop()
+	var buf strings.Builder
 	for {
 		buf.Reset()
 		select {
-		case ev, ok := <-wt.ch:
+		case ev, ok := <-ch:
 			if !ok {
 				return
 			}
 			m.writeEvent(&buf, ev)
-			// Send what else is queued in the same write.
-			for more := true; more; {
-				select {
-				case ev, ok := <-wt.ch:
-					if !ok {
-						flushTo(w, rc, buf.String())
-						return
-					}
-					m.writeEvent(&buf, ev)
-				default:
-					more = false
-				}
+			if !m.writeQueued(&buf, ch) {
+				flushTo(w, rc, buf.String())
+				return
 			}
 		case <-keepalive.C:
 			buf.WriteString(": keepalive\n\n")
-		case <-r.Context().Done():
+		case <-done:
 			return
 		}
 		if !flushTo(w, rc, buf.String()) {
 			return
+		}
+	}
+}
+
+// writeQueued adds the events already queued in ch to buf, to go in the same write; false
+// when ch is closed.
+func (m *member) writeQueued(buf *strings.Builder, ch <-chan dledger.RoleEvent) bool {
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return false
+			}
+			m.writeEvent(buf, ev)
+		default:
+			return true
 		}
 	}
 }
