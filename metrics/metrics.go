@@ -246,10 +246,22 @@ func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.leaderlessLocked(ev.LeaderID != "", at)
+	if ev.LeaderID != "" && (ev.LeaderID != m.leader || ev.Term != m.leaderTerm) {
+		m.leaderChangedLocked(ev.LeaderID, ev.Term)
+	}
+	if m.registered != nil { // not after Unregister: the member left the host's counts
+		m.hostRoleLocked(ev.Role, ev.LeaderID != "", false)
+	}
+}
+
+// leaderlessLocked starts the leaderless time at at when the member lost its leader, or ends
+// it (and observes the election's duration, the member's and the host's) when it has one again.
+func (m *Metrics) leaderlessLocked(hasLeader bool, at time.Time) {
 	switch {
-	case ev.LeaderID == "" && m.leaderlessFrom.IsZero():
+	case !hasLeader && m.leaderlessFrom.IsZero():
 		m.leaderlessFrom = at
-	case ev.LeaderID != "" && !m.leaderlessFrom.IsZero():
+	case hasLeader && !m.leaderlessFrom.IsZero():
 		gap := at.Sub(m.leaderlessFrom)
 		m.leaderlessSum += gap
 		if !m.hostOnly {
@@ -260,18 +272,18 @@ func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
 		}
 		m.leaderlessFrom = time.Time{}
 	}
-	if ev.LeaderID != "" && (ev.LeaderID != m.leader || ev.Term != m.leaderTerm) {
-		if !m.hostOnly {
-			m.leaderChanges.Inc()
-		}
-		if m.host != nil {
-			m.host.leaderChanges.Inc()
-		}
-		m.leader, m.leaderTerm = ev.LeaderID, ev.Term
+}
+
+// leaderChangedLocked counts a new leader (or the same one in a new term), the member's and
+// the host's count, and remembers it.
+func (m *Metrics) leaderChangedLocked(leader string, term int64) {
+	if !m.hostOnly {
+		m.leaderChanges.Inc()
 	}
-	if m.registered != nil { // not after Unregister: the member left the host's counts
-		m.hostRoleLocked(ev.Role, ev.LeaderID != "", false)
+	if m.host != nil {
+		m.host.leaderChanges.Inc()
 	}
+	m.leader, m.leaderTerm = leader, term
 }
 
 // setRoleGauges sets the member's term and role gauges from ev.
