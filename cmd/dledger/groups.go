@@ -125,21 +125,12 @@ func runGroupsChange(verb string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dledger groups %s: %s required\n", verb, req)
 		return 2
 	}
-	var token string
-	if *tokenFile != "" {
-		var err error
-		if token, err = readTokenFile(*tokenFile); err != nil {
-			fmt.Fprintf(stderr, "dledger groups %s: --token-file: %v\n", verb, err)
-			return 2
-		}
-	}
-	client, err := tlsFlags.httpClient(*timeout)
-	if err != nil {
-		fmt.Fprintf(stderr, "dledger groups %s: %v\n", verb, err)
+	c, ok := groupsAdminClient(verb, *addr, *tokenFile, tlsFlags, *timeout, stderr)
+	if !ok {
 		return 2
 	}
-	c := &adminclient.Client{Addr: *addr, HTTP: client, Token: token}
 	var g adminclient.GroupJSON
+	var err error
 	if verb == "add" {
 		g, err = c.AddMember(context.Background(), *group, *id, adminclient.MemberEntryJSON{Peers: *peers, PreferredLeaderIDs: *preferred, Join: *join})
 	} else {
@@ -167,20 +158,10 @@ func runGroupsDrain(verb string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dledger groups %s: --http is required\n", verb)
 		return 2
 	}
-	var token string
-	if *tokenFile != "" {
-		var err error
-		if token, err = readTokenFile(*tokenFile); err != nil {
-			fmt.Fprintf(stderr, "dledger groups %s: --token-file: %v\n", verb, err)
-			return 2
-		}
-	}
-	client, err := tlsFlags.httpClient(*timeout)
-	if err != nil {
-		fmt.Fprintf(stderr, "dledger groups %s: %v\n", verb, err)
+	c, ok := groupsAdminClient(verb, *addr, *tokenFile, tlsFlags, *timeout, stderr)
+	if !ok {
 		return 2
 	}
-	c := &adminclient.Client{Addr: *addr, HTTP: client, Token: token}
 	call, done := c.Drain, "drained %s: it leads no group\n"
 	if verb == "undrain" {
 		call, done = c.Undrain, "undrained %s: it may lead again\n"
@@ -211,4 +192,24 @@ func memberOf(ctx context.Context, client *http.Client, addr, group, id string) 
 		return "", fmt.Errorf("%s serves no member of group %q", addr, group)
 	}
 	return page.Groups[0].SelfID, nil
+}
+
+// groupsAdminClient is the admin client of the process at addr that dledger groups verb asks:
+// with the token of tokenFile (if any) and the TLS flags' client; false (a usage error,
+// reported) when either cannot be read.
+func groupsAdminClient(verb, addr, tokenFile string, tlsFlags clientTLSFlags, timeout time.Duration, stderr io.Writer) (*adminclient.Client, bool) {
+	var token string
+	if tokenFile != "" {
+		var err error
+		if token, err = readTokenFile(tokenFile); err != nil {
+			fmt.Fprintf(stderr, "dledger groups %s: --token-file: %v\n", verb, err)
+			return nil, false
+		}
+	}
+	client, err := tlsFlags.httpClient(timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "dledger groups %s: %v\n", verb, err)
+		return nil, false
+	}
+	return &adminclient.Client{Addr: addr, HTTP: client, Token: token}, true
 }
