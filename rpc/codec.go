@@ -126,30 +126,47 @@ func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response boo
 func encodeMessage(e *msgpack.Encoder, msg any) error {
 	switch r := msg.(type) {
 	case *protocol.HeartBeatRequest:
-		switch {
-		case r.Conf != nil || r.Pending != nil: // a configuration to carry (issue 31): rare, the library's path
-			return e.Encode(msg)
-		case r.ConfEpoch != 0 && r.ConfTerm != 0 && r.Epoch == 0: // a group that changed (issue 31)
-			return e.Encode((*heartBeatRequestConf)(r))
-		case r.ConfEpoch != 0 || r.ConfTerm != 0:
-			return e.Encode(msg)
-		}
-		if r.Epoch == 0 {
-			return e.Encode((*heartBeatRequestPlain)(r))
-		}
-		return e.Encode((*heartBeatRequestEpoch)(r))
+		return e.Encode(heartBeatRequestWire(r))
 	case *protocol.HeartBeatResponse:
-		switch {
-		case !r.LedgerUnknown && r.Epoch == 0 && r.ConfEpoch != 0 && r.ConfTerm != 0 && r.CommitEpoch != 0 && r.CommitTerm != 0:
-			return e.Encode((*heartBeatResponseKnownConf)(r)) // a group that changed (issue 31)
-		case r.LedgerUnknown, r.ConfEpoch != 0 || r.ConfTerm != 0 || r.CommitEpoch != 0 || r.CommitTerm != 0:
-		case r.Epoch == 0:
-			return e.Encode((*heartBeatResponseKnown)(r))
-		default:
-			return e.Encode((*heartBeatResponseKnownEpoch)(r))
-		}
+		return e.Encode(heartBeatResponseWire(r))
 	}
 	return e.Encode(msg)
+}
+
+// heartBeatRequestWire is r as encodeMessage hands it to the library: r itself when it carries
+// a configuration or a configuration version with a table epoch (rare: the library's path), else
+// r converted to the struct that writes the bytes omitempty would give without its cost.
+func heartBeatRequestWire(r *protocol.HeartBeatRequest) any {
+	switch {
+	case r.Conf != nil || r.Pending != nil: // a configuration to carry (issue 31): rare, the library's path
+		return r
+	case r.ConfEpoch != 0 && r.ConfTerm != 0 && r.Epoch == 0: // a group that changed (issue 31)
+		return (*heartBeatRequestConf)(r)
+	case r.ConfEpoch != 0 || r.ConfTerm != 0:
+		return r
+	case r.Epoch == 0:
+		return (*heartBeatRequestPlain)(r)
+	}
+	return (*heartBeatRequestEpoch)(r)
+}
+
+// heartBeatResponseWire is r as encodeMessage hands it to the library: converted for a member
+// that knows its ledger and reports either no configuration version or (with no table epoch)
+// all of them, else r itself (the library's path).
+func heartBeatResponseWire(r *protocol.HeartBeatResponse) any {
+	if r.LedgerUnknown {
+		return r
+	}
+	switch {
+	case r.ConfEpoch == 0 && r.ConfTerm == 0 && r.CommitEpoch == 0 && r.CommitTerm == 0:
+		if r.Epoch == 0 {
+			return (*heartBeatResponseKnown)(r)
+		}
+		return (*heartBeatResponseKnownEpoch)(r)
+	case r.Epoch == 0 && r.ConfEpoch != 0 && r.ConfTerm != 0 && r.CommitEpoch != 0 && r.CommitTerm != 0:
+		return (*heartBeatResponseKnownConf)(r) // a group that changed (issue 31)
+	}
+	return r
 }
 
 // heartBeatRequestPlain and heartBeatRequestEpoch are protocol.HeartBeatRequest without its
@@ -357,13 +374,13 @@ func ledgerOK(v int64) bool { return v >= -1 && v <= protocol.MaxLedgerValue }
 func inBounds(m any) bool {
 	switch m := m.(type) {
 	case *protocol.VoteRequest:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
+		return ledgerEndMessageOK(m.Term, m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.VoteResponse:
 		return termOK(m.Term)
 	case *protocol.HeartBeatRequest:
 		return termOK(m.Term)
 	case *protocol.HeartBeatResponse:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
+		return ledgerEndMessageOK(m.Term, m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.LeadershipTransferRequest:
 		return termOK(m.Term) && ledgerOK(m.TakeLeadershipLedgerIndex)
 	case *protocol.LeadershipTransferResponse:
@@ -371,13 +388,23 @@ func inBounds(m any) bool {
 	case *protocol.MetadataRequest:
 		return termOK(m.Term)
 	case *protocol.MetadataResponse:
-		return termOK(m.Term) && ledgerEndOK(m.LedgerEndTerm, m.LedgerEndIndex)
+		return ledgerEndMessageOK(m.Term, m.LedgerEndTerm, m.LedgerEndIndex)
 	case *protocol.HostHeartBeatRequest:
-		return termOK(m.Term) && len(m.Changes) <= protocol.MaxHostChanges
+		return hostMessageOK(m.Term, len(m.Changes))
 	case *protocol.HostHeartBeatResponse:
-		return termOK(m.Term) && len(m.Changes) <= protocol.MaxHostChanges
+		return hostMessageOK(m.Term, len(m.Changes))
 	}
 	return false
+}
+
+// ledgerEndMessageOK bounds a message that reports a ledger end: its term and the ledger end.
+func ledgerEndMessageOK(term, endTerm, endIndex int64) bool {
+	return termOK(term) && ledgerEndOK(endTerm, endIndex)
+}
+
+// hostMessageOK bounds a host message: its term and how many changes it carries.
+func hostMessageOK(term int64, changes int) bool {
+	return termOK(term) && changes <= protocol.MaxHostChanges
 }
 
 // confInBounds reports whether the configuration fields of m (issue 31, docs/protocol.md 13)
