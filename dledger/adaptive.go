@@ -98,8 +98,8 @@ func (e *Elector) heardLeader(leader string, now time.Time, first bool) {
 }
 
 // answeredAfter records the round trip of a heartbeat answer from member idx (any answer: it
-// measures the link, not the follower's opinion); a transport error instead (ok false) forgets
-// what the link measured (linkChanged).
+// measures the link, not the follower's opinion); a transport error instead (ok false) marks
+// the link repaired (linkChanged).
 func (e *Elector) answeredAfter(idx int, sentAt, now time.Time, ok bool) {
 	if !ok {
 		e.linkChanged(idx)
@@ -111,22 +111,26 @@ func (e *Elector) answeredAfter(idx int, sentAt, now time.Time, ok bool) {
 	e.det.rtts[idx].Answered(sentAt, now)
 }
 
-// linkChanged forgets what the link to member idx measured, so its windows are the profile's
-// until it has Min samples again (docs/protocol.md 14.1): a heartbeat call that failed, or a
-// new connection to the member (PeerReachable), says the link was broken and is being
-// repaired, and a repair (a redial, a handshake, the round that failed meanwhile) takes longer
-// than anything the healthy link showed. Measured on real processes: with the leader's
-// connections reset every second (ss -K), the leader's 400 ms check-quorum window and its
-// followers' 300 ms timeouts ran out during the repairs (3 needless leader changes in 30 s).
+// linkChanged marks the link to member idx repaired, so its windows are at least the
+// profile's until it has Min new samples (docs/protocol.md 14.2): a heartbeat call that failed
+// (an error or a timeout), or a new connection to the member (PeerReachable), says the link
+// was broken and is being repaired, and a repair (a redial, a handshake, the round that failed
+// meanwhile) takes longer than anything the healthy link showed. Measured on real processes:
+// with the leader's connections reset every second (ss -K), the leader's 400 ms check-quorum
+// window and its followers' 300 ms timeouts ran out during the repairs (3 needless leader
+// changes in 30 s). The samples are kept (detect.Sample.Restart): forgotten, a slow link's
+// check-quorum window fell from what its round trips asked for (up to 1.2 s with lan) to the
+// profile's 600 ms, and a leader whose other follower was cut off stepped down when a call to
+// the slow one timed out (the simulator's rejoin scenario, seeds 200, 308 and 380).
 func (e *Elector) linkChanged(idx int) {
 	if idx < 0 {
 		return
 	}
 	if e.det.rtts != nil {
-		e.det.rtts[idx] = detect.RoundTrips{}
+		e.det.rtts[idx].Restart()
 	}
 	if e.det.arrivals != nil {
-		e.det.arrivals[idx] = detect.Arrivals{}
+		e.det.arrivals[idx].Restart()
 	}
 }
 
@@ -187,13 +191,14 @@ func (e *Elector) stickyRetry(r *voteRound, now time.Time, delay time.Duration) 
 // followers' timeouts differ by the largest gap each happened to measure, and a follower that
 // times out first and probes must not wait for the slowest one, whose own timeout may be a
 // hundred milliseconds later. A leader heard every interval is never overdue by a margin, so
-// within W_s it is still defended. DW until the link has Min samples, and with a table.
+// within W_s it is still defended. DW until the link has Min samples since it was new or
+// repaired (detect.Sample.Settled), and with a table.
 func (e *Elector) stickyWindow() time.Duration {
 	w := e.cfg.DetectionWindow()
 	if !e.adapts() || e.det.arrivals == nil {
 		return w
 	}
-	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && e.det.arrivals[i].Gaps().Len() >= detect.Min {
+	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && e.det.arrivals[i].Gaps().Settled() {
 		w = min(w, e.det.arrivals[i].Gaps().Floor(e.cfg.DetectorBounds(), 1))
 	}
 	return w
@@ -234,7 +239,7 @@ func (e *Elector) sticky(now time.Time) bool {
 // DW. Adapted (docs/protocol.md 14.2), each follower has the window of its own link: a
 // follower counts as acknowledging while its newest acknowledgement (never before the
 // election, D3) is within its window, and the leader, counting itself, steps down when fewer
-// than a quorum count. A link that is broken (its samples forgotten, its window the
+// than a quorum count. A link that is broken (its calls failing, its window at least the
 // profile's) then neither counts nor shortens the window of those that answer, as one window
 // for all, the quorum's smallest, would: a cut-off follower's reset link made a leader on a
 // slow WAN step down (the simulator's rejoin scenario, seed 96).

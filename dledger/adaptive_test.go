@@ -239,9 +239,8 @@ func TestNoCorroborationWithinTheStickinessWindow(t *testing.T) {
 	}
 }
 
-// TestARepairedLinkStartsOver (14.1): a failed heartbeat call, or a new connection to the
-// member, forgets what the link measured: its windows are the profile's until it has Min
-// samples again.
+// TestARepairedLinkStartsOver (14.2): after a failed heartbeat call, or a new connection to
+// the member, the link's windows are the profile's until it has Min samples again.
 func TestARepairedLinkStartsOver(t *testing.T) {
 	u := newUnit(t, 3, nil)
 	u.makeLeader()
@@ -273,7 +272,7 @@ func TestARepairedLinkStartsOver(t *testing.T) {
 }
 
 // TestABrokenLinkDoesNotShortenTheOthersWindows (14.2): on a slow WAN, one follower's link
-// breaks (its samples forgotten, its window the profile's 600 ms); the other, still answering
+// breaks (its calls fail, its window at least the profile's 600 ms); the other, still answering
 // 480 ms after each round (in 50 ms steps: 500), keeps the leader in office on its own link's longer window, though
 // its newest acknowledgement is up to 700 ms old.
 func TestABrokenLinkDoesNotShortenTheOthersWindows(t *testing.T) {
@@ -309,5 +308,54 @@ func TestABrokenLinkDoesNotShortenTheOthersWindows(t *testing.T) {
 		if st := u.e.Status(); st.Role != protocol.LEADER {
 			t.Fatalf("%v into the run (n2 broken: %v): %v, want still the leader", time.Duration(step)*50*time.Millisecond, broken, st.Role)
 		}
+	}
+}
+
+// TestARepairKeepsASlowLinksWindow (14.2, the simulator's rejoin seeds 200, 308 and 380): on a
+// slow WAN (480 ms round trips, above the 400 ms the profile's window tolerates), n2 is cut off
+// (its calls are never answered) and one call to n1, the only follower left, fails (a call
+// lost earlier timing out). The repair must not lower n1's check-quorum window below what its
+// round trips asked for: forgotten, its samples gave the profile's 600 ms, while n1's newest
+// acknowledgement is up to interval + 480 ms old, and the leader stepped down.
+func TestARepairKeepsASlowLinksWindow(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.makeLeader()
+	rtt := 480 * time.Millisecond
+	var pending []sentHeartBeat
+	sent := map[*protocol.HeartBeatRequest]time.Time{}
+	var before time.Duration
+	for step := range 200 { // 10 s in 50 ms steps
+		u.e.Tick()
+		for _, h := range u.tr.takeHeartBeats() {
+			switch {
+			case h.to == "n2" && step >= 60: // cut off after 3 s: never answered
+			case h.to == "n1" && step == 100 && before == 0:
+				before = u.e.DetectionWindows().Quorum
+				h.done(nil, errors.New("call timed out"))
+				if w := u.e.DetectionWindows().Quorum; w < before {
+					t.Fatalf("check-quorum window %v after n1's call failed, was %v: a repair lowered it", w, before)
+				}
+			default:
+				sent[h.req] = u.clock.Now()
+				pending = append(pending, h)
+			}
+		}
+		u.clock.Advance(50 * time.Millisecond)
+		var keep []sentHeartBeat
+		for _, h := range pending {
+			if u.clock.Now().Sub(sent[h.req]) >= rtt {
+				h.done(hbResp(h.to, protocol.CodeSuccess, h.req.Term), nil)
+			} else {
+				keep = append(keep, h)
+			}
+		}
+		pending = keep
+		if st := u.e.Status(); st.Role != protocol.LEADER {
+			t.Fatalf("%v into the run (n1's call failed at 5s: %v): %v, want still the leader",
+				time.Duration(step+1)*50*time.Millisecond, before != 0, st.Role)
+		}
+	}
+	if before <= u.cfg.DetectionWindow() {
+		t.Fatalf("check-quorum window %v before the repair, want above the profile's %v (the test's premise)", before, u.cfg.DetectionWindow())
 	}
 }

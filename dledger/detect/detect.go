@@ -21,9 +21,10 @@
 // an interval after the last); it keeps two margins (QuorumMargins); and its ceiling is the
 // rpc call timeout plus an interval: a late answer can arrive until the call timeout, and
 // counting it is what keeps a leader in office on a slow link. Until Min (8) samples have
-// been seen, a window is never below the profile's fixed window: it grows at the first sample
-// that asks for it (a new leader on a slow link must not step down before it has measured
-// eight round trips), and shrinks only on eight samples' evidence.
+// been seen since the link was new or repaired (Restart), a window is never below the
+// profile's fixed window: it grows at the first sample that asks for it (a new leader on a
+// slow link must not step down before it has measured eight round trips), and shrinks only on
+// eight samples' evidence. A repair keeps the samples: it may only hold a window up.
 //
 // Why the maximum and not a quantile of a fitted normal (phi accrual): gaps and round trips
 // are heavy-tailed (a GC pause, a descheduled VM, a TCP retransmission), so a normal fitted to
@@ -65,9 +66,10 @@ type Bounds struct {
 
 // Sample is a bounded sample of durations: the last Size added.
 type Sample struct {
-	buf  [Size]time.Duration
-	n    int // samples held, at most Size
-	next int // where the next sample goes
+	buf   [Size]time.Duration
+	n     int // samples held, at most Size
+	next  int // where the next sample goes
+	fresh int // samples added since the link was new or repaired (Restart), at most Min
 }
 
 // Add records d (negative values, which only a clock stepping back could give, count as 0).
@@ -75,10 +77,22 @@ func (s *Sample) Add(d time.Duration) {
 	s.buf[s.next] = max(d, 0)
 	s.next = (s.next + 1) % Size
 	s.n = min(s.n+1, Size)
+	s.fresh = min(s.fresh+1, Min)
 }
 
 // Len is the number of samples held.
 func (s *Sample) Len() int { return s.n }
+
+// Restart marks the link repaired (a failed call, a new connection): the samples are kept, but
+// until Min more arrive a window over them is never below the profile's (b.Ceiling), as on a
+// new link. Kept, not forgotten: forgetting would make a window that the samples held above
+// the profile's (a slow link's check-quorum window) fall back to it, below what the link was
+// just measured to need, exactly while a repair makes it slower still.
+func (s *Sample) Restart() { s.fresh = 0 }
+
+// Settled says whether Min samples arrived since the link was new or repaired: only then may
+// a window over them be below the profile's.
+func (s *Sample) Settled() bool { return s.fresh >= Min }
 
 // Stats returns the largest sample and the standard deviation of the samples held (0, 0 when
 // empty). Computed when asked, from at most Size samples: nothing is done per sample but the
@@ -108,9 +122,9 @@ func (s *Sample) margin(b Bounds) time.Duration {
 }
 
 // window is the rule of the package comment: largest sample + base + margins x margin,
-// clamped to [interval + margins x margin, ceiling]. Until Min samples are held it is never
-// below the profile's window (b.Ceiling): a window grows at the first sample that asks for it,
-// but shrinks only on Min samples' evidence.
+// clamped to [interval + margins x margin, ceiling]. Until Min samples arrived since the link
+// was new or repaired (Settled) it is never below the profile's window (b.Ceiling): a window
+// grows at the first sample that asks for it, but shrinks only on Min samples' evidence.
 func (s *Sample) window(base time.Duration, margins int, b Bounds, ceiling time.Duration) time.Duration {
 	if s.n == 0 {
 		return b.Ceiling
@@ -118,7 +132,7 @@ func (s *Sample) window(base time.Duration, margins int, b Bounds, ceiling time.
 	hi, sd := s.Stats()
 	m := time.Duration(margins) * max(b.Margin, K*sd)
 	w := min(max(hi+base+m, b.Interval+m), ceiling)
-	if s.n < Min {
+	if !s.Settled() {
 		w = max(w, b.Ceiling)
 	}
 	return w
@@ -159,6 +173,13 @@ func (a *Arrivals) Heard(now time.Time, b Bounds) {
 // the next heartbeat starts a new gap, and is not measured against the last one.
 func (a *Arrivals) Forget() { a.last = time.Time{} }
 
+// Restart is a repaired link (Sample.Restart): the run of heartbeats ends (Forget), and the
+// timeout is the profile's until Min gaps arrived over the new connection.
+func (a *Arrivals) Restart() {
+	a.Forget()
+	a.gaps.Restart()
+}
+
 // Gaps is the sample of gaps, for status and the simulator's bound check.
 func (a *Arrivals) Gaps() *Sample { return &a.gaps }
 
@@ -177,6 +198,10 @@ func (r *RoundTrips) Answered(sent, now time.Time) { r.rtt.Add(now.Sub(sent)) }
 
 // Sample is the sample of round trips.
 func (r *RoundTrips) Sample() *Sample { return &r.rtt }
+
+// Restart is a repaired link (Sample.Restart): the check-quorum window is at least the
+// profile's until Min round trips arrived, and never below what the kept samples ask for.
+func (r *RoundTrips) Restart() { r.rtt.Restart() }
 
 // QuorumMargins is how many margins a check-quorum window keeps above what it measured: a
 // step in the round trip (a noisy neighbour) adds the whole step to the age of the newest

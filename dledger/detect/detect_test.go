@@ -168,3 +168,48 @@ func TestABurstOfHeartbeatsDoesNotWidenTheWindow(t *testing.T) {
 		t.Fatalf("after a burst and %d steady gaps: %v, want %v", Min, got, want)
 	}
 }
+
+// TestARepairHoldsWindowsUpAndNeverLowersThem (Restart): a repaired link's windows are at
+// least the profile's until Min new samples arrive, and never below what the kept samples ask
+// for: a slow link's check-quorum window, above the profile's, stays where it was.
+func TestARepairHoldsWindowsUpAndNeverLowersThem(t *testing.T) {
+	var fast, slow RoundTrips
+	for range Size {
+		fast.Answered(t0, t0.Add(100*time.Microsecond))
+		slow.Answered(t0, t0.Add(450*time.Millisecond))
+	}
+	adapted, held := fast.QuorumWindow(lan), slow.QuorumWindow(lan)
+	if adapted >= lan.Ceiling || held <= lan.Ceiling {
+		t.Fatalf("windows %v (loopback) and %v (slow), want below and above the profile's %v", adapted, held, lan.Ceiling)
+	}
+	fast.Restart()
+	slow.Restart()
+	for i := range Min {
+		if got := slow.QuorumWindow(lan); got != held {
+			t.Fatalf("slow link, %d round trips after a repair: %v, want %v as before it", i, got, held)
+		}
+		if got := fast.QuorumWindow(lan); got != lan.Ceiling {
+			t.Fatalf("loopback, %d round trips after a repair: %v, want the profile's %v", i, got, lan.Ceiling)
+		}
+		fast.Answered(t0, t0.Add(100*time.Microsecond))
+		slow.Answered(t0, t0.Add(450*time.Millisecond))
+	}
+	if got := fast.QuorumWindow(lan); got != adapted || !fast.Sample().Settled() {
+		t.Fatalf("loopback, %d round trips after a repair: %v, want %v again", Min, got, adapted)
+	}
+
+	var a Arrivals
+	at := heartbeats(&a, t0, repeat(200*time.Millisecond, Size)...)
+	a.Restart()
+	if got := a.Timeout(lan); got != lan.Ceiling || a.Gaps().Settled() {
+		t.Fatalf("follower timeout %v after a repair, want the profile's %v", got, lan.Ceiling)
+	}
+	at = heartbeats(&a, at.Add(500*time.Millisecond), repeat(200*time.Millisecond, Min-1)...)
+	if hi, _ := a.Gaps().Stats(); hi != 200*time.Millisecond || a.Timeout(lan) != lan.Ceiling {
+		t.Fatalf("largest gap %v, timeout %v: the gap across the repair counted, or %d gaps settled it", hi, a.Timeout(lan), Min-1)
+	}
+	heartbeats(&a, at, 200*time.Millisecond)
+	if got := a.Timeout(lan); got != 300*time.Millisecond {
+		t.Fatalf("timeout %v after %d gaps since the repair, want 300ms", got, Min)
+	}
+}

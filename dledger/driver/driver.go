@@ -69,10 +69,10 @@ func Run(ctx context.Context, e *dledger.Elector, d Publisher) {
 			}
 		}
 	}()
-	// The elector resets the timer, under its lock, whenever the next pass moves: since Go
-	// 1.23 a reset timer never delivers a value of its earlier setting. A value already
-	// received when the pass is postponed still runs a pass, which finds nothing due.
-	t := time.NewTimer(time.Hour)
+	// The elector resets the timer, under its lock, whenever the next pass moves. A wake-up
+	// of an earlier setting (already received, or from a timer stopped too late) still runs
+	// a pass, which finds nothing due.
+	t := newAlarmTimer(time.Hour) // a pass postponed at every heartbeat wakes nothing (alarm.go)
 	e.SetPassAlarm(func(at time.Time) { t.Reset(time.Until(at)) })
 	e.NextPassAt()
 	defer func() {

@@ -30,7 +30,7 @@ type Maintainer struct {
 	mu      sync.Mutex
 	due     passHeap
 	runq    []*driven // electors with work and no worker yet
-	timer   *time.Timer
+	timer   *alarmTimer
 	workers int // running worker goroutines
 	max     int // at most this many
 	running bool
@@ -66,7 +66,7 @@ func NewMaintainer() *Maintainer { return NewMaintainerWorkers(DefaultMaintainer
 
 // NewMaintainerWorkers is NewMaintainer running at most workers electors at once (at least 1).
 func NewMaintainerWorkers(workers int) *Maintainer {
-	return &Maintainer{timer: time.NewTimer(time.Hour), max: max(1, workers), byE: map[*dledger.Elector]*driven{}}
+	return &Maintainer{timer: newAlarmTimer(time.Hour), max: max(1, workers), byE: map[*dledger.Elector]*driven{}}
 }
 
 // Add drives e, publishing its role events to p, until remove is called. remove stops
@@ -113,7 +113,7 @@ func (m *Maintainer) plan(d *driven, at time.Time) {
 		heap.Push(&m.due, d)
 	}
 	if m.due[0] == d {
-		m.timer.Reset(time.Until(at)) // the earliest pass moved; a reset timer never delivers its old value
+		m.timer.Reset(time.Until(at)) // the earliest pass moved; an old wake-up finds nothing due (alarm.go)
 	}
 }
 

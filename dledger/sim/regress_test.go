@@ -63,3 +63,25 @@ func TestRejoinScenarioCutsBothWays(t *testing.T) {
 		t.Fatalf("rejoin variants in 16 seeds: %v; want both", seen)
 	}
 }
+
+// TestRegressionARepairKeepsASlowLinksSamples: these seeds failed L2 when a failed heartbeat
+// call forgot the link's samples. On a slow WAN (round trips 340-460 ms), with the other
+// follower cut off, a call to the slow follower lost in an earlier chaos phase timed out; its
+// check-quorum window fell from what its round trips asked for (about 1.2 s) to the profile's
+// 600 ms, below the age of its newest acknowledgement, and the healthy leader stepped down.
+// A repair now keeps the samples (detect.Sample.Restart, docs/protocol.md 14.2).
+func TestRegressionARepairKeepsASlowLinksSamples(t *testing.T) {
+	for _, seed := range []uint64{200, 308, 380} {
+		var trace strings.Builder
+		r := mustRun(t, Options{Seed: seed, Members: 3, Profile: dledger.ProfileLAN, Scenario: ScenarioRejoin, Trace: &trace})
+		if r.Violation != nil {
+			t.Errorf("seed %d:\n%s", seed, r.Report())
+		}
+		// The premise: a slow WAN, and a heartbeat call timing out during the watch.
+		tr := trace.String()
+		watch := strings.Index(tr, "PHASE    cut off ")
+		if !strings.Contains(tr, "calm network delay=170ms") || watch < 0 || !strings.Contains(tr[watch:], "timeout  #") {
+			t.Errorf("seed %d no longer times a call out on a slow WAN during the watch: pick new seeds", seed)
+		}
+	}
+}
