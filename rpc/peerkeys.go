@@ -92,3 +92,17 @@ func (k *PeerKeys) Live() int {
 	defer k.mu.Unlock()
 	return len(k.live)
 }
+
+// LiveWith is how many authenticated connections with peer are tracked now, both ways (tests,
+// and a removed member's links: docs/protocol.md 13.9).
+func (k *PeerKeys) LiveWith(peer string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := 0
+	for ls := range k.live {
+		if ls.peer == peer {
+			n++
+		}
+	}
+	return n
+}

@@ -72,11 +72,14 @@ func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err er
 	if s.host != nil {
 		return s.host.ReloadPeerKeys(key, trust) // its members share the host's keys
 	}
-	if err := checkTrust(key, trust, s.cfg.SelfID, s.peers); err != nil {
-		return 0, err
-	}
 	reloadMu.Lock()
 	defer reloadMu.Unlock()
+	if s.trust != nil { // the trust follows the configuration too (member_trust.go)
+		return s.reloadTrust(key, trust)
+	}
+	if err := checkTrust(key, trust, s.cfg.SelfID, s.currentPeers()); err != nil {
+		return 0, err
+	}
 	next, err := s.peerKeys.Identity().Next(key, trust, s.cfg.SelfID)
 	if err != nil {
 		return 0, err

@@ -117,6 +117,9 @@ func (s *Server) Membership() Membership { return s.elector.Membership() }
 // before it, and in force here), refused, or ctx ends. The new member's process starts with
 // Config.Join (`dledger server --join`); until it answers the leader it is listed, not alive.
 func (s *Server) AddNonVoter(ctx context.Context, id, addr string) (Configuration, error) {
+	if err := s.checkAddWithoutKey(id); err != nil && s.leads() {
+		return Configuration{}, &MembershipError{Op: "add", ID: id, Err: err, Config: s.committed()}
+	}
 	return s.changeMembership(ctx, dledger.Change{Kind: dledger.AddNonVoter, ID: id, Addr: addr})
 }
 
@@ -212,6 +215,7 @@ func membershipPeers(m Membership, initial []memberstate.Peer) []memberstate.Pee
 // nothing changed (one comparison), so it may run after every change and every heartbeat that
 // carries a newer epoch.
 func (s *Server) applyMembership() {
+	s.followTrust() // member keys: a member added with its key is trusted, one removed is not (member_trust.go)
 	m := s.elector.Membership()
 	s.mem.wired.Store(newestEpoch(m))
 	s.mem.metrics.Set(m.Epoch, len(m.Voters), len(m.NonVoters), kindOf(m, s.cfg.SelfID))
