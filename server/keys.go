@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -61,9 +63,10 @@ var reloadMu sync.Mutex
 // closed. On an error nothing changes.
 //
 // To replace member M's key without downtime: add M's new public key to M's line in every
-// member's trust list and reload them all; give M its new key pair and reload M; then drop
-// M's old key from every line and reload them all (M's connections made with the old key
-// close and redial with the new one). To revoke M, drop its line's keys (or give it a key
+// member's trust list and reload them all; give M its new key pair and reload M (its own
+// connections are replaced by ones made with the new key before the reload returns:
+// rpc.PeerKeys.Reload); then drop M's old key from every line and reload them all (the
+// connections they dialled to M, which authenticated M's old key, are replaced likewise). To revoke M, drop its line's keys (or give it a key
 // nobody holds) and reload every member.
 func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err error) {
 	if s.peerKeys == nil {
@@ -74,6 +77,7 @@ func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err er
 	}
 	reloadMu.Lock()
 	defer reloadMu.Unlock()
+	defer awaitReplacements(s.peerKeys)
 	if s.trust != nil { // the trust follows the configuration too (member_trust.go)
 		return s.reloadTrust(key, trust)
 	}
@@ -88,6 +92,21 @@ func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err er
 	s.log.Info("peer keys reloaded", zap.String("memberKeyId", key.Public().ID()),
 		zap.Strings("trusted", trust.IDs()), zap.Int("closedConnections", closed))
 	return closed, nil
+}
+
+// replacementWait bounds how long a reload waits for the links it replaces (make-before-break:
+// rpc.PeerKeys.Reload) to be up on the new keys: a dial and a handshake, with room for a
+// loaded machine.
+const replacementWait = 5 * time.Second
+
+// awaitReplacements waits, at most replacementWait, until the connections a reload replaces
+// are up on the new keys, so that when a reload returns (and the SIGHUP's log line says it is
+// done) the old key carries no link of this member's and the next step of a rotation may drop
+// it without closing one.
+func awaitReplacements(pk *rpc.PeerKeys) {
+	ctx, cancel := context.WithTimeout(context.Background(), replacementWait)
+	defer cancel()
+	_ = pk.AwaitReplacements(ctx) // past the bound the old order applies: the next step closes what is left
 }
 
 // memberPeerKeys is the PeerKeys a member authenticates with: nil without member keys, the
@@ -208,6 +227,7 @@ func (h *Host) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err erro
 		return 0, err
 	}
 	closed = h.peerKeys.Reload(next)
+	awaitReplacements(h.peerKeys)
 	h.log.Info("peer keys reloaded", zap.String("memberKeyId", key.Public().ID()),
 		zap.Strings("trusted", trust.IDs()), zap.Int("closedConnections", closed))
 	return closed, nil
