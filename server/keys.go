@@ -111,13 +111,17 @@ func awaitReplacements(pk *rpc.PeerKeys) {
 
 // memberPeerKeys is the PeerKeys a member authenticates with: nil without member keys, the
 // host's on a host (checked for this member: checkMemberKeys), else its own.
-func memberPeerKeys(cfg Config, peers []memberstate.Peer, host *Host) (*rpc.PeerKeys, error) {
+func memberPeerKeys(cfg Config, peers []memberstate.Peer, host *Host, store memberstate.Store) (*rpc.PeerKeys, error) {
 	if cfg.MemberKey.IsZero() {
 		return nil, nil
 	}
 	if host != nil {
 		id := host.peerKeys.Identity()
-		if err := host.checkMemberKeys(id.Key(), id.Trust(), cfg.SelfID, peers); err != nil {
+		trust := id.Trust()
+		if host.trust != nil { // a member added with its key is listed by the stored configuration
+			trust = storedKeys(Config{Group: cfg.Group, SelfID: cfg.SelfID, DataDir: cfg.DataDir, Trust: trust}, store)
+		}
+		if err := host.checkMemberKeys(id.Key(), trust, cfg.SelfID, peers); err != nil {
 			return nil, err
 		}
 		return host.peerKeys, nil
@@ -183,6 +187,9 @@ func (h *Host) initPeerKeys() (*rpc.PeerKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	if h.cfg.PerMemberLinks { // member ids in the trust list: it follows the configurations
+		h.trust = &memberTrust{key: h.cfg.MemberKey, file: h.cfg.Trust}
+	}
 	return pk, nil
 }
 
@@ -212,6 +219,10 @@ func (h *Host) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err erro
 	}
 	reloadMu.Lock()
 	defer reloadMu.Unlock()
+	if h.trust != nil { // PerMemberLinks: the trust follows the configurations (member_trust.go)
+		defer awaitReplacements(h.peerKeys)
+		return h.reloadTrust(key, trust)
+	}
 	h.mu.Lock()
 	for _, s := range h.members { // first: its error names the member
 		if err == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/rpc/secure"
 )
@@ -38,6 +39,10 @@ type memberTrust struct {
 	file    *secure.Trust // Config.Trust, then each ReloadPeerKeys's
 	applied string        // fingerprint of the trust list in force ("": none composed yet)
 	warned  string        // the conflicts last logged
+	// members are a host's members (PerMemberLinks) whose configurations the trust follows:
+	// each registers itself when it first wires its transport, and leaves when it stops. (Not
+	// the host's own list: AddGroup holds the host's lock while New wires.)
+	members map[*Server]struct{}
 }
 
 // composeTrust is the trust list of member self holding m: for each member (membershipPeers,
@@ -127,10 +132,13 @@ func trustFingerprint(t *secure.Trust) string {
 // (rpc.PeerKeys.Reload). The first composition makes a fresh identity: a trust file line
 // of no member is not "revoked", only not trusted.
 func (s *Server) followTrust() {
-	t := s.trust
-	if t == nil {
+	if s.trust == nil {
+		if s.host != nil && s.host.trust != nil {
+			s.host.followTrust(s)
+		}
 		return
 	}
+	t := s.trust
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, err := s.applyTrust(t.key, t.file); err != nil {
@@ -141,15 +149,21 @@ func (s *Server) followTrust() {
 // applyTrust composes key and file with the configuration and makes it the identity in
 // force; t.mu is held. It returns how many connections the change closed.
 func (s *Server) applyTrust(key secure.StaticKey, file *secure.Trust) (closed int, err error) {
-	t := s.trust
-	m := s.elector.Membership()
-	trust, conflicts, err := composeTrust(file, m, s.mem.initial, s.cfg.SelfID)
+	trust, conflicts, err := composeTrust(file, s.elector.Membership(), s.mem.initial, s.cfg.SelfID)
 	if err != nil {
 		return 0, err
 	}
+	return s.trust.apply(s.peerKeys, s.cfg.SelfID, key, trust, conflicts, s.log)
+}
+
+// apply makes key and trust (composed, with its conflicts) the identity in force of pk, for
+// self ("" on a host), if they changed; t.mu is held. It returns how many connections the
+// change closed.
+func (t *memberTrust) apply(pk *rpc.PeerKeys, self string, key secure.StaticKey, trust *secure.Trust,
+	conflicts []string, log *zap.Logger) (closed int, err error) {
 	if w := strings.Join(conflicts, "; "); w != t.warned {
 		if w != "" {
-			s.log.Warn("member keys: the trust file and the configuration disagree", zap.Strings("conflicts", conflicts))
+			log.Warn("member keys: the trust file and the configuration disagree", zap.Strings("conflicts", conflicts))
 		}
 		t.warned = w
 	}
@@ -159,20 +173,147 @@ func (s *Server) applyTrust(key secure.StaticKey, file *secure.Trust) (closed in
 	}
 	var next *secure.Identity
 	if t.applied == "" {
-		next, err = secure.NewIdentity(key, trust, s.cfg.SelfID)
+		next, err = secure.NewIdentity(key, trust, self)
 	} else {
-		next, err = s.peerKeys.Identity().Next(key, trust, s.cfg.SelfID)
+		next, err = pk.Identity().Next(key, trust, self)
 	}
 	if err != nil {
 		return 0, err
 	}
-	closed = s.peerKeys.Reload(next)
+	closed = pk.Reload(next)
 	if t.applied != "" {
-		s.log.Info("member keys: the trust list follows the configuration", zap.Uint64("epoch", newestEpoch(m)),
-			zap.Strings("trusted", trust.IDs()), zap.Int("closedConnections", closed))
+		log.Info("member keys: the trust list follows the configuration", zap.Strings("trusted", trust.IDs()),
+			zap.Int("closedConnections", closed))
 	}
 	t.applied = fp
 	return closed, nil
+}
+
+// followTrust is Server.followTrust for a host with PerMemberLinks (the `dledger server`
+// process is one, of one member): its trust list is shared by its members, so it is the union
+// of each member's composition (member ids are a group's; an id two groups of the host share
+// keeps the first member's keys). joining is the member asking, which New may not have
+// registered yet.
+func (h *Host) followTrust(joining *Server) {
+	t := h.trust
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.members == nil {
+		t.members = map[*Server]struct{}{}
+	}
+	t.members[joining] = struct{}{}
+	if _, err := h.applyTrust(t.key, t.file, joining); err != nil {
+		h.log.Error("member keys: the trust list cannot follow the configurations; the one in force stays", zap.Error(err))
+	}
+}
+
+func (h *Host) applyTrust(key secure.StaticKey, file *secure.Trust, joining *Server) (int, error) {
+	trust, conflicts, err := h.composeTrust(file, joining)
+	if err != nil {
+		return 0, err
+	}
+	return h.trust.apply(h.peerKeys, "", key, trust, conflicts, h.log)
+}
+
+// leaveTrust is a stopping member leaving the host's trust: the peers only it had are no
+// longer trusted.
+func (h *Host) leaveTrust(s *Server) {
+	t := h.trust
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.members[s]; !ok {
+		return
+	}
+	delete(t.members, s)
+	if _, err := h.applyTrust(t.key, t.file, nil); err != nil {
+		h.log.Error("member keys: the trust list cannot follow the configurations; the one in force stays", zap.Error(err))
+	}
+}
+
+// composeTrust is the union of the compositions of the host's registered members; t.mu is
+// held.
+func (h *Host) composeTrust(file *secure.Trust, _ *Server) (*secure.Trust, []string, error) {
+	var ms []*Server
+	for s := range h.trust.members {
+		ms = append(ms, s)
+	}
+	slices.SortFunc(ms, func(a, b *Server) int {
+		return strings.Compare(a.cfg.Group+"\x00"+a.cfg.SelfID, b.cfg.Group+"\x00"+b.cfg.SelfID)
+	})
+	if len(ms) == 0 {
+		return file, nil, nil
+	}
+	entries := map[string][]secure.PublicKey{}
+	owner := map[secure.PublicKey]string{}
+	var conflicts []string
+	for _, s := range ms {
+		if !s.mem.ready.Load() {
+			continue
+		}
+		tr, c, err := composeTrust(file, s.elector.Membership(), s.mem.initial, s.cfg.SelfID)
+		if err != nil {
+			return nil, nil, err
+		}
+		conflicts = append(conflicts, c...)
+		for _, id := range tr.IDs() {
+			keys := tr.Keys(id)
+			if entries[id] != nil || slices.ContainsFunc(keys, func(k secure.PublicKey) bool { return owner[k] != "" }) {
+				continue
+			}
+			entries[id] = keys
+			for _, k := range keys {
+				owner[k] = id
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return file, conflicts, nil
+	}
+	t, err := secure.NewTrust(entries)
+	return t, conflicts, err
+}
+
+// reloadTrust is Host.ReloadPeerKeys with PerMemberLinks: key and file replace the ones in
+// force, composed with every member's configurations, if every member's peers keep a key.
+func (h *Host) reloadTrust(key secure.StaticKey, file *secure.Trust) (int, error) {
+	t := h.trust
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, err := secure.NewIdentity(key, file, ""); err != nil {
+		return 0, err
+	}
+	trust, _, err := h.composeTrust(file, nil)
+	if err != nil {
+		return 0, err
+	}
+	for s := range t.members {
+		if err == nil {
+			err = checkTrust(key, trust, s.cfg.SelfID, s.currentPeers())
+		}
+	}
+	if err != nil {
+		return 0, err
+	}
+	closed, err := h.applyTrust(key, file, nil)
+	if err != nil {
+		return 0, err
+	}
+	t.key, t.file = key, file
+	h.log.Info("peer keys reloaded", zap.String("memberKeyId", key.Public().ID()),
+		zap.Strings("trusted", h.peerKeys.Identity().Trust().IDs()), zap.Int("closedConnections", closed))
+	return closed, nil
+}
+
+// trustState is the trust this member's keys follow: its own, its host's (PerMemberLinks), or
+// nil (no member keys, or host links, whose trust lists name hosts).
+func (s *Server) trustState() *memberTrust {
+	if s.trust == nil && s.host != nil {
+		return s.host.trust
+	}
+	return s.trust
 }
 
 // reloadTrust is ReloadPeerKeys for a member with a trust of its own: key and file replace
@@ -265,14 +406,15 @@ func (s *Server) checkAddKey(id string, key secure.PublicKey) error {
 	switch {
 	case s.peerKeys == nil:
 		return fmt.Errorf("%w: a key was given, but this group does not authenticate with member keys", dledger.ErrInvalidChange)
-	case s.trust == nil:
+	case s.trustState() == nil:
 		return fmt.Errorf("%w: on a host of many groups the trust lists name hosts, not members: list the new host's key in every host's trust file instead", dledger.ErrInvalidChange)
 	case key == (secure.PublicKey{}):
 		return fmt.Errorf("%w: the key is all zeros", dledger.ErrInvalidChange)
 	}
-	s.trust.mu.Lock()
-	file := s.trust.file
-	s.trust.mu.Unlock()
+	ts := s.trustState()
+	ts.mu.Lock()
+	file := ts.file
+	ts.mu.Unlock()
 	trust := s.peerKeys.Identity().Trust()
 	for _, t := range []*secure.Trust{trust, file} {
 		if other := t.OwnerOf(key); other != "" && other != id {
@@ -289,12 +431,13 @@ func (s *Server) checkAddKey(id string, key secure.PublicKey) error {
 // checkAddWithoutKey refuses, on a member that authenticates with member keys of its own, an
 // add of a member that neither the trust file nor a key given lists: it could never connect.
 func (s *Server) checkAddWithoutKey(id string) error {
-	if s.trust == nil {
+	ts := s.trustState()
+	if ts == nil {
 		return nil
 	}
-	s.trust.mu.Lock()
-	file := s.trust.file
-	s.trust.mu.Unlock()
+	ts.mu.Lock()
+	file := ts.file
+	ts.mu.Unlock()
 	if file.Keys(id) == nil {
 		return fmt.Errorf("%w: %s has no key: this group authenticates with member keys; give its public key with the add (dledger members add --key), or list it in every member's trust file",
 			dledger.ErrInvalidChange, id)

@@ -152,7 +152,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 	cfg, peers := r.settings, r.peers
 	// Member keys: this member's own, or its host's checked for it (keys.go); before the data
 	// dir, so that a key that does not fit creates nothing.
-	peerKeys, err := memberPeerKeys(cfg.Config, peers, o.host)
+	peerKeys, err := memberPeerKeys(cfg.Config, peers, o.host, o.store)
 	if err != nil {
 		return nil, err
 	}
@@ -437,6 +437,7 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 		}
 	}
 	if s.host != nil {
+		s.host.leaveTrust(s) // member keys with PerMemberLinks (member_trust.go)
 		s.host.forget(s)
 	}
 	s.client.Close()
