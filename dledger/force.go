@@ -160,6 +160,11 @@ func (e *Elector) finishForce(now time.Time) {
 		return
 	}
 	c := Configuration{Epoch: f.maxSeen.epoch + 2, Term: e.ms.CurrTerm(), Voters: f.voters, Forced: true}
+	for _, k := range e.mem.committed.Keys { // the survivors keep the keys they were added with
+		if hasPeer(f.voters, k.ID) {
+			c.Keys = append(c.Keys, k)
+		}
+	}
 	if err := e.storeConfig(c, nil); err != nil {
 		e.answerChange(f.reply, fmt.Errorf("%w: %v", ErrStorage, err), "")
 		return

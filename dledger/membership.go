@@ -29,6 +29,21 @@ type Configuration struct {
 	Voters    []memberstate.Peer // in the order every member lists them
 	NonVoters []memberstate.Peer
 	Forced    bool // made by ForceConfiguration (forced recovery)
+	// Keys are the public keys of members added with one (Change.Key; issue 32,
+	// docs/protocol.md 13.9), opaque to the elector: a member that authenticates with member
+	// keys trusts them while the member is in its configurations. Each names a member; a
+	// member's key leaves with it.
+	Keys []memberstate.MemberKey
+}
+
+// Key is member id's key as c carries it ("" if none).
+func (c Configuration) Key(id string) string {
+	for _, k := range c.Keys {
+		if k.ID == id {
+			return k.Key
+		}
+	}
+	return ""
 }
 
 // IsVoter reports whether id is one of c's voters.
@@ -58,6 +73,13 @@ func (c Configuration) String() string {
 	if c.Forced {
 		s += " (forced)"
 	}
+	if len(c.Keys) > 0 {
+		ids := make([]string, len(c.Keys))
+		for i, k := range c.Keys {
+			ids[i] = k.ID
+		}
+		s += " keys of " + strings.Join(ids, ",")
+	}
 	return s
 }
 
@@ -66,15 +88,16 @@ func (c Configuration) version() version { return version{epoch: c.Epoch, term: 
 func (c Configuration) clone() Configuration {
 	c.Voters = slices.Clone(c.Voters)
 	c.NonVoters = slices.Clone(c.NonVoters)
+	c.Keys = slices.Clone(c.Keys)
 	return c
 }
 
 func (c Configuration) record() memberstate.ConfigRecord {
-	return memberstate.ConfigRecord{Epoch: c.Epoch, Term: c.Term, Voters: c.Voters, NonVoters: c.NonVoters, Forced: c.Forced}
+	return memberstate.ConfigRecord{Epoch: c.Epoch, Term: c.Term, Voters: c.Voters, NonVoters: c.NonVoters, Forced: c.Forced, Keys: c.Keys}
 }
 
 func configOf(r memberstate.ConfigRecord) Configuration {
-	return Configuration{Epoch: r.Epoch, Term: r.Term, Voters: r.Voters, NonVoters: r.NonVoters, Forced: r.Forced}
+	return Configuration{Epoch: r.Epoch, Term: r.Term, Voters: r.Voters, NonVoters: r.NonVoters, Forced: r.Forced, Keys: r.Keys}
 }
 
 func hasPeer(ps []memberstate.Peer, id string) bool {
@@ -118,6 +141,10 @@ type Change struct {
 	Kind ChangeKind
 	ID   string
 	Addr string // AddNonVoter only: host:port
+	// Key is AddNonVoter's optional public key of the new member (base64, 32 bytes; issue
+	// 32): the configuration carries it, so every member trusts it while the member is in the
+	// group. Refused malformed, or when another member's key in the configuration.
+	Key string
 }
 
 // ChangeResult is the one answer to ChangeMembership or ForceConfiguration.
@@ -431,7 +458,13 @@ func (e *Elector) nextConfig(c Change, now time.Time) (Configuration, string, er
 		if len(cur.Voters)+len(cur.NonVoters) >= protocol.MaxConfigMembers {
 			return next, "", fmt.Errorf("%w: the group has %d members already", ErrInvalidChange, protocol.MaxConfigMembers)
 		}
+		if err := checkNewKey(cur, c); err != nil {
+			return next, "", err
+		}
 		next.NonVoters = append(next.NonVoters, memberstate.Peer{ID: c.ID, Addr: c.Addr})
+		if c.Key != "" {
+			next.Keys = append(next.Keys, memberstate.MemberKey{ID: c.ID, Key: c.Key})
+		}
 	case Promote: // row 7
 		return e.promoted(next, c.ID, now)
 	case Remove: // row 8
@@ -528,7 +561,25 @@ func (e *Elector) removedFrom(next Configuration, id string, now time.Time) (Con
 	gone := func(q memberstate.Peer) bool { return q.ID == id }
 	next.Voters = slices.DeleteFunc(next.Voters, gone)
 	next.NonVoters = slices.DeleteFunc(next.NonVoters, gone)
+	next.Keys = slices.DeleteFunc(next.Keys, func(k memberstate.MemberKey) bool { return k.ID == id }) // its key leaves with it
 	return next, "", nil
+}
+
+// checkNewKey is row 6's check of an added member's key: well formed, and not the key of a
+// member of cur (whoever held it could then speak as either).
+func checkNewKey(cur Configuration, c Change) error {
+	if c.Key == "" {
+		return nil
+	}
+	if err := memberstate.ValidateMemberKey(c.Key); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidChange, err)
+	}
+	for _, k := range cur.Keys {
+		if k.Key == c.Key {
+			return fmt.Errorf("%w: key %s is member %s's already: each member needs its own key", ErrInvalidChange, c.Key, k.ID)
+		}
+	}
+	return nil
 }
 
 // propose stores next as this leader's pending configuration, durably, and sends it with a

@@ -13,6 +13,8 @@ type MembershipStatus struct {
 	Voters    []memberstate.Peer
 	NonVoters []memberstate.Peer
 	Forced    bool
+	// Keys are the member keys the committed configuration carries (Configuration.Keys).
+	Keys []memberstate.MemberKey
 	// Pending is the configuration proposed after the committed one and stored by this
 	// member, not known committed yet (nil: none).
 	Pending *Configuration
@@ -39,7 +41,7 @@ func (e *Elector) membershipStatus() MembershipStatus {
 	m := &e.mem
 	s := MembershipStatus{Epoch: m.committed.Epoch, ConfTerm: m.committed.Term,
 		Voters: slices.Clone(m.committed.Voters), NonVoters: slices.Clone(m.committed.NonVoters),
-		Forced: m.committed.Forced, Durable: m.store != nil, StartedFrom: "peers", Joining: m.joining,
+		Forced: m.committed.Forced, Keys: slices.Clone(m.committed.Keys), Durable: m.store != nil, StartedFrom: "peers", Joining: m.joining,
 		Removed: m.removed, RemovedReason: m.why, Changing: m.change.active}
 	if m.fromStore {
 		s.StartedFrom = "store"

@@ -17,7 +17,7 @@ import (
 // wireOf is c on the wire.
 func wireOf(c Configuration) *protocol.WireConfig {
 	return &protocol.WireConfig{Epoch: c.Epoch, Term: c.Term, Voters: memberstate.FormatPeers(c.Voters),
-		NonVoters: memberstate.FormatPeers(c.NonVoters), Forced: c.Forced}
+		NonVoters: memberstate.FormatPeers(c.NonVoters), Forced: c.Forced, Keys: memberstate.FormatMemberKeys(c.Keys)}
 }
 
 // configFromWire parses and checks a configuration from the wire (nil: none).
@@ -34,6 +34,9 @@ func configFromWire(w *protocol.WireConfig) (*Configuration, error) {
 		if c.NonVoters, err = memberstate.ParsePeers(w.NonVoters); err != nil {
 			return nil, err
 		}
+	}
+	if c.Keys, err = memberstate.ParseMemberKeys(w.Keys); err != nil {
+		return nil, err
 	}
 	if err := memberstate.CheckRecord(c.record()); err != nil {
 		return nil, err
@@ -182,7 +185,7 @@ func (e *Elector) learnFromVoter(resp *protocol.VoteResponse) {
 	e.learnConfig(resp.Conf, resp.Pending, "", "the vote answer of "+resp.LocalID)
 }
 
-// sameMembers: a and b have the same voters and non-voters, in any order.
+// sameMembers: a and b have the same voters, non-voters and keys, in any order.
 func sameMembers(a, b Configuration) bool {
 	same := func(x, y []memberstate.Peer) bool {
 		if len(x) != len(y) {
@@ -195,7 +198,11 @@ func sameMembers(a, b Configuration) bool {
 		}
 		return true
 	}
-	return same(a.Voters, b.Voters) && same(a.NonVoters, b.NonVoters)
+	sameKeys := len(a.Keys) == len(b.Keys)
+	for _, k := range a.Keys {
+		sameKeys = sameKeys && slices.Contains(b.Keys, k)
+	}
+	return same(a.Voters, b.Voters) && same(a.NonVoters, b.NonVoters) && sameKeys
 }
 
 // configFences is docs/protocol.md 7.1 row F: this member holds a configuration proposed by

@@ -22,6 +22,10 @@ type ConfigRecord struct {
 	Voters    []Peer
 	NonVoters []Peer
 	Forced    bool
+	// Keys are the public keys of the members added with one (issue 32): whoever authenticates
+	// with member keys trusts them while the member is in the configuration. Empty for a group
+	// whose members' keys are all in the trust files.
+	Keys []MemberKey
 }
 
 // DurableConfig is a member's durable configuration: the newest configuration it knows to be
@@ -73,7 +77,10 @@ func CheckRecord(c ConfigRecord) error {
 		return fmt.Errorf("epoch %d is above %d", c.Epoch, protocol.MaxConfigEpoch)
 	}
 	all := append(append([]Peer(nil), c.Voters...), c.NonVoters...)
-	return validatePeers(all)
+	if err := validatePeers(all); err != nil {
+		return err
+	}
+	return checkKeys(c)
 }
 
 // configFileName is the file FileStore keeps the configuration in, beside vote.state.
@@ -88,7 +95,9 @@ const configFileName = "members.state"
 //	pending epoch=<n> term=<n> forced=<0|1> voters=<peers> nonvoters=<peers>
 //	crc=<8 hex digits>
 //
-// Peers are in the --peers format (id-host:port;...), which has no space.
+// Peers are in the --peers format (id-host:port;...), which has no space. A configuration that
+// carries member keys (issue 32) has a seventh field, keys=<id-key;...>; one without keys is
+// written as before, so the file of a group that never used them is what older versions read.
 func encodeConfig(o Owner, d DurableConfig) []byte {
 	var b strings.Builder
 	b.WriteString("dledger-members v1 group=" + o.Group + " id=" + o.SelfID + "\n")
@@ -105,8 +114,12 @@ func writeRecord(b *strings.Builder, name string, c ConfigRecord) {
 	if c.Forced {
 		forced = "1"
 	}
-	fmt.Fprintf(b, "%s epoch=%d term=%d forced=%s voters=%s nonvoters=%s\n", name, c.Epoch, c.Term, forced,
+	fmt.Fprintf(b, "%s epoch=%d term=%d forced=%s voters=%s nonvoters=%s", name, c.Epoch, c.Term, forced,
 		FormatPeers(c.Voters), FormatPeers(c.NonVoters))
+	if len(c.Keys) > 0 {
+		b.WriteString(" keys=" + FormatMemberKeys(c.Keys))
+	}
+	b.WriteString("\n")
 }
 
 // decodeConfig is the inverse of encodeConfig; it checks the checksum, the owner and the bounds.
@@ -149,8 +162,18 @@ func decodeConfig(o Owner, b []byte) (DurableConfig, error) {
 func parseRecord(name, line string) (ConfigRecord, error) {
 	var c ConfigRecord
 	f := strings.Split(line, " ")
-	if len(f) != 6 || f[0] != name {
+	if (len(f) != 6 && len(f) != 7) || f[0] != name {
 		return c, fmt.Errorf("unrecognised %s line %q", name, line)
+	}
+	if len(f) == 7 {
+		v, ok := strings.CutPrefix(f[6], "keys=")
+		if !ok {
+			return c, fmt.Errorf("%s line: field 6 is not keys=", name)
+		}
+		var err error
+		if c.Keys, err = ParseMemberKeys(v); err != nil {
+			return c, fmt.Errorf("%s line: %w", name, err)
+		}
 	}
 	vals := make([]string, 5)
 	for k, key := range []string{"epoch", "term", "forced", "voters", "nonvoters"} {
@@ -225,6 +248,13 @@ func writeConfigFile(ops fsOps, dir, name string, o Owner, d DurableConfig) erro
 	return ops.syncDir(dir)
 }
 
+// ReadConfig reads the configuration kept in data dir dir for owner without opening a
+// FileStore (no lock: the file is replaced whole, by a rename); false if there is none. For a
+// check before the store is opened (server.New's member keys).
+func ReadConfig(dir string, owner Owner) (DurableConfig, bool, error) {
+	return readConfigFile(dir, configFileName, owner)
+}
+
 // LoadConfig reads the configuration kept in the data dir (members.state).
 func (f *FileStore) LoadConfig() (DurableConfig, bool, error) {
 	f.mu.Lock()
@@ -286,6 +316,7 @@ func cloneConfig(d DurableConfig) DurableConfig {
 func CloneRecord(c ConfigRecord) ConfigRecord {
 	c.Voters = append([]Peer(nil), c.Voters...)
 	c.NonVoters = append([]Peer(nil), c.NonVoters...)
+	c.Keys = append([]MemberKey(nil), c.Keys...)
 	return c
 }
 

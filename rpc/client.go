@@ -149,7 +149,8 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	for id, addr := range opts.Peers {
 		p := &peer{cl: cl, id: id, addr: addr,
-			sendq: make(chan outFrame, opts.SendQueue), pending: make(map[uint64]*call), kick: make(chan struct{}, 1)}
+			sendq: make(chan outFrame, opts.SendQueue), pending: make(map[uint64]*call), kick: make(chan struct{}, 1),
+			swap: make(chan struct{}, 1)}
 		cl.peers[id] = p
 		cl.wg.Add(1)
 		go p.run()

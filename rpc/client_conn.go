@@ -37,6 +37,16 @@ type peer struct {
 
 	expired []*call // scratch for the writer goroutine's timeout sweep
 	kick    chan struct{}
+
+	// A replacement connection (client_replace.go), guarded by mu: conn is the one being
+	// served; spare its replacement, authenticated, waiting for the writer to hand over
+	// (signalled on swap); replacing while one is being dialled; keepGen tells up that the
+	// next connection takes over the current generation (nothing was failed).
+	conn      net.Conn
+	spare     *spareConn
+	swap      chan struct{}
+	replacing bool
+	keepGen   bool
 }
 
 type outFrame struct {
@@ -61,10 +71,11 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 	if keys := p.cl.opts.Auth.PeerKeys; keys != nil && sess != nil {
 		// Member keys: a reload that revokes the key this peer answered with closes the
 		// connection (PeerKeys.Reload); one that ran since the handshake refuses it now.
-		untrack, err := keys.track(p.id, sess.PeerKey(), func(err error) {
+		// A reload that rotates its key or ours replaces the connection first (replaceConn).
+		untrack, err := keys.trackDialled(p.id, sess.PeerKey(), sess.OwnKey(), func(err error) {
 			p.cl.obs.authFailure(authReason(err), p.addr, p.id, fmt.Errorf("closed at a reload: %w", err))
 			_ = conn.Close()
-		})
+		}, func(why error, done func()) { p.replaceConn(conn, why, done) })
 		if err != nil {
 			p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
 			_ = conn.Close()
@@ -72,7 +83,7 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 		}
 		defer untrack()
 	}
-	gen := p.up()
+	gen := p.up(conn)
 	var answered atomic.Bool
 	sr, sw := socketIO(conn)
 	rc := &readClock{r: sr}
@@ -82,21 +93,30 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 	w := newConnWriter(conn, sw, p.cl.opts.CallTimeout)
 	sweep := p.useSweep()
 	defer p.dropSweep()
+	p.armSweep() // calls handed over from a replaced connection may be pending
 
 	readerExited := false
 	err := p.greet(w, sess, gen)
 	if err == nil {
 		readerExited, err = p.pump(w, sess, gen, sweep, rc, readDone)
 	}
+	if errors.Is(err, errSwitched) {
+		p.retireSwitched(conn, readDone)
+		return true, false
+	}
 	closedByPeer = readerExited && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
 	p.hangUp(conn, err, readerExited, readDone)
 	return answered.Load() || time.Since(start) >= p.cl.opts.ReconnectMax, closedByPeer
 }
 
-// up marks the peer connected, on a new connection generation, which it returns.
-func (p *peer) up() uint64 {
+// up marks the peer connected on conn, on a new connection generation, which it returns; a
+// connection that replaces a healthy one keeps its generation (client_replace.go).
+func (p *peer) up(conn net.Conn) uint64 {
 	p.mu.Lock()
-	p.gen++
+	if !p.keepGen {
+		p.gen++
+	}
+	p.keepGen, p.conn = false, conn
 	gen := p.gen
 	p.connected = !p.closed
 	p.mu.Unlock()
@@ -153,6 +173,8 @@ func (p *peer) pump(w *bufio.Writer, sess *secure.Session, gen uint64, sweep *sw
 				err = io.EOF
 			}
 			return true, err
+		case <-p.swap:
+			err = p.handOver()
 		case <-p.cl.ctx.Done():
 			err = ErrClosed
 		}

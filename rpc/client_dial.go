@@ -21,10 +21,11 @@ import (
 // refuses them.
 func (p *peer) run() {
 	defer p.cl.wg.Done()
+	defer p.dropSpare()
 	backoff := p.cl.opts.ReconnectMin
 	closedByPeer, resets := false, 0
 	for {
-		conn, sess, err := p.dial()
+		conn, sess, err := p.nextConn()
 		if closedByPeer && p.cl.ctx.Err() == nil && p.redialAtOnce(err, &resets) {
 			continue // ask again at once: the next dial is refused if the process is gone
 		}

@@ -427,11 +427,12 @@ func confInBounds(m any) bool {
 // as any term.
 func confOK(epoch uint64, term int64) bool { return epoch <= protocol.MaxConfigEpoch && termOK(term) }
 
-// wireConfigOK bounds a configuration on the wire: its version, and each peers string at most
-// MaxPeersString bytes (the elector parses and checks the rest).
+// wireConfigOK bounds a configuration on the wire: its version, each peers string at most
+// MaxPeersString bytes and its keys at most MaxKeysString (the elector parses and checks the
+// rest).
 func wireConfigOK(c *protocol.WireConfig) bool {
 	return c == nil || (confOK(c.Epoch, c.Term) && len(c.Voters) <= protocol.MaxPeersString &&
-		len(c.NonVoters) <= protocol.MaxPeersString)
+		len(c.NonVoters) <= protocol.MaxPeersString && len(c.Keys) <= protocol.MaxKeysString)
 }
 
 // ledgerEndOK bounds a ledger end (its term and index).

@@ -101,6 +101,7 @@ type Host struct {
 	gatherer prometheus.Gatherer
 	mux      *rpc.Mux
 	peerKeys *rpc.PeerKeys // member keys (keys.go): the rpc server's, its links' and its members' clients'
+	trust    *memberTrust  // member keys with PerMemberLinks: the trust follows the members' configurations (member_trust.go)
 	rpcSrv   *rpc.Server
 	// maint is the host's one StateMaintainer: a goroutine and a timer for every member,
 	// which wakes only for the members whose pass is due (driver.Maintainer).

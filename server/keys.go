@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -61,9 +63,10 @@ var reloadMu sync.Mutex
 // closed. On an error nothing changes.
 //
 // To replace member M's key without downtime: add M's new public key to M's line in every
-// member's trust list and reload them all; give M its new key pair and reload M; then drop
-// M's old key from every line and reload them all (M's connections made with the old key
-// close and redial with the new one). To revoke M, drop its line's keys (or give it a key
+// member's trust list and reload them all; give M its new key pair and reload M (its own
+// connections are replaced by ones made with the new key before the reload returns:
+// rpc.PeerKeys.Reload); then drop M's old key from every line and reload them all (the
+// connections they dialled to M, which authenticated M's old key, are replaced likewise). To revoke M, drop its line's keys (or give it a key
 // nobody holds) and reload every member.
 func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err error) {
 	if s.peerKeys == nil {
@@ -72,11 +75,15 @@ func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err er
 	if s.host != nil {
 		return s.host.ReloadPeerKeys(key, trust) // its members share the host's keys
 	}
-	if err := checkTrust(key, trust, s.cfg.SelfID, s.peers); err != nil {
-		return 0, err
-	}
 	reloadMu.Lock()
 	defer reloadMu.Unlock()
+	defer awaitReplacements(s.peerKeys)
+	if s.trust != nil { // the trust follows the configuration too (member_trust.go)
+		return s.reloadTrust(key, trust)
+	}
+	if err := checkTrust(key, trust, s.cfg.SelfID, s.currentPeers()); err != nil {
+		return 0, err
+	}
 	next, err := s.peerKeys.Identity().Next(key, trust, s.cfg.SelfID)
 	if err != nil {
 		return 0, err
@@ -87,15 +94,34 @@ func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err er
 	return closed, nil
 }
 
+// replacementWait bounds how long a reload waits for the links it replaces (make-before-break:
+// rpc.PeerKeys.Reload) to be up on the new keys: a dial and a handshake, with room for a
+// loaded machine.
+const replacementWait = 5 * time.Second
+
+// awaitReplacements waits, at most replacementWait, until the connections a reload replaces
+// are up on the new keys, so that when a reload returns (and the SIGHUP's log line says it is
+// done) the old key carries no link of this member's and the next step of a rotation may drop
+// it without closing one.
+func awaitReplacements(pk *rpc.PeerKeys) {
+	ctx, cancel := context.WithTimeout(context.Background(), replacementWait)
+	defer cancel()
+	_ = pk.AwaitReplacements(ctx) // past the bound the old order applies: the next step closes what is left
+}
+
 // memberPeerKeys is the PeerKeys a member authenticates with: nil without member keys, the
 // host's on a host (checked for this member: checkMemberKeys), else its own.
-func memberPeerKeys(cfg Config, peers []memberstate.Peer, host *Host) (*rpc.PeerKeys, error) {
+func memberPeerKeys(cfg Config, peers []memberstate.Peer, host *Host, store memberstate.Store) (*rpc.PeerKeys, error) {
 	if cfg.MemberKey.IsZero() {
 		return nil, nil
 	}
 	if host != nil {
 		id := host.peerKeys.Identity()
-		if err := host.checkMemberKeys(id.Key(), id.Trust(), cfg.SelfID, peers); err != nil {
+		trust := id.Trust()
+		if host.trust != nil { // a member added with its key is listed by the stored configuration
+			trust = storedKeys(Config{Group: cfg.Group, SelfID: cfg.SelfID, DataDir: cfg.DataDir, Trust: trust}, store)
+		}
+		if err := host.checkMemberKeys(id.Key(), trust, cfg.SelfID, peers); err != nil {
 			return nil, err
 		}
 		return host.peerKeys, nil
@@ -161,6 +187,9 @@ func (h *Host) initPeerKeys() (*rpc.PeerKeys, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	if h.cfg.PerMemberLinks { // member ids in the trust list: it follows the configurations
+		h.trust = &memberTrust{key: h.cfg.MemberKey, file: h.cfg.Trust}
+	}
 	return pk, nil
 }
 
@@ -190,6 +219,10 @@ func (h *Host) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err erro
 	}
 	reloadMu.Lock()
 	defer reloadMu.Unlock()
+	if h.trust != nil { // PerMemberLinks: the trust follows the configurations (member_trust.go)
+		defer awaitReplacements(h.peerKeys)
+		return h.reloadTrust(key, trust)
+	}
 	h.mu.Lock()
 	for _, s := range h.members { // first: its error names the member
 		if err == nil {
@@ -205,6 +238,7 @@ func (h *Host) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err erro
 		return 0, err
 	}
 	closed = h.peerKeys.Reload(next)
+	awaitReplacements(h.peerKeys)
 	h.log.Info("peer keys reloaded", zap.String("memberKeyId", key.Public().ID()),
 		zap.Strings("trusted", trust.IDs()), zap.Int("closedConnections", closed))
 	return closed, nil

@@ -16,6 +16,11 @@ import (
 // every host's trust list naming the hosts by host id (host links), or, with perMember, one
 // member per host named by member id (the `dledger server` process of one member).
 func keyedHosts(t *testing.T, n, groups int, perMember bool) ([]*Host, *groupKeys, map[string][]*Server, []string) {
+	return keyedHostsLive(t, n, groups, perMember, time.Second)
+}
+
+// keyedHostsLive is keyedHosts with the hosts' liveness interval (0: the default, 200 ms).
+func keyedHostsLive(t *testing.T, n, groups int, perMember bool, liveness time.Duration) ([]*Host, *groupKeys, map[string][]*Server, []string) {
 	t.Helper()
 	ports := freePorts(t, n)
 	gk := newGroupKeys(t, n)
@@ -34,11 +39,11 @@ func keyedHosts(t *testing.T, n, groups int, perMember bool) ([]*Host, *groupKey
 		names = append(names, fmt.Sprintf("g%03d", g))
 	}
 	for i := range n {
-		// Liveness: a calm interval, as calmTimings are for the groups: a peer host stays fresh
-		// for 2 s, so a link's redial on a loaded machine (a revoking reload closes it) is no
-		// failover of the groups it leads.
+		// Liveness: keyedHosts's is calm, as calmTimings are for the groups: a peer host stays
+		// fresh for 2 s, so a link's redial on a loaded machine (a revoking reload closes it) is
+		// no failover of the groups it leads.
 		h, err := NewHost(HostConfig{Listen: addr(i), DataDir: t.TempDir(), MemberKey: gk.keys[i], Trust: gk.trust(),
-			PerMemberLinks: perMember, LivenessInterval: time.Second})
+			PerMemberLinks: perMember, LivenessInterval: liveness})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,10 +172,15 @@ func TestHostOfOneMemberWithMemberKeys(t *testing.T) {
 
 // TestHostKeyRotationKeepsEveryLeader: three hosts of ten groups replace host 1's key in three
 // reloads (its new key added to every trust list; host 1 switches; the old key dropped):
-// every group keeps its leader and term throughout, the drop closes the links each other host
-// had with host 1 on its old key (two each, unless one was redialled meanwhile), and host 1's
-// links come back on its new key.
+// every group keeps its leader and term throughout, the drop ends the link each other host
+// dialled to host 1 on its old key (replaced first; host 1 replaced its own at its reload), and
+// host 1's links are all on its new key.
 func TestHostKeyRotationKeepsEveryLeader(t *testing.T) {
+	// keyedHosts's calm liveness (1 s): with the default 200 ms (fresh for 400 ms) a follower
+	// campaigned here about once in 20 runs under -race on a loaded machine with the old order
+	// (close, then redial), and still once in about 40 with make-before-break, on a machine
+	// running six other helpers' benchmarks (the cause not established: load alone can starve a
+	// 400 ms window under -race). The order itself is TestRotationReplacesTheLinkBeforeClosingIt's.
 	hosts, gk, members, names := keyedHosts(t, 3, 10, false)
 	awaitLinksUp(t, hosts)
 	leaders, terms := awaitLeaders(t, members, names, func(*Server) bool { return false })
@@ -197,14 +207,15 @@ func TestHostKeyRotationKeepsEveryLeader(t *testing.T) {
 	gk.entries[id1] = []secure.PublicKey{next.Public()}
 	closed := 0
 	for i := range hosts {
-		// Each other host closes its link to host 1 and host 1's to it, both on the old key:
-		// 2, or fewer if a link was redialled since step 2 (on the new key; seen under -race).
+		// Each other host ends its link to host 1, which authenticated host 1's old key: 1 (it
+		// is replaced first), 0 if it was redialled since step 2, 2 if the host has not yet
+		// seen the close of host 1's retired link to it (host 1 replaced it at step 2).
 		c := reload(i, gk.keys[i])
 		if i == 1 && c != 0 || c > 2 {
 			t.Fatalf("step 3: host %d closed %d links", i, c)
 		}
-		if i != 1 && c != 2 {
-			t.Logf("step 3: host %d closed %d links (a redial since step 2)", i, c)
+		if i != 1 && c != 1 {
+			t.Logf("step 3: host %d ended %d links", i, c)
 		}
 		closed += c
 	}

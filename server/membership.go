@@ -117,6 +117,9 @@ func (s *Server) Membership() Membership { return s.elector.Membership() }
 // before it, and in force here), refused, or ctx ends. The new member's process starts with
 // Config.Join (`dledger server --join`); until it answers the leader it is listed, not alive.
 func (s *Server) AddNonVoter(ctx context.Context, id, addr string) (Configuration, error) {
+	if err := s.checkAddWithoutKey(id); err != nil && s.leads() {
+		return Configuration{}, &MembershipError{Op: "add", ID: id, Err: err, Config: s.committed()}
+	}
 	return s.changeMembership(ctx, dledger.Change{Kind: dledger.AddNonVoter, ID: id, Addr: addr})
 }
 
@@ -212,6 +215,10 @@ func membershipPeers(m Membership, initial []memberstate.Peer) []memberstate.Pee
 // nothing changed (one comparison), so it may run after every change and every heartbeat that
 // carries a newer epoch.
 func (s *Server) applyMembership() {
+	if !s.mem.ready.Load() {
+		return // New has not finished building the transport: startMembership wires it
+	}
+	s.followTrust() // member keys: a member added with its key is trusted, one removed is not (member_trust.go)
 	m := s.elector.Membership()
 	s.mem.wired.Store(newestEpoch(m))
 	s.mem.metrics.Set(m.Epoch, len(m.Voters), len(m.NonVoters), kindOf(m, s.cfg.SelfID))
@@ -287,6 +294,11 @@ func describeStart(durable bool, c Configuration, initial []memberstate.Peer) (s
 type membershipState struct {
 	initial  []memberstate.Peer // Config.Peers: whom a joining member may hear from
 	selfAddr string             // this member's own entry in Config.Peers
+	// ready: New has built what applyMembership wires (the rpc server, the host), so it may
+	// run. Before, the elector may already tell of a change (a stored configuration that
+	// differs from the peers, delivered from a client's first connection), and New's writes
+	// of those fields would race the wiring.
+	ready atomic.Bool
 	// wired is the newest configuration epoch the transport was wired for: a heartbeat or a
 	// vote answer that names another one makes the server look again (applyMembership).
 	wired atomic.Uint64
@@ -313,6 +325,7 @@ func newMembershipMetrics(reg prometheus.Registerer, o options, cfg settings) (*
 // when the peers string contradicts a durable one) and wires the transport for it.
 func (s *Server) startMembership(selfAddr string) {
 	s.mem.initial, s.mem.selfAddr = s.peers, selfAddr
+	s.mem.ready.Store(true)
 	m := s.elector.Membership()
 	committed := Configuration{Epoch: m.Epoch, Term: m.ConfTerm, Voters: m.Voters, NonVoters: m.NonVoters, Forced: m.Forced}
 	s.mem.source, s.mem.warning = describeStart(m.StartedFrom == "store", committed, s.peers)

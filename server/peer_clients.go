@@ -22,6 +22,8 @@ type peerClients struct {
 	clients map[string]*rpc.Client // peer id -> its client
 	addrs   map[string]string      // peer id -> the address its client dials
 	closed  bool
+	// closing counts the clients setPeers dropped that are still closing (Close waits for them).
+	closing sync.WaitGroup
 }
 
 // newPeerClients dials every peer of opts.Peers, each with a client of its own.
@@ -37,13 +39,18 @@ func newPeerClients(opts rpc.ClientOptions) (*peerClients, error) {
 
 // setPeers makes the peer set peers (id -> address, this member not included): a peer that is
 // new, or whose address changed, gets a new client; a peer no longer listed has its client
-// closed (after the lock is released: Close waits for the client's goroutines, whose
-// callbacks may call back into the member). It returns the ids whose clients were created.
+// closed, on a goroutine of its own: Close waits for the client's goroutines, and setPeers may
+// be running on one of them (the removed member's own heartbeat answer commits its removal,
+// and the elector's MembersChanged re-wires the transport from that callback: a synchronous
+// Close there waited for itself). It returns the ids whose clients were created.
 func (pc *peerClients) setPeers(peers map[string]string) (added []string, err error) {
 	var stale []*rpc.Client
 	defer func() {
 		for _, cl := range stale {
-			cl.Close()
+			go func() {
+				defer pc.closing.Done()
+				cl.Close()
+			}()
 		}
 	}()
 	pc.mu.Lock()
@@ -54,6 +61,7 @@ func (pc *peerClients) setPeers(peers map[string]string) (added []string, err er
 	for id, cl := range pc.clients {
 		if addr, ok := peers[id]; !ok || addr != pc.addrs[id] {
 			stale = append(stale, cl)
+			pc.closing.Add(1)
 			delete(pc.clients, id)
 			delete(pc.addrs, id)
 		}
@@ -146,6 +154,7 @@ func (pc *peerClients) Close() error {
 	for _, cl := range cls {
 		cl.Close()
 	}
+	pc.closing.Wait()
 	return nil
 }
 

@@ -35,6 +35,7 @@ func TestPeerClientsFollowTheConfiguration(t *testing.T) {
 	if err != nil || len(added) != 2 {
 		t.Fatalf("setPeers: added %v, %v", added, err)
 	}
+	pc.closing.Wait() // stale clients close on a goroutine of their own (setPeers)
 	if pc.clients["n1"] != n1 {
 		t.Fatal("n1, unchanged, got a new client")
 	}
@@ -50,6 +51,7 @@ func TestPeerClientsFollowTheConfiguration(t *testing.T) {
 	if _, err := pc.setPeers(map[string]string{"n3": "127.0.0.1:3"}); err != nil {
 		t.Fatal(err)
 	}
+	pc.closing.Wait()
 	for _, id := range []string{"n1", "n2"} {
 		if err := voteErr(pc.SendVote, id); !errors.Is(err, rpc.ErrUnknownPeer) {
 			t.Fatalf("%s once removed: %v", id, err)

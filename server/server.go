@@ -93,6 +93,7 @@ type Server struct {
 	handler  rpc.Handler
 	client   peerClient    // its own *rpc.Client, or its share of its host's links (host_link.go)
 	peerKeys *rpc.PeerKeys // member keys (keys.go), shared by rpcSrv and client; nil otherwise
+	trust    *memberTrust  // member keys of a member with a port of its own (member_trust.go); nil otherwise
 	// peers are the members the transport reaches: the configuration's (membership.go), which
 	// changes while the member runs; read them with currentPeers.
 	peersMu sync.Mutex
@@ -139,6 +140,11 @@ func New(config Config, opts ...Option) (*Server, error) {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
+	fileTrust := config.Trust
+	if o.host == nil && !config.MemberKey.IsZero() && config.Trust != nil {
+		// Peers added with their keys are listed by the durable configuration (member_trust.go).
+		config.Trust = storedKeys(config, o.store)
+	}
 	r, err := config.resolveFor(o.host != nil)
 	if err != nil {
 		return nil, err
@@ -146,7 +152,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 	cfg, peers := r.settings, r.peers
 	// Member keys: this member's own, or its host's checked for it (keys.go); before the data
 	// dir, so that a key that does not fit creates nothing.
-	peerKeys, err := memberPeerKeys(cfg.Config, peers, o.host)
+	peerKeys, err := memberPeerKeys(cfg.Config, peers, o.host, o.store)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +228,9 @@ func New(config Config, opts ...Option) (*Server, error) {
 		OnRoundTrip: s.metrics.PeerRoundTrip}
 	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID, PeerKeys: peerKeys}
 	s.peerKeys = peerKeys
+	if peerKeys != nil && o.host == nil { // the trust follows the configuration (member_trust.go)
+		s.trust = &memberTrust{key: cfg.MemberKey, file: fileTrust}
+	}
 	for _, p := range peers {
 		if p.ID != cfg.SelfID {
 			auth.Members = append(auth.Members, p.ID)
@@ -428,6 +437,7 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 		}
 	}
 	if s.host != nil {
+		s.host.leaveTrust(s) // member keys with PerMemberLinks (member_trust.go)
 		s.host.forget(s)
 	}
 	s.client.Close()

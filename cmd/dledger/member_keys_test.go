@@ -235,3 +235,57 @@ func (g *procGroup) awaitHeartbeatSince(i int, since time.Time) {
 		return err == nil && st.LastHeartBeatMsAgo >= 0 && time.Since(since) > time.Duration(st.LastHeartBeatMsAgo)*time.Millisecond
 	})
 }
+
+// TestRealProcessAddWithPublicKey: issue 32's "membership changes carry keys" with real
+// processes and the CLI. Three processes authenticate with member keys from a trust file that
+// does not name n3; n3 starts with --join and its own key; `dledger members add --public-key`
+// carries n3's key, so every member trusts n3 with the change: n3 is promoted and votes, no
+// trust file edited, no SIGHUP. A malformed key is a usage error (exit 2) and a key that is
+// another member's is refused (exit 1), the group untouched.
+func TestRealProcessAddWithPublicKey(t *testing.T) {
+	g := newProcGroup(t, 3)
+	dir := t.TempDir()
+	trust, lines := memberKeyFiles(t, dir, 3)
+	g.keyFile = ""
+	g.only = map[int][]string{}
+	for i := range 3 {
+		g.only[i] = []string{"--member-key-file", filepath.Join(dir, fmt.Sprintf("n%d.key", i)), "--trust-file", trust,
+			"--max-heartbeat-leak", "30"}
+		g.start(i)
+	}
+	const limit = 30 * time.Second
+	leaderID, term := g.awaitLeader(limit)
+	leader := g.indexOf(leaderID)
+	j, jAddr := g.addJoiner([]int{0, 1, 2})
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"keygen", "--member", "--id", "n3", filepath.Join(dir, "n3.key")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("keygen: %s", stderr.String())
+	}
+	n3line := stdout.String()
+	n3trust := filepath.Join(dir, "trust3")
+	if err := os.WriteFile(n3trust, []byte(strings.Join(lines, "")+n3line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.only[j] = append(g.only[j], "--member-key-file", filepath.Join(dir, "n3.key"), "--trust-file", n3trust)
+	g.start(j)
+	key := strings.Fields(n3line)[1]
+	if code, _, errb := members("add", "--http", g.https[leader], "--id", "n3", "--addr", jAddr, "--public-key", "AAAA"); code != 2 ||
+		!strings.Contains(errb, "--public-key") {
+		t.Fatalf("a malformed key: exit %d: %s", code, errb)
+	}
+	other := strings.Fields(lines[(leader+1)%3])[1]
+	if code, _, errb := members("add", "--http", g.https[leader], "--id", "n3", "--addr", jAddr, "--public-key", other); code != 1 ||
+		!strings.Contains(errb, "already") {
+		t.Fatalf("another member's key: exit %d: %s", code, errb)
+	}
+	if code, out, errb := members("add", "--http", g.https[leader], "--id", "n3", "--addr", jAddr, "--public-key", key); code != 0 {
+		t.Fatalf("members add --public-key: exit %d\nstdout: %s\nstderr: %s", code, out, errb)
+	}
+	if code, out, errb := members("promote", "--http", g.https[leader], "--id", "n3", "--wait", "25s"); code != 0 {
+		t.Fatalf("members promote: exit %d\nstdout: %s\nstderr: %s", code, out, errb)
+	}
+	dledgertest.Eventually(t, limit, "n3 a voter following the leader", func() bool {
+		st, err := g.status(j)
+		return err == nil && st.LeaderID == leaderID && st.Term == term && strings.Contains(kinds(g.membership(j)), "n3:voter")
+	})
+}

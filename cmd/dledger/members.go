@@ -19,6 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server/adminclient"
 )
 
@@ -27,7 +28,7 @@ const membersUsage = `usage: dledger members <list|add|promote|remove|force-reco
   list           the group's configuration (epoch, voters, non-voters; the leader's view of who
                  has caught up): dledger members list --http ADDR [-o json]
   add            add a member as a non-voter (it follows the leader, votes in no quorum):
-                 dledger members add --http ADDR --id n3 --addr HOST:PORT
+                 dledger members add --http ADDR --id n3 --addr HOST:PORT [--public-key KEY]
   promote        make a non-voter a voter, once its ledger has caught up with the quorum's:
                  dledger members promote --http ADDR --id n3 [--wait 30s]
   remove         remove a member (a leader being removed hands over first):
@@ -182,6 +183,7 @@ func yesNo(b bool) string {
 type membersChange struct {
 	verb, addr, group, id, token string
 	target, peerAddr             string // the member to add, promote or remove, and its address (add)
+	publicKey                    string // add: the new member's public key (member keys, issue 32)
 	survivors                    []string
 	timeout, wait                time.Duration
 	hc                           *http.Client // with the TLS flags' config (clienttls.go)
@@ -207,6 +209,8 @@ func parseMembersChange(verb string, args []string, stderr io.Writer) (membersCh
 	}
 	if verb == "add" {
 		fs.StringVar(&mc.peerAddr, "addr", "", "the new member's rpc address, HOST:PORT, as the others dial it (required)")
+		fs.StringVar(&mc.publicKey, "public-key", "", "with member keys: the new member's public key (base64, as dledger keygen --member prints it); "+
+			"every member trusts it once the change is stored, and forgets it when the member is removed")
 	}
 	if verb == "promote" {
 		fs.DurationVar(&mc.wait, "wait", 0, "while the member has not caught up, ask again until this long has passed (0: ask once)")
@@ -249,6 +253,10 @@ func (mc membersChange) problem(sure bool) string {
 		return "--id is required"
 	case mc.verb == "add" && mc.peerAddr == "":
 		return "--addr is required (the new member's rpc address)"
+	case mc.publicKey != "":
+		if _, err := secure.ParsePublicKey(mc.publicKey); err != nil {
+			return "--public-key: " + err.Error() + " (give the key dledger keygen --member printed after the id)"
+		}
 	case force && len(mc.survivors) == 0:
 		return "--survivors is required"
 	case force && !sure:
@@ -308,6 +316,9 @@ func (mc membersChange) send(ctx context.Context, stderr io.Writer, addr, asked 
 func (mc membersChange) call(ctx context.Context, c *adminclient.Client) (adminclient.MembershipJSON, error) {
 	switch mc.verb {
 	case "add":
+		if mc.publicKey != "" {
+			return c.MemberAddWithKey(ctx, mc.target, mc.peerAddr, mc.publicKey)
+		}
 		return c.MemberAdd(ctx, mc.target, mc.peerAddr)
 	case "promote":
 		return c.MemberPromote(ctx, mc.target)

@@ -17,6 +17,7 @@ func TestMembersUsageErrors(t *testing.T) {
 		{[]string{"list"}, "--http is required"},
 		{[]string{"list", "--http", "127.0.0.1:1", "-o", "yaml"}, "want text or json"},
 		{[]string{"add", "--http", "127.0.0.1:1", "--id", "n3"}, "--addr is required"},
+		{[]string{"add", "--http", "127.0.0.1:1", "--id", "n3", "--addr", "127.0.0.1:2", "--public-key", "AAAA"}, "--public-key: not a base64-encoded 32-byte public key"},
 		{[]string{"promote", "--http", "127.0.0.1:1"}, "--id is required"},
 		{[]string{"remove", "--id", "n2"}, "--http is required"},
 		{[]string{"remove", "--http", "127.0.0.1:1", "--id", "n2", "--member", "n0"}, "--member needs --group"},

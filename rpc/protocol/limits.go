@@ -21,4 +21,7 @@ const (
 	MaxConfigMembers = 64
 	MaxConfigEpoch   = uint64(1) << 62
 	MaxPeersString   = MaxConfigMembers * (64 + 1 + 261 + 1)
+	// MaxKeysString bounds a configuration's member keys on the wire (issue 32): at most one
+	// per member, id-key;... with a 44-byte base64 key.
+	MaxKeysString = MaxConfigMembers * (64 + 1 + 44 + 1)
 )

@@ -78,6 +78,11 @@ type WireConfig struct {
 	Voters    string `msgpack:"voters"`
 	NonVoters string `msgpack:"nonVoters,omitempty"`
 	Forced    bool   `msgpack:"forced,omitempty"`
+	// Keys are the public keys the configuration carries (issue 32, docs/protocol.md 13.9),
+	// id-key;... (base64 keys), at most MaxKeysString bytes. Left out when it carries none; a
+	// member older than issue 32 skips it (and so does not learn the keys: it needs them in
+	// its trust file).
+	Keys string `msgpack:"keys,omitempty"`
 }
 
 // HeartBeatResponse answers a heartbeat; Term is the receiver's currTerm on EXPIRED_TERM,

@@ -25,6 +25,7 @@ type Session struct {
 	peerID  string
 	keyID   string
 	peerKey PublicKey // member keys: the peer's static key; zero with a group key
+	ownKey  PublicKey // member keys: the static key this side authenticated with
 	send    direction
 	recv    direction
 }
@@ -67,6 +68,10 @@ func (s *Session) PeerID() string { return s.peerID }
 // PeerKey is the static public key the peer authenticated with (member keys, handshake
 // version 3), or zero (a group key).
 func (s *Session) PeerKey() PublicKey { return s.peerKey }
+
+// OwnKey is the static public key this side authenticated with (member keys), or zero: a
+// rotation of our own key replaces the connections made with the old one (rpc.PeerKeys.Reload).
+func (s *Session) OwnKey() PublicKey { return s.ownKey }
 
 // KeyID names the key this session was made with (KeyID of that key): during a rotation it
 // tells which connections still use the old key.

@@ -154,6 +154,14 @@ func (t *Trust) IDs() []string {
 	return ids
 }
 
+// OwnerOf is the id key is listed under ("" if none).
+func (t *Trust) OwnerOf(key PublicKey) string {
+	if t == nil {
+		return ""
+	}
+	return t.owner[key]
+}
+
 // Trusts says whether key may authenticate as id.
 func (t *Trust) Trusts(id string, key PublicKey) bool {
 	return t != nil && t.owner[key] == id && id != ""

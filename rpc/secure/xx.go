@@ -199,7 +199,7 @@ func (in *StaticInitiator) Finish(msg2 []byte) (msg3 []byte, s *Session, err err
 		return nil, nil, fmt.Errorf("secure: %w", err)
 	}
 	s = newSession(id, rs.ID(), cs1, cs2)
-	s.peerKey = rs
+	s.peerKey, s.ownKey = rs, in.id.Public()
 	return msg3, s, nil
 }
 
@@ -277,7 +277,7 @@ func (r *StaticResponder) Finish(msg3 []byte) (*Session, error) {
 		return nil, err
 	}
 	s := newSession(r.peer, rs.ID(), cs2, cs1)
-	s.peerKey = rs
+	s.peerKey, s.ownKey = rs, r.id.Public()
 	return s, nil
 }
 

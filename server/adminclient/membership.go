@@ -71,6 +71,9 @@ type MembershipChangeJSON struct {
 	Op   string `json:"op,omitempty"` // add, promote or remove
 	ID   string `json:"id"`
 	Addr string `json:"addr,omitempty"` // add only
+	// Key, add only: the new member's public key (base64), for a group that authenticates with
+	// member keys: the configuration carries it, so every member trusts it (issue 32).
+	Key string `json:"key,omitempty"`
 	// Epoch, in Pending: the epoch the change will have once agreed.
 	Epoch int64 `json:"epoch,omitempty"`
 	// Survivors: force-recover only, the surviving voters (the member asked included).
@@ -161,6 +164,12 @@ func (c *Client) MemberList(ctx context.Context) (MembershipJSON, error) {
 // MemberAdd asks the leader to add member id at rpc address addr as a non-voter.
 func (c *Client) MemberAdd(ctx context.Context, id, addr string) (MembershipJSON, error) {
 	return c.change(ctx, OpAdd, MembershipChangeJSON{ID: id, Addr: addr})
+}
+
+// MemberAddWithKey is MemberAdd with the new member's public key (base64), for a group that
+// authenticates with member keys: every member trusts it once it stores the change.
+func (c *Client) MemberAddWithKey(ctx context.Context, id, addr, key string) (MembershipJSON, error) {
+	return c.change(ctx, OpAdd, MembershipChangeJSON{ID: id, Addr: addr, Key: key})
 }
 
 // MemberPromote asks the leader to make non-voter id a voter (once its ledger has caught up).

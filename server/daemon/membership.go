@@ -12,6 +12,7 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/rpc/secure"
 	"github.com/dledger-go/dledger/server"
 	"github.com/dledger-go/dledger/server/adminclient"
 )
@@ -20,6 +21,7 @@ import (
 //
 //	GET  /v1/membership                the configuration as this member holds it (both listeners)
 //	POST /v1/membership/add            {"id":"n3","addr":"host:port"}: add a non-voter
+//	                                   (with "key":"BASE64", its public key: issue 32)
 //	POST /v1/membership/promote        {"id":"n3"}: make it a voter once caught up
 //	POST /v1/membership/remove         {"id":"n2"}: remove a member
 //	POST /v1/membership/force-recover  {"survivors":["n0"]}: forced recovery
@@ -52,7 +54,7 @@ func (m *member) membershipWriteRoutes(mux *http.ServeMux) {
 		want := `{"id":"n3"}`
 		switch op {
 		case adminclient.OpAdd:
-			fields["id"], fields["addr"], want = &body.ID, &body.Addr, `{"id":"n3","addr":"host:port"}`
+			fields["id"], fields["addr"], fields["key"], want = &body.ID, &body.Addr, &body.Key, `{"id":"n3","addr":"host:port"}`
 		case adminclient.OpPromote, adminclient.OpRemove:
 			fields["id"] = &body.ID
 		case adminclient.OpForceRecover:
@@ -93,6 +95,11 @@ func checkChange(op string, b adminclient.MembershipChangeJSON) string {
 		if _, err := memberstate.ParsePeers(b.ID + "-" + b.Addr); err != nil {
 			return `"addr": ` + err.Error()
 		}
+		if b.Key != "" {
+			if _, err := secure.ParsePublicKey(b.Key); err != nil {
+				return `"key": ` + err.Error() + " (the line dledger keygen --member prints: ID KEY)"
+			}
+		}
 	}
 	return ""
 }
@@ -108,7 +115,12 @@ func (m *member) change(w http.ResponseWriter, r *http.Request, op string, b adm
 	var err error
 	switch op {
 	case adminclient.OpAdd:
-		_, err = m.s.AddNonVoter(ctx, b.ID, b.Addr)
+		if b.Key != "" {
+			k, _ := secure.ParsePublicKey(b.Key) // checkChange parsed it
+			_, err = m.s.AddNonVoterWithKey(ctx, b.ID, b.Addr, k)
+		} else {
+			_, err = m.s.AddNonVoter(ctx, b.ID, b.Addr)
+		}
 	case adminclient.OpPromote:
 		_, err = m.s.Promote(ctx, b.ID)
 	case adminclient.OpRemove:

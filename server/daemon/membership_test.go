@@ -76,6 +76,9 @@ func TestMembershipRoutesAnswerEachRequest(t *testing.T) {
 		{"promote", fmt.Sprintf(`{"id":%q}`, leaderID), adminclient.ReasonAlreadyVoter, http.StatusConflict},
 		{"add", `{"id":"","addr":"127.0.0.1:1"}`, adminclient.ReasonBadRequest, http.StatusBadRequest},
 		{"add", `{"id":"n8","addr":"no port"}`, adminclient.ReasonBadRequest, http.StatusBadRequest},
+		// issue 32: a malformed key; a key on a group that does not use member keys
+		{"add", `{"id":"n8","addr":"127.0.0.1:1","key":"AAAA"}`, adminclient.ReasonBadRequest, http.StatusBadRequest},
+		{"add", `{"id":"n8","addr":"127.0.0.1:1","key":"HJz+m53v07vcWqU4EwQgq/Rm5uthJUYRUYJK0N6iPw8="}`, adminclient.ReasonBadRequest, http.StatusBadRequest},
 	} {
 		code, e, raw := change(t, leader, c.op, c.body)
 		if code != c.code || e.Reason != c.reason {
