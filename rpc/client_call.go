@@ -90,6 +90,13 @@ func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
 		c.deadline = c.sent.Add(d)
 		p.pending[id] = c
 		gen = p.gen
+		if p.sweep != nil {
+			// O(1): the sweep moves only if this call is due before it. Arming it after each
+			// write instead scanned every pending call under mu, and with thousands pending
+			// on a host link (a mass election) that scan, made per batch written, held the
+			// lock every call to the peer takes (issue 29).
+			p.sweep.arm(c.deadline, true)
+		}
 	}
 	p.mu.Unlock()
 	if err != nil {

@@ -104,11 +104,13 @@ func (p *peer) up() uint64 {
 	return gen
 }
 
-// useSweep gives the connection a timeout sweep; dropSweep stops and removes it.
+// useSweep gives the connection a timeout sweep, armed for a call submitted since up (submit
+// arms it from then on); dropSweep stops and removes it.
 func (p *peer) useSweep() *sweep {
 	s := newSweep()
 	p.mu.Lock()
 	p.sweep = s
+	s.arm(p.earliestDeadline())
 	p.mu.Unlock()
 	return s
 }
@@ -144,8 +146,7 @@ func (p *peer) pump(w *bufio.Writer, sess *secure.Session, gen uint64, sweep *sw
 	for err == nil {
 		select {
 		case f := <-p.sendq:
-			err = p.write(w, sess, gen, f)
-			p.armSweep()
+			err = p.write(w, sess, gen, f) // submit armed the sweep for f's call
 		case now := <-sweep.timer.C:
 			err = p.sweepFired(sweep, now, rc)
 		case err = <-readDone:
