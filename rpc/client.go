@@ -164,6 +164,7 @@ func (cl *Client) Close() error {
 		for _, p := range cl.peers {
 			p.mu.Lock()
 			p.closed = true
+			p.setUsable()
 			p.mu.Unlock()
 		}
 		cl.cancel()

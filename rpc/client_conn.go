@@ -28,6 +28,8 @@ type peer struct {
 	sendq  chan outFrame
 	nextID atomic.Uint64
 
+	state atomic.Uint32 // peerDown, peerUp or peerClosed: closed and connected, for usable
+
 	mu        sync.Mutex
 	connected bool
 	closed    bool
@@ -99,6 +101,7 @@ func (p *peer) up() uint64 {
 	p.gen++
 	gen := p.gen
 	p.connected = !p.closed
+	p.setUsable()
 	p.mu.Unlock()
 	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
 	return gen
