@@ -151,39 +151,13 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 }
 
 // endCampaign gives back the host's place (mayCampaign), or leaves its line, when the member
-// has no round in flight and is not waiting for one, or is no candidate; a member elected keeps
-// it until a quorum has acknowledged a heartbeat of its leadership: its group is settled only
-// then, and in a mass election new leaders whose first heartbeats were not answered within the
-// detection window stepped down and elected again (BENCHMARKS.md, "Many groups per host"). Run
-// at the end of every entry point, with the lock held.
+// has no round in flight and is not waiting for one, or is no candidate. Run at the end of
+// every entry point, with the lock held.
 func (e *Elector) endCampaign() {
-	if !e.gateAsked {
-		return
+	if e.gateAsked && (e.vote == nil && !e.gateWait || e.ms.Role() != protocol.CANDIDATE) {
+		e.gateAsked, e.gateWait = false, false
+		e.gate.End(e.clock.Now())
 	}
-	switch e.ms.Role() {
-	case protocol.LEADER:
-		if !e.acknowledged(e.clock.Now()) {
-			return // not yet; a place never given back is taken back after its round
-		}
-	case protocol.CANDIDATE:
-		if e.vote != nil || e.gateWait {
-			return
-		}
-	}
-	e.gateAsked, e.gateWait = false, false
-	e.gate.End(e.clock.Now())
-}
-
-// acknowledged says whether a quorum of voters has answered a heartbeat this leader sent since
-// its election (it counts itself; a quiet follower's acknowledgement is its host's, quiet.go).
-func (e *Elector) acknowledged(now time.Time) bool {
-	n := 0
-	for i, p := range e.ms.Peers()[:e.ms.Voters()] {
-		if p.ID == e.ms.SelfID() || !e.peerAck(i, now).Before(e.leaderSince) {
-			n++
-		}
-	}
-	return e.ms.Quorum(n)
 }
 
 // abstain is the candidate pass of a member that does not know its ledger yet: it starts no
