@@ -71,6 +71,9 @@ type Options struct {
 	// transport can dial a new member's address. It runs outside the elector's lock, in order,
 	// like the Observer. Not called for the list the member starts with.
 	MembersChanged func([]memberstate.Peer)
+	// Campaigns is this member's share of its host's bound on the vote rounds run at once
+	// (seams.go, CampaignSlot): nil, no bound.
+	Campaigns CampaignSlot
 }
 
 // RoleEvent is one role change (docs/protocol.md section 8): the term as adopted (the fencing
@@ -175,6 +178,12 @@ type Elector struct {
 	live HostLiveness
 	quietState
 	spread bool // Options.SpreadStartup (spread.go)
+	// The host's bound on rounds run at once (vote.go, mayCampaign): nil, none. gateAsked: the
+	// slot may hold a place or wait in line (End not called since the last Begin). gateWait:
+	// the last ask was refused, and the pass asks again at gateRetry at the latest.
+	gate                CampaignSlot
+	gateAsked, gateWait bool
+	gateRetry           time.Time
 
 	// Membership (membership.go, docs/protocol.md 13): the configurations, the leader's change
 	// in flight, forced recovery.
@@ -265,6 +274,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		notify:     make(chan struct{}, 1),
 		live:       opt.Liveness,
 		spread:     opt.SpreadStartup,
+		gate:       opt.Campaigns,
 		onMembers:  opt.MembersChanged,
 		mem:        membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
 
@@ -364,7 +374,9 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	case was != protocol.CANDIDATE:
 		e.log.Info(EventBecomesCandidate, e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	default: // already a candidate: a repeated higher-term request is routine
-		e.log.Debug("candidate notes a term", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+		if ce := e.log.Check(zap.DebugLevel, "candidate notes a term"); ce != nil {
+			ce.Write(e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+		}
 	}
 	e.emit(now)
 }

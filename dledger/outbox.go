@@ -82,6 +82,7 @@ func (e *Elector) observe(o observation) { e.outbox = append(e.outbox, entry{obs
 // otherwise this one delivers until the outbox stays empty. Every entry point that can post
 // defers it right after taking the lock.
 func (e *Elector) unlockAndDeliver() {
+	e.endCampaign()
 	e.noteSchedule()
 	if e.delivering {
 		e.mu.Unlock()

@@ -40,6 +40,21 @@ type Handler interface {
 	HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse
 }
 
+// CampaignSlot is a member's share of its host's bound on the vote rounds run at once
+// (package dledger/campaign, whose *Slot implements it; docs/protocol.md 12.6). A candidate
+// asks Begin before it starts a round that needs no leave (not a leadership take) and, told
+// no, neither writes a new term nor asks for votes: it waits until the slot's wake runs its
+// pass, or the round it asked for could have ended, and asks again. End runs after every entry
+// point that leaves the member without a round in flight and not waiting. Both run under the
+// elector's lock and must not call it. Safety never depends on it: it only delays when a round
+// starts. Without it (Options.Campaigns nil) the elector behaves exactly as it always did.
+type CampaignSlot interface {
+	// Begin reports whether the member may start a round that ends by until at the latest.
+	Begin(now, until time.Time) bool
+	// End gives back the place of the round that ended, if the member held one.
+	End(now time.Time)
+}
+
 // HostLiveness is an elector's view of its host's liveness table (package dledger/liveness,
 // whose *Member implements it; docs/protocol.md section 12). With it, an idle group sends no
 // explicit heartbeat to a follower the table vouches for, and a follower whose leader the table

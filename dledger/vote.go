@@ -79,6 +79,9 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 	if now.Before(e.nextTimeToRequestVote) && !e.needIncreaseTerm { // step 2
 		return
 	}
+	if !e.needIncreaseTerm && !e.mayCampaign(now) { // the host's bound (docs/protocol.md 12.6)
+		return
+	}
 	term := e.ms.CurrTerm() // step 3: the same-term probe, unless
 	if e.lastParseResult == protocol.WaitToVoteNext || e.needIncreaseTerm {
 		next := e.ms.NextTermVotingForSelf // it campaigns at once (step 5): one write
@@ -121,8 +124,40 @@ func (e *Elector) candidateDeadline(now time.Time) deadline {
 		return never
 	case e.vote != nil:
 		return dueAt(e.vote.deadline)
+	case e.gateWait && e.gateRetry.After(e.nextTimeToRequestVote):
+		return dueAt(e.gateRetry) // or sooner, when the gate wakes it
 	}
 	return dueAt(e.nextTimeToRequestVote)
+}
+
+// mayCampaign asks the host's bound on rounds run at once (Options.Campaigns) for a place
+// for the round this pass is about to start, unless none is set or this is a leadership take
+// (a transfer's deadline is its own, docs/protocol.md 7.8). The place is asked for before the
+// term is written (step 3), so a candidate kept waiting has not campaigned: it grants a peer
+// that campaigns meanwhile, as any candidate at a lower term does (row 8a).
+func (e *Elector) mayCampaign(now time.Time) bool {
+	if e.gate == nil || e.take.taking {
+		return true
+	}
+	longest := e.cfg.VoteRoundBase + e.cfg.MaxVoteInterval // a round's latest deadline
+	e.gateAsked = true
+	if e.gate.Begin(now, now.Add(longest)) {
+		e.gateWait = false
+		return true
+	}
+	e.gateWait = true
+	e.gateRetry = now.Add(longest)
+	return false
+}
+
+// endCampaign gives back the host's place (mayCampaign), or leaves its line, when the member
+// has no round in flight and is not waiting for one, or is no candidate. Run at the end of
+// every entry point, with the lock held.
+func (e *Elector) endCampaign() {
+	if e.gateAsked && (e.vote == nil && !e.gateWait || e.ms.Role() != protocol.CANDIDATE) {
+		e.gateAsked, e.gateWait = false, false
+		e.gate.End(e.clock.Now())
+	}
 }
 
 // abstain is the candidate pass of a member that does not know its ledger yet: it starts no
@@ -166,7 +201,9 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 		}
 	}
 	e.vote = r
-	e.log.Debug("requests votes", e.fields(zap.Int64("ledgerEndTerm", ledger.Term), zap.Int64("ledgerEndIndex", ledger.Index))...)
+	if ce := e.log.Check(zap.DebugLevel, "requests votes"); ce != nil { // no fields built at info: a mass election runs thousands
+		ce.Write(e.fields(zap.Int64("ledgerEndTerm", ledger.Term), zap.Int64("ledgerEndIndex", ledger.Index))...)
+	}
 	for i, p := range peers {
 		if i >= e.ms.Voters() { // a non-voter counts in no quorum: not asked (docs/protocol.md 13)
 			r.got[i] = true
@@ -286,9 +323,11 @@ func (e *Elector) decideVote(now time.Time) {
 	}
 	e.lastParseResult = res
 	e.observe(observation{kind: obsVoteRoundDecided, arg: int64(res)})
-	e.log.Debug("vote round decided", e.fields(zap.Int64("roundTerm", r.term), zap.Stringer("result", res),
-		zap.Int("valid", r.valid), zap.Int("accepted", r.accepted), zap.Int("notReady", r.notReady),
-		zap.Int("biggerLedger", r.biggerLedger), zap.Bool("alreadyHasLeader", r.alreadyHasLeader))...)
+	if ce := e.log.Check(zap.DebugLevel, "vote round decided"); ce != nil {
+		ce.Write(e.fields(zap.Int64("roundTerm", r.term), zap.Stringer("result", res),
+			zap.Int("valid", r.valid), zap.Int("accepted", r.accepted), zap.Int("notReady", r.notReady),
+			zap.Int("biggerLedger", r.biggerLedger), zap.Bool("alreadyHasLeader", r.alreadyHasLeader))...)
+	}
 	if res == protocol.Passed && e.ms.CurrTerm() == r.term && e.ms.Role() == protocol.CANDIDATE {
 		e.becomeLeader(r.term, now)
 	}

@@ -1,8 +1,14 @@
 package rpc
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -146,5 +152,78 @@ func BenchmarkSealOpenHeartBeat(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// BenchmarkSendWhileManyPending is the cost of a call to a peer on a link that already has
+// thousands of calls pending, as a host link has in a mass election (issue 29: the vote
+// requests of thousands of groups to one peer host). The fake peer never answers the first
+// `pending` calls and answers every later one at once; each iteration sends 64 calls, yielding
+// after each (one small write batch per call, as when many members send), and waits for their
+// answers. Arming the timeout sweep after each write used to scan every pending call under the
+// peer's lock, which every call to that peer takes, so this cost grew with the pending count;
+// submit now arms it in O(1).
+func BenchmarkSendWhileManyPending(b *testing.B) {
+	for _, pending := range []int{16, 16384} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ln.Close()
+			_, rsp := benchHeartBeat()
+			go func() {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				w := bufio.NewWriter(conn)
+				for {
+					req, ok := readRequest(conn)
+					if !ok {
+						return
+					}
+					if req.id <= uint64(pending) {
+						continue
+					}
+					fb, err := encodeFrame(req.id, protocol.RequestHeartBeat, true, rsp, DefaultMaxFrameSize)
+					if err != nil {
+						return
+					}
+					_, _ = w.Write(fb.b)
+					putFrameBuf(fb)
+					if err := w.Flush(); err != nil {
+						return
+					}
+				}
+			}()
+			cl := newClient(b, map[string]string{"n1": ln.Addr().String()}, func(o *ClientOptions) {
+				o.Logger, o.CallTimeout, o.SendQueue = zap.NewNop(), time.Hour, 1<<15
+			})
+			req, _ := benchHeartBeat()
+			answered := make(chan error, 64)
+			done := func(_ *protocol.HeartBeatResponse, err error) {
+				if !errors.Is(err, ErrClosed) {
+					answered <- err
+				}
+			}
+			for range pending {
+				cl.SendHeartBeat("n1", req, done)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				for range 64 {
+					cl.SendHeartBeat("n1", req, done)
+					runtime.Gosched()
+				}
+				for range 64 {
+					if err := <-answered; err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(64*b.N), "ns/call")
+		})
 	}
 }

@@ -165,6 +165,7 @@ func (cl *Client) Close() error {
 		for _, p := range cl.peers {
 			p.mu.Lock()
 			p.closed = true
+			p.setUsable()
 			p.mu.Unlock()
 		}
 		cl.cancel()

@@ -28,6 +28,8 @@ type peer struct {
 	sendq  chan outFrame
 	nextID atomic.Uint64
 
+	state atomic.Uint32 // peerDown, peerUp or peerClosed: closed and connected, for usable
+
 	mu        sync.Mutex
 	connected bool
 	closed    bool
@@ -119,16 +121,19 @@ func (p *peer) up(conn net.Conn) uint64 {
 	p.keepGen, p.conn = false, conn
 	gen := p.gen
 	p.connected = !p.closed
+	p.setUsable()
 	p.mu.Unlock()
 	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
 	return gen
 }
 
-// useSweep gives the connection a timeout sweep; dropSweep stops and removes it.
+// useSweep gives the connection a timeout sweep, armed for a call submitted since up (submit
+// arms it from then on); dropSweep stops and removes it.
 func (p *peer) useSweep() *sweep {
 	s := newSweep()
 	p.mu.Lock()
 	p.sweep = s
+	s.arm(p.earliestDeadline())
 	p.mu.Unlock()
 	return s
 }
@@ -164,8 +169,7 @@ func (p *peer) pump(w *bufio.Writer, sess *secure.Session, gen uint64, sweep *sw
 	for err == nil {
 		select {
 		case f := <-p.sendq:
-			err = p.write(w, sess, gen, f)
-			p.armSweep()
+			err = p.write(w, sess, gen, f) // submit armed the sweep for f's call
 		case now := <-sweep.timer.C:
 			err = p.sweepFired(sweep, now, rc)
 		case err = <-readDone:

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/dledger/campaign"
 	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/metrics"
@@ -74,6 +75,11 @@ type HostConfig struct {
 	VoteFiles bool
 	// NoBalance turns the leader balancer off (host_balance.go; on by default).
 	NoBalance bool
+	// MaxCampaigns bounds the vote rounds the host's members run at once (default 512; below
+	// zero: no bound): a candidate finding every place taken waits, in order, before it writes
+	// a new term or asks for votes, so that in a mass election the rounds that run finish
+	// within their deadlines (host_campaigns.go, docs/protocol.md 12.6).
+	MaxCampaigns int
 }
 
 // hostMaxInflightPerConn bounds the requests of one connection queued or in a handler on a
@@ -105,12 +111,14 @@ type Host struct {
 	rpcSrv   *rpc.Server
 	// maint is the host's one StateMaintainer: a goroutine and a timer for every member,
 	// which wakes only for the members whose pass is due (driver.Maintainer).
-	maint   *driver.Maintainer
-	links   *hostLinks // nil with PerMemberLinks (host_link.go)
-	live    *hostLive  // the liveness table's driver, with links (host_live.go)
-	hostID  string
-	stopRun context.CancelFunc
-	runDone chan struct{}
+	maint *driver.Maintainer
+	// campaigns bounds the members' vote rounds run at once (host_campaigns.go); nil: none.
+	campaigns *campaign.Gate
+	links     *hostLinks // nil with PerMemberLinks (host_link.go)
+	live      *hostLive  // the liveness table's driver, with links (host_live.go)
+	hostID    string
+	stopRun   context.CancelFunc
+	runDone   chan struct{}
 	// memberOpts are NewHost's WithAttacher, given to every member.
 	memberOpts []Option
 	// hostSeries are the host-wide series (host_series.go); nil: not registered.
@@ -152,7 +160,8 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
-		maint: driver.NewMaintainer(), members: map[memberKey]*Server{}, voteStores: map[memberKey]*memberstate.JournalStore{}}
+		maint: driver.NewMaintainer(), campaigns: newCampaignGate(cfg), members: map[memberKey]*Server{},
+		voteStores: map[memberKey]*memberstate.JournalStore{}}
 	for _, a := range o.attachers {
 		h.memberOpts = append(h.memberOpts, WithAttacher(a))
 	}

@@ -30,6 +30,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/campaign"
 	"github.com/dledger-go/dledger/dledger/driver"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/metrics"
@@ -91,9 +92,10 @@ type Server struct {
 	rpcSrv   *rpc.Server // nil on a host: host.mux routes to handler
 	host     *Host
 	handler  rpc.Handler
-	client   peerClient    // its own *rpc.Client, or its share of its host's links (host_link.go)
-	peerKeys *rpc.PeerKeys // member keys (keys.go), shared by rpcSrv and client; nil otherwise
-	trust    *memberTrust  // member keys of a member with a port of its own (member_trust.go); nil otherwise
+	client   peerClient     // its own *rpc.Client, or its share of its host's links (host_link.go)
+	peerKeys *rpc.PeerKeys  // member keys (keys.go), shared by rpcSrv and client; nil otherwise
+	trust    *memberTrust   // member keys of a member with a port of its own (member_trust.go); nil otherwise
+	campaign *campaign.Slot // its share of its host's bound on rounds run at once; nil otherwise
 	// peers are the members the transport reaches: the configuration's (membership.go), which
 	// changes while the member runs; read them with currentPeers.
 	peersMu sync.Mutex
@@ -267,6 +269,11 @@ func New(config Config, opts ...Option) (*Server, error) {
 	}
 	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store, Join: cfg.Join}
 	live := hostLiveness(o.host, cfg.Group, cfg.SelfID) // nil but on a host with links
+	s.campaign = o.host.campaignSlot(elector.Load)      // nil but on a host (host_campaigns.go)
+	var campaigns dledger.CampaignSlot
+	if s.campaign != nil {
+		campaigns = s.campaign // a nil *Slot must not become a non-nil interface
+	}
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
 		Transport: learningTransport{s.client, s}, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
@@ -277,6 +284,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		SpreadStartup:     live != nil, // hosts spread their groups' first candidates (dledger/spread.go)
 		// The transport follows the configuration (membership.go): a member added is dialled.
 		MembersChanged: func([]memberstate.Peer) { s.applyMembership() },
+		Campaigns:      campaigns,
 	})
 	if err != nil {
 		s.client.Close()
@@ -440,6 +448,7 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 		s.host.leaveTrust(s) // member keys with PerMemberLinks (member_trust.go)
 		s.host.forget(s)
 	}
+	closeCampaignSlot(s.campaign)
 	s.client.Close()
 	for _, u := range s.unsubs {
 		u()

@@ -3,7 +3,9 @@ package driver
 import (
 	"container/heap"
 	"context"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dledger-go/dledger/dledger"
@@ -24,19 +26,34 @@ import (
 // order they were asked for, so its role events are published in order. An idle maintainer
 // has no goroutine but Run's.
 //
-// The order of locks: an elector calls the alarms with its own lock held, and they take only
-// the maintainer's; a worker calls an elector without holding the maintainer's lock.
+// The alarms take no lock (issue 29). An elector calls them with its own lock held, often
+// from an rpc worker answering a vote; when they took one host-wide mutex, a cold start of
+// thousands of groups became a convoy: rpc workers holding member locks queued on that mutex,
+// and the maintainer's workers queued on those member locks. Now the pass alarm stores the
+// planned time in the elector's driven record and pushes the record (once) on a lock-free
+// inbox that only Run's goroutine drains into the heap, which is Run's alone; it wakes Run
+// only when the new time is earlier than the one the timer is armed for. The events alarm sets
+// a flag with a compare-and-swap and, if the elector had no worker, hands it one: the only
+// lock left on that path is the run queue's, held for an append and only while every worker
+// is busy. The order of locks: an elector calls the alarms with its own lock held; a worker
+// calls an elector holding no maintainer lock.
 type Maintainer struct {
-	mu      sync.Mutex
-	due     passHeap
-	runq    []*driven // electors with work and no worker yet
-	timer   *alarmTimer
-	workers int // running worker goroutines
-	max     int // at most this many
+	inbox atomic.Pointer[driven] // electors whose planned pass moved, for Run to (re)file
+	armed atomic.Int64           // UnixNano the timer is armed for; math.MaxInt64 if none
+	kick  chan struct{}          // wakes Run: the inbox holds a pass earlier than armed
+	due   passHeap               // Run's goroutine only
+	timer *alarmTimer            // Run's goroutine only (alarm.go: a later reset replaces it)
+
+	qmu     sync.Mutex // guards runq, workers, running; held only for O(1) steps
+	runq    []*driven  // electors with work and no worker yet
+	workers int        // running worker goroutines
+	max     int        // at most this many
 	running bool
 	wg      sync.WaitGroup // the workers, which Run waits for before it returns
-	n       int            // electors added and not removed
-	byE     map[*dledger.Elector]*driven
+
+	emu sync.Mutex // guards byE (Add, remove, Wake: never an alarm)
+	byE map[*dledger.Elector]*driven
+	n   atomic.Int64 // electors added and not removed
 }
 
 // DefaultMaintainerWorkers bounds how many electors' passes a Maintainer runs at once: enough
@@ -45,19 +62,28 @@ type Maintainer struct {
 // goroutines.
 const DefaultMaintainerWorkers = 256
 
+// The bits of driven.state.
+const (
+	wantTick    = 1 << iota // a pass is due
+	wantPublish             // events are waiting
+	scheduled               // in runq or on a worker, which looks at the wants again before letting go
+	inInbox                 // on the maintainer's inbox, not yet filed by Run
+)
+
 // driven is one elector on a Maintainer. busy is held while a worker runs its pass or
-// publishes its events, so that removing it waits for that to end. The flags are guarded by
-// the maintainer's mu.
+// publishes its events, so that removing it waits for that to end.
 type driven struct {
 	e     *dledger.Elector
 	p     Publisher
-	at    time.Time
-	index int // in the heap; -1 while not in it
-	// tick, publish: a pass is due, events are waiting. scheduled: in runq or on a worker,
-	// which will look at tick and publish again before it lets the elector go.
-	tick, publish, scheduled bool
-	busy                     sync.Mutex
-	gone                     bool // set under busy by remove
+	at    atomic.Int64  // the planned pass (UnixNano), set by the pass alarm
+	state atomic.Uint32 // wantTick | wantPublish | scheduled | inInbox
+	next  *driven       // the inbox's link, while inInbox
+	gone  atomic.Bool   // set under busy by remove
+	busy  sync.Mutex
+	// Run's goroutine only: the pass the heap files d under (at when Run last read it), and
+	// d's place in the heap, -1 while not in it.
+	key   int64
+	index int
 }
 
 // NewMaintainer returns a maintainer with no elector and DefaultMaintainerWorkers; Run drives
@@ -66,7 +92,11 @@ func NewMaintainer() *Maintainer { return NewMaintainerWorkers(DefaultMaintainer
 
 // NewMaintainerWorkers is NewMaintainer running at most workers electors at once (at least 1).
 func NewMaintainerWorkers(workers int) *Maintainer {
-	return &Maintainer{timer: newAlarmTimer(time.Hour), max: max(1, workers), byE: map[*dledger.Elector]*driven{}}
+	m := &Maintainer{timer: newAlarmTimer(time.Hour), max: max(1, workers), kick: make(chan struct{}, 1),
+		byE: map[*dledger.Elector]*driven{}}
+	m.timer.Stop()
+	m.armed.Store(math.MaxInt64)
+	return m
 }
 
 // Add drives e, publishing its role events to p, until remove is called. remove stops
@@ -75,45 +105,70 @@ func NewMaintainerWorkers(workers int) *Maintainer {
 func (m *Maintainer) Add(e *dledger.Elector, p Publisher) (remove func()) {
 	d := &driven{e: e, p: p, index: -1}
 	e.SetPassAlarm(func(at time.Time) { m.plan(d, at) })
-	e.SetEventsAlarm(func() { m.eventsReady(d) })
-	m.mu.Lock()
-	m.n++
+	e.SetEventsAlarm(func() { m.schedule(d, wantPublish) })
+	m.emu.Lock()
 	m.byE[e] = d
-	m.mu.Unlock()
+	m.emu.Unlock()
+	m.n.Add(1)
 	e.NextPassAt() // plans the first pass
-	m.eventsReady(d)
+	m.schedule(d, wantPublish)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			d.busy.Lock()
 			defer d.busy.Unlock()
-			d.gone = true
+			d.gone.Store(true) // Run drops d from its heap when it next meets it
 			e.SetPassAlarm(nil)
 			e.SetEventsAlarm(nil)
-			m.mu.Lock()
-			if d.index >= 0 {
-				heap.Remove(&m.due, d.index)
+			m.emu.Lock()
+			if m.byE[e] == d {
+				delete(m.byE, e)
 			}
-			m.n--
-			delete(m.byE, e)
-			m.mu.Unlock()
+			m.emu.Unlock()
+			m.n.Add(-1)
 			p.Publish(e.TakeEvents())
 		})
 	}
 }
 
-// plan is d's pass alarm: its next pass is at at. Called with d's elector locked.
+// plan is d's pass alarm: its next pass is at at. Called with d's elector locked, so it
+// takes no lock and never waits: it records at, puts d on the inbox unless it is there, and
+// kicks Run if at is earlier than the timer, or if it moves the pass the timer is armed for.
 func (m *Maintainer) plan(d *driven, at time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	d.at = at
-	if d.index >= 0 {
-		heap.Fix(&m.due, d.index)
-	} else {
-		heap.Push(&m.due, d)
+	t := at.UnixNano()
+	was := d.at.Swap(t)
+	if setBit(&d.state, inInbox) {
+		for {
+			head := m.inbox.Load()
+			d.next = head
+			if m.inbox.CompareAndSwap(head, d) {
+				break
+			}
+		}
 	}
-	if m.due[0] == d {
-		m.timer.Reset(time.Until(at)) // the earliest pass moved; an old wake-up finds nothing due (alarm.go)
+	// Run stores armed before it looks at the inbox a last time; we pushed before loading
+	// armed. So either Run sees d on the inbox, or we see the time Run armed for.
+	// A pass the timer is armed for that moves later (an idle follower's, at every heartbeat)
+	// kicks Run too, while this process is awake anyway: Run re-arms the timer for the later
+	// time, instead of the old time waking an idle process to find nothing due (alarm.go).
+	if armed := m.armed.Load(); t < armed || was == armed && t > was {
+		select {
+		case m.kick <- struct{}{}:
+		default: // a kick is pending already
+		}
+	}
+}
+
+// setBit sets bit in s and reports whether it was clear.
+func setBit(s *atomic.Uint32, bit uint32) bool {
+	for {
+		old := s.Load()
+		if old&bit != 0 {
+			return false
+		}
+		if s.CompareAndSwap(old, old|bit) {
+			return true
+		}
 	}
 }
 
@@ -124,36 +179,38 @@ func (m *Maintainer) plan(d *driven, at time.Time) {
 // nothing that is not due (Elector.NextPassAt) and plans the next. An elector not driven
 // here is ignored.
 func (m *Maintainer) Wake(e *dledger.Elector) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if d := m.byE[e]; d != nil {
-		d.tick = true
-		m.scheduleLocked(d)
+	m.emu.Lock()
+	d := m.byE[e]
+	m.emu.Unlock()
+	if d != nil {
+		m.schedule(d, wantTick)
 	}
 }
 
-// eventsReady is d's events alarm. Called with d's elector locked: it only schedules.
-func (m *Maintainer) eventsReady(d *driven) {
-	m.mu.Lock()
-	d.publish = true
-	m.scheduleLocked(d)
-	m.mu.Unlock()
-}
-
-// scheduleLocked gives d a worker, or a place in the queue, unless it has one; with m.mu held.
-// Before Run starts (and after it ends) the work waits in the queue.
-func (m *Maintainer) scheduleLocked(d *driven) {
-	if d.scheduled {
-		return // its worker looks at the flags again before letting it go
+// schedule records want (wantTick or wantPublish) on d and gives d a worker, or a place in
+// the queue, unless it has one. Before Run starts (and after it ends) the work waits in the
+// queue. It is the events alarm: called with d's elector locked, it waits at most for the
+// queue's O(1) lock, and only when d had no worker.
+func (m *Maintainer) schedule(d *driven, want uint32) {
+	for {
+		old := d.state.Load()
+		if d.state.CompareAndSwap(old, old|want|scheduled) {
+			if old&scheduled != 0 {
+				return // its worker looks at the wants again before letting it go
+			}
+			break
+		}
 	}
-	d.scheduled = true
+	m.qmu.Lock()
 	if m.running && m.workers < m.max {
 		m.workers++
 		m.wg.Add(1)
+		m.qmu.Unlock()
 		go m.work(d)
 		return
 	}
 	m.runq = append(m.runq, d)
+	m.qmu.Unlock()
 }
 
 // work runs d, then the queued electors, until none is left or Run has ended.
@@ -161,16 +218,16 @@ func (m *Maintainer) work(d *driven) {
 	defer m.wg.Done()
 	for {
 		m.runOne(d)
-		m.mu.Lock()
+		m.qmu.Lock()
 		if !m.running || len(m.runq) == 0 {
 			m.workers--
-			m.mu.Unlock()
+			m.qmu.Unlock()
 			return
 		}
 		d = m.runq[0]
 		m.runq[0] = nil
 		m.runq = m.runq[1:]
-		m.mu.Unlock()
+		m.qmu.Unlock()
 	}
 }
 
@@ -178,22 +235,24 @@ func (m *Maintainer) work(d *driven) {
 // meanwhile (a pass queues events, an answer makes the next pass due), then lets d go.
 func (m *Maintainer) runOne(d *driven) {
 	for {
-		m.mu.Lock()
-		tick, publish := d.tick, d.publish
-		d.tick, d.publish = false, false
-		if !tick && !publish {
-			d.scheduled = false
-			m.mu.Unlock()
-			return
-		}
-		m.mu.Unlock()
-		d.busy.Lock()
-		if !d.gone {
-			if tick {
-				d.e.Tick()
-				d.e.NextPassAt() // plans the next pass (the alarm puts d back in the heap)
+		old := d.state.Load()
+		wants := old & (wantTick | wantPublish)
+		if wants == 0 {
+			if d.state.CompareAndSwap(old, old&^scheduled) {
+				return
 			}
-			if publish {
+			continue
+		}
+		if !d.state.CompareAndSwap(old, old&^wants) {
+			continue
+		}
+		d.busy.Lock()
+		if !d.gone.Load() {
+			if wants&wantTick != 0 {
+				d.e.Tick()
+				d.e.NextPassAt() // plans the next pass (the alarm puts d back on the inbox)
+			}
+			if wants&wantPublish != 0 {
 				d.p.Publish(d.e.TakeEvents())
 			}
 		}
@@ -204,27 +263,29 @@ func (m *Maintainer) runOne(d *driven) {
 // Run drives the electors until ctx is done; it returns once no pass or publication of its
 // is running.
 func (m *Maintainer) Run(ctx context.Context) {
-	m.mu.Lock()
+	m.qmu.Lock()
 	m.running = true
 	m.startQueuedLocked()
-	m.mu.Unlock()
+	m.qmu.Unlock()
 	defer func() {
-		m.mu.Lock()
+		m.qmu.Lock()
 		m.running = false
-		m.mu.Unlock()
+		m.qmu.Unlock()
 		m.wg.Wait()
+		m.armed.Store(math.MaxInt64) // a later alarm files d for the next Run, kicking it
 	}()
 	for {
+		m.step()
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.timer.C:
+		case <-m.kick:
 		}
-		m.takeDue()
 	}
 }
 
-// startQueuedLocked gives queued electors workers, up to the bound; with m.mu held.
+// startQueuedLocked gives queued electors workers, up to the bound; with m.qmu held.
 func (m *Maintainer) startQueuedLocked() {
 	for len(m.runq) > 0 && m.workers < m.max {
 		d := m.runq[0]
@@ -236,34 +297,72 @@ func (m *Maintainer) startQueuedLocked() {
 	}
 }
 
-// takeDue removes from the heap the electors whose pass is due, schedules them, and re-arms
-// the timer for the next.
-func (m *Maintainer) takeDue() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := time.Now()
-	for len(m.due) > 0 && !m.due[0].at.After(now) {
-		d := heap.Pop(&m.due).(*driven)
-		d.tick = true
-		m.scheduleLocked(d)
+// step files the inbox into the heap, schedules the electors whose pass is due, and arms the
+// timer for the next; on Run's goroutine.
+func (m *Maintainer) step() {
+	for {
+		m.fileInbox()
+		now := time.Now().UnixNano()
+		for len(m.due) > 0 && m.due[0].key <= now {
+			d := heap.Pop(&m.due).(*driven)
+			if !d.gone.Load() {
+				m.schedule(d, wantTick)
+			}
+		}
+		next := int64(math.MaxInt64)
+		if len(m.due) > 0 {
+			next = m.due[0].key
+		}
+		m.armed.Store(next)
+		if m.inbox.Load() != nil {
+			continue // an alarm may have seen the old armed: file it before sleeping
+		}
+		if next == math.MaxInt64 {
+			m.timer.Stop()
+		} else {
+			m.timer.Reset(time.Duration(next - now)) // a reset timer never delivers its old value
+		}
+		return
 	}
-	if len(m.due) > 0 {
-		m.timer.Reset(time.Until(m.due[0].at))
+}
+
+// fileInbox moves the planned passes from the inbox into the heap.
+func (m *Maintainer) fileInbox() {
+	for d := m.inbox.Swap(nil); d != nil; {
+		next := d.next
+		d.next = nil
+		// Clear the bit before reading at: a plan after this pushes d again, a plan before
+		// it stored the at we read.
+		for {
+			old := d.state.Load()
+			if d.state.CompareAndSwap(old, old&^inInbox) {
+				break
+			}
+		}
+		switch {
+		case d.gone.Load():
+			if d.index >= 0 {
+				heap.Remove(&m.due, d.index)
+			}
+		case d.index >= 0:
+			d.key = d.at.Load()
+			heap.Fix(&m.due, d.index)
+		default:
+			d.key = d.at.Load()
+			heap.Push(&m.due, d)
+		}
+		d = next
 	}
 }
 
 // Len is how many electors the maintainer drives.
-func (m *Maintainer) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.n
-}
+func (m *Maintainer) Len() int { return int(m.n.Load()) }
 
 // passHeap orders electors by their next pass.
 type passHeap []*driven
 
 func (h passHeap) Len() int           { return len(h) }
-func (h passHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h passHeap) Less(i, j int) bool { return h[i].key < h[j].key }
 func (h passHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j

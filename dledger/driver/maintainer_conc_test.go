@@ -227,3 +227,55 @@ func TestMaintainerWakeDoesNotWaitForTheElector(t *testing.T) {
 		t.Fatal("the member never led after its write returned")
 	}
 }
+
+// TestMaintainerConcurrentPlansAreFiled: the pass alarm takes no lock (issue 29), so Run files
+// the planned passes from a lock-free inbox while alarms keep pushing. 16 goroutines replan
+// 200 electors 2,000 times each while Run runs; once Run has ended and filed what is left,
+// every elector is in the heap exactly once, under the last time its alarm was given (a plan
+// lost between the inbox and the heap would leave an elector filed under an older time, or
+// not at all, and so never run at its time), and the heap is ordered.
+func TestMaintainerConcurrentPlansAreFiled(t *testing.T) {
+	const n, callers, plans = 200, 16, 2000
+	m := NewMaintainer()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	ds := make([]*driven, n)
+	for i := range ds {
+		e := soloElector(t, fmt.Sprintf("g%d", i))
+		m.Add(e, nopPublisher{})
+		m.emu.Lock()
+		ds[i] = m.byE[e]
+		m.emu.Unlock()
+		e.SetPassAlarm(nil) // only this test plans its passes from now on
+	}
+	base := time.Now().Add(time.Hour) // never due while the test runs
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range plans {
+				m.plan(ds[(c*7+k)%n], base.Add(time.Duration(c*plans+k)*time.Microsecond))
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	<-done
+	m.fileInbox() // what Run had not filed yet; Run's goroutine has ended, so ours now
+	if len(m.due) != n {
+		t.Fatalf("%d electors in the heap, want %d", len(m.due), n)
+	}
+	for i, d := range m.due {
+		if d.index != i {
+			t.Fatalf("heap[%d] has index %d", i, d.index)
+		}
+		if d.key != d.at.Load() {
+			t.Fatalf("elector filed under %d, its alarm last said %d", d.key, d.at.Load())
+		}
+		if i > 0 && m.due[(i-1)/2].key > d.key {
+			t.Fatalf("heap out of order at %d", i)
+		}
+	}
+}

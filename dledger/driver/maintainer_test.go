@@ -15,7 +15,7 @@ import (
 
 // soloElector is a one-member group's elector (it elects itself, and as leader it has a pass
 // every heartbeat interval).
-func soloElector(t *testing.T, group string) *dledger.Elector {
+func soloElector(t testing.TB, group string) *dledger.Elector {
 	t.Helper()
 	peers, err := memberstate.ParsePeers("n0-127.0.0.1:20911")
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/campaign"
 	hostlive "github.com/dledger-go/dledger/dledger/liveness"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -81,6 +82,7 @@ type simHost struct {
 	paused bool
 	inc    uint64 // incarnation: 1, 2, ... (a restart takes the next)
 	table  *hostlive.Table
+	gate   *campaign.Gate // its members' bound on rounds run at once (campaignsFor)
 	dueGen uint64
 	held   []func() // frames and answers that reached it while paused
 }
@@ -234,6 +236,7 @@ func (hr *hostRun) startHost(h *simHost) {
 	h.up, h.paused, h.held = true, false, nil
 	h.inc++
 	inc := h.inc
+	h.gate = campaign.New(hr.campaignBound())
 	if !hr.opt.NoTable {
 		t, err := hostlive.New(hostlive.Config{Self: h.id, Incarnation: h.inc, Interval: hr.cfg.HeartBeatInterval,
 			Kick: func() {
@@ -289,6 +292,20 @@ func (hr *hostRun) liveFor(g *sim, m *member) dledger.HostLiveness {
 		live = neverStale{live}
 	}
 	return live
+}
+
+// campaignBound is how many vote rounds a simulated host's members run at once
+// (docs/protocol.md 12.6): a quarter of the groups, so that a host's start and the crash of a
+// peer host make members wait in line, as a production host of thousands of groups does with
+// its default bound.
+func (hr *hostRun) campaignBound() int { return max(1, hr.opt.Groups/4) }
+
+// campaignsFor is member m of group g's slot in its host's bound: the gate's wake runs its pass
+// now, as the table's does.
+func (hr *hostRun) campaignsFor(g *sim, m *member) dledger.CampaignSlot {
+	h := hr.hosts[hr.place(g.gi, m.idx)]
+	inc := m.inc
+	return h.gate.Slot(func() { hr.wake(g, m, inc) })
 }
 
 // wake runs member m's pass now (its table stopped vouching for something it relied on).

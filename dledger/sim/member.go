@@ -86,11 +86,14 @@ func (s *sim) startMember(m *member) error {
 	ep := &endpoint{s: s, m: m, inc: m.inc}
 	who := s.memberOf(m)
 	var live dledger.HostLiveness
+	var campaigns dledger.CampaignSlot // a host's bound on rounds run at once (hosts.go)
 	if s.hr != nil {
 		live = s.hr.liveFor(s, m)
+		campaigns = s.hr.campaignsFor(s, m)
 	}
 	e, err := dledger.New(s.cfg, who, s.electorOptions(dledger.Options{Clock: vclock{s}, Rand: rnd, Transport: ep,
-		LedgerFromStorage: s.sidecar || s.harness.fromStorage(), Liveness: live, SpreadStartup: live != nil}, ep))
+		LedgerFromStorage: s.sidecar || s.harness.fromStorage(), Liveness: live, SpreadStartup: live != nil,
+		Campaigns: campaigns}, ep))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", m.id, err)
 	}

@@ -1,0 +1,214 @@
+// Package campaign bounds how many vote rounds the members of one host run at once (issue 29,
+// docs/protocol.md 12.6). When thousands of groups elect together (a cold start of a host of
+// many groups, the crash of a host that led thousands), every candidate writes its term and
+// vote and sends its requests at the same moment; on a small machine the rounds then take
+// longer than their own deadlines, are lost for want of answers, and start again at a higher
+// term, so the work is done many times over and few groups get a leader (BENCHMARKS.md, "Many
+// groups per host"). With a bound, a candidate that finds every place taken does not start its
+// round, and so neither writes a new term nor asks for votes: it waits, in order of arrival,
+// until a round of the host ends, and the rounds that do run finish within their deadlines.
+//
+// Safety does not depend on the gate: it only delays when a member starts a round, and the
+// protocol is safe under any timing (votes alone decide, docs/protocol.md 9). A member waiting
+// here is an ordinary candidate that has not campaigned yet: it still answers vote requests,
+// so a peer that campaigns meanwhile gets its vote. A place whose holder never gives it back
+// (a member stopped mid-round, a round abandoned on a path that forgot it) is taken back when
+// the round's longest deadline has passed.
+//
+// The gate has no goroutine and no clock: time is an argument, and a waiter is woken through
+// the function it was made with (the host's Maintainer.Wake), never with the gate's lock held.
+package campaign
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Gate is a host's bound on the vote rounds its members run at once. The zero value is not
+// usable; New makes one.
+type Gate struct {
+	mu      sync.Mutex
+	max     int
+	held    []*Slot // the places taken, at most max
+	waiting []*Slot // in order of arrival; a slot at most once (queued)
+	taken   uint64  // places given, ever (Taken)
+}
+
+// New returns a gate of the given number of places (at least 1).
+func New(places int) *Gate { return &Gate{max: max(1, places)} }
+
+// Slot is one member's use of its host's gate (dledger.CampaignSlot). Its methods are called
+// with the member's lock held: they take only the gate's lock, for O(1) steps except when the
+// gate is full, and never call back into a member.
+type Slot struct {
+	g      *Gate
+	wake   func()
+	holds  atomic.Bool   // a place is this slot's (guarded by g.mu; read without it by End)
+	until  time.Time     // when that place is taken back if not given back
+	lease  time.Duration // while in line: how long the round it asked for may last
+	queued atomic.Bool   // in g.waiting (guarded by g.mu; read without it by End)
+	left   bool          // in g.waiting but gone from the line (End while waiting)
+	closed bool
+}
+
+// Slot returns a slot for one member; wake runs that member's pass (it must only schedule:
+// it may run with another member's lock held, never with the gate's).
+func (g *Gate) Slot(wake func()) *Slot { return &Slot{g: g, wake: wake} }
+
+// Begin asks for a place for a vote round that ends by until at the latest. It reports true
+// if the slot holds one (taken now, or given to it while it waited: the place is kept for it
+// until its member begins or gives it back); false if every place is taken, and then the slot
+// waits in line and its wake runs once a place is given to it.
+func (s *Slot) Begin(now, until time.Time) bool {
+	g := s.g
+	g.mu.Lock()
+	if s.closed {
+		g.mu.Unlock()
+		return true
+	}
+	if s.holds.Load() {
+		s.until = until
+		g.mu.Unlock()
+		return true
+	}
+	if len(g.held) >= g.max {
+		g.expireLocked(now)
+	}
+	wake := g.grantLocked(now) // those in line go first, s too if it is
+	ok := s.holds.Load()
+	switch {
+	case ok:
+		s.until = until
+		wake = slices.DeleteFunc(wake, func(w *Slot) bool { return w == s }) // it is running
+	case len(g.held) < g.max:
+		g.takeLocked(s, until)
+		ok = true
+	default:
+		s.lease = until.Sub(now)
+		s.left = false // back in line, at its old place if it is still there
+		if !s.queued.Load() {
+			s.queued.Store(true)
+			g.waiting = append(g.waiting, s)
+		}
+	}
+	g.mu.Unlock()
+	wakeAll(wake)
+	return ok
+}
+
+// End gives the slot's place back, if it holds one, to the first member waiting, and takes the
+// slot out of the line if it waits there (its member no longer needs a round). A slot that
+// does neither returns at once without the gate's lock.
+func (s *Slot) End(now time.Time) {
+	if !s.holds.Load() && !s.queued.Load() {
+		return
+	}
+	g := s.g
+	g.mu.Lock()
+	if s.holds.Load() {
+		g.releaseLocked(s)
+	}
+	s.left = s.queued.Load()
+	wake := g.grantLocked(now)
+	g.mu.Unlock()
+	wakeAll(wake)
+}
+
+// Close removes the slot for good (its member stopped): its place, if any, goes to the next
+// waiter, and it leaves the line. Later Begins return true and do nothing.
+func (s *Slot) Close(now time.Time) {
+	g := s.g
+	g.mu.Lock()
+	s.closed = true
+	if s.holds.Load() {
+		g.releaseLocked(s)
+	}
+	wake := g.grantLocked(now)
+	g.mu.Unlock()
+	wakeAll(wake)
+}
+
+// Held is how many places are taken; Waiting how many slots wait in line (closed and left
+// ones included until they reach its head).
+func (g *Gate) Held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held)
+}
+
+func (g *Gate) Waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.waiting)
+}
+
+// Taken is how many places the gate has given, ever.
+func (g *Gate) Taken() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.taken
+}
+
+// takeLocked gives s a place until until.
+func (g *Gate) takeLocked(s *Slot, until time.Time) {
+	g.taken++
+	s.until = until
+	s.holds.Store(true)
+	g.held = append(g.held, s)
+}
+
+// releaseLocked takes s's place back.
+func (g *Gate) releaseLocked(s *Slot) {
+	s.holds.Store(false)
+	for i, h := range g.held {
+		if h == s {
+			last := len(g.held) - 1
+			g.held[i] = g.held[last]
+			g.held[last] = nil
+			g.held = g.held[:last]
+			return
+		}
+	}
+}
+
+// expireLocked takes back the places held past their until.
+func (g *Gate) expireLocked(now time.Time) {
+	for i := 0; i < len(g.held); {
+		if s := g.held[i]; now.After(s.until) {
+			g.releaseLocked(s) // moves the last into i
+			continue
+		}
+		i++
+	}
+}
+
+// grantLocked gives the free places to the first slots in line, each kept for it as long as
+// the round it asked for may last, counted from now (its Begin then renews it), and returns
+// them to be woken.
+func (g *Gate) grantLocked(now time.Time) []*Slot {
+	var wake []*Slot
+	for len(g.held) < g.max && len(g.waiting) > 0 {
+		s := g.waiting[0]
+		g.waiting[0] = nil
+		g.waiting = g.waiting[1:]
+		s.queued.Store(false)
+		if s.closed || s.left {
+			s.left = false
+			continue
+		}
+		g.takeLocked(s, now.Add(s.lease))
+		wake = append(wake, s)
+	}
+	if len(g.waiting) == 0 {
+		g.waiting = nil // let the array go once the line is empty
+	}
+	return wake
+}
+
+func wakeAll(ss []*Slot) {
+	for _, s := range ss {
+		s.wake()
+	}
+}

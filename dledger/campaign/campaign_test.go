@@ -1,0 +1,118 @@
+package campaign
+
+import (
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_000_000, 0)
+
+const round = 600 * time.Millisecond // the lan profile's longest vote round
+
+// slots makes n slots of g whose wakes append their index to woken.
+func slots(g *Gate, n int, woken *[]int) []*Slot {
+	ss := make([]*Slot, n)
+	for i := range ss {
+		ss[i] = g.Slot(func() { *woken = append(*woken, i) })
+	}
+	return ss
+}
+
+// TestGateGrantsInOrderOfArrival: with every place taken, the slots that asked wait, and each
+// place given back goes to the first of them, which is woken and then holds it.
+func TestGateGrantsInOrderOfArrival(t *testing.T) {
+	g := New(2)
+	var woken []int
+	s := slots(g, 5, &woken)
+	for i, want := range []bool{true, true, false, false, false} {
+		if got := s[i].Begin(t0, t0.Add(round)); got != want {
+			t.Fatalf("slot %d: Begin = %v, want %v", i, got, want)
+		}
+	}
+	if g.Held() != 2 || g.Waiting() != 3 {
+		t.Fatalf("held %d waiting %d, want 2 and 3", g.Held(), g.Waiting())
+	}
+	s[4].Begin(t0, t0.Add(round)) // asking again keeps its place in line
+	s[1].End(t0)
+	s[0].End(t0)
+	if len(woken) != 2 || woken[0] != 2 || woken[1] != 3 {
+		t.Fatalf("woken %v, want [2 3] (order of arrival)", woken)
+	}
+	if !s[2].Begin(t0, t0.Add(round)) || !s[3].Begin(t0, t0.Add(round)) {
+		t.Fatal("a woken slot was refused the place given to it")
+	}
+	if s[4].Begin(t0, t0.Add(round)) || g.Held() != 2 {
+		t.Fatalf("the last slot got a place beyond the bound (held %d)", g.Held())
+	}
+}
+
+// TestGateTakesBackExpiredPlaces: a place not given back by its until is taken back when a
+// slot asks and the gate is full, and a place given to a waiting slot is kept for it only as
+// long as the round it asked for.
+func TestGateTakesBackExpiredPlaces(t *testing.T) {
+	g := New(1)
+	var woken []int
+	s := slots(g, 3, &woken)
+	s[0].Begin(t0, t0.Add(round))
+	if s[1].Begin(t0.Add(round), t0.Add(2*round)) {
+		t.Fatal("place taken back before its until had passed")
+	}
+	later := t0.Add(round + time.Millisecond)
+	if !s[1].Begin(later, later.Add(round)) {
+		t.Fatal("place not taken back after its until")
+	}
+	if s[2].Begin(later, later.Add(round)) {
+		t.Fatal("two places with a bound of one")
+	}
+	s[1].End(later) // given to s[2], which never comes to begin
+	if len(woken) != 1 || woken[0] != 2 {
+		t.Fatalf("woken %v, want [2]", woken)
+	}
+	after := later.Add(round + time.Millisecond)
+	if !s[0].Begin(after, after.Add(round)) {
+		t.Fatal("a place given to a slot that never began was kept past its round")
+	}
+}
+
+// TestGateSkipsSlotsThatLeft: a slot that ends while waiting (its member no longer campaigns)
+// or is closed gets no place; the next in line does.
+func TestGateSkipsSlotsThatLeft(t *testing.T) {
+	g := New(1)
+	var woken []int
+	s := slots(g, 4, &woken)
+	s[0].Begin(t0, t0.Add(round))
+	for _, i := range []int{1, 2, 3} {
+		s[i].Begin(t0, t0.Add(round))
+	}
+	s[1].End(t0)   // left the line
+	s[2].Close(t0) // stopped
+	s[0].End(t0)
+	if len(woken) != 1 || woken[0] != 3 {
+		t.Fatalf("woken %v, want [3]", woken)
+	}
+	if g.Held() != 1 || g.Waiting() != 0 {
+		t.Fatalf("held %d waiting %d, want 1 and 0", g.Held(), g.Waiting())
+	}
+}
+
+// TestGateWakesWithoutItsLock: a wake may ask the gate again at once (a driver that runs the
+// woken member's pass inline); it must not find the gate's lock held.
+func TestGateWakesWithoutItsLock(t *testing.T) {
+	g := New(1)
+	a := g.Slot(func() {})
+	var b *Slot
+	began := false
+	b = g.Slot(func() { began = b.Begin(t0, t0.Add(round)) })
+	a.Begin(t0, t0.Add(round))
+	b.Begin(t0, t0.Add(round))
+	done := make(chan struct{})
+	go func() { a.End(t0); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("End deadlocked: it woke a slot with the gate's lock held")
+	}
+	if !began {
+		t.Fatal("the woken slot's Begin was refused")
+	}
+}

@@ -1,0 +1,143 @@
+package dledger
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/dledger-go/dledger/dledger/campaign"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// gatedUnits are n0 of two groups of 3 on one host whose bound (Options.Campaigns) is one
+// round at a time; woken records which of them the gate woke.
+func gatedUnits(t *testing.T) (a, b *unit, woken *[]*unit) {
+	t.Helper()
+	g := campaign.New(1)
+	woken = new([]*unit)
+	mk := func() *unit {
+		store := memberstate.NewMemStore()
+		ms, err := memberstate.New("g", "n0", peersOf(3), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+		slot := g.Slot(func() { *woken = append(*woken, u) })
+		if u.e, err = newElector(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Campaigns: slot}); err != nil {
+			t.Fatal(err)
+		}
+		u.e.startUp.hadLeader = true
+		u.e.mu.Lock()
+		u.lastParse(protocol.WaitToVoteNext) // its next round campaigns at a new term
+		u.e.mu.Unlock()
+		u.clock.Advance(time.Second)
+		return u
+	}
+	return mk(), mk(), woken
+}
+
+// TestCampaignBoundHoldsASecondRound: with a host bound of one round, the second candidate
+// neither writes a new term nor asks for a vote while the first round runs; when that round is
+// decided the gate wakes the second, whose next pass campaigns. Without the bound (the elector
+// not asking Options.Campaigns) both campaign at once.
+func TestCampaignBoundHoldsASecondRound(t *testing.T) {
+	a, b, woken := gatedUnits(t)
+	a.e.Tick()
+	votesA := a.tr.takeVotes()
+	if len(votesA) != 2 || a.ms.CurrTerm() != 1 {
+		t.Fatalf("first candidate: %d vote requests at term %d, want 2 at term 1", len(votesA), a.ms.CurrTerm())
+	}
+	b.e.Tick()
+	if v := b.tr.takeVotes(); len(v) != 0 || b.ms.CurrTerm() != 0 {
+		t.Fatalf("second candidate with the one place taken: %d vote requests, term %d; want none, term 0", len(v), b.ms.CurrTerm())
+	}
+	if next := b.e.NextPassAt(); !next.After(b.clock.Now()) {
+		t.Fatalf("a waiting candidate plans its next pass at once (%v): it would spin", next.Sub(b.clock.Now()))
+	}
+	// The waiting member still grants: it has not campaigned.
+	if r := b.e.HandleVote(&protocol.VoteRequest{Header: protocol.Header{Group: "g", RemoteID: "n0", LocalID: "n1",
+		LeaderID: "n1", Term: 1}}); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("waiting candidate answered %v to a campaign, want ACCEPT", r.VoteResult)
+	}
+	b.e.mu.Lock()
+	b.lastParse(protocol.WaitToVoteNext)
+	b.e.setNextVote(time.Time{})
+	b.e.mu.Unlock()
+	if len(*woken) != 0 {
+		t.Fatalf("woken before the first round ended: %d", len(*woken))
+	}
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // a wins: its round ends
+	if st := a.e.Status(); st.Role != protocol.LEADER {
+		t.Fatalf("first candidate: role %v, want LEADER", st.Role)
+	}
+	if len(*woken) != 1 || (*woken)[0] != b {
+		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
+	}
+	b.e.Tick()
+	if v := b.tr.takeVotes(); len(v) != 2 || b.ms.CurrTerm() != 2 {
+		t.Fatalf("second candidate once woken: %d vote requests at term %d, want 2 at term 2", len(v), b.ms.CurrTerm())
+	}
+}
+
+// TestCampaignBoundTakesBackAForgottenPlace: a place whose round never ends on the elector's
+// side (its member stopped mid-round) is taken back once the round's longest deadline has
+// passed, so the host's bound cannot leak shut.
+func TestCampaignBoundTakesBackAForgottenPlace(t *testing.T) {
+	a, b, _ := gatedUnits(t)
+	a.e.Tick()
+	if len(a.tr.takeVotes()) != 2 {
+		t.Fatal("first candidate did not campaign")
+	}
+	b.e.Tick()
+	if len(b.tr.takeVotes()) != 0 {
+		t.Fatal("second candidate campaigned beside the first")
+	}
+	b.clock.Advance(b.cfg.VoteRoundBase + b.cfg.MaxVoteInterval + time.Millisecond)
+	b.e.Tick()
+	if v := b.tr.takeVotes(); len(v) != 2 {
+		t.Fatalf("second candidate after the first round's longest deadline: %d vote requests, want 2", len(v))
+	}
+}
+
+// BenchmarkVoteRound is one candidate's round in a group of 3, as a host runs thousands of in a
+// mass election: the pass that writes the term and asks both peers, and the two answers that
+// elect it, with logging at info (a host's default). allocs/op is the cost the issue-29 profile
+// found in candidates' passes and GC.
+func BenchmarkVoteRound(b *testing.B) {
+	ms, err := memberstate.New("broker-a-0001", "n0", peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr := &recTransport{}
+	clock := newFakeClock()
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel))
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.startUp.hadLeader = true
+	b.ReportAllocs()
+	for b.Loop() {
+		e.mu.Lock()
+		if err := ms.ChangeToCandidate(ms.CurrTerm()); err != nil {
+			b.Fatal(err)
+		}
+		e.lastParseResult = protocol.WaitToVoteNext
+		e.setNextVote(time.Time{})
+		e.mu.Unlock()
+		clock.Advance(time.Second)
+		e.Tick()
+		for _, v := range tr.takeVotes() {
+			v.done(voteResp(v.to, protocol.VoteAccept, v.req.Term), nil)
+		}
+		if e.Status().Role != protocol.LEADER {
+			b.Fatal("not elected")
+		}
+		tr.takeHeartBeats()
+		e.TakeEvents()
+	}
+}

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"time"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/campaign"
+)
+
+// defaultHostMaxCampaigns is how many vote rounds a host's members run at once
+// (HostConfig.MaxCampaigns; docs/protocol.md 12.6). Measured on three hosts of 10,000 groups
+// on two cores (BENCHMARKS.md, "Many groups per host"): with 512, 7,288 groups had had a
+// leader after three minutes, with no bound 963; 128 did better there (9,114) but bounds the
+// crash of a host that led a few hundred groups, and one such crash at 1,000 groups took
+// 6.2 s at p99. 512 leaves the crash of a host that led up to 512 groups unbounded.
+const defaultHostMaxCampaigns = 512
+
+// newCampaignGate is the host's bound on the vote rounds run at once, nil if cfg turns it off.
+func newCampaignGate(cfg HostConfig) *campaign.Gate {
+	switch {
+	case cfg.MaxCampaigns < 0:
+		return nil
+	case cfg.MaxCampaigns == 0:
+		return campaign.New(defaultHostMaxCampaigns)
+	}
+	return campaign.New(cfg.MaxCampaigns)
+}
+
+// campaignSlot is a member's share of the host's bound: its wake runs the member's pass on the
+// host's Maintainer, which never takes a member's lock (the gate wakes a member from under
+// another's). nil without a host or a bound.
+func (h *Host) campaignSlot(elector func() *dledger.Elector) *campaign.Slot {
+	if h == nil || h.campaigns == nil {
+		return nil
+	}
+	return h.campaigns.Slot(func() {
+		if e := elector(); e != nil {
+			h.maint.Wake(e)
+		}
+	})
+}
+
+// closeCampaignSlot gives back what a stopped member held of the host's bound.
+func closeCampaignSlot(s *campaign.Slot) {
+	if s != nil {
+		s.Close(time.Now())
+	}
+}

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+)
+
+// TestHostCampaignBoundElectsEveryGroup: three hosts whose members may run one vote round at a
+// time per host (HostConfig.MaxCampaigns 1) still elect every one of 12 groups, their members
+// took their places from the host's gate, and once every group has a leader every place has
+// been given back and nobody waits: a member that ends its round on any path gives its place
+// back (a leak would hold the host's one place until it expires, and leave the line waiting).
+func TestHostCampaignBoundElectsEveryGroup(t *testing.T) {
+	ports := freePorts(t, 3)
+	peers := peersString(ports)
+	var hosts []*Host
+	members := map[string][]*Server{}
+	for i, p := range ports {
+		h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", p), DataDir: t.TempDir(), Keys: testKeys, MaxCampaigns: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			h.Stop(ctx)
+		})
+		hosts = append(hosts, h)
+		for g := range 12 {
+			group := fmt.Sprintf("g%d", g)
+			members[group] = append(members[group], addStarted(t, h, group, fmt.Sprintf("n%d", i), peers))
+		}
+	}
+	for _, ms := range members {
+		dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member {
+			return groupView(ms, func(*Server) bool { return false })
+		})
+	}
+	var taken uint64
+	for i, h := range hosts {
+		taken += h.campaigns.Taken()
+		dledgertest.Eventually(t, electionLimit, fmt.Sprintf("host %d gives back every place", i), func() bool {
+			return h.campaigns.Held() == 0 && h.campaigns.Waiting() == 0
+		})
+	}
+	if taken < 12 {
+		t.Fatalf("the hosts' gates gave %d places for 12 groups' elections: the members did not ask", taken)
+	}
+}
