@@ -496,6 +496,53 @@ func TestHandleVoteRowF_REJECT_ALREADY_VOTED(t *testing.T) {
 	}
 }
 
+// docs/protocol.md 7.1 rows 6 and F: after a membership change at term t, a member that leads
+// t, or follows its leader and heard it within the stickiness window, refuses another
+// candidate's probe at t with REJECT_ALREADY_HAS_LEADER, not row F's REJECT_ALREADY_VOTED. A
+// quorum of "already voted" decides the probe's round by rule 7 (WAIT_TO_VOTE_NEXT): the
+// candidate, a member restarted from its durable configuration that had not yet heard the
+// leader's heartbeat, asked at t+1 and deposed the healthy leader (what fits the deposition
+// about 200 ms after a restart, its start-up rank's wait, seen once in 20 real-process
+// replacements). "Already has a leader" decides it by rule 2 and backs it off. Both answers
+// refuse, so no vote changes.
+func TestHandleVoteRowSixBeforeRowFAfterAChange(t *testing.T) {
+	u := newMemberUnit(t, 3, nil, false)
+	hb := hbReq("n1", 6)
+	hb.ConfEpoch, hb.ConfTerm = 1, 6
+	hb.Conf = &protocol.WireConfig{Epoch: 1, Term: 6, Voters: memberstate.FormatPeers(peersOf(3))}
+	if r := u.e.HandleHeartBeat(hb); r.Code != protocol.CodeSuccess {
+		t.Fatal(r.Code)
+	}
+	probe := func(e *Elector, cand string, term int64) protocol.VoteResult {
+		req := voteReq(cand, term, -1, -1)
+		req.ConfEpoch, req.ConfTerm = 1, term
+		return e.HandleVote(req).VoteResult
+	}
+	if r := probe(u.e, "n2", 6); r != protocol.VoteRejectAlreadyHasLeader {
+		t.Fatalf("follower of n1 at term 6, asked by n2: %v, want REJECT_ALREADY_HAS_LEADER", r)
+	}
+	if r := probe(u.e, "n1", 6); r != protocol.VoteRejectAlreadyVoted {
+		t.Fatalf("follower of n1 at term 6, asked by n1: %v, want row F's REJECT_ALREADY_VOTED", r)
+	}
+	u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond) // n1 overdue: row 6 no longer defends it
+	if r := probe(u.e, "n2", 6); r != protocol.VoteRejectAlreadyVoted {
+		t.Fatalf("leader overdue, asked by n2 at term 6: %v, want row F's REJECT_ALREADY_VOTED", r)
+	}
+
+	l := newMemberUnit(t, 3, nil, false)
+	l.makeLeader()
+	if got := l.change(Change{Kind: AddNonVoter, ID: "n3", Addr: "127.0.0.1:20999"}); got != nil && got.Err != nil {
+		t.Fatal(got.Err)
+	}
+	term := l.ms.CurrTerm()
+	if !l.e.configFences(term) {
+		t.Fatalf("the change at term %d does not fence it: %+v", term, l.e.Membership())
+	}
+	if r := probe(l.e, "n2", term); r != protocol.VoteRejectAlreadyHasLeader {
+		t.Fatalf("leader after a change at term %d, asked by n2: %v, want REJECT_ALREADY_HAS_LEADER", term, r)
+	}
+}
+
 // Options.MembersChanged hears every move of the member list, outside the lock, with the new
 // member's address (a transport dials it).
 func TestMembersChangedTellsTheTransport(t *testing.T) {

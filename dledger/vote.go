@@ -444,8 +444,6 @@ func (e *Elector) voteOnLedgerAndTerm(req *protocol.VoteRequest, resp *protocol.
 		return withResult(resp, protocol.VoteRejectSmallLedgerEndIndex)
 	case req.Term < ms.CurrTerm(): // row 5
 		return withResult(resp, protocol.VoteRejectExpiredVoteTerm)
-	case e.configFences(req.Term): // row F (docs/protocol.md 13.5): a leader of this term changed members
-		return withResult(resp, protocol.VoteRejectAlreadyVoted)
 	case req.Term == ms.CurrTerm() && e.followsOtherThan(cand) && e.sticky(e.clock.Now()): // row 6, widened
 		// DLedger's row 6 needs "voted for someone else". We also refuse when this member follows
 		// another leader in this term without having voted in it (it adopted the term from a
@@ -454,6 +452,12 @@ func (e *Elector) voteOnLedgerAndTerm(req *protocol.VoteRequest, resp *protocol.
 		// but it turns the candidate's probe into WAIT_TO_VOTE_NEXT: a restarted member would
 		// start a new term and depose a healthy leader whose ledger is newer than its own.
 		return withResult(resp, protocol.VoteRejectAlreadyHasLeader)
+	case e.configFences(req.Term): // row F (docs/protocol.md 13.5): a leader of this term changed members
+		// After row 6: both refuse and change nothing, but a leader, and a follower defending
+		// it, must say "already has a leader". A quorum of row F's "already voted" decides a
+		// same-term probe by rule 7 (WAIT_TO_VOTE_NEXT), and a member restarted after a change
+		// that had not yet heard the leader asked at the next term and deposed it.
+		return withResult(resp, protocol.VoteRejectAlreadyVoted)
 	case req.Term == ms.CurrTerm() && votedOtherThan(ms.VoteFor(), cand): // row 7
 		return withResult(resp, protocol.VoteRejectAlreadyVoted)
 	case req.Term > ms.CurrTerm(): // a higher term: step up (voteAtHigherTerm)

@@ -367,9 +367,20 @@ func TestStartFailsCleanlyWhenThePortIsTaken(t *testing.T) {
 // attempt to end and tries again. Here n2 never runs, so n0 (the newest ledger) is the only
 // electable leader; preferred n1 lags, so the preferred attempt fails its catch-up wait. n1
 // then catches up, and the stop's second attempt must make it leader before Stop returns.
+//
+// The timings are calm: the test is about the order of two transfers, and a loaded machine
+// (-race, other packages' tests) must not change the outcome the test asserts. With
+// fastTimings a pass of n1's that ran 50 ms late (the stall threshold, max(3 x
+// MaintainInterval, HeartBeatInterval/2)) made n1 refuse the stop's second attempt as stalled
+// for a heartbeat interval (docs/protocol.md 7.8 row 5; the pass that ends the preferred
+// attempt is the one that sees the stall, 30 ms before the retry arrives), and a 300 ms gap in
+// heartbeats made n1 campaign and n0 step down mid-hand-over: 3 failures in 20 runs, all of
+// them the protocol doing what it says. A 1 s heartbeat interval puts the stall threshold at
+// 500 ms and the detection window at 3 s; nothing the test waits for is paced by heartbeats.
 func TestStopHandsOverAfterAPreferredTransferInFlight(t *testing.T) {
 	peers := peersString(freePorts(t, 3))
 	cfg := fastTimings()
+	cfg.HeartBeatInterval = time.Second
 	cfg.PreferredLeaderIDs = []string{"n1"}
 	start := func(id string, index int64) *Server {
 		s, err := New(Config{Keys: testKeys, Group: "g", SelfID: id, Peers: peers, DataDir: t.TempDir(), Election: cfg})
