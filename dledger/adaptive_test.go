@@ -311,3 +311,41 @@ func TestABrokenLinkDoesNotShortenTheOthersWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestTheProbeGoesAtOnceWhenAdapted (7.7, 14.2 "No grace before the probe"): a follower whose
+// windows adapt sends its same-term probe in the pass right after its timeout, at the same
+// instant; one with a host's table (fixed windows) still waits two passes, so that the other
+// followers of the same silent leader have timed out too.
+func TestTheProbeGoesAtOnceWhenAdapted(t *testing.T) {
+	for _, table := range []bool{false, true} {
+		u := newUnit(t, 3, nil)
+		if table {
+			u.e.live = &fakeLive{} // vouches for nothing: the follower times out on DW
+		}
+		u.setTerm(1, "n1")
+		for range 9 {
+			u.e.HandleHeartBeat(hbReq("n1", 1))
+			u.clock.Advance(u.cfg.HeartBeatInterval)
+		}
+		last := u.clock.Now().Add(-u.cfg.HeartBeatInterval)
+		u.clock.Set(last.Add(u.e.DetectionWindows().Follower + time.Millisecond))
+		u.e.Tick()
+		if st := u.e.Status(); st.Role != protocol.CANDIDATE || st.Term != 1 {
+			t.Fatalf("table=%v: %v at term %d past the follower timeout, want a candidate at term 1", table, st.Role, st.Term)
+		}
+		timedOut := u.clock.Now()
+		grace := time.Duration(0)
+		if table {
+			grace = 2 * u.cfg.MaintainInterval
+		}
+		if next := u.e.NextPassAt(); !next.Equal(timedOut.Add(grace)) {
+			t.Fatalf("table=%v: next pass %v after the timeout, want %v", table, next.Sub(timedOut), grace)
+		}
+		u.clock.Set(timedOut.Add(grace))
+		u.e.Tick()
+		votes := u.tr.takeVotes()
+		if len(votes) != 2 || votes[0].req.Term != 1 {
+			t.Fatalf("table=%v: %d vote requests %v after the timeout, want the same-term probe to both members", table, len(votes), grace)
+		}
+	}
+}

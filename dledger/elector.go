@@ -480,11 +480,12 @@ func (e *Elector) loseLeader(now time.Time, why string) {
 	lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
 	e.becomeCandidate(term, now, why)
 	e.lost = lostLeader{id: lost, term: term}
-	// The probe waits two passes' worth, so that the other followers, which heard the same
-	// last heartbeat, have timed out too: one still following would answer
-	// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
-	// (With passes on a 10 ms grid that slack came from the grid; passes now run when due.)
-	if grace := now.Add(2 * e.cfg.MaintainInterval); e.nextTimeToRequestVote.Before(grace) {
+	// The probe waits probeGrace (adaptive.go): with fixed windows two passes' worth, so that
+	// the other followers, which heard the same last heartbeat, have timed out too: one still
+	// following would answer REJECT_ALREADY_HAS_LEADER and send this member into a detection
+	// window's back-off. (With passes on a 10 ms grid that slack came from the grid; passes
+	// now run when due.) Adapted, none.
+	if grace := now.Add(e.probeGrace()); e.nextTimeToRequestVote.Before(grace) {
 		e.setNextVote(grace)
 	}
 }
