@@ -469,8 +469,11 @@ func (e *Elector) SetEventsAlarm(set func()) {
 // maintainAsFollower is the follower pass (docs/protocol.md 7.7): no valid heartbeat for more
 // than DW (leak x interval) → candidate at the same term, remembering the lost leader (E5).
 func (e *Elector) maintainAsFollower(now time.Time) {
-	if heard, _ := e.leaderHeard(now); now.Sub(heard) > e.followerTimeout() {
+	heard, _ := e.leaderHeard(now)
+	if now.Sub(heard) > e.followerTimeout() {
 		e.loseLeader(now, "no heartbeat from leader "+e.ms.LeaderID())
+	} else if due, ok := e.suspicionDue(heard); ok && now.After(due) { // adaptive.go
+		e.loseLeader(now, "leader "+e.ms.LeaderID()+" overdue, and another member asked for a vote")
 	}
 }
 
@@ -496,6 +499,9 @@ func (e *Elector) followerDeadline(now time.Time) deadline {
 	heard, vouched := e.leaderHeard(now)
 	if vouched {
 		return never
+	}
+	if due, ok := e.suspicionDue(heard); ok && due.Before(heard.Add(e.followerTimeout())) {
+		return dueAfter(due)
 	}
 	return dueAfter(heard.Add(e.followerTimeout()))
 }
