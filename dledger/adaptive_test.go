@@ -359,3 +359,107 @@ func TestARepairKeepsASlowLinksWindow(t *testing.T) {
 		t.Fatalf("check-quorum window %v before the repair, want above the profile's %v (the test's premise)", before, u.cfg.DetectionWindow())
 	}
 }
+
+// TestTheProbeGoesAtOnceWhenAdapted (7.7, 14.2 "No grace before the probe"): a follower whose
+// windows adapt sends its same-term probe in the pass right after its timeout, at the same
+// instant; one with a host's table (fixed windows) still waits two passes, so that the other
+// followers of the same silent leader have timed out too.
+func TestTheProbeGoesAtOnceWhenAdapted(t *testing.T) {
+	for _, table := range []bool{false, true} {
+		u := newUnit(t, 3, nil)
+		if table {
+			u.e.live = &fakeLive{} // vouches for nothing: the follower times out on DW
+		}
+		u.setTerm(1, "n1")
+		for range 9 {
+			u.e.HandleHeartBeat(hbReq("n1", 1))
+			u.clock.Advance(u.cfg.HeartBeatInterval)
+		}
+		last := u.clock.Now().Add(-u.cfg.HeartBeatInterval)
+		u.clock.Set(last.Add(u.e.DetectionWindows().Follower + time.Millisecond))
+		u.e.Tick()
+		if st := u.e.Status(); st.Role != protocol.CANDIDATE || st.Term != 1 {
+			t.Fatalf("table=%v: %v at term %d past the follower timeout, want a candidate at term 1", table, st.Role, st.Term)
+		}
+		timedOut := u.clock.Now()
+		grace := time.Duration(0)
+		if table {
+			grace = 2 * u.cfg.MaintainInterval
+		}
+		if next := u.e.NextPassAt(); !next.Equal(timedOut.Add(grace)) {
+			t.Fatalf("table=%v: next pass %v after the timeout, want %v", table, next.Sub(timedOut), grace)
+		}
+		u.clock.Set(timedOut.Add(grace))
+		u.e.Tick()
+		votes := u.tr.takeVotes()
+		if len(votes) != 2 || votes[0].req.Term != 1 {
+			t.Fatalf("table=%v: %d vote requests %v after the timeout, want the same-term probe to both members", table, len(votes), grace)
+		}
+	}
+}
+
+// TestAHeldSuspicionTimesOutWhenTheLeaderBecomesOverdue (14.2, "Corroborated suspicion"): a
+// probe that arrives while the leader is still within the stickiness window is refused by row
+// 6, and held: if the leader becomes overdue beyond W_s within the prober's retry period (two
+// passes) and nothing is heard from it meanwhile, the follower times out at that moment, as the
+// prober's retry would have made it; a heartbeat meanwhile, or a probe earlier than the retry
+// period before W_s runs out, leaves it a follower until its own timeout.
+func TestAHeldSuspicionTimesOutWhenTheLeaderBecomesOverdue(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		before     time.Duration // the probe arrives this long before W_s runs out
+		heardAgain bool          // a heartbeat from the leader arrives after the probe
+		timesOut   bool          // the follower times out just past W_s
+	}{
+		{"probe_1ms_before_Ws", time.Millisecond, false, true},
+		{"leader_heard_after_the_probe", time.Millisecond, true, false},
+		{"probe_earlier_than_the_retry_period", 30 * time.Millisecond, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnit(t, 3, nil)
+			u.setTerm(1, "n1")
+			// One 350 ms gap among steady ones: this follower's own timeout is well past W_s,
+			// the link's floor (TestRowSixDefendsTheLeaderOnlyWithinTheStickinessWindow).
+			gaps := []time.Duration{350 * time.Millisecond}
+			for range 9 {
+				gaps = append(gaps, u.cfg.HeartBeatInterval)
+			}
+			for _, g := range gaps {
+				u.e.HandleHeartBeat(hbReq("n1", 1))
+				u.clock.Advance(g)
+			}
+			u.e.HandleHeartBeat(hbReq("n1", 1))
+			last := u.clock.Now()
+			w := u.e.DetectionWindows()
+			if w.Sticky+2*u.cfg.MaintainInterval >= w.Follower {
+				t.Fatalf("stickiness %v, follower timeout %v: want the timeout well past it", w.Sticky, w.Follower)
+			}
+			u.clock.Set(last.Add(w.Sticky - tc.before))
+			if r := u.e.HandleVote(voteReq("n2", 1, -1, -1)); r.VoteResult != protocol.VoteRejectAlreadyHasLeader {
+				t.Fatalf("probe %v before W_s: %v, want REJECT_ALREADY_HAS_LEADER (row 6)", tc.before, r.VoteResult)
+			}
+			heard := last
+			if tc.heardAgain {
+				u.clock.Advance(tc.before / 2)
+				heard = u.clock.Now()
+				u.e.HandleHeartBeat(hbReq("n1", 1))
+			}
+			wantPass := heard.Add(u.e.DetectionWindows().Follower)
+			if tc.timesOut {
+				wantPass = last.Add(w.Sticky)
+			}
+			if next := u.e.NextPassAt(); next.Sub(wantPass) < 0 || next.Sub(wantPass) > time.Nanosecond {
+				t.Fatalf("next pass %v after the leader was last heard, want %v", next.Sub(heard), wantPass.Sub(heard))
+			}
+			u.clock.Set(last.Add(w.Sticky + time.Millisecond))
+			u.e.Tick()
+			st := u.e.Status()
+			if got := st.Role == protocol.CANDIDATE; got != tc.timesOut || st.Term != 1 {
+				t.Fatalf("%v at term %d just past W_s (%v; own timeout %v), want timed out: %v", st.Role, st.Term, w.Sticky, w.Follower, tc.timesOut)
+			}
+			if tc.timesOut && (u.e.lost.id != "n1" || u.e.lost.term != 1) {
+				t.Fatalf("lost leader %+v, want n1 at 1", u.e.lost)
+			}
+		})
+	}
+}

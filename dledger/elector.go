@@ -481,8 +481,11 @@ func (e *Elector) SetEventsAlarm(set func()) {
 // maintainAsFollower is the follower pass (docs/protocol.md 7.7): no valid heartbeat for more
 // than DW (leak x interval) → candidate at the same term, remembering the lost leader (E5).
 func (e *Elector) maintainAsFollower(now time.Time) {
-	if heard, _ := e.leaderHeard(now); now.Sub(heard) > e.followerTimeout() {
+	heard, _ := e.leaderHeard(now)
+	if now.Sub(heard) > e.followerTimeout() {
 		e.loseLeader(now, "no heartbeat from leader "+e.ms.LeaderID())
+	} else if due, ok := e.suspicionDue(heard); ok && now.After(due) { // adaptive.go
+		e.loseLeader(now, "leader "+e.ms.LeaderID()+" overdue, and another member asked for a vote")
 	}
 }
 
@@ -492,11 +495,12 @@ func (e *Elector) loseLeader(now time.Time, why string) {
 	lost, term := e.ms.LeaderID(), e.ms.CurrTerm()
 	e.becomeCandidate(term, now, why)
 	e.lost = lostLeader{id: lost, term: term}
-	// The probe waits two passes' worth, so that the other followers, which heard the same
-	// last heartbeat, have timed out too: one still following would answer
-	// REJECT_ALREADY_HAS_LEADER and send this member into a detection window's back-off.
-	// (With passes on a 10 ms grid that slack came from the grid; passes now run when due.)
-	if grace := now.Add(2 * e.cfg.MaintainInterval); e.nextTimeToRequestVote.Before(grace) {
+	// The probe waits probeGrace (adaptive.go): with fixed windows two passes' worth, so that
+	// the other followers, which heard the same last heartbeat, have timed out too: one still
+	// following would answer REJECT_ALREADY_HAS_LEADER and send this member into a detection
+	// window's back-off. (With passes on a 10 ms grid that slack came from the grid; passes
+	// now run when due.) Adapted, none.
+	if grace := now.Add(e.probeGrace()); e.nextTimeToRequestVote.Before(grace) {
 		e.setNextVote(grace)
 	}
 }
@@ -507,6 +511,9 @@ func (e *Elector) followerDeadline(now time.Time) deadline {
 	heard, vouched := e.leaderHeard(now)
 	if vouched {
 		return never
+	}
+	if due, ok := e.suspicionDue(heard); ok && due.Before(heard.Add(e.followerTimeout())) {
+		return dueAfter(due)
 	}
 	return dueAfter(heard.Add(e.followerTimeout()))
 }
