@@ -16,7 +16,9 @@ package harness
 //	             other_term_changes: groups it did not lead whose term changed by the time
 //	             the survivors are stable again
 //	rejoin       the killed host restarts; time until every group is stable with it, and the
-//	             balance --rejoin after its start: balance_rejoin_max_dev_pct
+//	             balance --rejoin after its start: balance_rejoin_max_dev_pct; from the hosts'
+//	             logs, the time from the restart until every host led within 5 % of
+//	             groups/3: rejoin_balanced_ms
 //
 // Latencies come from the hosts' logs (events with timestamps, read as the files grow), not
 // from polling; the state checks (stable, terms, leaders per host) come from the admin API.
@@ -31,6 +33,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,14 +136,17 @@ type GroupsReport struct {
 
 	RejoinStable     float64 // ms from the restart until every group is stable with it
 	BalanceRejoinDev float64 // % Rejoin after the restart
-	RejoinTermChange int     // groups whose term changed from the survivors' stable state to then
+	// RejoinBalanced: ms from the restart until every host leads within BalancedPct of
+	// groups/hosts (NaN: not within Rejoin), from the leader events of the hosts' logs.
+	RejoinBalanced   float64
+	RejoinTermChange int // groups whose term changed from the survivors' stable state to then
 }
 
 func newGroupsReport(o GroupsOptions, hosts int) GroupsReport {
 	n := math.NaN()
 	return GroupsReport{Groups: o.Groups, Hosts: hosts, Profile: o.Profile, ColdP50: n, ColdP99: n, ColdMax: n, ColdCPU: n, ColdAllStarted: n,
 		IdleCPUPct: n, IdleUsPerMember: n, RSSMiB: n, BalanceDev: n, CrashHost: -1, CrashP50: n, CrashP99: n, CrashMax: n,
-		RejoinStable: n, BalanceRejoinDev: n, FDs: -1, Threads: -1, IdleTermChanges: -1, OtherTermChanges: -1,
+		RejoinStable: n, BalanceRejoinDev: n, RejoinBalanced: n, FDs: -1, Threads: -1, IdleTermChanges: -1, OtherTermChanges: -1,
 		RejoinTermChange: -1, LedMin: -1, LedMax: -1, IdleSettle: n, IdleRoleEvents: -1}
 }
 
@@ -160,6 +166,7 @@ func (r GroupsReport) fields() [][2]any {
 		{"rejoin_stable_ms", r.RejoinStable}, {"rejoin_term_changes", r.RejoinTermChange},
 		{"cold_all_started_ms", r.ColdAllStarted},
 		{"idle_settle_ms", r.IdleSettle}, {"idle_role_events", r.IdleRoleEvents},
+		{"rejoin_balanced_ms", r.RejoinBalanced},
 	}
 }
 
@@ -612,7 +619,60 @@ func (g *groupsRun) rejoin(ctx context.Context, survivors []GroupState) error {
 	led := LedBy(after, groupsHosts)
 	g.rep.BalanceRejoinDev = BalanceDevPct(led, g.o.Groups)
 	g.rep.RejoinTermChange = TermChanges(survivors, after, nil)
-	g.progress("host%d restarted: every group stable after %.0f ms; %v later leaders per host %v; %d groups changed term",
-		victim, g.rep.RejoinStable, g.o.Rejoin, led, g.rep.RejoinTermChange)
+	g.logs.Poll()
+	if at, ok := BalancedAt(survivors, g.logs.Events, t0, groupsHosts, g.o.Groups); ok && at.Sub(t0) <= g.o.Rejoin {
+		g.rep.RejoinBalanced = Ms(at.Sub(t0))
+	}
+	g.progress("host%d restarted: every group stable after %.0f ms; every host within %.0f %% after %.0f ms; %v later leaders per host %v; %d groups changed term",
+		victim, g.rep.RejoinStable, BalancedPct, g.rep.RejoinBalanced, g.o.Rejoin, led, g.rep.RejoinTermChange)
 	return nil
+}
+
+// BalancedPct is issue 29's bound on the leader balance: every host within this many percent
+// of groups/hosts.
+const BalancedPct = 5.0
+
+// BalancedAt replays the leader events of evs from since (EventBecomesLeader, in time order,
+// each at a term above the group's known one) over the leaders of from, and returns when every
+// host first led within BalancedPct of groups/hosts; false if it never did. The events are the
+// hosts' own log lines, never sampled away (cmd/dledger/logsample.go), so it costs the hosts
+// nothing to measure.
+func BalancedAt(from []GroupState, evs []GroupEvent, since time.Time, hosts, groups int) (time.Time, bool) {
+	leader := map[string]int{}
+	term := map[string]int64{}
+	led := make([]int, hosts)
+	for _, s := range from {
+		term[s.Group] = s.Term
+		if s.LeaderHost >= 0 && s.LeaderHost < hosts {
+			leader[s.Group] = s.LeaderHost
+			led[s.LeaderHost]++
+		} else {
+			leader[s.Group] = -1
+		}
+	}
+	var les []GroupEvent
+	for _, e := range evs {
+		if e.Msg == dledger.EventBecomesLeader && !e.At.Before(since) && e.Host >= 0 && e.Host < hosts {
+			les = append(les, e)
+		}
+	}
+	slices.SortStableFunc(les, func(a, b GroupEvent) int { return a.At.Compare(b.At) })
+	if BalanceDevPct(led, groups) <= BalancedPct {
+		return since, true
+	}
+	for _, e := range les {
+		if t, ok := term[e.Group]; ok && e.Term <= t {
+			continue
+		}
+		term[e.Group] = e.Term
+		if h, ok := leader[e.Group]; ok && h >= 0 {
+			led[h]--
+		}
+		leader[e.Group] = e.Host
+		led[e.Host]++
+		if BalanceDevPct(led, groups) <= BalancedPct {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
 }
