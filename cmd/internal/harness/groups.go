@@ -58,6 +58,10 @@ type GroupsOptions struct {
 	// logged before the idle window starts: the balancer's transfers and the cold start's tail
 	// are not idle. 0: no wait beyond every group being stable.
 	Settle time.Duration
+	// OneFailover, if above 0, makes each run the one-group failover instead (groups_one.go):
+	// this many kills of a host that leads one group of its N, each measuring that group's
+	// failover alone.
+	OneFailover int
 
 	cfg      dledger.Config
 	resolved bool
@@ -73,8 +77,8 @@ func (o *GroupsOptions) Resolve() error {
 		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
 	case o.Idle < time.Second:
 		return fmt.Errorf("--idle %v: want at least 1s (the CPU counters tick every 10 ms)", o.Idle)
-	case o.Rejoin < 0 || o.Timeout < 0 || o.Settle < 0:
-		return errors.New("--rejoin, --settle and --timeout must not be negative")
+	case o.Rejoin < 0 || o.Timeout < 0 || o.Settle < 0 || o.OneFailover < 0:
+		return errors.New("--rejoin, --settle, --timeout and --one-failover must not be negative")
 	}
 	if err := checkLogLevel(o.LogLevel); err != nil {
 		return err
@@ -233,6 +237,17 @@ func RunGroups(ctx context.Context, o GroupsOptions) ([]GroupsReport, error) {
 	var reps []GroupsReport
 	for i := 1; i <= o.Runs; i++ {
 		g := &groupsRun{o: o, out: out, run: i, rep: newGroupsReport(o, groupsHosts)}
+		if o.OneFailover > 0 {
+			one, runErr := g.doOne(ctx, filepath.Join(dir, fmt.Sprintf("run-%d", i)))
+			fmt.Fprintln(out, one.Line())
+			switch {
+			case ctx.Err() != nil:
+				return reps, Interrupted(dir)
+			case runErr != nil:
+				return reps, &IncompleteError{Err: fmt.Errorf("run %d: %w", i, runErr), Dir: dir}
+			}
+			continue
+		}
 		runErr := g.do(ctx, filepath.Join(dir, fmt.Sprintf("run-%d", i)))
 		reps = append(reps, g.rep)
 		if o.JSON {

@@ -316,3 +316,32 @@ func TestBalancedAt(t *testing.T) {
 		t.Fatalf("6/6 on two hosts: %v %v, want balanced at once", at, ok)
 	}
 }
+
+// The --one-failover layout: g0 prefers n0, and no other group does; the others alternate
+// between n1 and n2; every entry of host j names itself, every group's peers are the three
+// hosts. The summary line has its keys.
+func TestOneFailoverLayout(t *testing.T) {
+	procs := []*HostProc{{RPCAddr: "127.0.0.1:1"}, {RPCAddr: "127.0.0.1:2"}, {RPCAddr: "127.0.0.1:3"}}
+	counts := map[string]int{}
+	for j := range procs {
+		es := oneLayout(5)(j, procs)
+		if len(es) != 5 {
+			t.Fatalf("host %d: %d entries", j, len(es))
+		}
+		for i, e := range es {
+			if e.SelfID != MemberID(j) || e.Peers != "n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3" || e.Group != GroupName(i) {
+				t.Fatalf("host %d entry %d: %+v", j, i, e)
+			}
+			if j == 0 {
+				counts[e.PreferredLeaderIDs]++
+			}
+		}
+	}
+	if es := oneLayout(5)(0, procs); es[0].PreferredLeaderIDs != "n0" || counts["n0"] != 1 || counts["n1"] != 2 || counts["n2"] != 2 {
+		t.Fatalf("preferred leaders %v (g0: %s)", counts, es[0].PreferredLeaderIDs)
+	}
+	line := OneReport{Groups: 1, Trials: 2, P50: 3, P99: 4, Max: 4, ColdP99: 5}.Line()
+	if !strings.HasPrefix(line, "bench-groups-one: groups=1 trials=2 one_crash_p50_ms=3.0 one_crash_p99_ms=4.0 ") {
+		t.Fatalf("line %q", line)
+	}
+}
