@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server/balance"
 )
@@ -59,8 +60,9 @@ var (
 	balanceAgain = 500 * time.Millisecond
 	// balanceQuietPeriods: the slow wake-up plans only this many periods after the last
 	// change it could see (a role event of a member here, a peer host turning fresh, stale or
-	// restarting), or while a transfer runs or waits to be retried. A plan reads every
-	// member's status, so planning every period forever was per-group work while idle
+	// restarting), or while a transfer runs or waits to be retried. A plan visits every
+	// member (and reads the leaders' statuses), so planning every period forever was
+	// per-group work while idle
 	// (issue 29's rule: none); the periods after a change are for what shows in the leaders'
 	// statuses only a little later (a restarted host's members answering heartbeats).
 	balanceQuietPeriods = 3
@@ -93,10 +95,21 @@ type balancer struct {
 	cool     *time.Timer           // starts the queue when the cooldown ends
 	short    *time.Timer           // wakes the loop to plan again soon (a short plan)
 	wg       sync.WaitGroup
+	// roles: each member's latest role and leader, from its role events (groupOf), under rmu:
+	// the members' publishers write it, never waiting for a plan.
+	rmu   sync.Mutex
+	roles map[*Server]roleNote
+
 	// started, peak: transfers started, and the most in flight at once; lastErrs: the latest
 	// failures (tests, diagnostics).
 	started, peak int
 	lastErrs      []string
+}
+
+// roleNote is what a member's latest role event says that a plan needs.
+type roleNote struct {
+	Role     protocol.Role
+	LeaderID string
 }
 
 // queuedMove is a planned move and the member here that leads its group.
@@ -110,7 +123,7 @@ type moveKey struct{ group, to string }
 func newBalancer() *balancer {
 	return &balancer{wake: make(chan struct{}, 1), pump: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
 		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, cooldown: balanceCooldown,
-		again: balanceAgain, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{},
+		again: balanceAgain, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{}, roles: map[*Server]roleNote{},
 		pace: balance.NewPace(balanceInFlight, balanceInFlightMax)}
 }
 
@@ -173,12 +186,13 @@ func after(t **time.Timer, d time.Duration, ch chan struct{}) {
 }
 
 // roleEvents is called with every role event of a hosted member, on the goroutine that
-// publishes it: it only schedules.
-func (h *Host) roleEvents() {
+// publishes it: it only records the member's latest role and schedules.
+func (h *Host) roleEvents(s *Server, evs []dledger.RoleEvent) {
 	h.drainWake()
 	if h.bal == nil {
 		return
 	}
+	h.bal.noteRoles(s, evs)
 	h.bal.gen.Add(1)
 	h.bal.poke()
 }
@@ -377,37 +391,24 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 		if !s.running() {
 			continue
 		}
-		st := s.elector.Status()
-		g := balance.Group{Name: st.Group, Pinned: len(s.elector.Config().PreferredLeaderIDs) > 0,
-			Busy: st.TransferringTo != "" || st.TakingLeadership}
-		for _, p := range st.Peers {
-			host := p.Addr
-			if p.Self {
-				host = self
-			}
-			if p.ID == st.LeaderID {
-				g.Leader = host
-			}
-			g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
-				Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{st.Group, p.ID}])})
-		}
-		if st.Role == protocol.LEADER {
+		g, leads := b.groupOf(s, self, now)
+		if leads {
 			g.Leader = self
-			leaders[st.Group] = s
-			if _, ok := b.leading[st.Group]; !ok {
-				b.leading[st.Group], b.lastGain = now, now
+			leaders[g.Name] = s
+			if _, ok := b.leading[g.Name]; !ok {
+				b.leading[g.Name], b.lastGain = now, now
 			}
 		}
-		if to, ok := b.inFlight[st.Group]; ok {
+		if to, ok := b.inFlight[g.Name]; ok {
 			g.Leader, g.Busy = to, true // counted as done: the next plan does not repeat it
 		}
-		if i, ok := at[st.Group]; ok {
-			if st.Role == protocol.LEADER {
+		if i, ok := at[g.Name]; ok {
+			if leads {
 				v.Groups[i] = g
 			}
 			continue
 		}
-		at[st.Group] = len(v.Groups)
+		at[g.Name] = len(v.Groups)
 		v.Groups = append(v.Groups, g)
 	}
 	for g := range b.leading {
@@ -416,6 +417,62 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 		}
 	}
 	return v, leaders
+}
+
+// groupOf is member s's group as the plan sees it, and whether s leads it. Under b.mu. A
+// member that leads (or whose role no event has told yet) is read from its elector's Status:
+// the plan needs what its leader knows of the other members (alive, ledger) and whether a
+// transfer is under way. Any other member's group needs only its leader, which its latest
+// role event names, and its members' hosts, from its peers: no lock of the elector and no
+// copy of its status, for two thirds of the members of a balanced host.
+func (b *balancer) groupOf(s *Server, self string, now time.Time) (balance.Group, bool) {
+	g := balance.Group{Name: s.cfg.Group, Pinned: len(s.elector.Config().PreferredLeaderIDs) > 0}
+	b.rmu.Lock()
+	ev, known := b.roles[s]
+	b.rmu.Unlock()
+	if known && ev.Role != protocol.LEADER {
+		for _, p := range s.currentPeers() {
+			host := p.Addr
+			if p.ID == s.cfg.SelfID {
+				host = self
+			}
+			if p.ID == ev.LeaderID {
+				g.Leader = host
+			}
+			g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host})
+		}
+		return g, false
+	}
+	st := s.elector.Status()
+	g.Busy = st.TransferringTo != "" || st.TakingLeadership
+	for _, p := range st.Peers {
+		host := p.Addr
+		if p.Self {
+			host = self
+		}
+		if p.ID == st.LeaderID {
+			g.Leader = host
+		}
+		g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
+			Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{st.Group, p.ID}])})
+	}
+	return g, st.Role == protocol.LEADER
+}
+
+// noteRoles records member s's latest role event (groupOf); a member's last event (role
+// UNKNOWN, it stopped) removes it.
+func (b *balancer) noteRoles(s *Server, evs []dledger.RoleEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	ev := evs[len(evs)-1]
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	if ev.Role == protocol.UNKNOWN {
+		delete(b.roles, s)
+		return
+	}
+	b.roles[s] = roleNote{Role: ev.Role, LeaderID: ev.LeaderID}
 }
 
 // running: started and not stopping.

@@ -545,4 +545,28 @@ func TestHostRejoinGetsItsShareBack(t *testing.T) {
 	if bound := balanceSettle + 5*time.Second; took > bound {
 		t.Fatalf("rejoin: the share came back %v after the restart, beyond %v", took, bound)
 	}
+	// Every host's plan sees every group's leader where it is, though it reads the status only
+	// of the members that lead and takes the others' leaders from their role events.
+	r.log.await(t, balanceLimit, "every host's view names every group's leader", r.diagnose, func() bool {
+		truth := map[string]string{}
+		for _, h := range r.hosts {
+			for _, s := range h.Members() {
+				if s.Status().Role == protocol.LEADER {
+					truth[s.cfg.Group] = h.Addr()
+				}
+			}
+		}
+		for _, h := range r.hosts {
+			v, _ := h.balanceView(time.Now())
+			if len(v.Groups) != nGroups {
+				return false
+			}
+			for _, g := range v.Groups {
+				if g.Leader != truth[g.Name] {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
