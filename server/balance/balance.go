@@ -413,19 +413,26 @@ func setQuotas(hosts []Load, total int, key string) {
 	if extra > 0 {
 		ceil++
 	}
-	above := false // a host of the pool leads more than the ceil: the first phase
 	for k, i := range pool {
 		hosts[i].Quota = base
 		if k < extra {
 			hosts[i].Quota++
 		}
-		above = above || hosts[i].Load > ceil
 	}
-	if above {
-		for _, i := range pool {
-			if hosts[i].Load >= ceil {
-				hosts[i].Quota = ceil
+	firstPhase(hosts, pool, ceil)
+}
+
+// firstPhase: while a host of the pool leads more than ceil, every host of the pool at or
+// above the ceil has the ceil as its quota (setQuotas).
+func firstPhase(hosts []Load, pool []int, ceil int) {
+	for _, i := range pool {
+		if hosts[i].Load > ceil {
+			for _, j := range pool {
+				if hosts[j].Load >= ceil {
+					hosts[j].Quota = ceil
+				}
 			}
+			return
 		}
 	}
 }

@@ -106,8 +106,7 @@ func BenchmarkPlan10000(b *testing.B) {
 // rejoins (a and b lead 500 each, c nothing, every member ready), a's plan and b's plan, from
 // the same view, each give c everything above the ceil (166), every move to c, nothing short;
 // the next plans, once the views show 334/334/332, move the one group left, from one of a and
-// b (the tie's), and then nothing. Moves go only to members ready to take leadership; when
-// fewer are ready than the surplus, the rest is Short.
+// b (the tie's), and then nothing.
 func TestPlanAllRejoin(t *testing.T) {
 	all := []string{"a", "b", "c"}
 	gs := append(groups(0, 500, "a", all...), groups(500, 500, "b", all...)...)
@@ -149,7 +148,14 @@ func TestPlanAllRejoin(t *testing.T) {
 		t.Fatalf("%d moves, loads %v; want the minimum, 333, and 334/333/333", moves, loads)
 	}
 
-	gs = append(groups(0, 500, "a", all...), groups(500, 500, "b", all...)...)
+}
+
+// Moves go only to members ready to take leadership: with c's member not ready in half of a's
+// groups, a's surplus above the ceil goes from the other half; with only 100 ready, those 100
+// move and the rest of the surplus (66) is Short.
+func TestPlanAllOnlyReadyMembers(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	gs := append(groups(0, 500, "a", all...), groups(500, 500, "b", all...)...)
 	half := slices.Clone(gs)
 	for i := range 250 { // the first 250 of a's groups: c's member not ready
 		half[i].Members = slices.Clone(half[i].Members)

@@ -647,24 +647,30 @@ func (g *groupsRun) rejoin(ctx context.Context, survivors []GroupState) error {
 // of groups/hosts.
 const BalancedPct = 5.0
 
+// leadersOf is each group's leader host (-1: none) and term in gs, and the groups each host
+// leads.
+func leadersOf(gs []GroupState, hosts int) (map[string]int, map[string]int64, []int) {
+	leader := map[string]int{}
+	term := map[string]int64{}
+	led := make([]int, hosts)
+	for _, s := range gs {
+		term[s.Group] = s.Term
+		leader[s.Group] = -1
+		if s.LeaderHost >= 0 && s.LeaderHost < hosts {
+			leader[s.Group] = s.LeaderHost
+			led[s.LeaderHost]++
+		}
+	}
+	return leader, term, led
+}
+
 // BalancedAt replays the leader events of evs from since (EventBecomesLeader, in time order,
 // each at a term above the group's known one) over the leaders of from, and returns when every
 // host first led within BalancedPct of groups/hosts; false if it never did. The events are the
 // hosts' own log lines, never sampled away (cmd/dledger/logsample.go), so it costs the hosts
 // nothing to measure.
 func BalancedAt(from []GroupState, evs []GroupEvent, since time.Time, hosts, groups int) (time.Time, bool) {
-	leader := map[string]int{}
-	term := map[string]int64{}
-	led := make([]int, hosts)
-	for _, s := range from {
-		term[s.Group] = s.Term
-		if s.LeaderHost >= 0 && s.LeaderHost < hosts {
-			leader[s.Group] = s.LeaderHost
-			led[s.LeaderHost]++
-		} else {
-			leader[s.Group] = -1
-		}
-	}
+	leader, term, led := leadersOf(from, hosts)
 	var les []GroupEvent
 	for _, e := range evs {
 		if e.Msg == dledger.EventBecomesLeader && !e.At.Before(since) && e.Host >= 0 && e.Host < hosts {

@@ -90,50 +90,59 @@ func (g *groupsRun) doOne(ctx context.Context, dir string) (OneReport, error) {
 		return rep, fmt.Errorf("cold start: %w", err)
 	}
 	rep.ColdP99 = g.rep.ColdP99
-	g0 := GroupName(0)
 	for trial := 1; trial <= g.o.OneFailover; trial++ {
-		before, err := g.awaitPreferred(ctx)
-		if err != nil {
-			return rep, fmt.Errorf("trial %d: %w", trial, err)
-		}
-		var term int64
-		for _, s := range before {
-			if s.Group == g0 {
-				term = s.Term
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return rep, ctx.Err()
-		case <-time.After(time.Duration(rand.Int64N(int64(g.o.cfg.HeartBeatInterval)))):
-		}
-		t0 := time.Now()
-		if err := h.Kill(0); err != nil {
+		if err := g.oneTrial(ctx, trial, &rep); err != nil {
 			return rep, err
 		}
-		led, err := g.awaitLeaders(ctx, t0, map[string]int64{g0: term}, 0, fmt.Sprintf("trial %d: kill -9 of host0", trial))
-		if err != nil {
-			return rep, err
-		}
-		took := led[g0].At.Sub(t0)
-		rep.samples = append(rep.samples, took)
-		after, err := g.awaitStable(ctx, fmt.Sprintf("trial %d: the survivors", trial))
-		if err != nil {
-			return rep, err
-		}
-		rep.OtherTermChanges += TermChanges(before, after, map[string]bool{g0: true})
-		restart := time.Now()
-		if err := h.Start(0); err != nil {
-			return rep, err
-		}
-		if _, err := g.awaitPreferred(ctx); err != nil {
-			return rep, fmt.Errorf("trial %d, after host0's restart: %w", trial, err)
-		}
-		g.progress("trial %d: g0 failed over in %.1f ms; %d other groups' terms moved so far; host0 back and leading g0 %.0f ms after its restart",
-			trial, Ms(took), rep.OtherTermChanges, Ms(time.Since(restart)))
 	}
 	rep.P50, rep.P99, rep.Max = Percentile(rep.samples, 50), Percentile(rep.samples, 99), Percentile(rep.samples, 100)
 	return rep, nil
+}
+
+// oneTrial is one kill of host0 while it leads g0 alone: g0's failover into rep, the other
+// groups' term changes, host0's restart and g0's return to it.
+func (g *groupsRun) oneTrial(ctx context.Context, trial int, rep *OneReport) error {
+	g0 := GroupName(0)
+	before, err := g.awaitPreferred(ctx)
+	if err != nil {
+		return fmt.Errorf("trial %d: %w", trial, err)
+	}
+	var term int64
+	for _, s := range before {
+		if s.Group == g0 {
+			term = s.Term
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Duration(rand.Int64N(int64(g.o.cfg.HeartBeatInterval)))):
+	}
+	t0 := time.Now()
+	if err := g.hosts.Kill(0); err != nil {
+		return err
+	}
+	led, err := g.awaitLeaders(ctx, t0, map[string]int64{g0: term}, 0, fmt.Sprintf("trial %d: kill -9 of host0", trial))
+	if err != nil {
+		return err
+	}
+	took := led[g0].At.Sub(t0)
+	rep.samples = append(rep.samples, took)
+	after, err := g.awaitStable(ctx, fmt.Sprintf("trial %d: the survivors", trial))
+	if err != nil {
+		return err
+	}
+	rep.OtherTermChanges += TermChanges(before, after, map[string]bool{g0: true})
+	restart := time.Now()
+	if err := g.hosts.Start(0); err != nil {
+		return err
+	}
+	if _, err := g.awaitPreferred(ctx); err != nil {
+		return fmt.Errorf("trial %d, after host0's restart: %w", trial, err)
+	}
+	g.progress("trial %d: g0 failed over in %.1f ms; %d other groups' terms moved so far; host0 back and leading g0 %.0f ms after its restart",
+		trial, Ms(took), rep.OtherTermChanges, Ms(time.Since(restart)))
+	return nil
 }
 
 // awaitPreferred polls until every group is stable and led by its preferred leader's host (so
