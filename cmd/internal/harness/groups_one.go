@@ -5,7 +5,7 @@ package harness
 // --one-failover K`. The same three hosts, but every group has a preferred leader (docs/protocol.md
 // 7.9): g0 prefers n0, every other group n1 or n2 in turn, so at steady state host0 leads g0
 // and nothing else while it is a member of every group. Each of K trials kills host0 (kill -9,
-// at a random phase of the heartbeat cycle) and measures g0's failover alone: kill -> the first
+// five heartbeat intervals after g0 is back at it, at a random phase of the heartbeat cycle) and measures g0's failover alone: kill -> the first
 // EventBecomesLeader of g0 at a higher term on another host; then the survivors settle, the
 // groups it did not lead are checked for a term change (0 expected), host0 restarts on its data
 // dirs, and g0 returns to it (its preferred leader). With --groups 1 it is the one-group
@@ -113,10 +113,15 @@ func (g *groupsRun) oneTrial(ctx context.Context, trial int, rep *OneReport) err
 			term = s.Term
 		}
 	}
+	// Five heartbeat intervals at the preferred leader before the kill, as at steady state:
+	// its followers have its explicit heartbeats, and with them the order of succession
+	// (docs/protocol.md 7.11), which a kill right after the hand-over would find them
+	// without (both campaign at once and split the vote: 150-450 ms instead of a few ms,
+	// whatever the number of groups). Then a random phase of the heartbeat cycle.
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-time.After(time.Duration(rand.Int64N(int64(g.o.cfg.HeartBeatInterval)))):
+	case <-time.After(5*g.o.cfg.HeartBeatInterval + time.Duration(rand.Int64N(int64(g.o.cfg.HeartBeatInterval)))):
 	}
 	t0 := time.Now()
 	if err := g.hosts.Kill(0); err != nil {
