@@ -17,9 +17,9 @@ import (
 // The host's leader balancer (docs/design.md, "Leader balance"; issue 29 item 4). One goroutine
 // per host, not per group: woken by its members' role events (after a short settle, so that a
 // burst of events, a cold start or a failover of thousands of groups, costs one plan) and by a
-// slow period, it builds the host's view from its members' statuses, asks balance.Plan which of
-// the groups it leads to hand to whom (all of them: the final distribution as far as its view
-// knows, balance.PlanAll), and queues those transfers. Leadership moves only by the elector's
+// slow period, it builds the host's view (its leaders' statuses, the other members' role
+// events), asks balance.PlanAll which of the groups it leads to hand to whom (all of them: the
+// final distribution as far as its view knows), and queues those transfers. Leadership moves only by the elector's
 // transfer (docs/protocol.md 7.8), the one way it moves without an election: one term increase
 // per moved group, no leaderless gap beyond the take, and the ledger rule is the elector's (a
 // transferee behind is refused, FALL_BEHIND_TOO_MUCH, and costs nothing). The queue is started
@@ -62,13 +62,14 @@ var (
 	// change it could see (a role event of a member here, a peer host turning fresh, stale or
 	// restarting), or while a transfer runs or waits to be retried. A plan visits every
 	// member (and reads the leaders' statuses), so planning every period forever was
-	// per-group work while idle
-	// (issue 29's rule: none); the periods after a change are for what shows in the leaders'
-	// statuses only a little later (a restarted host's members answering heartbeats).
+	// per-group work while idle (issue 29's rule: none); the periods after a change are for
+	// what shows in the leaders' statuses only a little later (a restarted host's members
+	// answering heartbeats).
 	balanceQuietPeriods = 3
 )
 
-// balancer is the host's balancer state; its fields are the loop's own but for wake.
+// balancer is the host's balancer state: the loop's, the transfers' under mu, and roles (fed by
+// the members' publishers) under rmu.
 type balancer struct {
 	wake   chan struct{} // role events and Undrain; never blocks the sender
 	pump   chan struct{} // the cooldown's end: start queued moves, no plan; never blocks
