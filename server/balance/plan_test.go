@@ -179,3 +179,16 @@ func TestPlanAllOnlyReadyMembers(t *testing.T) {
 		t.Fatalf("100 ready: %d moves, %d short; want 100 moves and the rest of the surplus short", len(s.Moves), s.Short)
 	}
 }
+
+// BenchmarkPlanAllRejoin10000 is a giving host's whole plan when a host rejoins 10,000 groups
+// on three hosts (5,000 / 5,000 / 0): 1,666 moves in one plan.
+func BenchmarkPlanAllRejoin10000(b *testing.B) {
+	all := []string{"a", "b", "c"}
+	v := View{Self: "a", Groups: append(groups(0, 5000, "a", all...), groups(5000, 5000, "b", all...)...)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s := PlanAll(v); len(s.Moves) != 1666 {
+			b.Fatalf("%d moves, want 1666", len(s.Moves))
+		}
+	}
+}
