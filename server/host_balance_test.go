@@ -118,7 +118,7 @@ func newBalanceRig(t *testing.T, nHosts, nGroups int) *balanceRig {
 // start (re)starts host i, optionally drained before its members are added, with its members.
 func (r *balanceRig) start(i int, drained bool) {
 	r.t.Helper()
-	h := newTestHost(r.t, r.ports[i], r.dirs[i])
+	h := r.restartHost(i)
 	if drained {
 		if err := h.Drain(context.Background()); err != nil {
 			r.t.Fatal(err)
@@ -132,6 +132,32 @@ func (r *balanceRig) start(i int, drained bool) {
 			timings = r.optsFor(g)
 		}
 		addStartedWith(r.t, h, g, self, r.peers, timings, r.log.listener(g, self))
+	}
+}
+
+// restartHost starts host i on its port and data dir. A restart's port was free when the rig
+// chose it, but another process on a busy machine may hold it for a moment since (an outgoing
+// connection given it as its source port): a bind that fails so is tried again, for a while.
+func (r *balanceRig) restartHost(i int) *Host {
+	r.t.Helper()
+	deadline := time.Now().Add(electionLimit)
+	for {
+		h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", r.ports[i]), DataDir: r.dirs[i], Keys: testKeys})
+		if err == nil {
+			if err = h.Start(); err == nil {
+				r.t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					h.Stop(ctx)
+				})
+				return h
+			}
+			h.Stop(context.Background())
+		}
+		if !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
+			r.t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
