@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server/balance"
 )
@@ -15,15 +17,19 @@ import (
 // The host's leader balancer (docs/design.md, "Leader balance"; issue 29 item 4). One goroutine
 // per host, not per group: woken by its members' role events (after a short settle, so that a
 // burst of events, a cold start or a failover of thousands of groups, costs one plan) and by a
-// slow period, it builds the host's view from its members' statuses, asks balance.Plan which of
-// the groups it leads to hand to whom, and starts those transfers. Leadership moves only by the
-// elector's transfer (docs/protocol.md 7.8), the one way it moves without an election: one term
-// increase per moved group, no leaderless gap beyond the take, and the ledger rule is the
-// elector's (a transferee behind is refused, FALL_BEHIND_TOO_MUCH, and costs nothing). At most
-// balanceInFlight transfers run at once per host, each group at most one: that is the pace,
-// and what bounds the overshoot of hosts acting on each other's stale counts (balance's doc);
-// and a host that has just gained a group gives none away for balanceCooldown, so that it
-// never hands back what it received on a stale count before the views have caught up.
+// slow period, it builds the host's view (its leaders' statuses, the other members' role
+// events), asks balance.PlanAll which of the groups it leads to hand to whom (all of them: the
+// final distribution as far as its view knows), and queues those transfers. Leadership moves only by the elector's
+// transfer (docs/protocol.md 7.8), the one way it moves without an election: one term increase
+// per moved group, no leaderless gap beyond the take, and the ledger rule is the elector's (a
+// transferee behind is refused, FALL_BEHIND_TOO_MUCH, and costs nothing). The queue is started
+// at a pace (balance.Pace): a bound on the transfers in flight per host, each group at most one,
+// that grows while transfers finish within a heartbeat interval and halves when they do not,
+// between balanceInFlight and balanceInFlightMax; a transfer that ends starts the next one at
+// once (no settle: its outcome is counted as done already). The bound is also what limits the
+// overshoot of hosts acting on each other's stale counts (balance's doc); and a host that has
+// just gained a group gives none away for balanceCooldown, so that it never hands back what it
+// received on a stale count before the views have caught up.
 //
 // It is on for every host unless HostConfig.NoBalance: a host of one group has nothing to move
 // (one group's quota is one on any host), so today's single-group deployment is unchanged. It
@@ -37,8 +43,10 @@ var (
 	// balanceSettle: the wait after a role event before planning, to let a burst settle and
 	// the other hosts' heartbeats carry the last transfers' outcomes.
 	balanceSettle = 200 * time.Millisecond
-	// balanceInFlight: transfers a host runs at once.
-	balanceInFlight = 4
+	// balanceInFlight, balanceInFlightMax: the bounds of the transfers a host runs at once
+	// (balance.Pace starts at the first and grows up to the second while transfers are fast).
+	balanceInFlight    = 4
+	balanceInFlightMax = 64
 	// balanceRetry: how long a (group, member) whose transfer failed is not tried again.
 	balanceRetry = 10 * time.Second
 	// balanceCooldown: a host that has just gained leadership of a group gives none away for
@@ -46,24 +54,31 @@ var (
 	// current when it next plans: a host that overshot on a stale count would otherwise hand
 	// groups straight back, paying a term each way.
 	balanceCooldown = 2 * time.Second
+	// balanceAgain: a plan that found part of the host's surplus no receiver ready plans again
+	// after this (a restarted host's members turn ready in its leaders' heartbeat rounds, which
+	// no role event here announces), while changes are recent (balanceQuietPeriods).
+	balanceAgain = 500 * time.Millisecond
 	// balanceQuietPeriods: the slow wake-up plans only this many periods after the last
 	// change it could see (a role event of a member here, a peer host turning fresh, stale or
-	// restarting), or while a transfer runs or waits to be retried. A plan reads every
-	// member's status, so planning every period forever was per-group work while idle
-	// (issue 29's rule: none); the periods after a change are for what shows in the leaders'
-	// statuses only a little later (a restarted host's members answering heartbeats).
+	// restarting), or while a transfer runs or waits to be retried. A plan visits every
+	// member (and reads the leaders' statuses), so planning every period forever was
+	// per-group work while idle (issue 29's rule: none); the periods after a change are for
+	// what shows in the leaders' statuses only a little later (a restarted host's members
+	// answering heartbeats).
 	balanceQuietPeriods = 3
 )
 
-// balancer is the host's balancer state; its fields are the loop's own but for wake.
+// balancer is the host's balancer state: the loop's, the transfers' under mu, and roles (fed by
+// the members' publishers) under rmu.
 type balancer struct {
 	wake   chan struct{} // role events and Undrain; never blocks the sender
+	pump   chan struct{} // the cooldown's end: start queued moves, no plan; never blocks
 	done   chan struct{}
 	cancel context.CancelFunc
 
 	// The pacing, from the variables above when the host was made.
-	period, settle, retry, cooldown time.Duration
-	inFlightMax, quietPeriods       int
+	period, settle, retry, cooldown, again time.Duration
+	quietPeriods                           int
 
 	// gen counts the changes the balancer could see (role events, peer hosts' freshness);
 	// seen is the gen of the last period, quiet the periods since it last moved (the loop's).
@@ -73,19 +88,44 @@ type balancer struct {
 
 	mu       sync.Mutex
 	inFlight map[string]string     // group -> host it is being handed to
+	queue    []queuedMove          // the last plan's moves not started yet, in its order
+	pace     *balance.Pace         // the bound on inFlight
 	failed   map[moveKey]time.Time // not before then
 	leading  map[string]time.Time  // group -> when a plan first saw this host lead it
 	lastGain time.Time             // the latest of leading
-	cool     *time.Timer           // wakes the loop when the cooldown ends
+	cool     *time.Timer           // starts the queue when the cooldown ends
+	short    *time.Timer           // wakes the loop to plan again soon (a short plan)
 	wg       sync.WaitGroup
+	// roles: each member's latest role and leader, from its role events (groupOf), under rmu:
+	// the members' publishers write it, never waiting for a plan.
+	rmu   sync.Mutex
+	roles map[*Server]roleNote
+
+	// started, peak: transfers started, and the most in flight at once; lastErrs: the latest
+	// failures (tests, diagnostics).
+	started, peak int
+	lastErrs      []string
+}
+
+// roleNote is what a member's latest role event says that a plan needs.
+type roleNote struct {
+	Role     protocol.Role
+	LeaderID string
+}
+
+// queuedMove is a planned move and the member here that leads its group.
+type queuedMove struct {
+	balance.Move
+	s *Server
 }
 
 type moveKey struct{ group, to string }
 
 func newBalancer() *balancer {
-	return &balancer{wake: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
+	return &balancer{wake: make(chan struct{}, 1), pump: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
 		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, cooldown: balanceCooldown,
-		inFlightMax: balanceInFlight, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{}}
+		again: balanceAgain, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{}, roles: map[*Server]roleNote{},
+		pace: balance.NewPace(balanceInFlight, balanceInFlightMax)}
 }
 
 // initBalance makes the host's balancer (unless HostConfig.NoBalance) and Drain's wake-up.
@@ -118,24 +158,44 @@ func (b *balancer) stop() {
 	b.cancel()
 	<-b.done
 	b.mu.Lock()
-	if b.cool != nil {
-		b.cool.Stop()
+	for _, t := range []*time.Timer{b.cool, b.short} {
+		if t != nil {
+			t.Stop()
+		}
 	}
+	b.queue = nil
 	b.mu.Unlock()
 }
 
+// poke wakes the loop (to plan after its settle); it never blocks.
+func (b *balancer) poke() { signal(b.wake) }
+
+// signal sends on a channel of one slot, or does nothing if a signal already waits there.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// after arms *t to signal ch after d (replacing what it was armed for). Under b.mu.
+func after(t **time.Timer, d time.Duration, ch chan struct{}) {
+	if *t != nil {
+		(*t).Stop()
+	}
+	*t = time.AfterFunc(d, func() { signal(ch) })
+}
+
 // roleEvents is called with every role event of a hosted member, on the goroutine that
-// publishes it: it only schedules.
-func (h *Host) roleEvents() {
+// publishes it: it only records the member's latest role and schedules.
+func (h *Host) roleEvents(s *Server, evs []dledger.RoleEvent) {
 	h.drainWake()
 	if h.bal == nil {
 		return
 	}
+	h.bal.noteRoles(s, evs)
 	h.bal.gen.Add(1)
-	select {
-	case h.bal.wake <- struct{}{}:
-	default:
-	}
+	h.bal.poke()
 }
 
 // runBalancer is the balancer's goroutine, until ctx ends; it then waits for the transfers it
@@ -154,6 +214,9 @@ func (h *Host) runBalancer(ctx context.Context) {
 			if !b.periodDue() {
 				continue
 			}
+		case <-b.pump:
+			h.pumpBalance(ctx)
+			continue
 		case <-b.wake:
 			select { // settle: a burst of events is one plan
 			case <-ctx.Done():
@@ -170,11 +233,14 @@ func (h *Host) runBalancer(ctx context.Context) {
 }
 
 // hostChanged is the liveness table's HostChanged: a peer host turned fresh or stale or
-// restarted. The leaders' views of its members change in the heartbeats that follow, so the
-// next periods plan again (periodDue).
+// restarted. The leaders' views of its members change in the heartbeats that follow, so it
+// wakes the loop (a restarted host, the one that leads nothing, is the one to give groups to:
+// its members are ready one heartbeat round after they start, and a plan that finds them not
+// ready yet plans again soon, balanceOnce), and the next periods plan again (periodDue).
 func (b *balancer) hostChanged() {
 	if b != nil {
 		b.gen.Add(1)
+		b.poke()
 	}
 }
 
@@ -187,58 +253,107 @@ func (b *balancer) periodDue() bool {
 	}
 	b.quiet++
 	b.mu.Lock()
-	busy := len(b.inFlight) > 0 || len(b.failed) > 0
+	busy := len(b.inFlight) > 0 || len(b.failed) > 0 || len(b.queue) > 0
 	b.mu.Unlock()
 	return busy || b.quiet <= b.quietPeriods
 }
 
-// balanceOnce plans and starts the transfers of one round.
+// balanceOnce plans, queues the plan's moves (replacing the last plan's that have not started:
+// this plan knows better) and starts as many as the pace allows. A plan that found part of this
+// host's surplus no receiver ready plans again after balanceAgain, while changes are recent.
+// The loop's own.
 func (h *Host) balanceOnce(ctx context.Context) {
+	b := h.bal
 	if h.drained.Load() {
+		b.mu.Lock()
+		b.queue = b.queue[:0]
+		b.mu.Unlock()
 		return
 	}
-	b := h.bal
-	now := time.Now()
-	view, leaders := h.balanceView(now)
+	view, leaders := h.balanceView(time.Now())
+	plan := balance.PlanAll(view)
 	b.mu.Lock()
-	free := b.inFlightMax - len(b.inFlight)
-	if wait := b.lastGain.Add(b.cooldown).Sub(now); wait > 0 {
-		if b.cool != nil {
-			b.cool.Stop()
-		}
-		b.cool = time.AfterFunc(wait, func() {
-			select {
-			case b.wake <- struct{}{}:
-			default:
-			}
-		})
-		free = 0
+	b.queue = b.queue[:0]
+	for _, m := range plan.Moves {
+		b.queue = append(b.queue, queuedMove{m, leaders[m.Group]})
+	}
+	if plan.Short > 0 && b.quiet <= b.quietPeriods {
+		after(&b.short, b.again, b.wake)
 	}
 	b.mu.Unlock()
-	for _, m := range balance.Plan(view, free) {
-		s := leaders[m.Group]
-		b.mu.Lock()
-		b.inFlight[m.Group] = m.Host
-		b.mu.Unlock()
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			tctx, cancel := context.WithTimeout(ctx, s.TransferTimeout()+time.Second)
-			_, err := s.transfer(tctx, m.To, false) // as leader only: never forwarded
-			cancel()
-			h.log.Info("balance: hand-over", zap.String("group", m.Group), zap.String("to", m.To), zap.String("host", m.Host), zap.Error(err))
-			b.mu.Lock()
-			delete(b.inFlight, m.Group)
-			if err != nil {
-				b.failed[moveKey{m.Group, m.To}] = time.Now().Add(b.retry)
-			}
-			b.mu.Unlock()
-			select {
-			case b.wake <- struct{}{}:
-			default:
-			}
-		}()
+	h.pumpBalance(ctx)
+}
+
+// pumpBalance starts queued moves while fewer than the pace's bound are in flight, unless this
+// host is cooling down after a gain (the loop then starts them when the cooldown ends, from
+// the same queue: a plan that waited only for the cooldown is not made again) or drained or
+// stopping. Called by the loop, and by each transfer as it ends, so the next starts at once.
+func (h *Host) pumpBalance(ctx context.Context) {
+	b := h.bal
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ctx.Err() != nil || h.drained.Load() {
+		return
 	}
+	if wait := time.Until(b.lastGain.Add(b.cooldown)); wait > 0 {
+		if len(b.queue) > 0 {
+			after(&b.cool, wait, b.pump)
+		}
+		return
+	}
+	for len(b.queue) > 0 && len(b.inFlight) < b.pace.Limit() {
+		m := b.queue[0]
+		b.queue = b.queue[1:]
+		if _, busy := b.inFlight[m.Group]; busy || m.s == nil {
+			continue
+		}
+		b.inFlight[m.Group] = m.Host
+		full := len(b.inFlight) >= b.pace.Limit()
+		b.started++
+		b.peak = max(b.peak, len(b.inFlight))
+		b.wg.Add(1)
+		go h.balanceTransfer(ctx, m, full)
+	}
+}
+
+// balanceTransfer is one queued move, carried out as a transfer by the group's leader here;
+// it records the outcome (the pace's measure, a failure not retried for balanceRetry) and
+// starts the next move. When nothing is left to start or in flight, it wakes the loop: the plan
+// that follows sees the moves' outcomes.
+func (h *Host) balanceTransfer(ctx context.Context, m queuedMove, full bool) {
+	b := h.bal
+	defer b.wg.Done()
+	budget := m.s.cfg.Election.HeartBeatInterval
+	bound := m.s.TransferTimeout()
+	tctx, cancel := context.WithTimeout(ctx, bound+time.Second)
+	began := time.Now()
+	_, err := m.s.transfer(tctx, m.To, false) // as leader only: never forwarded
+	took := time.Since(began)
+	cancel()
+	h.log.Info("balance: hand-over", zap.String("group", m.Group), zap.String("to", m.To), zap.String("host", m.Host),
+		zap.Duration("took", took), zap.Error(err))
+	b.mu.Lock()
+	delete(b.inFlight, m.Group)
+	switch {
+	case err == nil:
+		b.pace.Done(took, budget, full)
+	case errors.Is(err, ErrOutcomeUnknown):
+		b.pace.Done(max(took, budget+1), budget, full) // no answer: as slow as it gets
+	}
+	if err != nil {
+		b.failed[moveKey{m.Group, m.To}] = time.Now().Add(b.retry)
+		if len(b.lastErrs) == 4 {
+			b.lastErrs = b.lastErrs[1:]
+		}
+		b.lastErrs = append(b.lastErrs, m.Group+": "+err.Error())
+	}
+	idle := len(b.queue) == 0 && len(b.inFlight) == 0
+	b.mu.Unlock()
+	if idle {
+		b.poke()
+		return
+	}
+	h.pumpBalance(ctx)
 }
 
 // selfHost is this host's id as the other hosts know it: the address its members' own entries
@@ -277,37 +392,24 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 		if !s.running() {
 			continue
 		}
-		st := s.elector.Status()
-		g := balance.Group{Name: st.Group, Pinned: len(s.elector.Config().PreferredLeaderIDs) > 0,
-			Busy: st.TransferringTo != "" || st.TakingLeadership}
-		for _, p := range st.Peers {
-			host := p.Addr
-			if p.Self {
-				host = self
-			}
-			if p.ID == st.LeaderID {
-				g.Leader = host
-			}
-			g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
-				Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{st.Group, p.ID}])})
-		}
-		if st.Role == protocol.LEADER {
+		g, leads := b.groupOf(s, self, now)
+		if leads {
 			g.Leader = self
-			leaders[st.Group] = s
-			if _, ok := b.leading[st.Group]; !ok {
-				b.leading[st.Group], b.lastGain = now, now
+			leaders[g.Name] = s
+			if _, ok := b.leading[g.Name]; !ok {
+				b.leading[g.Name], b.lastGain = now, now
 			}
 		}
-		if to, ok := b.inFlight[st.Group]; ok {
+		if to, ok := b.inFlight[g.Name]; ok {
 			g.Leader, g.Busy = to, true // counted as done: the next plan does not repeat it
 		}
-		if i, ok := at[st.Group]; ok {
-			if st.Role == protocol.LEADER {
+		if i, ok := at[g.Name]; ok {
+			if leads {
 				v.Groups[i] = g
 			}
 			continue
 		}
-		at[st.Group] = len(v.Groups)
+		at[g.Name] = len(v.Groups)
 		v.Groups = append(v.Groups, g)
 	}
 	for g := range b.leading {
@@ -316,6 +418,62 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 		}
 	}
 	return v, leaders
+}
+
+// groupOf is member s's group as the plan sees it, and whether s leads it. Under b.mu. A
+// member that leads (or whose role no event has told yet) is read from its elector's Status:
+// the plan needs what its leader knows of the other members (alive, ledger) and whether a
+// transfer is under way. Any other member's group needs only its leader, which its latest
+// role event names, and its members' hosts, from its peers: no lock of the elector and no
+// copy of its status, for two thirds of the members of a balanced host.
+func (b *balancer) groupOf(s *Server, self string, now time.Time) (balance.Group, bool) {
+	g := balance.Group{Name: s.cfg.Group, Pinned: len(s.elector.Config().PreferredLeaderIDs) > 0}
+	b.rmu.Lock()
+	ev, known := b.roles[s]
+	b.rmu.Unlock()
+	if known && ev.Role != protocol.LEADER {
+		for _, p := range s.currentPeers() {
+			host := p.Addr
+			if p.ID == s.cfg.SelfID {
+				host = self
+			}
+			if p.ID == ev.LeaderID {
+				g.Leader = host
+			}
+			g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host})
+		}
+		return g, false
+	}
+	st := s.elector.Status()
+	g.Busy = st.TransferringTo != "" || st.TakingLeadership
+	for _, p := range st.Peers {
+		host := p.Addr
+		if p.Self {
+			host = self
+		}
+		if p.ID == st.LeaderID {
+			g.Leader = host
+		}
+		g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
+			Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{st.Group, p.ID}])})
+	}
+	return g, st.Role == protocol.LEADER
+}
+
+// noteRoles records member s's latest role event (groupOf); a member's last event (role
+// UNKNOWN, it stopped) removes it.
+func (b *balancer) noteRoles(s *Server, evs []dledger.RoleEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	ev := evs[len(evs)-1]
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	if ev.Role == protocol.UNKNOWN {
+		delete(b.roles, s)
+		return
+	}
+	b.roles[s] = roleNote{Role: ev.Role, LeaderID: ev.LeaderID}
 }
 
 // running: started and not stopping.

@@ -118,7 +118,7 @@ func newBalanceRig(t *testing.T, nHosts, nGroups int) *balanceRig {
 // start (re)starts host i, optionally drained before its members are added, with its members.
 func (r *balanceRig) start(i int, drained bool) {
 	r.t.Helper()
-	h := newTestHost(r.t, r.ports[i], r.dirs[i])
+	h := r.restartHost(i)
 	if drained {
 		if err := h.Drain(context.Background()); err != nil {
 			r.t.Fatal(err)
@@ -132,6 +132,32 @@ func (r *balanceRig) start(i int, drained bool) {
 			timings = r.optsFor(g)
 		}
 		addStartedWith(r.t, h, g, self, r.peers, timings, r.log.listener(g, self))
+	}
+}
+
+// restartHost starts host i on its port and data dir. A restart's port was free when the rig
+// chose it, but another process on a busy machine may hold it for a moment since (an outgoing
+// connection given it as its source port): a bind that fails so is tried again, for a while.
+func (r *balanceRig) restartHost(i int) *Host {
+	r.t.Helper()
+	deadline := time.Now().Add(electionLimit)
+	for {
+		h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", r.ports[i]), DataDir: r.dirs[i], Keys: testKeys})
+		if err == nil {
+			if err = h.Start(); err == nil {
+				r.t.Cleanup(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					h.Stop(ctx)
+				})
+				return h
+			}
+			h.Stop(context.Background())
+		}
+		if !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
+			r.t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -185,7 +211,8 @@ func (r *balanceRig) diagnose() string {
 		fmt.Fprintf(&b, " host %d sees %+v", i, h.BalanceLoads())
 		if h.bal != nil {
 			h.bal.mu.Lock()
-			fmt.Fprintf(&b, " in flight %v failed %d;", h.bal.inFlight, len(h.bal.failed))
+			fmt.Fprintf(&b, " in flight %v failed %d (latest %q) queued %d pace %d;", h.bal.inFlight, len(h.bal.failed),
+				h.bal.lastErrs, len(h.bal.queue), h.bal.pace.Limit())
 			h.bal.mu.Unlock()
 		}
 	}
@@ -495,4 +522,77 @@ func TestBalancerPeriodsOnlyAfterAChange(t *testing.T) {
 	if n := due(); n != 10 {
 		t.Fatalf("with a transfer to retry: %d of 10 periods planned, want all", n)
 	}
+}
+
+// TestHostRejoinGetsItsShareBack: three hosts of 48 groups, balanced 16/16/16; host 0 stops
+// (its groups hand over, 24/24) and restarts on its data dirs, leading nothing. The two others
+// give it its share back: 16/16/16 again by exactly 16 transfers (the minimum: each giver gives
+// what it has above the ceil, which its own count decides, so views a transfer late cannot
+// overshoot), one term per moved group, no term without a leader, no leaderless gap beyond a
+// transfer. And promptly: with a slow period (a minute), a long settle (1.5 s) and a pace
+// starting at one transfer at a time, the others plan when host 0's liveness comes back (not at
+// their period), plan again while its members are not yet ready, and start each next transfer
+// as the last ends (no settle in between, the pace growing while transfers are fast): the
+// share is back within settle + 5 s of the restart. A balancer that waited for its period, or
+// settled between rounds of transfers (8 per giver, 12 s at one at a time), misses the bound.
+func TestHostRejoinGetsItsShareBack(t *testing.T) {
+	defer func(p, s time.Duration, n int) { balancePeriod, balanceSettle, balanceInFlight = p, s, n }(balancePeriod, balanceSettle, balanceInFlight)
+	balancePeriod, balanceSettle, balanceInFlight = time.Minute, 1500*time.Millisecond, 1
+	const nGroups = 48
+	r := newBalanceRig(t, 3, nGroups)
+	r.start(0, false)
+	r.start(1, true)
+	r.start(2, true)
+	r.awaitLeads([]int{nGroups, 0, 0}, electionLimit)
+	r.hosts[1].Undrain()
+	r.hosts[2].Undrain()
+	r.awaitLeads([]int{16, 16, 16}, balanceLimit)
+	if err := r.hosts[0].Stop(r.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	r.awaitLeads([]int{-1, 24, 24}, balanceLimit)
+
+	mark, before := r.log.mark(), r.terms()
+	r.start(0, false)
+	restarted := time.Now()
+	r.awaitLeads([]int{16, 16, 16}, balanceLimit)
+	took := time.Since(restarted)
+	moves := r.checkTransfersOnly(mark, before)
+	var peaks []int
+	for _, h := range r.hosts[1:] {
+		h.bal.mu.Lock()
+		peaks = append(peaks, h.bal.peak)
+		h.bal.mu.Unlock()
+	}
+	t.Logf("rejoin: %d moves in %v after the restart; most in flight at once on hosts 1, 2 (over the test): %v", moves, took, peaks)
+	if moves != 16 {
+		t.Fatalf("rejoin: %d moves, want the minimum 16", moves)
+	}
+	if bound := balanceSettle + 5*time.Second; took > bound {
+		t.Fatalf("rejoin: the share came back %v after the restart, beyond %v", took, bound)
+	}
+	// Every host's plan sees every group's leader where it is, though it reads the status only
+	// of the members that lead and takes the others' leaders from their role events.
+	r.log.await(t, balanceLimit, "every host's view names every group's leader", r.diagnose, func() bool {
+		truth := map[string]string{}
+		for _, h := range r.hosts {
+			for _, s := range h.Members() {
+				if s.Status().Role == protocol.LEADER {
+					truth[s.cfg.Group] = h.Addr()
+				}
+			}
+		}
+		for _, h := range r.hosts {
+			v, _ := h.balanceView(time.Now())
+			if len(v.Groups) != nGroups {
+				return false
+			}
+			for _, g := range v.Groups {
+				if g.Leader != truth[g.Name] {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }

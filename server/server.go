@@ -366,7 +366,7 @@ func (s *Server) start() error {
 	pub := driver.PublishFunc(func(evs []dledger.RoleEvent) {
 		s.publish(evs...)
 		if s.host != nil {
-			s.host.roleEvents() // wakes its balancer and a Drain; only schedules
+			s.host.roleEvents(s, evs) // wakes its balancer and a Drain; only records and schedules
 		}
 	})
 	s.runDone = make(chan struct{})

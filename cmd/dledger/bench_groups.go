@@ -21,14 +21,20 @@ DLedger's proxy list (configs:). Per run, on fresh data dirs:
   idle        every group stable and no role event logged for --settle, then --idle of
               nothing: CPU (/proc/<pid>/stat), RSS, fds
   crash       kill -9 of the host leading the most groups; per group it led, kill -> a new leader
-  rejoin      that host restarts; the leader balance --rejoin later
+  rejoin      that host restarts; the leader balance --rejoin later, and how long after the
+              restart every host first led within 5 % of N/3 (rejoin_balanced_ms)
 Latencies are the hosts' own log events ("becomes leader", with group and term); the state
 checks are the hosts' admin API (GET /v1/groups). One summary line per run:
   bench-groups: groups=N hosts=3 profile=P idle_cpu_pct=A rss_mib_per_host=B cold_p99_ms=C
     crash_p50_ms=D crash_p99_ms=E other_term_changes=F balance_max_dev_pct=G
     balance_rejoin_max_dev_pct=H ...
-(one JSON object per run instead with --json). Exits 1 if a run fails, e.g. a group without a
-leader within --timeout.
+(one JSON object per run instead with --json). With --one-failover K, each run is instead one
+group's crash failover on hosts of N groups: g0 prefers n0 and every other group n1 or n2, so
+host0 leads g0 alone; K times, kill -9 of host0, g0's failover measured (kill -> its new
+leader), host0 restarted and g0 back at it:
+  bench-groups-one: groups=N trials=K one_crash_p50_ms=A one_crash_p99_ms=B one_crash_max_ms=C
+    other_term_changes=D cold_p99_ms=E
+Exits 1 if a run fails, e.g. a group without a leader within --timeout.
 `
 
 func runBenchGroups(args []string, stdout, stderr io.Writer) int {
@@ -44,6 +50,7 @@ func runBenchGroups(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.Timeout, "timeout", 0, "bound of each wait (every group led, stable, failed over); default 10 x (detection window + max vote round) + 5s + 50ms per group")
 	fs.BoolVar(&o.JSON, "json", false, "print each run's summary as a JSON object instead of a key=value line")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work dir (host logs, configs, data dirs) after a successful run")
+	fs.IntVar(&o.OneFailover, "one-failover", 0, "instead: every group prefers a leader, host0 leads g0 alone; this many kill -9 of host0, each measuring g0's failover (one group's failover on a host of N; a bench-groups-one: line)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "the hosts' log level: info or debug (the latencies are info events)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), benchGroupsUsage+"\nflags:\n")

@@ -2,8 +2,9 @@
 // 4; docs/design.md, "Leader balance"). It is the deterministic half of server.Host's
 // balancer: a pure function of one host's view of its groups, with no goroutine, clock or
 // socket. The host's driver (server/host_balance.go) builds the view from its members'
-// statuses, asks Plan which of the groups it leads to hand to whom, and carries the moves out
-// as ordinary leadership transfers (docs/protocol.md 7.8), a few at a time.
+// statuses, asks PlanAll which of the groups it leads to hand to whom, and carries the moves
+// out as ordinary leadership transfers (docs/protocol.md 7.8), as many at once as Pace allows
+// (pace.go: a bound that follows the measured duration of transfers).
 //
 // # The rule
 //
@@ -14,8 +15,10 @@
 // live host a quota (the loads' total spread as evenly as whole numbers allow: floor or ceil of
 // the average, the ceil to the most loaded hosts; a host held above the average by groups the
 // balancer may not move, those with preferred leaders, keeps those and is left out of the
-// spreading), and matches the hosts above their quota to the hosts below it, greedily in a
-// fixed order. It then makes only the moves of that matching that start at itself.
+// spreading; and, while any host leads more than the ceil, every host at or above the ceil has
+// the ceil as its quota: the first of two phases, setQuotas), and matches the hosts above
+// their quota to the hosts below it, greedily in a fixed order. It then makes only the moves
+// of that matching that start at itself.
 //
 // # Why it converges, without ping-pong
 //
@@ -36,14 +39,21 @@
 // forever.) While a transfer is under way the views differ (its giver counts it as done, the
 // others see it when the new leader's first heartbeat arrives): a host may then act on a stale
 // count of another host, and the overshoot that can follow is at most the transfers in flight
-// at once, which the driver bounds (a few per host), and is undone by the same rule. The
-// property tests (balance_test.go) run the rule with agreeing, one-at-a-time and stale views,
-// a host that leaves and rejoins, and groups of three members spread over five hosts.
+// at once, which the driver bounds, and is undone by the same rule. The two phases keep the
+// common case free of it even with many transfers in flight: in the first, a giver gives only
+// what it has above the ceil, a number its own count decides (its own groups it always sees
+// exactly, a transfer under way counted as done), so a host that rejoins, leading nothing, gets
+// exactly its share from givers that see each other a transfer late; the few moves of the
+// second phase (a host at the ceil that the ranking leaves at the floor) wait until no host is
+// seen above the ceil, when the views have caught up. The property tests (balance_test.go) run
+// the rule with agreeing, one-at-a-time and stale views, with up to everything in flight at
+// once, a host that leaves and rejoins, and groups of three members spread over five hosts.
 package balance
 
 import (
 	"cmp"
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 )
@@ -107,9 +117,35 @@ func Plan(v View, max int) []Move {
 		if len(out) >= max {
 			break
 		}
-		out = append(out, planPlacement(p, max-len(out))...)
+		ms, _ := planPlacement(p, max-len(out))
+		out = append(out, ms...)
 	}
 	return out
+}
+
+// Schedule is a whole plan of one host (PlanAll).
+type Schedule struct {
+	// Moves: every move that takes v.Self to its quotas, in Plan's order.
+	Moves []Move
+	// Short: the part of v.Self's surplus over its quotas that no move could be planned for,
+	// since no member of the receiving host is able to take leadership of a group v.Self may
+	// move (as its leaders see them: a restarted host's members are ready one heartbeat
+	// round after they start) or the groups left are pinned or busy. A driver plans again
+	// soon while it is not zero, rather than at its slow period.
+	Short int
+}
+
+// PlanAll is Plan with no cap: the moves that take v.Self to its quotas in one plan (the final
+// distribution, as far as this view knows it), for a driver that keeps them in a queue and
+// starts them at its own pace; and the surplus it found no move for.
+func PlanAll(v View) Schedule {
+	var s Schedule
+	for _, p := range placements(v) {
+		ms, short := planPlacement(p, math.MaxInt)
+		s.Moves = append(s.Moves, ms...)
+		s.Short += short
+	}
+	return s
 }
 
 // placements splits v by placement: the groups whose members are on one same set of hosts.
@@ -240,9 +276,9 @@ func Totals(v View) []Load {
 	return out
 }
 
-// planPlacement is Plan within one placement.
-func planPlacement(v View, max int) []Move {
-	var out []Move
+// planPlacement is Plan within one placement; short is the flows' part it found no group or
+// member for (not counting what max cut).
+func planPlacement(v View, max int) (out []Move, short int) {
 	taken := map[string]bool{}
 	for _, f := range match(Loads(v)) {
 		if f.from != v.Self {
@@ -265,8 +301,11 @@ func planPlacement(v View, max int) []Move {
 				}
 			}
 		}
+		if len(out) < max {
+			short += n
+		}
 	}
-	return out
+	return out, short
 }
 
 // Loads is the load and quota of every live host of one placement of v (all of v, if it has
@@ -320,6 +359,18 @@ func Loads(v View) []Load {
 // the rest share what is left, floor or ceil of their average, the ceil to the most loaded,
 // so that a host is never asked to give to a less loaded one. Ties go by a hash of the
 // placement and the host, so that the ceils of many placements do not all fall on one host.
+//
+// In two phases: while a host of the pool leads more than the ceil, every host at or above
+// the ceil has the ceil as its quota (it gives only what it has above the ceil, which its own
+// count, exact in every view, decides); only once no host is seen above the ceil do the hosts
+// at the ceil that the ranking leaves at the floor give their last group. The order matters
+// under stale views: which hosts get the ceils depends on the other hosts' loads, which a
+// host sees a transfer late, so a host that has given down to the ceil would otherwise see
+// the others, still giving, as more loaded, give them the ceils, and give one group more than
+// its share (seen in the property test with six hosts: a group moved and moved back). While
+// hosts are above the ceil their givers' views disagree; once none is, every host's count of
+// the others is current (the transfers that brought them there are seen), and the few moves
+// of the second phase are planned on agreeing views.
 func setQuotas(hosts []Load, total int, key string) {
 	pool := make([]int, len(hosts))
 	for i := range hosts {
@@ -358,10 +409,30 @@ func setQuotas(hosts []Load, total int, key string) {
 		return cmp.Compare(hosts[a].Host, hosts[b].Host)
 	})
 	base, extra := left/len(pool), left%len(pool)
+	ceil := base
+	if extra > 0 {
+		ceil++
+	}
 	for k, i := range pool {
 		hosts[i].Quota = base
 		if k < extra {
 			hosts[i].Quota++
+		}
+	}
+	firstPhase(hosts, pool, ceil)
+}
+
+// firstPhase: while a host of the pool leads more than ceil, every host of the pool at or
+// above the ceil has the ceil as its quota (setQuotas).
+func firstPhase(hosts []Load, pool []int, ceil int) {
+	for _, i := range pool {
+		if hosts[i].Load > ceil {
+			for _, j := range pool {
+				if hosts[j].Load >= ceil {
+					hosts[j].Quota = ceil
+				}
+			}
+			return
 		}
 	}
 }

@@ -334,3 +334,60 @@ func TestPlanStopsWithPartialMembership(t *testing.T) {
 		}
 	}
 }
+
+// The driver's queue (PlanAll, started up to the pace's bound, the rest replaced by the next
+// plan) is Plan with max the bound: the stale-views property again, with the large bounds a
+// fast machine reaches (16, 64, and everything at once) and the rejoin case (a host back,
+// leading nothing). It converges within one; the overshoot of stale views costs extra moves,
+// bounded by the moves in flight at once, and none at all when one host gains and every other
+// gives (the rejoin: each giver's surplus is its own count, exact).
+func TestQueuedPlansConvergeWithStaleViews(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(11, 12))
+	worst := map[int]int{}
+	for trial := range 150 {
+		nHosts := 2 + rnd.IntN(5)
+		bound := []int{16, 64, 1 << 30}[trial%3]
+		w := newWorld(nHosts, rnd.IntN(400), rnd, false)
+		rejoin := trial%2 == 0
+		if rejoin { // one host back, leading nothing, the others balanced among themselves
+			back := w.hosts[0]
+			w.down[back] = true
+			for _, g := range w.groups {
+				for w.leader[g] == back {
+					w.leader[g] = w.hosts[rnd.IntN(len(w.hosts))]
+				}
+			}
+			converge(t, w, 4, w.exactViews)
+			delete(w.down, back)
+		}
+		minimum := w.minimumMoves()
+		prev := maps.Clone(w.leader)
+		moves, back := converge(t, w, bound, func() map[string]View {
+			vs := map[string]View{}
+			for _, h := range w.hosts {
+				v := w.view(h)
+				for i, g := range v.Groups {
+					if w.leader[g.Name] != h && prev[g.Name] != h {
+						v.Groups[i].Leader = prev[g.Name]
+					}
+				}
+				vs[h] = v
+			}
+			prev = maps.Clone(w.leader)
+			return vs
+		})
+		m2, b2 := converge(t, w, bound, w.exactViews)
+		if s := w.spread(); s > 1 {
+			t.Fatalf("trial %d: converged with spread %d: %v", trial, s, w.loads())
+		}
+		extra := moves + m2 - minimum
+		if extra < 0 || extra > 2*nHosts*min(bound, len(w.groups)) {
+			t.Fatalf("trial %d: %d moves for a minimum of %d (%d hosts, bound %d)", trial, moves+m2, minimum, nHosts, bound)
+		}
+		if rejoin && (extra != 0 || back+b2 != 0) {
+			t.Fatalf("trial %d: a rejoin took %d moves for a minimum of %d, %d back", trial, moves+m2, minimum, back+b2)
+		}
+		worst[bound] = max(worst[bound], extra)
+	}
+	t.Logf("most extra moves in a trial, by bound: %v", worst)
+}

@@ -101,3 +101,94 @@ func BenchmarkPlan10000(b *testing.B) {
 		}
 	}
 }
+
+// PlanAll is the final distribution in one plan, as far as the two phases allow: after a host
+// rejoins (a and b lead 500 each, c nothing, every member ready), a's plan and b's plan, from
+// the same view, each give c everything above the ceil (166), every move to c, nothing short;
+// the next plans, once the views show 334/334/332, move the one group left, from one of a and
+// b (the tie's), and then nothing.
+func TestPlanAllRejoin(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	gs := append(groups(0, 500, "a", all...), groups(500, 500, "b", all...)...)
+	moves := 0
+	for round, want := range []int{166, 1, 0} {
+		var next []Move
+		for _, self := range []string{"a", "b", "c"} {
+			s := PlanAll(View{Self: self, Groups: gs})
+			if s.Short != 0 {
+				t.Fatalf("round %d, %s: %d short", round, self, s.Short)
+			}
+			if round == 0 && self != "c" && len(s.Moves) != want {
+				t.Fatalf("round %d, %s: %d moves, want %d", round, self, len(s.Moves), want)
+			}
+			for _, m := range s.Moves {
+				if m.Host != "c" || m.To != "c1" {
+					t.Fatalf("%s: move %+v not to c", self, m)
+				}
+			}
+			next = append(next, s.Moves...)
+		}
+		if round > 0 && len(next) != want {
+			t.Fatalf("round %d: %d moves, want %d", round, len(next), want)
+		}
+		for _, m := range next {
+			for i := range gs {
+				if gs[i].Name == m.Group {
+					gs[i].Leader = m.Host
+				}
+			}
+		}
+		moves += len(next)
+	}
+	loads := map[string]int{}
+	for _, g := range gs {
+		loads[g.Leader]++
+	}
+	if moves != 333 || loads["c"] != 333 || loads["a"]+loads["b"] != 667 {
+		t.Fatalf("%d moves, loads %v; want the minimum, 333, and 334/333/333", moves, loads)
+	}
+
+}
+
+// Moves go only to members ready to take leadership: with c's member not ready in half of a's
+// groups, a's surplus above the ceil goes from the other half; with only 100 ready, those 100
+// move and the rest of the surplus (66) is Short.
+func TestPlanAllOnlyReadyMembers(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	gs := append(groups(0, 500, "a", all...), groups(500, 500, "b", all...)...)
+	half := slices.Clone(gs)
+	for i := range 250 { // the first 250 of a's groups: c's member not ready
+		half[i].Members = slices.Clone(half[i].Members)
+		half[i].Members[2].Eligible = false
+	}
+	s := PlanAll(View{Self: "a", Groups: half})
+	if s.Short != 0 || len(s.Moves) != 166 {
+		t.Fatalf("half ready: %d moves, %d short; want the surplus above the ceil (166) from the ready half", len(s.Moves), s.Short)
+	}
+	for _, m := range s.Moves {
+		if m.Group < "g250" {
+			t.Fatalf("moved %s to a member not ready", m.Group)
+		}
+	}
+	few := slices.Clone(gs)
+	for i := range 400 { // only 100 of a's groups have a ready member on c
+		few[i].Members = slices.Clone(few[i].Members)
+		few[i].Members[2].Eligible = false
+	}
+	if s := PlanAll(View{Self: "a", Groups: few}); len(s.Moves) != 100 || s.Short != 66 {
+		t.Fatalf("100 ready: %d moves, %d short; want 100 moves and the rest of the surplus short", len(s.Moves), s.Short)
+	}
+}
+
+// BenchmarkPlanAllRejoin10000 is a giving host's whole plan when a host rejoins 10,000 groups
+// on three hosts (5,000 / 5,000 / 0): 1,666 moves in one plan.
+func BenchmarkPlanAllRejoin10000(b *testing.B) {
+	all := []string{"a", "b", "c"}
+	v := View{Self: "a", Groups: append(groups(0, 5000, "a", all...), groups(5000, 5000, "b", all...)...)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if s := PlanAll(v); len(s.Moves) != 1666 {
+			b.Fatalf("%d moves, want 1666", len(s.Moves))
+		}
+	}
+}

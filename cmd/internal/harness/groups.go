@@ -16,7 +16,9 @@ package harness
 //	             other_term_changes: groups it did not lead whose term changed by the time
 //	             the survivors are stable again
 //	rejoin       the killed host restarts; time until every group is stable with it, and the
-//	             balance --rejoin after its start: balance_rejoin_max_dev_pct
+//	             balance --rejoin after its start: balance_rejoin_max_dev_pct; from the hosts'
+//	             logs, the time from the restart until every host led within 5 % of
+//	             groups/3: rejoin_balanced_ms
 //
 // Latencies come from the hosts' logs (events with timestamps, read as the files grow), not
 // from polling; the state checks (stable, terms, leaders per host) come from the admin API.
@@ -31,6 +33,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +58,10 @@ type GroupsOptions struct {
 	// logged before the idle window starts: the balancer's transfers and the cold start's tail
 	// are not idle. 0: no wait beyond every group being stable.
 	Settle time.Duration
+	// OneFailover, if above 0, makes each run the one-group failover instead (groups_one.go):
+	// this many kills of a host that leads one group of its N, each measuring that group's
+	// failover alone.
+	OneFailover int
 
 	cfg      dledger.Config
 	resolved bool
@@ -70,8 +77,8 @@ func (o *GroupsOptions) Resolve() error {
 		return fmt.Errorf("--runs %d: want at least 1", o.Runs)
 	case o.Idle < time.Second:
 		return fmt.Errorf("--idle %v: want at least 1s (the CPU counters tick every 10 ms)", o.Idle)
-	case o.Rejoin < 0 || o.Timeout < 0 || o.Settle < 0:
-		return errors.New("--rejoin, --settle and --timeout must not be negative")
+	case o.Rejoin < 0 || o.Timeout < 0 || o.Settle < 0 || o.OneFailover < 0:
+		return errors.New("--rejoin, --settle, --timeout and --one-failover must not be negative")
 	}
 	if err := checkLogLevel(o.LogLevel); err != nil {
 		return err
@@ -133,14 +140,17 @@ type GroupsReport struct {
 
 	RejoinStable     float64 // ms from the restart until every group is stable with it
 	BalanceRejoinDev float64 // % Rejoin after the restart
-	RejoinTermChange int     // groups whose term changed from the survivors' stable state to then
+	// RejoinBalanced: ms from the restart until every host leads within BalancedPct of
+	// groups/hosts (NaN: not within Rejoin), from the leader events of the hosts' logs.
+	RejoinBalanced   float64
+	RejoinTermChange int // groups whose term changed from the survivors' stable state to then
 }
 
 func newGroupsReport(o GroupsOptions, hosts int) GroupsReport {
 	n := math.NaN()
 	return GroupsReport{Groups: o.Groups, Hosts: hosts, Profile: o.Profile, ColdP50: n, ColdP99: n, ColdMax: n, ColdCPU: n, ColdAllStarted: n,
 		IdleCPUPct: n, IdleUsPerMember: n, RSSMiB: n, BalanceDev: n, CrashHost: -1, CrashP50: n, CrashP99: n, CrashMax: n,
-		RejoinStable: n, BalanceRejoinDev: n, FDs: -1, Threads: -1, IdleTermChanges: -1, OtherTermChanges: -1,
+		RejoinStable: n, BalanceRejoinDev: n, RejoinBalanced: n, FDs: -1, Threads: -1, IdleTermChanges: -1, OtherTermChanges: -1,
 		RejoinTermChange: -1, LedMin: -1, LedMax: -1, IdleSettle: n, IdleRoleEvents: -1}
 }
 
@@ -160,6 +170,7 @@ func (r GroupsReport) fields() [][2]any {
 		{"rejoin_stable_ms", r.RejoinStable}, {"rejoin_term_changes", r.RejoinTermChange},
 		{"cold_all_started_ms", r.ColdAllStarted},
 		{"idle_settle_ms", r.IdleSettle}, {"idle_role_events", r.IdleRoleEvents},
+		{"rejoin_balanced_ms", r.RejoinBalanced},
 	}
 }
 
@@ -226,6 +237,17 @@ func RunGroups(ctx context.Context, o GroupsOptions) ([]GroupsReport, error) {
 	var reps []GroupsReport
 	for i := 1; i <= o.Runs; i++ {
 		g := &groupsRun{o: o, out: out, run: i, rep: newGroupsReport(o, groupsHosts)}
+		if o.OneFailover > 0 {
+			one, runErr := g.doOne(ctx, filepath.Join(dir, fmt.Sprintf("run-%d", i)))
+			fmt.Fprintln(out, one.Line())
+			switch {
+			case ctx.Err() != nil:
+				return reps, Interrupted(dir)
+			case runErr != nil:
+				return reps, &IncompleteError{Err: fmt.Errorf("run %d: %w", i, runErr), Dir: dir}
+			}
+			continue
+		}
 		runErr := g.do(ctx, filepath.Join(dir, fmt.Sprintf("run-%d", i)))
 		reps = append(reps, g.rep)
 		if o.JSON {
@@ -612,7 +634,66 @@ func (g *groupsRun) rejoin(ctx context.Context, survivors []GroupState) error {
 	led := LedBy(after, groupsHosts)
 	g.rep.BalanceRejoinDev = BalanceDevPct(led, g.o.Groups)
 	g.rep.RejoinTermChange = TermChanges(survivors, after, nil)
-	g.progress("host%d restarted: every group stable after %.0f ms; %v later leaders per host %v; %d groups changed term",
-		victim, g.rep.RejoinStable, g.o.Rejoin, led, g.rep.RejoinTermChange)
+	g.logs.Poll()
+	if at, ok := BalancedAt(survivors, g.logs.Events, t0, groupsHosts, g.o.Groups); ok && at.Sub(t0) <= g.o.Rejoin {
+		g.rep.RejoinBalanced = Ms(at.Sub(t0))
+	}
+	g.progress("host%d restarted: every group stable after %.0f ms; every host within %.0f %% after %.0f ms; %v later leaders per host %v; %d groups changed term",
+		victim, g.rep.RejoinStable, BalancedPct, g.rep.RejoinBalanced, g.o.Rejoin, led, g.rep.RejoinTermChange)
 	return nil
+}
+
+// BalancedPct is issue 29's bound on the leader balance: every host within this many percent
+// of groups/hosts.
+const BalancedPct = 5.0
+
+// leadersOf is each group's leader host (-1: none) and term in gs, and the groups each host
+// leads.
+func leadersOf(gs []GroupState, hosts int) (map[string]int, map[string]int64, []int) {
+	leader := map[string]int{}
+	term := map[string]int64{}
+	led := make([]int, hosts)
+	for _, s := range gs {
+		term[s.Group] = s.Term
+		leader[s.Group] = -1
+		if s.LeaderHost >= 0 && s.LeaderHost < hosts {
+			leader[s.Group] = s.LeaderHost
+			led[s.LeaderHost]++
+		}
+	}
+	return leader, term, led
+}
+
+// BalancedAt replays the leader events of evs from since (EventBecomesLeader, in time order,
+// each at a term above the group's known one) over the leaders of from, and returns when every
+// host first led within BalancedPct of groups/hosts; false if it never did. The events are the
+// hosts' own log lines, never sampled away (cmd/dledger/logsample.go), so it costs the hosts
+// nothing to measure.
+func BalancedAt(from []GroupState, evs []GroupEvent, since time.Time, hosts, groups int) (time.Time, bool) {
+	leader, term, led := leadersOf(from, hosts)
+	var les []GroupEvent
+	for _, e := range evs {
+		if e.Msg == dledger.EventBecomesLeader && !e.At.Before(since) && e.Host >= 0 && e.Host < hosts {
+			les = append(les, e)
+		}
+	}
+	slices.SortStableFunc(les, func(a, b GroupEvent) int { return a.At.Compare(b.At) })
+	if BalanceDevPct(led, groups) <= BalancedPct {
+		return since, true
+	}
+	for _, e := range les {
+		if t, ok := term[e.Group]; ok && e.Term <= t {
+			continue
+		}
+		term[e.Group] = e.Term
+		if h, ok := leader[e.Group]; ok && h >= 0 {
+			led[h]--
+		}
+		leader[e.Group] = e.Host
+		led[e.Host]++
+		if BalanceDevPct(led, groups) <= BalancedPct {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
 }

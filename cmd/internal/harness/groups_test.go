@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -281,5 +282,66 @@ func TestGroupsOptionsResolve(t *testing.T) {
 		if err := o.Resolve(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// BalancedAt replays leader events over a starting state: 12 groups led 6/6/0, host 2 back
+// at t0; it is balanced (within 5 % of 4 each) only when the fourth move lands, not before;
+// an event at a term not above the known one (a late duplicate) does not count; and without
+// enough moves it never is.
+func TestBalancedAt(t *testing.T) {
+	var from []GroupState
+	for i := range 12 {
+		from = append(from, GroupState{Group: fmt.Sprintf("g%d", i), LeaderHost: i % 2, Term: 5, Stable: true})
+	}
+	t0 := time.Date(2026, 11, 27, 5, 0, 0, 0, time.UTC)
+	ev := func(ms int, g string, host int, term int64) GroupEvent {
+		return GroupEvent{Host: host, At: t0.Add(time.Duration(ms) * time.Millisecond), Msg: dledger.EventBecomesLeader, Group: g, Term: term}
+	}
+	evs := []GroupEvent{
+		ev(-50, "g0", 2, 9), // before the restart: not counted
+		ev(30, "g0", 2, 6), ev(10, "g1", 2, 6), ev(20, "g2", 2, 6),
+		ev(25, "g2", 2, 6), // the same term again
+		{Host: 2, At: t0.Add(35 * time.Millisecond), Msg: dledger.EventMemberStarted, Group: "g3"},
+		ev(40, "g3", 2, 6), ev(50, "g4", 2, 6),
+	}
+	at, ok := BalancedAt(from, evs, t0, 3, 12)
+	if !ok || !at.Equal(t0.Add(40*time.Millisecond)) {
+		t.Fatalf("BalancedAt = %v %v, want t0+40ms (the fourth move: 4/4/4)", at.Sub(t0), ok)
+	}
+	if _, ok := BalancedAt(from, evs[:4], t0, 3, 12); ok {
+		t.Fatal("balanced after three moves (5/4/3 is 25 % off)")
+	}
+	if at, ok := BalancedAt(from, nil, t0, 2, 12); !ok || !at.Equal(t0) {
+		t.Fatalf("6/6 on two hosts: %v %v, want balanced at once", at, ok)
+	}
+}
+
+// The --one-failover layout: g0 prefers n0, and no other group does; the others alternate
+// between n1 and n2; every entry of host j names itself, every group's peers are the three
+// hosts. The summary line has its keys.
+func TestOneFailoverLayout(t *testing.T) {
+	procs := []*HostProc{{RPCAddr: "127.0.0.1:1"}, {RPCAddr: "127.0.0.1:2"}, {RPCAddr: "127.0.0.1:3"}}
+	counts := map[string]int{}
+	for j := range procs {
+		es := oneLayout(5)(j, procs)
+		if len(es) != 5 {
+			t.Fatalf("host %d: %d entries", j, len(es))
+		}
+		for i, e := range es {
+			if e.SelfID != MemberID(j) || e.Peers != "n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3" || e.Group != GroupName(i) {
+				t.Fatalf("host %d entry %d: %+v", j, i, e)
+			}
+			if j == 0 {
+				counts[e.PreferredLeaderIDs]++
+			}
+		}
+	}
+	if es := oneLayout(5)(0, procs); es[0].PreferredLeaderIDs != "n0" || counts["n0"] != 1 || counts["n1"] != 2 || counts["n2"] != 2 {
+		t.Fatalf("preferred leaders %v (g0: %s)", counts, es[0].PreferredLeaderIDs)
+	}
+	line := OneReport{Groups: 1, Trials: 2, P50: 3, P99: 4, Max: 4, ColdP99: 5}.Line()
+	if !strings.HasPrefix(line, "bench-groups-one: groups=1 trials=2 one_crash_p50_ms=3.0 one_crash_p99_ms=4.0 ") {
+		t.Fatalf("line %q", line)
 	}
 }
