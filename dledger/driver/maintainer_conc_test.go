@@ -279,3 +279,40 @@ func TestMaintainerConcurrentPlansAreFiled(t *testing.T) {
 		}
 	}
 }
+
+// TestMaintainerRearmsWhenTheArmedPassMovesLater: an idle follower's pass moves later at every
+// heartbeat. When the pass the timer is armed for moves later, the alarm kicks Run, which arms
+// the timer for the new time; without the kick the timer stayed armed for the old time and
+// woke an idle process to find nothing due, once per heartbeat (about +30 thread switches a
+// second per follower, BENCHMARKS.md, "Adaptive failure detection"). The times are hours
+// away, so the test waits for the re-arming itself, never for a deadline.
+func TestMaintainerRearmsWhenTheArmedPassMovesLater(t *testing.T) {
+	m := NewMaintainer()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	e := soloElector(t, "g0")
+	m.Add(e, nopPublisher{})
+	m.emu.Lock()
+	d := m.byE[e]
+	m.emu.Unlock()
+	e.SetPassAlarm(nil) // only this test plans its passes from now on
+	armedAt := func(want time.Time) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for m.armed.Load() != want.UnixNano() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timer armed for %v from now, want %v from now",
+					time.Until(time.Unix(0, m.armed.Load())).Round(time.Minute), time.Until(want).Round(time.Minute))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	first := time.Now().Add(time.Hour)
+	m.plan(d, first)
+	armedAt(first) // earlier than what was armed: the kick the alarms always had
+	later := first.Add(time.Hour)
+	m.plan(d, later)
+	armedAt(later) // the armed pass moved later: kicked too
+}
