@@ -87,7 +87,7 @@ func (e *Elector) peerIndex(id string) int {
 // leader's heartbeats of an earlier leadership measures nothing.
 func (e *Elector) heardLeader(leader string, now time.Time, first bool) {
 	i := e.peerIndex(leader)
-	if i < 0 {
+	if i < 0 || !e.adapts() { // a member that does not adapt never reads a sample: none kept
 		return
 	}
 	if e.det.arrivals == nil {
@@ -106,6 +106,9 @@ func (e *Elector) heardLeader(leader string, now time.Time, first bool) {
 func (e *Elector) answeredAfter(idx int, sentAt, now time.Time, ok bool) {
 	if !ok {
 		e.linkChanged(idx)
+		return
+	}
+	if !e.adapts() { // as in heardLeader: about 1.5 KiB per member of a host, never read
 		return
 	}
 	if e.det.rtts == nil {

@@ -42,6 +42,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger/internal/bugs"
+	"github.com/dledger-go/dledger/dledger/logctx"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -267,7 +268,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 	}
 	e := &Elector{
 		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
-		log:        log.With(zap.String("group", ms.Group()), zap.String("self", ms.SelfID())),
+		log:        logctx.With(log, zap.String("group", ms.Group()), zap.String("self", ms.SelfID())), // no encoder per member
 		obs:        obs,
 		peers:      make([]peerStatus, len(ms.Peers())),
 		peerstring: memberstate.FormatPeers(ms.Peers()),

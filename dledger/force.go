@@ -73,7 +73,7 @@ func (e *Elector) ForceConfiguration(voters []string, reply func(ChangeResult)) 
 				LeaderID: e.ms.SelfID(), Term: e.ms.CurrTerm()},
 			LedgerEndTerm: e.ms.Ledger().Term, LedgerEndIndex: e.ms.Ledger().Index, Probe: true}})
 	}
-	e.mem.force = f
+	e.mem.force = &f
 	if len(f.sent) == 0 {
 		e.finishForce(now)
 	}
@@ -87,7 +87,7 @@ func (e *Elector) checkForce(ids []string) ([]memberstate.Peer, error) {
 	switch {
 	case m.store == nil:
 		return nil, ErrNoConfigStore
-	case m.force.active:
+	case m.force != nil && m.force.active:
 		return nil, fmt.Errorf("%w: a forced recovery is under way", ErrForceInvalid)
 	case m.joining:
 		return nil, ErrJoining
@@ -112,8 +112,8 @@ func (e *Elector) checkForce(ids []string) ([]memberstate.Peer, error) {
 func (e *Elector) onProbeResponse(seq uint64, resp *protocol.VoteResponse, err error) {
 	e.mu.Lock()
 	defer e.unlockAndDeliver()
-	f := &e.mem.force
-	if !f.active || f.seq != seq {
+	f := e.mem.force
+	if f == nil || !f.active || f.seq != seq {
 		return
 	}
 	f.answered++
@@ -132,7 +132,7 @@ func (e *Elector) onProbeResponse(seq uint64, resp *protocol.VoteResponse, err e
 
 // forceDeadline is the pass that ends the probe round.
 func (e *Elector) forceDeadline() deadline {
-	if !e.mem.force.active {
+	if e.mem.force == nil || !e.mem.force.active {
 		return never
 	}
 	return dueAfter(e.mem.force.deadline)
@@ -140,7 +140,7 @@ func (e *Elector) forceDeadline() deadline {
 
 // maintainForce ends the probe round at its deadline.
 func (e *Elector) maintainForce(now time.Time) {
-	if f := &e.mem.force; f.active && now.After(f.deadline) {
+	if f := e.mem.force; f != nil && f.active && now.After(f.deadline) {
 		e.finishForce(now)
 	}
 }
@@ -149,7 +149,10 @@ func (e *Elector) maintainForce(now time.Time) {
 // configuration, two epochs above the newest heard of (above any pending one), and campaigns.
 func (e *Elector) finishForce(now time.Time) {
 	f := e.mem.force
-	e.mem.force = forceOp{}
+	e.mem.force = nil
+	if f == nil {
+		return
+	}
 	if len(f.alive) > 0 {
 		e.log.Warn("forced recovery refused: members outside the survivors answered", e.fields(zap.Strings("alive", f.alive))...)
 		e.answerChange(f.reply, fmt.Errorf("%w: %v", ErrOldQuorumAlive, f.alive), e.ms.LeaderID())

@@ -213,7 +213,9 @@ type membership struct {
 	why       string    // why removed
 	acks      []confAck // leader: per member (ms.Peers order), the versions it last reported
 	change    changeOp
-	force     forceOp
+	// force is the forced recovery in flight (force.go), nil while none runs: a pointer, as
+	// it is rare and its 144 bytes took every member of a host past an allocation size class.
+	force *forceOp
 }
 
 // confAck is what a member last reported of its configurations in a SUCCESS heartbeat answer

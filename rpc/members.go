@@ -32,11 +32,6 @@ func (m *Mux) SetPeers(group, self string, peers map[string]string) error {
 	if addr := peers[self]; addr != r.self {
 		return fmt.Errorf("rpc: Mux.SetPeers: member %q of group %q is at %q, not %q", self, group, r.self, addr)
 	}
-	r2 := &route{h: r.h, self: r.self, peers: make(map[string]bool, len(peers)), hosts: make(map[string]string, len(peers))}
-	for p, addr := range peers {
-		r2.peers[p] = p != self
-		r2.hosts[p] = addr
-	}
-	m.groups[group][self] = r2
+	m.groups[group][self] = newRoute(r.h, self, peers)
 	return nil
 }

@@ -58,10 +58,35 @@ func (m *Mux) hostHandler() func(*protocol.HostHeartBeatRequest) *protocol.HostH
 // route is one local member: its handler, the ids it accepts connections from, and the host
 // id of each (AddMember; empty: not accepted on a host link).
 type route struct {
-	h     Handler
-	self  string // this member's own host id (its own peers entry), "" if unknown
-	peers map[string]bool
-	hosts map[string]string
+	h    Handler
+	self string // this member's own host id (its own peers entry), "" if unknown
+	// peers are the other members and their host ids: a slice searched in order, as a group
+	// has a handful of members and a host thousands of routes (two small maps per route were
+	// about 1 KiB of a host's memory each).
+	peers []routePeer
+}
+
+type routePeer struct{ id, host string }
+
+// newRoute is the route of member self to h, with the group's members and their host ids.
+func newRoute(h Handler, self string, peers map[string]string) *route {
+	r := &route{h: h, self: peers[self], peers: make([]routePeer, 0, max(len(peers)-1, 0))}
+	for p, addr := range peers {
+		if p != self {
+			r.peers = append(r.peers, routePeer{id: p, host: addr})
+		}
+	}
+	return r
+}
+
+// peer says whether id is another member of the route's group, and its host id.
+func (r *route) peer(id string) (host string, ok bool) {
+	for _, p := range r.peers {
+		if p.id == id {
+			return p.host, true
+		}
+	}
+	return "", false
 }
 
 // NewMux returns a Mux with no member.
@@ -94,11 +119,7 @@ func (m *Mux) AddMember(group, self string, peers map[string]string, h Handler) 
 	if h == nil {
 		return errors.New("rpc: Mux.Add: nil handler")
 	}
-	r := &route{h: h, self: peers[self], peers: make(map[string]bool, len(peers)), hosts: make(map[string]string, len(peers))}
-	for p, addr := range peers {
-		r.peers[p] = p != self
-		r.hosts[p] = addr
-	}
+	r := newRoute(h, self, peers)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.groups[group]
@@ -167,7 +188,7 @@ func (m *Mux) respond(keys secure.KeySet, msg1 []byte) (msg2 []byte, s *secure.S
 		if r == nil {
 			return fmt.Errorf("%w: %q dialled %q of group %q, which is not on this host", secure.ErrWrongPeer, peer, target, group)
 		}
-		if !r.peers[peer] {
+		if _, ok := r.peer(peer); !ok {
 			return fmt.Errorf("%w: %q of group %q", secure.ErrUnknownMember, peer, group)
 		}
 		return nil
@@ -207,7 +228,7 @@ func (m *Mux) checkStatic(group, peer, target string) error {
 	if r == nil {
 		return fmt.Errorf("%w: %q dialled %q of group %q, which is not on this host", secure.ErrWrongPeer, peer, target, group)
 	}
-	if !r.peers[peer] {
+	if _, ok := r.peer(peer); !ok {
 		return fmt.Errorf("%w: %q of group %q", secure.ErrUnknownMember, peer, group)
 	}
 	return nil
@@ -228,7 +249,8 @@ func (m *Mux) linkSender(h *protocol.Header, host string) bool {
 	if r == nil {
 		return true
 	}
-	return r.peers[h.LocalID] && r.hosts[h.LocalID] == host
+	at, ok := r.peer(h.LocalID)
+	return ok && at == host
 }
 
 // refused answers a request whose member is not here: the code alone (the worker sends a

@@ -7,6 +7,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 
 	"sync"
 	"sync/atomic"
@@ -62,17 +63,11 @@ func newHostLinks(self string, keys KeySet, insecure bool, log *zap.Logger, hook
 // its transport. elector returns the member's elector once it exists (the links may report
 // a peer host gone or connected before it does).
 func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Timeouts, elector func() *dledger.Elector) (*memberLink, error) {
-	m := &memberLink{hl: hl, group: group, self: self, t: t, elector: elector,
-		hostOf: map[string]string{}, peersOn: map[string][]string{}, links: map[string]*link{}}
+	m := &memberLink{hl: hl, group: group, self: self, t: t, elector: elector}
 	for _, p := range peers {
-		if p.ID == self {
-			if p.Addr != hl.self {
-				return nil, fmt.Errorf("host: member %s of group %s names itself at %s, but this host's id is %s (HostConfig.Advertise, default Listen): its peers would find it on no host link", self, group, p.Addr, hl.self)
-			}
-			continue
+		if p.ID == self && p.Addr != hl.self {
+			return nil, fmt.Errorf("host: member %s of group %s names itself at %s, but this host's id is %s (HostConfig.Advertise, default Listen): its peers would find it on no host link", self, group, p.Addr, hl.self)
 		}
-		m.hostOf[p.ID] = p.Addr
-		m.peersOn[p.Addr] = append(m.peersOn[p.Addr], p.ID)
 	}
 	if hl.live != nil {
 		if err := hl.live.addMember(group, self, peers, elector); err != nil {
@@ -82,10 +77,16 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Ti
 	}
 	hl.mu.Lock()
 	defer hl.mu.Unlock()
-	for host := range m.peersOn {
-		l := hl.links[host]
+	for _, p := range peers {
+		if p.ID == self {
+			continue
+		}
+		l := m.linkTo(p.Addr) // a link this member has already, for another peer on that host
 		if l == nil {
-			cl, err := hl.newClient(host)
+			l = hl.links[p.Addr]
+		}
+		if l == nil {
+			cl, err := hl.newClient(p.Addr)
 			if err != nil {
 				idle := hl.leaveLocked(m)
 				go closeAll(idle) // not under hl.mu (leaveLocked)
@@ -94,12 +95,13 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Ti
 				}
 				return nil, err
 			}
-			l = &link{host: host, cl: cl, members: map[*memberLink]struct{}{}}
-			hl.links[host] = l
+			l = &link{host: p.Addr, cl: cl, members: map[*memberLink]struct{}{}}
+			hl.links[p.Addr] = l
 		}
 		l.members[m] = struct{}{}
-		m.links[host] = l
+		m.peers = append(m.peers, peerLink{id: p.ID, l: l})
 	}
+	m.peers = slices.Clip(m.peers)
 	return m, nil
 }
 
@@ -142,10 +144,7 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 		if e == nil || m.closed.Load() {
 			continue
 		}
-		m.mu.RLock()
-		ids := m.peersOn[host]
-		m.mu.RUnlock()
-		for _, id := range ids {
+		for _, id := range m.peersOn(host) {
 			f(e, id)
 		}
 	}
@@ -157,11 +156,14 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 func (hl *hostLinks) leaveLocked(m *memberLink) (idle []*rpc.Client) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	for host, l := range m.links {
-		delete(l.members, m)
-		if len(l.members) == 0 && hl.links[host] == l {
-			delete(hl.links, host)
-			idle = append(idle, l.cl)
+	for _, p := range m.peers {
+		if _, ok := p.l.members[m]; !ok {
+			continue // another peer of m on the same host, left already
+		}
+		delete(p.l.members, m)
+		if len(p.l.members) == 0 && hl.links[p.l.host] == p.l {
+			delete(hl.links, p.l.host)
+			idle = append(idle, p.l.cl)
 		}
 	}
 	return idle
@@ -206,15 +208,55 @@ type memberLink struct {
 	group, self string
 	t           rpc.Timeouts
 	elector     func() *dledger.Elector
-	// mu guards hostOf, peersOn and links, which change when the group's members do
-	// (setPeers, host_link_members.go); taken after hl.mu.
-	mu         sync.RWMutex
-	hostOf     map[string]string   // peer id -> host id
-	peersOn    map[string][]string // host id -> peer ids on it
-	links      map[string]*link    // host id -> link
+	// mu guards peers, which change when the group's members do (setPeers,
+	// host_link_members.go); taken after hl.mu.
+	mu sync.RWMutex
+	// peers are the member's peers (not itself) and the link to each one's host: a slice
+	// searched in order, not maps, as a group has a handful of members and a host thousands
+	// of groups (three small maps per member were about 1 KiB of a host's memory each).
+	peers      []peerLink
 	closed     atomic.Bool
 	closeOnce  sync.Once
 	registered bool // with the liveness table
+}
+
+// peerLink is one peer of a hosted member and the link to its host (link.host).
+type peerLink struct {
+	id string
+	l  *link
+}
+
+// linkOf is the link to peer id's host, or nil. Under m.mu.
+func (m *memberLink) linkOf(id string) *link {
+	for _, p := range m.peers {
+		if p.id == id {
+			return p.l
+		}
+	}
+	return nil
+}
+
+// linkTo is m's link to host, or nil. Under m.mu, or before m is shared.
+func (m *memberLink) linkTo(host string) *link {
+	for _, p := range m.peers {
+		if p.l.host == host {
+			return p.l
+		}
+	}
+	return nil
+}
+
+// peersOn are the ids of m's peers on host.
+func (m *memberLink) peersOn(host string) []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var ids []string
+	for _, p := range m.peers {
+		if p.l.host == host {
+			ids = append(ids, p.id)
+		}
+	}
+	return ids
 }
 
 // caller returns the link and host of peer to, or completes nothing and returns false.
@@ -223,13 +265,12 @@ func (m *memberLink) caller(to string) (rpc.Caller, string, error) {
 		return rpc.Caller{}, "", rpc.ErrClosed
 	}
 	m.mu.RLock()
-	host := m.hostOf[to]
-	l := m.links[host]
+	l := m.linkOf(to)
 	m.mu.RUnlock()
 	if l == nil {
 		return rpc.Caller{}, "", rpc.ErrUnknownPeer
 	}
-	return l.cl.Caller(m.t), host, nil
+	return l.cl.Caller(m.t), l.host, nil
 }
 
 func (m *memberLink) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
@@ -271,7 +312,7 @@ func (m *memberLink) SendMetadata(to string, req *protocol.MetadataRequest, done
 // Kick kicks the link to peer's host.
 func (m *memberLink) Kick(peer string) {
 	m.mu.RLock()
-	l := m.links[m.hostOf[peer]]
+	l := m.linkOf(peer)
 	m.mu.RUnlock()
 	if l != nil {
 		l.cl.Kick(l.host)
@@ -281,7 +322,7 @@ func (m *memberLink) Kick(peer string) {
 // Connected reports whether the link to peer's host is up.
 func (m *memberLink) Connected(peer string) bool {
 	m.mu.RLock()
-	l := m.links[m.hostOf[peer]]
+	l := m.linkOf(peer)
 	m.mu.RUnlock()
 	return l != nil && l.cl.Connected(l.host)
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc"
@@ -13,14 +14,11 @@ import (
 // member uses it), and the host's liveness table is told which hosts the member now relies on.
 // The links of hosts it keeps are untouched, so a change costs its leader no heartbeat.
 func (m *memberLink) setPeers(peers []memberstate.Peer) error {
-	hostOf := map[string]string{}
-	peersOn := map[string][]string{}
+	hostOf := map[string]string{} // for the liveness table
 	for _, p := range peers {
-		if p.ID == m.self {
-			continue
+		if p.ID != m.self {
+			hostOf[p.ID] = p.Addr
 		}
-		hostOf[p.ID] = p.Addr
-		peersOn[p.Addr] = append(peersOn[p.Addr], p.ID)
 	}
 	hl := m.hl
 	var idle []*rpc.Client
@@ -30,32 +28,47 @@ func (m *memberLink) setPeers(peers []memberstate.Peer) error {
 		hl.mu.Unlock()
 		return rpc.ErrClosed
 	}
-	links := make(map[string]*link, len(peersOn))
-	for host := range peersOn {
-		l := hl.links[host]
+	var next []peerLink
+	for _, p := range peers {
+		if p.ID == m.self {
+			continue
+		}
+		var l *link
+		for _, q := range next {
+			if q.l.host == p.Addr {
+				l = q.l
+			}
+		}
 		if l == nil {
-			cl, err := hl.newClient(host)
+			l = hl.links[p.Addr]
+		}
+		if l == nil {
+			cl, err := hl.newClient(p.Addr)
 			if err != nil {
 				hl.mu.Unlock()
-				return fmt.Errorf("host link to %s: %w", host, err)
+				return fmt.Errorf("host link to %s: %w", p.Addr, err)
 			}
-			l = &link{host: host, cl: cl, members: map[*memberLink]struct{}{}}
-			hl.links[host] = l
+			l = &link{host: p.Addr, cl: cl, members: map[*memberLink]struct{}{}}
+			hl.links[p.Addr] = l
 		}
 		l.members[m] = struct{}{}
-		links[host] = l
+		next = append(next, peerLink{id: p.ID, l: l})
 	}
 	m.mu.Lock()
-	for host, l := range m.links {
-		if links[host] == nil {
-			delete(l.members, m)
-			if len(l.members) == 0 && hl.links[host] == l {
-				delete(hl.links, host)
-				idle = append(idle, l.cl)
-			}
+	for _, p := range m.peers {
+		if slices.ContainsFunc(next, func(q peerLink) bool { return q.l == p.l }) {
+			continue
+		}
+		if _, ok := p.l.members[m]; !ok {
+			continue // another peer on that host, left already
+		}
+		delete(p.l.members, m)
+		if len(p.l.members) == 0 && hl.links[p.l.host] == p.l {
+			delete(hl.links, p.l.host)
+			idle = append(idle, p.l.cl)
 		}
 	}
-	m.hostOf, m.peersOn, m.links = hostOf, peersOn, links
+	m.peers = slices.Clip(next)
 	m.mu.Unlock()
 	hl.mu.Unlock()
 	if m.registered {

@@ -32,6 +32,7 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/campaign"
 	"github.com/dledger-go/dledger/dledger/driver"
+	"github.com/dledger-go/dledger/dledger/logctx"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc"
@@ -179,7 +180,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		store = fileStore
 	}
 	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
-		log: o.logger.With(zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
+		log: logctx.With(o.logger, zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))} // no encoder per member
 	s.deliver = s.dispatch.Publish
 
 	reg := o.registerer

@@ -159,8 +159,35 @@ const maxWaiting = 8
 // local is a member of a group on this host.
 type local struct {
 	key
-	peerHost map[string]string // peer id -> host id, for every other member of the group
-	wake     func()
+	// peers are the host of every other member of the group: a slice searched in order, not a
+	// map, as a group has a handful of members and a host thousands of them (hostOf).
+	peers []peerAt
+	wake  func()
+}
+
+// peerAt is a peer of a local member and its host id.
+type peerAt struct{ id, host string }
+
+// peersOf is peerHost without self, in a fixed order.
+func peersOf(self string, peerHost map[string]string) []peerAt {
+	out := make([]peerAt, 0, len(peerHost))
+	for id, h := range peerHost {
+		if id != self {
+			out = append(out, peerAt{id, h})
+		}
+	}
+	slices.SortFunc(out, func(a, b peerAt) int { return strings.Compare(a.id, b.id) })
+	return out
+}
+
+// hostOf is the host id of peer id, "" if id is no peer of l.
+func (l *local) hostOf(id string) string {
+	for _, p := range l.peers {
+		if p.id == id {
+			return p.host
+		}
+	}
+	return ""
 }
 
 // Table is a host's liveness table.
@@ -204,12 +231,7 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 	if _, dup := t.locals[k]; dup {
 		return fmt.Errorf("liveness: member %s of group %s is already registered", self, group)
 	}
-	l := &local{key: k, peerHost: map[string]string{}, wake: wake}
-	for id, h := range peerHost {
-		if id != self {
-			l.peerHost[id] = h
-		}
-	}
+	l := &local{key: k, peers: peersOf(self, peerHost), wake: wake}
 	t.locals[k] = l
 	t.byGroup[group] = append(t.byGroup[group], l)
 	for _, h := range l.hostSet(t.cfg.Self) {
@@ -228,9 +250,9 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 // hostSet is the distinct peer hosts of l's group, other than self, sorted.
 func (l *local) hostSet(self string) []string {
 	var out []string
-	for _, h := range l.peerHost {
-		if h != self && !slices.Contains(out, h) {
-			out = append(out, h)
+	for _, p := range l.peers {
+		if p.host != self && !slices.Contains(out, p.host) {
+			out = append(out, p.host)
 		}
 	}
 	slices.Sort(out)
@@ -429,8 +451,8 @@ func (t *Table) hostChanged(wakes []func(), id string) []func() {
 func (t *Table) wakeHost(wakes []func(), id string) []func() {
 	ls := make([]*local, 0, 8)
 	for _, l := range t.locals {
-		for _, h := range l.peerHost {
-			if h == id {
+		for _, p := range l.peers {
+			if p.host == id {
 				ls = append(ls, l)
 				break
 			}
@@ -501,6 +523,11 @@ func (t *Table) Answered(to string, sentAt time.Time, a Ack, now time.Time) {
 			if p.seq != 0 && p.seq <= a.Seq {
 				delete(h.pending, k)
 			}
+		}
+		if len(h.pending) == 0 {
+			// A map never shrinks: one that held a cold start's thousands of changes would
+			// keep their room for the host's life. Changed makes a new one.
+			h.pending = nil
 		}
 	}
 	wakes = append(wakes, t.checkStale(now)...)
@@ -584,7 +611,7 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 // placed says whether some local member's group places member k on host id.
 func (t *Table) placed(k key, id string) bool {
 	for _, l := range t.byGroup[k.group] {
-		if l.peerHost[k.member] == id {
+		if l.hostOf(k.member) == id {
 			return true
 		}
 	}
@@ -623,6 +650,9 @@ func (m *Member) Changed() uint64 {
 	if l := t.locals[m.k]; l != nil {
 		for _, id := range l.hostSet(t.cfg.Self) {
 			h := t.hosts[id]
+			if h.pending == nil {
+				h.pending = map[key]pending{}
+			}
 			h.pending[m.k] = pending{epoch: ep}
 			h.unsent, kick = true, true
 		}
@@ -653,7 +683,7 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 	if l == nil || epoch == 0 {
 		return
 	}
-	hid := l.peerHost[id]
+	hid := l.hostOf(id)
 	h := t.hosts[hid]
 	if hid == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
 		return

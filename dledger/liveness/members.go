@@ -19,12 +19,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 		return fmt.Errorf("liveness: member %s of group %s is not registered", self, group)
 	}
 	before := l.hostSet(t.cfg.Self)
-	l.peerHost = map[string]string{}
-	for id, h := range peerHost {
-		if id != self {
-			l.peerHost[id] = h
-		}
-	}
+	l.peers = peersOf(self, peerHost)
 	after := l.hostSet(t.cfg.Self)
 	for _, h := range after {
 		if slices.Contains(before, h) {

@@ -42,6 +42,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/logctx"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server"
 )
@@ -195,7 +196,7 @@ func (a attacher) DetachTimeout() time.Duration { return hookStopTimeout(a.d.cfg
 func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	cfg := s.Config()
 	k := memberKey{cfg.Group, cfg.SelfID}
-	m := &member{d: d, s: s, cfg: cfg, log: d.log.With(zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
+	m := &member{d: d, s: s, cfg: cfg, log: logctx.With(d.log, zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
 	for _, p := range s.FullStatus().Peers {
 		if p.Self {
 			m.selfAddr = p.Addr

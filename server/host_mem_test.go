@@ -1,0 +1,142 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+)
+
+// memSample is the heap in use (after a GC) and the goroutines at one point.
+type memSample struct {
+	heap       uint64
+	goroutines int
+}
+
+func heapNow() memSample {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memSample{heap: ms.HeapAlloc, goroutines: runtime.NumGoroutine()}
+}
+
+// memHosts is three hosts in this process, each a member of every one of warm + groups
+// groups, as `dledger server --config` builds them for thousands of groups: lan profile, a
+// production logger (JSON, info), no per-member series. It returns the heap and goroutines
+// once the first warm groups have a leader (the hosts' links and tables exist) and once every
+// group has one, settle later: the difference is what the groups added cost.
+func memHosts(t testing.TB, warm, groups int, settle time.Duration) (before, after memSample, stop func()) {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	log := zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zap.InfoLevel))
+	ports := dledgertest.FreePorts(t, 3)
+	var hosts []*Host
+	stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, h := range hosts {
+			h.Stop(ctx)
+		}
+	}
+	for _, p := range ports {
+		h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", p), DataDir: t.TempDir(), Keys: testKeys},
+			WithLogger(log))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, h)
+	}
+	peers := dledgertest.PeersString(ports)
+	add := func(from, to int) {
+		members := make([][]*Server, to-from)
+		for g := from; g < to; g++ {
+			name := fmt.Sprintf("g%05d", g)
+			for i, h := range hosts {
+				s, err := h.AddGroup(Config{Group: name, SelfID: fmt.Sprintf("n%d", i), Peers: peers, Election: dledger.DefaultConfig()},
+					WithoutMemberSeries())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.UpdateLedger(-1, -1); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Start(); err != nil {
+					t.Fatal(err)
+				}
+				members[g-from] = append(members[g-from], s)
+			}
+		}
+		for _, ms := range members {
+			dledgertest.AwaitLeader(t, 3*time.Minute, 3, func() []dledgertest.Member {
+				return groupView(ms, func(*Server) bool { return false })
+			})
+		}
+	}
+	add(0, warm)
+	time.Sleep(settle)
+	before = heapNow()
+	add(warm, warm+groups)
+	time.Sleep(settle) // a measurement of the settled state, not a check of one
+	after = heapNow()
+	return before, after, stop
+}
+
+// memPerMemberBound bounds a member's heap on a host: measured 7.7-8.3 KiB (100 and 1,000
+// groups, with and without -race; docs/design.md, "What a member costs"), and 12.6-12.7 KiB
+// before zap's With, the adaptive detector's samples of a member that does not adapt, and the
+// maps of a member's links, routes and liveness entry were cut (3bb74e8), which this bound
+// fails.
+const memPerMemberBound = 10 << 10
+
+// TestHostMemoryPerMember measures what a group member costs a host (docs/design.md, "What a
+// member costs"): heap bytes and goroutines per member added to three running hosts, once
+// every group has a leader. It fails when a member costs a goroutine of its own, or more heap
+// than memPerMemberBound: a per-member goroutine, timer or large buffer that comes back.
+// DLEDGER_MEM_GROUPS sets the groups added (default 100); DLEDGER_MEM_PROFILE names a file
+// for a heap profile of the settled hosts.
+func TestHostMemoryPerMember(t *testing.T) {
+	groups := 100
+	if n, err := strconv.Atoi(os.Getenv("DLEDGER_MEM_GROUPS")); err == nil && n > 0 {
+		groups = n
+	}
+	if os.Getenv("DLEDGER_MEM_PROFILE") != "" {
+		runtime.MemProfileRate = 4096
+	}
+	before, after, stop := memHosts(t, 10, groups, 500*time.Millisecond)
+	defer stop()
+	members := 3 * groups
+	perMember := (float64(after.heap) - float64(before.heap)) / float64(members)
+	goroutines := float64(after.goroutines-before.goroutines) / float64(members)
+	t.Logf("groups=%d members=%d heap_per_member=%.0f B goroutines_per_member=%.2f heap=%.1f MiB",
+		groups, members, perMember, goroutines, float64(after.heap)/(1<<20))
+	if p := os.Getenv("DLEDGER_MEM_PROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if goroutines >= 0.5 {
+		t.Errorf("%.2f goroutines per member: a member must not run a goroutine of its own on a host", goroutines)
+	}
+	if perMember > memPerMemberBound {
+		t.Errorf("%.0f bytes of heap per member, bound %d", perMember, memPerMemberBound)
+	}
+}
