@@ -82,7 +82,24 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 	if !e.needIncreaseTerm && !e.mayCampaign(now) { // the host's bound (docs/protocol.md 12.6)
 		return
 	}
-	term := e.ms.CurrTerm() // step 3: the same-term probe, unless
+	term, ok := e.roundTerm(now) // step 3
+	if !ok {
+		return
+	}
+	if e.needIncreaseTerm { // step 4
+		// Adopt the higher term but cast no vote this pass, so this member can still grant the
+		// candidate that made it step up when that candidate re-votes.
+		e.needIncreaseTerm = false
+		e.setNextVote(now.Add(e.voteDelay()))
+		return
+	}
+	e.startVoteRound(now, term) // step 5
+}
+
+// roundTerm is step 3 of the candidate pass: the term of the round to run. ok is false when
+// the term could not be written; the pass then ends, rescheduled.
+func (e *Elector) roundTerm(now time.Time) (term int64, ok bool) {
+	term = e.ms.CurrTerm() // the same-term probe, unless
 	if e.lastParseResult == protocol.WaitToVoteNext || e.needIncreaseTerm {
 		next := e.ms.NextTermVotingForSelf // it campaigns at once (step 5): one write
 		if e.needIncreaseTerm {
@@ -97,20 +114,13 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 			e.needIncreaseTerm = false
 			e.lastParseResult = protocol.WaitToVoteNext
 			e.setNextVote(now.Add(e.voteDelay()))
-			return
+			return 0, false
 		}
 		term = t
 		e.lastParseResult = protocol.WaitToRevote
 		e.emit(now)
 	}
-	if e.needIncreaseTerm { // step 4
-		// Adopt the higher term but cast no vote this pass, so this member can still grant the
-		// candidate that made it step up when that candidate re-votes.
-		e.needIncreaseTerm = false
-		e.setNextVote(now.Add(e.voteDelay()))
-		return
-	}
-	e.startVoteRound(now, term) // step 5
+	return term, true
 }
 
 // candidateDeadline is the candidate pass's next deadline: at once when a higher term is to be

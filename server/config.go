@@ -152,18 +152,11 @@ func (c Config) resolveFor(hosted bool) (resolved, error) {
 		return resolved{}, err
 	}
 	r := resolved{settings: settings{Config: c}, peers: peers}
-	ids := map[string]bool{}
-	addrs := map[string]string{}
-	for _, p := range peers {
-		if other, dup := addrs[p.Addr]; dup && !hosted {
-			return resolved{}, fmt.Errorf("peers: members %q and %q share the address %s", other, p.ID, p.Addr)
-		}
-		addrs[p.Addr] = p.ID
-		ids[p.ID] = true
-		if p.ID == c.SelfID {
-			r.selfAddr = p.Addr
-		}
+	ids, selfAddr, err := indexPeers(peers, c.SelfID, hosted)
+	if err != nil {
+		return resolved{}, err
 	}
+	r.selfAddr = selfAddr
 	if !ids[c.SelfID] {
 		return resolved{}, fmt.Errorf("self id %q is not in the peers list %s", c.SelfID, memberstate.FormatPeers(peers))
 	}
@@ -186,6 +179,24 @@ func (c Config) resolveFor(hosted bool) (resolved, error) {
 		return resolved{}, fmt.Errorf("unknown ledger mode %d", c.Ledger)
 	}
 	return r, nil
+}
+
+// indexPeers returns the peers' ids and self's address, and refuses two members at one
+// address unless hosted (see resolveFor).
+func indexPeers(peers []memberstate.Peer, self string, hosted bool) (ids map[string]bool, selfAddr string, err error) {
+	ids = map[string]bool{}
+	addrs := map[string]string{}
+	for _, p := range peers {
+		if other, dup := addrs[p.Addr]; dup && !hosted {
+			return nil, "", fmt.Errorf("peers: members %q and %q share the address %s", other, p.ID, p.Addr)
+		}
+		addrs[p.Addr] = p.ID
+		ids[p.ID] = true
+		if p.ID == self {
+			selfAddr = p.Addr
+		}
+	}
+	return ids, selfAddr, nil
 }
 
 // validateListen checks a Listen address: host:port with a port others can be told, so not 0

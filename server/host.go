@@ -249,18 +249,9 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	if cfg.Listen != "" {
-		return nil, fmt.Errorf("host: member %s of group %s sets Listen; a hosted member is reached at the host's address", cfg.SelfID, cfg.Group)
-	}
-	switch {
-	case cfg.Keys.Len() == 0 && !cfg.Insecure && cfg.MemberKey.IsZero() && cfg.Trust == nil:
-		cfg.Keys, cfg.Insecure = h.cfg.Keys, h.cfg.Insecure
-		cfg.MemberKey, cfg.Trust = h.cfg.MemberKey, h.cfg.Trust
-	case (!cfg.MemberKey.IsZero() || cfg.Trust != nil) && (cfg.MemberKey != h.cfg.MemberKey || cfg.Trust != h.cfg.Trust):
-		return nil, errors.New("host: every group on a host uses the host's member key and trust list; leave MemberKey and Trust empty")
-	case !cfg.MemberKey.IsZero(): // the host's own
-	case cfg.Insecure != h.cfg.Insecure || !slices.Equal(cfg.Keys.IDs(), h.cfg.Keys.IDs()):
-		return nil, errors.New("host: every group on a host uses the host's key set; leave Keys and Insecure empty")
+	cfg, err := h.memberAuth(cfg)
+	if err != nil {
+		return nil, err
 	}
 	key := memberKey{cfg.Group, cfg.SelfID}
 	h.mu.Lock()
@@ -271,19 +262,12 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	if h.members[key] != nil {
 		return nil, fmt.Errorf("host: member %s of group %s is already on this host", cfg.SelfID, cfg.Group)
 	}
-	var journaled *memberstate.JournalStore
-	if cfg.DataDir == "" && o.store == nil {
-		dir, err := h.memberDir(cfg.Group, cfg.SelfID)
-		if err != nil {
-			return nil, err
-		}
-		if dir == h.cfg.DataDir || h.cfg.VoteFiles {
-			cfg.DataDir = dir
-		} else if journaled, err = h.journalStore(cfg.Group, cfg.SelfID, dir); err != nil {
-			return nil, err
-		} else {
-			opts = append(opts, WithStore(journaled))
-		}
+	journaled, err := h.memberStore(&cfg, o.store)
+	if err != nil {
+		return nil, err
+	}
+	if journaled != nil {
+		opts = append(opts, WithStore(journaled))
 	}
 	all := append([]Option{WithLogger(h.log), WithRegisterer(h.reg)}, h.memberOpts...) // the process's seams (seams.go)
 	all = append(all, opts...)
@@ -295,6 +279,50 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 		}
 		return nil, err
 	}
+	h.admit(key, s, journaled)
+	return s, nil
+}
+
+// memberAuth gives cfg the host's keys when it sets none, and refuses a Listen of its own or
+// keys that differ from the host's: a host has one rpc port and one way to authenticate.
+func (h *Host) memberAuth(cfg Config) (Config, error) {
+	if cfg.Listen != "" {
+		return cfg, fmt.Errorf("host: member %s of group %s sets Listen; a hosted member is reached at the host's address", cfg.SelfID, cfg.Group)
+	}
+	switch {
+	case cfg.Keys.Len() == 0 && !cfg.Insecure && cfg.MemberKey.IsZero() && cfg.Trust == nil:
+		cfg.Keys, cfg.Insecure = h.cfg.Keys, h.cfg.Insecure
+		cfg.MemberKey, cfg.Trust = h.cfg.MemberKey, h.cfg.Trust
+	case (!cfg.MemberKey.IsZero() || cfg.Trust != nil) && (cfg.MemberKey != h.cfg.MemberKey || cfg.Trust != h.cfg.Trust):
+		return cfg, errors.New("host: every group on a host uses the host's member key and trust list; leave MemberKey and Trust empty")
+	case !cfg.MemberKey.IsZero(): // the host's own
+	case cfg.Insecure != h.cfg.Insecure || !slices.Equal(cfg.Keys.IDs(), h.cfg.Keys.IDs()):
+		return cfg, errors.New("host: every group on a host uses the host's key set; leave Keys and Insecure empty")
+	}
+	return cfg, nil
+}
+
+// memberStore places the vote of a member given neither a data dir nor a store: a vote file
+// in its member dir (cfg.DataDir is set), or the host's vote journal, returned for New to
+// use. Called with h.mu held.
+func (h *Host) memberStore(cfg *Config, store memberstate.Store) (*memberstate.JournalStore, error) {
+	if cfg.DataDir != "" || store != nil {
+		return nil, nil
+	}
+	dir, err := h.memberDir(cfg.Group, cfg.SelfID)
+	if err != nil {
+		return nil, err
+	}
+	if dir == h.cfg.DataDir || h.cfg.VoteFiles {
+		cfg.DataDir = dir
+		return nil, nil
+	}
+	return h.journalStore(cfg.Group, cfg.SelfID, dir)
+}
+
+// admit puts a member New built on the host: its journal store, timed as New times a vote
+// file, the host's gatherer, and a drained host's withdrawal. Called with h.mu held.
+func (h *Host) admit(key memberKey, s *Server, journaled *memberstate.JournalStore) {
 	if journaled != nil {
 		h.voteStores[key] = journaled
 		journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
@@ -306,7 +334,6 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 		s.elector.WithdrawCandidacy("host drained")
 	}
 	h.members[key] = s
-	return s, nil
 }
 
 // memberDir is where member self of group keeps its vote file: the root itself if it is a

@@ -69,12 +69,7 @@ func (h *Host) Drain(ctx context.Context) error {
 	defer wg.Wait()
 	tick := time.NewTicker(drainRetry)
 	defer tick.Stop()
-	for _, s := range h.leadingMembers() {
-		if !h.hasPeerElsewhere(s) {
-			h.log.Warn("drain: a group with no member on another host keeps its leader here",
-				zap.String("group", s.cfg.Group), zap.String("self", s.cfg.SelfID))
-		}
-	}
+	h.warnUnmovable()
 	for {
 		leading := h.movableLeaders()
 		if len(leading) == 0 {
@@ -108,18 +103,34 @@ func (h *Host) Drain(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			var still []string
-			for _, s := range h.movableLeaders() {
-				still = append(still, s.cfg.Group+"/"+s.cfg.SelfID)
-			}
-			if len(still) == 0 {
-				return nil
-			}
-			return fmt.Errorf("drain: %d group(s) still led by this host: %s: %w", len(still), strings.Join(still, ", "), ctx.Err())
+			return h.drainUnfinished(ctx)
 		case <-h.drainCh:
 		case <-tick.C:
 		}
 	}
+}
+
+// warnUnmovable logs each group Drain cannot move: all its members are on this host.
+func (h *Host) warnUnmovable() {
+	for _, s := range h.leadingMembers() {
+		if !h.hasPeerElsewhere(s) {
+			h.log.Warn("drain: a group with no member on another host keeps its leader here",
+				zap.String("group", s.cfg.Group), zap.String("self", s.cfg.SelfID))
+		}
+	}
+}
+
+// drainUnfinished is Drain's result when ctx ended: nil if no movable group is led here any
+// more, else an error naming the groups still led.
+func (h *Host) drainUnfinished(ctx context.Context) error {
+	var still []string
+	for _, s := range h.movableLeaders() {
+		still = append(still, s.cfg.Group+"/"+s.cfg.SelfID)
+	}
+	if len(still) == 0 {
+		return nil
+	}
+	return fmt.Errorf("drain: %d group(s) still led by this host: %s: %w", len(still), strings.Join(still, ", "), ctx.Err())
 }
 
 // Undrain ends Drain: every member may lead again (their candidacy restored), and the balancer

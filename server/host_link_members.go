@@ -33,23 +33,10 @@ func (m *memberLink) setPeers(peers []memberstate.Peer) error {
 		if p.ID == m.self {
 			continue
 		}
-		var l *link
-		for _, q := range next {
-			if q.l.host == p.Addr {
-				l = q.l
-			}
-		}
-		if l == nil {
-			l = hl.links[p.Addr]
-		}
-		if l == nil {
-			cl, err := hl.newClient(p.Addr)
-			if err != nil {
-				hl.mu.Unlock()
-				return fmt.Errorf("host link to %s: %w", p.Addr, err)
-			}
-			l = &link{host: p.Addr, cl: cl, members: map[*memberLink]struct{}{}}
-			hl.links[p.Addr] = l
+		l, err := hl.linkTo(next, p.Addr)
+		if err != nil {
+			hl.mu.Unlock()
+			return err
 		}
 		l.members[m] = struct{}{}
 		next = append(next, peerLink{id: p.ID, l: l})
@@ -75,4 +62,28 @@ func (m *memberLink) setPeers(peers []memberstate.Peer) error {
 		return hl.live.table.SetPeers(m.group, m.self, hostOf)
 	}
 	return nil
+}
+
+// linkTo returns the link to the host at addr: one of next's (the last such), else the host's
+// link to it, else a new one the host keeps, so that peers on one host share a link. Called
+// with hl.mu held.
+func (hl *hostLinks) linkTo(next []peerLink, addr string) (*link, error) {
+	var l *link
+	for _, q := range next {
+		if q.l.host == addr {
+			l = q.l
+		}
+	}
+	if l == nil {
+		l = hl.links[addr]
+	}
+	if l == nil {
+		cl, err := hl.newClient(addr)
+		if err != nil {
+			return nil, fmt.Errorf("host link to %s: %w", addr, err)
+		}
+		l = &link{host: addr, cl: cl, members: map[*memberLink]struct{}{}}
+		hl.links[addr] = l
+	}
+	return l, nil
 }

@@ -136,18 +136,9 @@ type Server struct {
 // the data dir, then registers the metrics; on any error nothing is left behind but a data dir
 // it may have created.
 func New(config Config, opts ...Option) (*Server, error) {
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
-	if o.logger == nil {
-		o.logger = zap.NewNop()
-	}
+	o := applyOptions(opts)
 	fileTrust := config.Trust
-	if o.host == nil && !config.MemberKey.IsZero() && config.Trust != nil {
-		// Peers added with their keys are listed by the durable configuration (member_trust.go).
-		config.Trust = storedKeys(config, o.store)
-	}
+	config = withStoredTrust(config, o)
 	r, err := config.resolveFor(o.host != nil)
 	if err != nil {
 		return nil, err
@@ -161,28 +152,104 @@ func New(config Config, opts ...Option) (*Server, error) {
 	}
 	// From the data dir's lock on, every error path must release what was taken.
 	ok := false
-	store := o.store
-	var fileStore *memberstate.FileStore
-	if store == nil {
-		if cfg.DataDir == "" {
-			return nil, errors.New("data dir is required (it keeps the term and vote across restarts)")
-		}
-		// Locks the data dir for the member's life, and refuses another member's vote.state.
-		fileStore, err = memberstate.OpenFileStore(cfg.DataDir, memberstate.Owner{Group: cfg.Group, SelfID: cfg.SelfID})
-		if err != nil {
-			return nil, err
-		}
+	store, fileStore, err := openMemberStore(cfg, o.store)
+	if err != nil {
+		return nil, err
+	}
+	if fileStore != nil {
 		defer func() {
 			if !ok {
 				fileStore.Close()
 			}
 		}()
-		store = fileStore
 	}
 	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
 		log: logctx.With(o.logger, zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))} // no encoder per member
 	s.deliver = s.dispatch.Publish
+	if err := s.registerMetrics(o, cfg); err != nil {
+		return nil, err
+	}
+	// From here on every error path must give the caller's registry back.
+	defer func() {
+		if !ok {
+			s.mem.metrics.Unregister()
+			s.metrics.Unregister()
+		}
+	}()
 
+	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError, OnAuthFailure: s.metrics.AuthFailure,
+		OnRoundTrip: s.metrics.PeerRoundTrip}
+	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID, PeerKeys: peerKeys,
+		Members: otherIDs(peers, cfg.SelfID)}
+	s.declareMetrics(fileStore, auth.Members)
+	s.peerKeys = peerKeys
+	if peerKeys != nil && o.host == nil { // the trust follows the configuration (member_trust.go)
+		s.trust = &memberTrust{key: cfg.MemberKey, file: fileTrust}
+	}
+	// The client dials before the elector exists, hence the pointer.
+	var elector atomic.Pointer[dledger.Elector]
+	if err := s.dialPeers(o, cfg, peers, auth, hooks, elector.Load); err != nil {
+		return nil, err
+	}
+	if err := s.newElector(o, cfg, peers, store, elector.Load); err != nil {
+		s.client.Close()
+		return nil, err
+	}
+	elector.Store(s.elector)
+	if err := s.serveRPC(o, r.listenAddr, auth, hooks); err != nil {
+		s.client.Close()
+		return nil, err
+	}
+	s.startMembership(r.selfAddr) // the durable configuration may not be the peers string's
+	if err := s.subscribeAndAttach(o); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// applyOptions collects New's options, so that every later step can rely on a logger.
+func applyOptions(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.logger == nil {
+		o.logger = zap.NewNop()
+	}
+	return o
+}
+
+// withStoredTrust: peers added with their keys are listed by the durable configuration
+// (member_trust.go), so a member with a key of its own trusts those, not the file's alone.
+func withStoredTrust(config Config, o options) Config {
+	if o.host == nil && !config.MemberKey.IsZero() && config.Trust != nil {
+		config.Trust = storedKeys(config, o.store)
+	}
+	return config
+}
+
+// openMemberStore returns where the term and vote are kept: the embedder's store
+// (WithStore), else the data dir's file store, which locks the data dir for the member's life
+// and refuses another member's vote.state; fileStore is nil unless New opened it.
+func openMemberStore(cfg settings, given memberstate.Store) (store memberstate.Store, fileStore *memberstate.FileStore, err error) {
+	if given != nil {
+		return given, nil, nil
+	}
+	if cfg.DataDir == "" {
+		return nil, nil, errors.New("data dir is required (it keeps the term and vote across restarts)")
+	}
+	fileStore, err = memberstate.OpenFileStore(cfg.DataDir, memberstate.Owner{Group: cfg.Group, SelfID: cfg.SelfID})
+	if err != nil {
+		return nil, nil, err
+	}
+	return fileStore, fileStore, nil
+}
+
+// registerMetrics registers the member's metrics on the caller's registerer or on a registry
+// of its own; on an error it leaves nothing registered, so New only undoes it once it
+// succeeded.
+func (s *Server) registerMetrics(o options, cfg settings) error {
 	reg := o.registerer
 	s.gatherer = o.gatherer
 	if reg == nil {
@@ -190,91 +257,93 @@ func New(config Config, opts ...Option) (*Server, error) {
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg, s.gatherer, s.ownMetrics = own, own, true
 	}
+	var err error
 	if o.noMemberSeries {
 		s.metrics = metrics.NewHostOnly(o.host.series(), nil) // counts in the host's series only
 	} else if s.metrics, err = metrics.New(reg, cfg.Group, cfg.SelfID, nil); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return fmt.Errorf("metrics: %w", err)
 	} else if o.host != nil {
 		o.host.feedHostSeries(s) // before the first event (host_series.go)
 	}
-	// From here on every error path must give the caller's registry back.
-	defer func() {
-		if !ok {
-			s.metrics.Unregister()
-		}
-	}()
 	if s.mem.metrics, err = newMembershipMetrics(reg, o, cfg); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		s.metrics.Unregister()
+		return fmt.Errorf("metrics: %w", err)
 	}
-	defer func() {
-		if !ok {
-			s.mem.metrics.Unregister()
-		}
-	}()
+	return nil
+}
 
-	// The rpc server binds Config.Listen if set; the others dial this member's entry in Peers.
-	listenAddr := r.listenAddr
+// otherIDs lists the ids of the peers but self, in the peers' order: the members the rpc
+// layer authenticates and the metrics have a series for.
+func otherIDs(peers []memberstate.Peer, self string) []string {
+	var ids []string
+	for _, p := range peers {
+		if p.ID != self {
+			ids = append(ids, p.ID)
+		}
+	}
+	return ids
+}
+
+// declareMetrics gives every labelled series its zero before the first event, and times the
+// vote file New opened (a store passed with WithStore is the embedder's to time).
+func (s *Server) declareMetrics(fileStore *memberstate.FileStore, members []string) {
+	s.metrics.DeclareRPCReasons(rpc.BadFrameReasons(),
+		[]string{protocol.RequestVote.String(), protocol.RequestHeartBeat.String(), protocol.RequestLeadershipTransfer.String()},
+		[]string{rpc.ReasonTimeout, rpc.ReasonPeerDown})
+	s.metrics.DeclareAuthReasons(rpc.AuthFailureReasons())
+	if fileStore != nil {
+		fileStore.SetObserver(s.metrics.VoteStoreOp)
+	}
+	s.metrics.DeclarePeers(members)
+}
+
+// dialPeers makes s.client: the member's share of its host's links, or a client of its own
+// that dials this member's entry in the others' Peers.
+// A transferee answers only when its campaign ends, so transfer calls wait out the
+// transfer bound; votes and heartbeats keep the short default (the elector decides their
+// rounds by its own deadlines anyway, D6).
+// A peer whose connection closed and whose port refuses the redial has no process: the
+// elector stops following it at once if it led (docs/protocol.md 7.11).
+func (s *Server) dialPeers(o options, cfg settings, peers []memberstate.Peer, auth rpc.Auth, hooks rpc.Hooks, elector func() *dledger.Elector) error {
+	var err error
+	if o.host != nil && o.host.links != nil {
+		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, memberTimeouts(cfg.Election), elector)
+		return err
+	}
 	others := map[string]string{}
 	for _, p := range peers {
 		if p.ID != cfg.SelfID {
 			others[p.ID] = p.Addr
 		}
 	}
-	s.metrics.DeclareRPCReasons(rpc.BadFrameReasons(),
-		[]string{protocol.RequestVote.String(), protocol.RequestHeartBeat.String(), protocol.RequestLeadershipTransfer.String()},
-		[]string{rpc.ReasonTimeout, rpc.ReasonPeerDown})
-	s.metrics.DeclareAuthReasons(rpc.AuthFailureReasons())
-	if fileStore != nil { // a store passed with WithStore is the embedder's to time
-		fileStore.SetObserver(s.metrics.VoteStoreOp)
-	}
-	hooks := rpc.Hooks{OnBadFrame: s.metrics.BadFrame, OnRPCError: s.metrics.RPCError, OnAuthFailure: s.metrics.AuthFailure,
-		OnRoundTrip: s.metrics.PeerRoundTrip}
-	auth := rpc.Auth{Keys: cfg.Keys, Insecure: cfg.Insecure, Group: cfg.Group, SelfID: cfg.SelfID, PeerKeys: peerKeys}
-	s.peerKeys = peerKeys
-	if peerKeys != nil && o.host == nil { // the trust follows the configuration (member_trust.go)
-		s.trust = &memberTrust{key: cfg.MemberKey, file: fileTrust}
-	}
-	for _, p := range peers {
-		if p.ID != cfg.SelfID {
-			auth.Members = append(auth.Members, p.ID)
-		}
-	}
-	s.metrics.DeclarePeers(auth.Members)
-	// A transferee answers only when its campaign ends, so transfer calls wait out the
-	// transfer bound; votes and heartbeats keep the short default (the elector decides their
-	// rounds by its own deadlines anyway, D6).
-	// A peer whose connection closed and whose port refuses the redial has no process: the
-	// elector stops following it at once if it led (docs/protocol.md 7.11). The client dials
-	// before the elector exists, hence the pointer.
-	var elector atomic.Pointer[dledger.Elector]
-	if o.host != nil && o.host.links != nil {
-		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, memberTimeouts(cfg.Election), elector.Load)
-	} else {
-		s.client, err = newPeerClients(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
-			TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks,
-			OnPeerGone: func(id string) {
-				if e := elector.Load(); e != nil {
-					e.PeerGone(id)
-				}
-			},
-			// A new connection lets a group starting at once retry its first round without waiting
-			// (docs/protocol.md 7.11, start-up order).
-			OnPeerConnected: func(id string) {
-				if e := elector.Load(); e != nil {
-					e.PeerReachable(id)
-				}
-			}})
-	}
-	if err != nil {
-		return nil, err
-	}
+	s.client, err = newPeerClients(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
+		TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks,
+		OnPeerGone: func(id string) {
+			if e := elector(); e != nil {
+				e.PeerGone(id)
+			}
+		},
+		// A new connection lets a group starting at once retry its first round without waiting
+		// (docs/protocol.md 7.11, start-up order).
+		OnPeerConnected: func(id string) {
+			if e := elector(); e != nil {
+				e.PeerReachable(id)
+			}
+		}})
+	return err
+}
+
+// newElector makes s.elector over the client dialPeers made, with the host's liveness and
+// campaign slot when the member is on a host.
+func (s *Server) newElector(o options, cfg settings, peers []memberstate.Peer, store memberstate.Store, elector func() *dledger.Elector) error {
 	who := dledger.Member{Group: cfg.Group, SelfID: cfg.SelfID, Peers: peers, Store: store, Join: cfg.Join}
 	live := hostLiveness(o.host, cfg.Group, cfg.SelfID) // nil but on a host with links
-	s.campaign = o.host.campaignSlot(elector.Load)      // nil but on a host (host_campaigns.go)
+	s.campaign = o.host.campaignSlot(elector)           // nil but on a host (host_campaigns.go)
 	var campaigns dledger.CampaignSlot
 	if s.campaign != nil {
 		campaigns = s.campaign // a nil *Slot must not become a non-nil interface
 	}
+	var err error
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
 		Transport: learningTransport{s.client, s}, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
@@ -287,36 +356,42 @@ func New(config Config, opts ...Option) (*Server, error) {
 		MembersChanged: func([]memberstate.Peer) { s.applyMembership() },
 		Campaigns:      campaigns,
 	})
-	if err != nil {
-		s.client.Close()
-		return nil, err
-	}
-	elector.Store(s.elector)
-	// A member that connects to us is up: stop backing off from it, so that our first request
-	// to it (a new leader's first heartbeat) does not wait out a redial delay.
+	return err
+}
+
+// serveRPC sets the handler requests reach: through the host's mux on a host, else through an
+// rpc server of the member's own (bound by Start, at Config.Listen if set).
+// A member that connects to us is up: stop backing off from it, so that our first request
+// to it (a new leader's first heartbeat) does not wait out a redial delay.
+func (s *Server) serveRPC(o options, listenAddr string, auth rpc.Auth, hooks rpc.Hooks) error {
 	s.handler = metadataHandler{Handler: s.elector, s: s}
 	if s.host = o.host; s.host != nil {
 		s.handler = hostedHandler{s.handler.(metadataHandler)}
-	} else if s.rpcSrv, err = rpc.NewServer(s.handler, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks,
-		OnPeerHello: s.client.Kick}); err != nil {
-		s.client.Close()
-		return nil, err
+		return nil
 	}
-	s.startMembership(r.selfAddr) // the durable configuration may not be the peers string's
+	var err error
+	s.rpcSrv, err = rpc.NewServer(s.handler, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks,
+		OnPeerHello: s.client.Kick})
+	return err
+}
+
+// subscribeAndAttach subscribes the metrics and WithListener's listeners, then runs the
+// attachers: last in New, since nothing can fail after it; on its error it stops the client
+// and the listeners' goroutines again.
+func (s *Server) subscribeAndAttach(o options) error {
 	s.unsubs = append(s.unsubs, s.dispatch.Subscribe(s.metrics.OnRoleEvent))
 	for _, fn := range o.listeners {
 		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
 	}
-	if err := s.attach(o.attachers); err != nil { // last: nothing can fail after it
+	if err := s.attach(o.attachers); err != nil {
 		s.client.Close()
 		for _, u := range s.unsubs { // the listeners' goroutines (metrics, WithListener)
 			u()
 		}
 		s.dispatch.Close()
-		return nil, err
+		return err
 	}
-	ok = true
-	return s, nil
+	return nil
 }
 
 // callTimeout bounds vote and heartbeat calls. A late heartbeat answer still counts for the

@@ -120,15 +120,7 @@ func runMembersList(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dledger members list: %s: %v\n", *addr, err)
 		return membersRefused
 	}
-	from := *addr
-	// Who is alive and caught up only the leader knows: read it there when this member follows.
-	if m.Role != "LEADER" && m.LeaderID != "" {
-		if la := adminAddrOf(c, m.LeaderID); la != "" {
-			if lm, err := membersClient(la, *group, m.LeaderID, "", hc).MemberList(ctx); err == nil && lm.Role == "LEADER" {
-				m, from = lm, la
-			}
-		}
-	}
+	m, from := leaderMembership(ctx, c, hc, *group, m, *addr)
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -137,6 +129,20 @@ func runMembersList(args []string, stdout, stderr io.Writer) int {
 	}
 	printMembership(stdout, m, from)
 	return membersDone
+}
+
+// leaderMembership returns the leader's view of the configuration, and where it was read,
+// when the member asked (m, read from addr) follows and its leader answers as leader; else
+// m and addr. Who is alive and caught up only the leader knows.
+func leaderMembership(ctx context.Context, c *adminclient.Client, hc *http.Client, group string, m adminclient.MembershipJSON, addr string) (adminclient.MembershipJSON, string) {
+	if m.Role != "LEADER" && m.LeaderID != "" {
+		if la := adminAddrOf(c, m.LeaderID); la != "" {
+			if lm, err := membersClient(la, group, m.LeaderID, "", hc).MemberList(ctx); err == nil && lm.Role == "LEADER" {
+				return lm, la
+			}
+		}
+	}
+	return m, addr
 }
 
 // printMembership writes the configuration as a table, with the leader's view of each member

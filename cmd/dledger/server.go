@@ -363,57 +363,86 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return su, code, false
 	}
-	fail := func(format string, a ...any) (serverSetup, int, bool) {
-		fmt.Fprintf(stderr, "dledger server: "+format+"\n", a...)
+	if err := resolveServerSettings(&su, fs, f, environ, stderr); err != nil {
+		fmt.Fprintf(stderr, "dledger server: %v\n", err)
 		return su, 2, false
 	}
+	return su, 0, true
+}
+
+// resolveServerSettings is resolveServer once the flags parsed: each step below reports the
+// first wrong setting it meets, in the order the operator has always been told them.
+func resolveServerSettings(su *serverSetup, fs *flag.FlagSet, f *serverFlags, environ []string, stderr io.Writer) error {
+	from, err := resolveServerMembers(su, fs, f, environ)
+	if err != nil {
+		return err
+	}
+	if err := resolveServerOptions(su, f, from, stderr); err != nil {
+		return err
+	}
+	if err := resolveServerSecrets(su, f, from); err != nil {
+		return err
+	}
+	return checkServerSetup(su, f, from)
+}
+
+// resolveServerMembers applies the environment and the --config file, then settles who this
+// process is (a host's configs, or one member's id and peers) and how it authenticates peers.
+// The func it returns names a setting as the operator wrote it: --id, DLEDGER_ID or selfId
+// (FILE:LINE).
+func resolveServerMembers(su *serverSetup, fs *flag.FlagSet, f *serverFlags, environ []string) (func(string) string, error) {
 	origins, warnings, err := applyConfigLayers(fs, environ)
 	if err != nil {
-		return fail("%v", err)
+		return nil, err
 	}
 	su.validate, su.warnings, su.origins = *f.validate, warnings, origins
-	// Each message names the setting as the operator wrote it: --id, DLEDGER_ID or selfId (FILE:LINE).
 	from := origins.of
 	if _, ok := origins[configsKey]; ok {
-		if err := hostMembers(&su, fs, f, origins); err != nil {
-			return fail("%v", err)
+		if err := hostMembers(su, fs, f, origins); err != nil {
+			return nil, err
 		}
 	} else if *f.idFromPod != "" {
 		if *f.id != "" {
-			return fail("%s and %s exclude each other", from("id"), from("id-from-pod-name"))
+			return nil, fmt.Errorf("%s and %s exclude each other", from("id"), from("id-from-pod-name"))
 		}
 		if *f.id, err = idFromPodName(*f.idFromPod); err != nil {
-			return fail("%s: %v", from("id-from-pod-name"), err)
+			return nil, fmt.Errorf("%s: %v", from("id-from-pod-name"), err)
 		}
 	}
 	switch {
 	case su.members != nil:
 	case *f.id == "":
-		return fail("--id is required (or DLEDGER_ID, or selfId in the --config file; in a StatefulSet, --id-from-pod-name)")
+		return nil, errors.New("--id is required (or DLEDGER_ID, or selfId in the --config file; in a StatefulSet, --id-from-pod-name)")
 	case *f.peers == "":
-		return fail("--peers is required (or DLEDGER_PEERS, or peers in the --config file)")
+		return nil, errors.New("--peers is required (or DLEDGER_PEERS, or peers in the --config file)")
 	}
-	switch {
-	case *f.dataDir == "":
-		return fail("--data-dir is required (it keeps the term and vote across restarts; or DLEDGER_DATA_DIR, or dataDir in the --config file)")
+	if *f.dataDir == "" {
+		return nil, errors.New("--data-dir is required (it keeps the term and vote across restarts; or DLEDGER_DATA_DIR, or dataDir in the --config file)")
 	}
 	if err := checkPeerAuthFlags(f, from); err != nil {
-		return fail("%v", err)
+		return nil, err
 	}
+	return from, nil
+}
+
+// resolveServerOptions turns the timing, logging, metrics, ledger and daemon flags into the
+// member's Config and the daemon's settings; it reads no file.
+func resolveServerOptions(su *serverSetup, f *serverFlags, from func(string) string, stderr io.Writer) error {
+	var err error
 	if su.election, err = f.timing.resolve(); err != nil {
-		return fail("%v", err)
+		return err
 	}
 	if su.log, err = newLoggerTo(*f.logLevel, *f.logFormat, stderr); err != nil {
-		return fail("%v", err)
+		return err
 	}
 	switch su.metricsPerGroup = *f.metricsPerGroup; su.metricsPerGroup {
 	case "auto", "on", "off":
 	default:
-		return fail("%s %q: want auto, on or off", from("metrics-per-group"), su.metricsPerGroup)
+		return fmt.Errorf("%s %q: want auto, on or off", from("metrics-per-group"), su.metricsPerGroup)
 	}
 	mode, err := server.ParseLedgerMode(*f.ledger)
 	if err != nil || mode == server.LedgerStorage { // storage mode needs a broker in the process
-		return fail("%s %q: want none or sidecar", from("ledger"), *f.ledger)
+		return fmt.Errorf("%s %q: want none or sidecar", from("ledger"), *f.ledger)
 	}
 	su.cfg = server.Config{Group: *f.group, SelfID: *f.id, Peers: *f.peers, DataDir: *f.dataDir, Ledger: mode,
 		Profile: f.timing.profile, Election: su.election, Insecure: *f.insecure, Join: *f.membership.join}
@@ -422,36 +451,37 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 	su.cfg.Listen, su.daemon.AdminAdvertise = *f.listen, *f.adminAdvertise
 	// An admin answer may wait out a member's removal: its hand-over, two transfer bounds.
 	su.daemon.WriteTimeout = 2*su.election.TransferBound() + 10*time.Second
-	if err := loadPeerAuth(&su, f, from); err != nil {
-		return fail("%v", err)
+	return nil
+}
+
+// resolveServerSecrets reads the files with keys and tokens: the peer keys, the admin token
+// and the TLS material.
+func resolveServerSecrets(su *serverSetup, f *serverFlags, from func(string) string) error {
+	if err := loadPeerAuth(su, f, from); err != nil {
+		return err
 	}
 	if *f.tokenFile != "" {
+		var err error
 		if su.daemon.AdminToken, err = readTokenFile(*f.tokenFile); err != nil {
-			return fail("%s: %v", from("admin-token-file"), err)
+			return fmt.Errorf("%s: %v", from("admin-token-file"), err)
 		}
 	}
-	if err := resolveServerTLS(&su, f.tls, from); err != nil {
-		return fail("%v", err)
-	}
+	return resolveServerTLS(su, f.tls, from)
+}
+
+// checkServerSetup validates what the steps before built, settles the HTTP address and
+// derives the host's configuration.
+func checkServerSetup(su *serverSetup, f *serverFlags, from func(string) string) error {
 	if su.members == nil { // configs: entries were checked as they were read (hostMembers)
 		if err := su.cfg.Validate(); err != nil {
-			return fail("%v", err)
+			return err
 		}
 	}
 	if err := su.daemon.Validate(); err != nil {
-		return fail("%v", err)
+		return err
 	}
-	switch *f.httpAddr {
-	case "off":
-	case "":
-		if su.daemon.HTTPAddr, err = defaultHTTPAddrOf(su); err != nil {
-			return fail("%v", err)
-		}
-	default:
-		su.daemon.HTTPAddr = *f.httpAddr
-		if err := su.daemon.Validate(); err != nil {
-			return fail("%s: %v", from("http"), err)
-		}
+	if err := resolveHTTPAddr(su, *f.httpAddr, from); err != nil {
+		return err
 	}
 	// A host of one member from the flags speaks version 1 on the wire, as a member process
 	// always did (PerMemberLinks): its peers may be single-member processes of an older
@@ -460,10 +490,29 @@ func resolveServer(args, environ []string, stderr io.Writer) (su serverSetup, co
 		MemberKey: su.cfg.MemberKey, Trust: su.cfg.Trust, PerMemberLinks: su.members == nil}
 	if su.members != nil && !su.cfg.MemberKey.IsZero() { // host links: checked per member as they are added
 		if err := server.ValidateHostKeys(su.host); err != nil {
-			return fail("%v", err)
+			return err
 		}
 	}
-	return su, 0, true
+	return nil
+}
+
+// resolveHTTPAddr sets the admin HTTP address from --http: off, the default next to the rpc
+// port, or the address given, checked.
+func resolveHTTPAddr(su *serverSetup, httpAddr string, from func(string) string) error {
+	switch httpAddr {
+	case "off":
+	case "":
+		var err error
+		if su.daemon.HTTPAddr, err = defaultHTTPAddrOf(*su); err != nil {
+			return err
+		}
+	default:
+		su.daemon.HTTPAddr = httpAddr
+		if err := su.daemon.Validate(); err != nil {
+			return fmt.Errorf("%s: %v", from("http"), err)
+		}
+	}
+	return nil
 }
 
 // checkPeerAuthFlags checks that the flags choose one way to authenticate peers: the group

@@ -391,24 +391,25 @@ func (hr *hostRun) sendFrame(a, b *simHost, f hostlive.Frame, sentAt time.Time) 
 				if !a.up || a.inc != aInc || hr.cut[b.idx][a.idx] {
 					return
 				}
-				answer := func() {
+				a.runOrHold(func() {
 					if a.up && a.inc == aInc {
 						a.table.Answered(b.id, sentAt, ack, epoch.Add(hr.now))
 					}
-				}
-				if a.paused {
-					a.held = append(a.held, answer)
-					return
-				}
-				answer()
+				})
 			})
 		}
-		if b.paused {
-			b.held = append(b.held, deliver)
-			return
-		}
-		deliver()
+		b.runOrHold(deliver)
 	})
+}
+
+// runOrHold runs fn now, or, while host h is paused, when it resumes: a stopped process
+// handles what reached it only once it runs again.
+func (h *simHost) runOrHold(fn func()) {
+	if h.paused {
+		h.held = append(h.held, fn)
+		return
+	}
+	fn()
 }
 
 // ---- host faults ----
@@ -421,15 +422,7 @@ func (hr *hostRun) crashHost(h *simHost) {
 	}
 	hr.note("host %s crashes", hr.tr.ids[h.idx])
 	h.up, h.paused, h.held, h.table = false, false, nil, nil
-	for _, g := range hr.groups {
-		for _, m := range g.members {
-			if hr.place(g.gi, m.idx) == h.idx && m.up {
-				hr.enter(g)
-				g.crash(m)
-				g.check()
-			}
-		}
-	}
+	hr.crashMembersOn(h)
 	for _, p := range hr.hosts {
 		if p == h || !p.up || hr.cut[h.idx][p.idx] || p.table == nil {
 			continue
@@ -440,17 +433,25 @@ func (hr *hostRun) crashHost(h *simHost) {
 		}
 		pInc, hInc := p.inc, h.inc
 		hr.at(d, func() {
-			failed := func() {
+			p.runOrHold(func() {
 				if p.up && p.inc == pInc && !(h.up && h.inc != hInc) {
 					p.table.Failed(h.id, epoch.Add(hr.now))
 				}
-			}
-			if p.paused {
-				p.held = append(p.held, failed)
-				return
-			}
-			failed()
+			})
 		})
+	}
+}
+
+// crashMembersOn crashes every live member host h carries, each checked in its group's run.
+func (hr *hostRun) crashMembersOn(h *simHost) {
+	for _, g := range hr.groups {
+		for _, m := range g.members {
+			if hr.place(g.gi, m.idx) == h.idx && m.up {
+				hr.enter(g)
+				g.crash(m)
+				g.check()
+			}
+		}
 	}
 }
 

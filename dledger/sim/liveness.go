@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/dledger-go/dledger/dledger"
@@ -68,17 +69,7 @@ func (s *sim) beginHeal(why string) {
 	if r.IntN(4) == 0 && !rejoinNext && !s.reconfigOn() { // with reconfigurations, quorums move
 		keepDown = 1 + r.IntN(len(s.members)-s.quorum)
 	}
-	for _, i := range r.Perm(len(s.members)) {
-		m := s.members[i]
-		if m.up {
-			continue
-		}
-		if keepDown > 0 {
-			keepDown--
-			continue
-		}
-		s.restart(m)
-	}
+	s.restartAllBut(r, keepDown)
 	s.tr.add(record{at: s.now, kind: rPhase, a: -1, b: -1, note: why + ": network calm, links mended, quorum up"})
 	if rejoinNext {
 		s.rejoinWatch()
@@ -107,6 +98,22 @@ func (s *sim) beginHeal(why string) {
 			s.beginFault()
 		})
 	})
+}
+
+// restartAllBut restarts the crashed members but keepDown of them, taken in an order drawn
+// from r, so which stay down is part of the seed.
+func (s *sim) restartAllBut(r *rand.Rand, keepDown int) {
+	for _, i := range r.Perm(len(s.members)) {
+		m := s.members[i]
+		if m.up {
+			continue
+		}
+		if keepDown > 0 {
+			keepDown--
+			continue
+		}
+		s.restart(m)
+	}
 }
 
 // expectLeader starts an L1 check: then runs once a stable leader exists, and the run fails
