@@ -30,10 +30,7 @@ func BenchmarkMaintainerAlarmsContended(b *testing.B) {
 	ds := make([]*driven, n)
 	for i := range ds {
 		e := soloElector(b, fmt.Sprintf("g%d", i))
-		m.Add(e, nopPublisher{})
-		m.emu.Lock()
-		ds[i] = m.byE[e]
-		m.emu.Unlock()
+		ds[i] = addDriven(m, e)
 	}
 	var next atomic.Int64
 	base := time.Now().Add(time.Hour)

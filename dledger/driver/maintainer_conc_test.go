@@ -243,10 +243,7 @@ func TestMaintainerConcurrentPlansAreFiled(t *testing.T) {
 	ds := make([]*driven, n)
 	for i := range ds {
 		e := soloElector(t, fmt.Sprintf("g%d", i))
-		m.Add(e, nopPublisher{})
-		m.emu.Lock()
-		ds[i] = m.byE[e]
-		m.emu.Unlock()
+		ds[i] = addDriven(m, e)
 		e.SetPassAlarm(nil) // only this test plans its passes from now on
 	}
 	base := time.Now().Add(time.Hour) // never due while the test runs
@@ -293,10 +290,7 @@ func TestMaintainerRearmsWhenTheArmedPassMovesLater(t *testing.T) {
 	go func() { m.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	e := soloElector(t, "g0")
-	m.Add(e, nopPublisher{})
-	m.emu.Lock()
-	d := m.byE[e]
-	m.emu.Unlock()
+	d := addDriven(m, e)
 	e.SetPassAlarm(nil) // only this test plans its passes from now on
 	armedAt := func(want time.Time) {
 		t.Helper()
@@ -315,4 +309,13 @@ func TestMaintainerRearmsWhenTheArmedPassMovesLater(t *testing.T) {
 	later := first.Add(time.Hour)
 	m.plan(d, later)
 	armedAt(later) // the armed pass moved later: kicked too
+}
+
+// addDriven adds e to m with no publisher and returns its record, for tests that plan its
+// passes themselves through m.plan.
+func addDriven(m *Maintainer, e *dledger.Elector) *driven {
+	m.Add(e, nopPublisher{})
+	m.emu.Lock()
+	defer m.emu.Unlock()
+	return m.byE[e]
 }
