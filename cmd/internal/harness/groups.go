@@ -284,16 +284,10 @@ func (g *groupsRun) progress(format string, args ...any) {
 	fmt.Fprintf(g.out, "run %d/%d: %s\n", g.run, g.o.Runs, fmt.Sprintf(format, args...))
 }
 
-func (g *groupsRun) do(ctx context.Context, dir string) error {
-	h, err := NewHosts(dir, HostLayout{Binary: g.o.Binary, Hosts: groupsHosts, Groups: g.o.Groups,
-		Profile: g.o.Profile, LogLevel: g.o.LogLevel})
-	if err != nil {
-		return err
-	}
+// follow makes h this run's hosts: the group names it measures and a follower of the hosts'
+// logs, from their current end (the latencies are the hosts' own log events).
+func (g *groupsRun) follow(h *Hosts) {
 	g.hosts = h
-	defer h.Shutdown() // no orphans, whatever happens below
-	stop := context.AfterFunc(ctx, h.Shutdown)
-	defer stop()
 	for i := 0; i < g.o.Groups; i++ {
 		g.names = append(g.names, GroupName(i))
 	}
@@ -302,6 +296,18 @@ func (g *groupsRun) do(ctx context.Context, dir string) error {
 		paths = append(paths, p.LogPath)
 	}
 	g.logs = NewLogFollower(paths)
+}
+
+func (g *groupsRun) do(ctx context.Context, dir string) error {
+	h, err := NewHosts(dir, HostLayout{Binary: g.o.Binary, Hosts: groupsHosts, Groups: g.o.Groups,
+		Profile: g.o.Profile, LogLevel: g.o.LogLevel})
+	if err != nil {
+		return err
+	}
+	defer h.Shutdown() // no orphans, whatever happens below
+	stop := context.AfterFunc(ctx, h.Shutdown)
+	defer stop()
+	g.follow(h)
 
 	if err := g.coldStart(ctx); err != nil {
 		return fmt.Errorf("cold start: %w", err)

@@ -74,18 +74,10 @@ func (g *groupsRun) doOne(ctx context.Context, dir string) (OneReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	g.hosts = h
 	defer h.Shutdown()
 	stop := context.AfterFunc(ctx, h.Shutdown)
 	defer stop()
-	for i := 0; i < g.o.Groups; i++ {
-		g.names = append(g.names, GroupName(i))
-	}
-	var paths []string
-	for _, p := range h.Procs {
-		paths = append(paths, p.LogPath)
-	}
-	g.logs = NewLogFollower(paths)
+	g.follow(h)
 	if err := g.coldStart(ctx); err != nil {
 		return rep, fmt.Errorf("cold start: %w", err)
 	}
