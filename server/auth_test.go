@@ -19,7 +19,7 @@ import (
 // and term. A forged message that got through would change a term at once (a heartbeat or
 // vote at term+1, a transfer), so the group is watched for attackSettle afterwards.
 
-const attackSettle = time.Second // ten heartbeats of calmTimings
+const attackSettle = time.Second // a forgery that got through changes a term at once (above)
 
 func keyedGroup(t *testing.T) (*group, string, int64) {
 	t.Helper()

@@ -50,11 +50,21 @@ func startGroup(t *testing.T, n int, ledgers map[int][2]int64) *group {
 	return startGroupWith(t, n, ledgers, fastTimings())
 }
 
-// calmTimings keep a group's leader through a loaded machine's stalls: a 3 s detection window,
-// for tests that read members after the election and must find them as they were.
+// calmTimings keep a group's leader through a loaded machine's stalls, for tests that read
+// members after the election and must find them as they were. The heartbeat interval is what
+// sets that: with adaptive failure detection (docs/protocol.md 14) the detection window (leak x
+// interval, 3 s here) is only a ceiling, and a member without a host's liveness table times out
+// a leader at the largest heartbeat gap it measured plus a margin of max(StallThreshold, 4 sd),
+// StallThreshold being half the interval. With fastTimings' 100 ms interval (and the leak of 30
+// that used to make these timings calm) that margin is 50 ms: under -race on a loaded 2-core
+// machine followers timed out ("no heartbeat from leader") and leaders stepped down ("no quorum
+// of heartbeat acks") within seconds of a calm election: TestForgedRequestsFromOutsideAreRefused
+// failed 13 of 30 runs with two CPU burners beside it. At 1 s the margin is 500 ms, and the
+// windows 1.5-3 s: 0 of 40.
 func calmTimings() dledger.Config {
 	c := fastTimings()
-	c.MaxHeartBeatLeak = 30
+	c.HeartBeatInterval = time.Second
+	c.MaxHeartBeatLeak = 3
 	return c
 }
 

@@ -37,10 +37,12 @@ func fastTimings() dledger.Config {
 	return c
 }
 
-// calmTimings keep a group's leader through a loaded machine's stalls.
+// calmTimings keep a group's leader through a loaded machine's stalls: a 1 s heartbeat
+// interval, since the adaptive detector's margin is half of it (server's calmTimings says why).
 func calmTimings() dledger.Config {
 	c := fastTimings()
-	c.MaxHeartBeatLeak = 30
+	c.HeartBeatInterval = time.Second
+	c.MaxHeartBeatLeak = 3
 	return c
 }
 
