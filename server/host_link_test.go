@@ -77,6 +77,36 @@ func awaitLeaders(t *testing.T, members map[string][]*Server, names []string, do
 	return leaders, terms
 }
 
+// noBalance turns a host's leader balancer off, for a test that asserts that groups keep their
+// leader and term: the balancer moves leadership between hosts by transfers, one term each
+// (seen: TestHostKeyRotationKeepsEveryLeader's groups "became" a leader on another host,
+// "taking leadership", while the keys rotated).
+func noBalance(c *HostConfig) { c.NoBalance = true }
+
+// awaitAllFollow is awaitLeaders for a test that goes on to assert that every group keeps its
+// leader and term: it waits until every member of every group follows the group's one leader
+// at its term, and returns them. A quorum following is not yet a settled group: the third
+// member may still be a candidate of the election's last rounds, and its vote request at a
+// higher term makes the leader a candidate at that term (docs/protocol.md 7.1 rows 8a/8b),
+// which such a test then reports as a leader lost (seen under load: a group's leader n1@2
+// "became n0@3" before the test had changed anything).
+func awaitAllFollow(t *testing.T, members map[string][]*Server, names []string) (map[string]string, map[string]int64) {
+	t.Helper()
+	leaders, terms := map[string]string{}, map[string]int64{}
+	for _, g := range names {
+		dledgertest.Eventually(t, electionLimit, "every member of "+g+" follows one leader", func() bool {
+			v := groupView(members[g], func(*Server) bool { return false })
+			id, term, ok := dledgertest.StableLeader(v, len(v))
+			for _, m := range v {
+				ok = ok && m.LeaderID == id && m.Term == term
+			}
+			leaders[g], terms[g] = id, term
+			return ok
+		})
+	}
+	return leaders, terms
+}
+
 // TestHostLinksOnePerPeerHost: three hosts share 30 groups, every host a member of each;
 // every group elects over the hosts' links, and each host's listener holds exactly one
 // connection per peer host (two), not one per shared group, while each host keeps one link
@@ -144,8 +174,8 @@ func (h *Host) kill(t *testing.T) {
 func TestHostKilledFailsOverByTheClosedLink(t *testing.T) {
 	slow := fastTimings()
 	slow.MaxHeartBeatLeak = 200 // 20 s without heartbeats before a follower campaigns
-	hosts, members, names := linkedHosts(t, 3, 12, slow, nil)
-	leaders, terms := awaitLeaders(t, members, names, func(*Server) bool { return false })
+	hosts, members, names := linkedHosts(t, 3, 12, slow, func(_ int, c *HostConfig) { noBalance(c) })
+	leaders, terms := awaitAllFollow(t, members, names)
 	victim := -1
 	fmt.Sscanf(leaders[names[0]], "n%d", &victim)
 	led := 0

@@ -17,10 +17,15 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// newTestHost starts a host on 127.0.0.1:port with testKeys, stopped at cleanup.
-func newTestHost(t *testing.T, port int, dir string) *Host {
+// newTestHost starts a host on 127.0.0.1:port with testKeys (each tweak applied to its
+// config), stopped at cleanup.
+func newTestHost(t *testing.T, port int, dir string, tweak ...func(*HostConfig)) *Host {
 	t.Helper()
-	h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", port), DataDir: dir, Keys: testKeys})
+	c := HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", port), DataDir: dir, Keys: testKeys}
+	for _, f := range tweak {
+		f(&c)
+	}
+	h, err := NewHost(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,20 +85,14 @@ func TestHostsElectEveryGroupAndFailOver(t *testing.T) {
 	members := map[string][]*Server{} // group -> members n0, n1, n2
 	for i, p := range ports {
 		dirs = append(dirs, t.TempDir())
-		hosts = append(hosts, newTestHost(t, p, dirs[i]))
+		hosts = append(hosts, newTestHost(t, p, dirs[i], noBalance))
 		for _, g := range groups {
 			members[g] = append(members[g], addStarted(t, hosts[i], g, fmt.Sprintf("n%d", i), peers))
 		}
 	}
 	stopped := -1
 	down := func(s *Server) bool { return stopped >= 0 && s.RPCAddr() == hosts[stopped].Addr() }
-	leaders := map[string]string{}
-	terms := map[string]int64{}
-	for _, g := range groups {
-		leaders[g], terms[g] = dledgertest.AwaitLeader(t, electionLimit, 3, func() []dledgertest.Member {
-			return groupView(members[g], down)
-		})
-	}
+	leaders, terms := awaitAllFollow(t, members, groups) // settled, before "kept" is asserted
 	// Every member's state is its own in its host's vote journal: a leader's (it voted for
 	// itself) is there.
 	for i := range dirs {
