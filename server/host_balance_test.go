@@ -78,10 +78,17 @@ func (l *roleLog) await(t *testing.T, limit time.Duration, what string, diag fun
 // term (an election after a missed window would be a term without a transfer), and the one
 // process that holds all three hosts, 90 members under -race on a loaded 2-core machine, was
 // seen frozen for 2 s, after which every member of a group timed out at once. Leadership
-// moves here by transfers, which wait for no window (a stopping host hands over too).
+// moves here by transfers, which wait for no window (a stopping host hands over too). A
+// transfer's campaign has a budget of two vote rounds (7.8), and lan's round, 300-600 ms, was
+// too short for that machine: a balancer's transferee, its votes answered after their fsyncs
+// behind 89 other members' work, was "not elected within the take-leadership budget", and the
+// group went through two terms without a leader before an election (2 runs in 20 with two CPU
+// burners beside the test). So a round waits up to DLedger's 2 s (a round that has its answers
+// decides at once).
 func balanceTimings() dledger.Config {
 	c := dledger.DefaultConfig()
 	c.MaxHeartBeatLeak = 50
+	c.VoteRoundBase = 2 * time.Second
 	return c
 }
 
