@@ -257,10 +257,11 @@ func (e *Elector) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*protocol.
 	if !e.mu.TryLock() {
 		return nil, false
 	}
-	defer e.unlockAndDeliver()
 	if e.heartBeatWrites(req) {
+		e.mu.Unlock() // nothing decided, nothing to deliver
 		return nil, false
 	}
+	defer e.unlockAndDeliver()
 	return e.handleHeartBeat(req), true
 }
 
