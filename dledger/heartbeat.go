@@ -243,6 +243,41 @@ func (e *Elector) decideHeartBeat(now time.Time) {
 func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse {
 	e.mu.Lock()
 	defer e.unlockAndDeliver()
+	return e.handleHeartBeat(req)
+}
+
+// TryHandleHeartBeat is HandleHeartBeat for a caller that must not wait: the rpc server's
+// event loop (rpc.InlineHeartBeater, docs/protocol.md 4.5). It answers only if the lock is
+// free at once and the answer needs no durable write, which is every row of the table but 7a
+// and 7b (a higher term is stored before the answer leaves) and a heartbeat that brings a
+// configuration to store (13.3). Otherwise it returns ok false having changed nothing, and the
+// caller hands the request to HandleHeartBeat. The answer is HandleHeartBeat's: which of the
+// two serves a heartbeat changes when it is answered, never what the answer says.
+func (e *Elector) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*protocol.HeartBeatResponse, bool) {
+	if !e.mu.TryLock() {
+		return nil, false
+	}
+	if e.heartBeatWrites(req) {
+		e.mu.Unlock() // nothing decided, nothing to deliver
+		return nil, false
+	}
+	defer e.unlockAndDeliver()
+	return e.handleHeartBeat(req), true
+}
+
+// heartBeatWrites says whether answering req may write to the durable store: row 7a (a higher
+// term, asked of this member) or a configuration learnt from it (learnFromLeader). A request
+// for another group writes nothing (row 0).
+func (e *Elector) heartBeatWrites(req *protocol.HeartBeatRequest) bool {
+	ms := e.ms
+	if req.Group != ms.Group() {
+		return false
+	}
+	return req.Term > ms.CurrTerm() || e.learnWouldStore(req)
+}
+
+// handleHeartBeat is HandleHeartBeat with the lock held.
+func (e *Elector) handleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse {
 	now := e.clock.Now()
 	ms := e.ms
 	resp := &protocol.HeartBeatResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,

@@ -89,17 +89,14 @@ func (e *Elector) learnFromLeader(req *protocol.HeartBeatRequest) {
 // committed one reaches its epoch. The result is durable before it is used. sender, if not
 // empty, must be a voter of conf. src says where it came from, for the logs.
 func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
-	c, errC := configFromWire(wc)
-	p, errP := configFromWire(wp)
-	if errC != nil || errP != nil || (c != nil && sender != "" && !c.IsVoter(sender)) {
-		e.log.Warn("ignores an invalid configuration", e.fields(zap.String("from", src), zap.Errors("errors", []error{errC, errP}))...)
+	newC, newP, learn, errs := e.configToLearn(wc, wp, sender)
+	if errs != nil {
+		e.log.Warn("ignores an invalid configuration", e.fields(zap.String("from", src), zap.Errors("errors", errs))...)
+	}
+	if !learn {
 		return
 	}
 	m := &e.mem
-	newC, newP, changed := m.merged(c, p)
-	if !changed || (m.joining && !newC.IsMember(e.ms.SelfID()) && (newP == nil || !newP.IsMember(e.ms.SelfID()))) {
-		return // nothing new; or, joining, a configuration that does not have this member yet
-	}
 	if err := e.storeConfig(newC, newP); err != nil {
 		e.log.Error("cannot store a configuration; not adopting it", e.fields(zap.String("from", src), zap.Error(err))...)
 		return
@@ -111,6 +108,32 @@ func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 		e.log.Error("cannot apply a configuration", e.fields(zap.Error(err))...)
 	}
 	e.noteRemoved("told by " + src)
+}
+
+// configToLearn is learnConfig's decision, which changes nothing: the configurations this
+// member should hold once it has learnt (wc, wp) from sender, and learn true if they must be
+// stored and adopted; errs (learn false) if what was sent is invalid.
+func (e *Elector) configToLearn(wc, wp *protocol.WireConfig, sender string) (newC Configuration, newP *Configuration, learn bool, errs []error) {
+	c, errC := configFromWire(wc)
+	p, errP := configFromWire(wp)
+	if errC != nil || errP != nil || (c != nil && sender != "" && !c.IsVoter(sender)) {
+		return Configuration{}, nil, false, []error{errC, errP}
+	}
+	m := &e.mem
+	newC, newP, changed := m.merged(c, p)
+	if !changed || (m.joining && !newC.IsMember(e.ms.SelfID()) && (newP == nil || !newP.IsMember(e.ms.SelfID()))) {
+		return newC, newP, false, nil // nothing new; or, joining, a configuration that does not have this member yet
+	}
+	return newC, newP, true, nil
+}
+
+// learnWouldStore says whether learnFromLeader(req) would store a configuration.
+func (e *Elector) learnWouldStore(req *protocol.HeartBeatRequest) bool {
+	if req.Term < e.ms.CurrTerm() || (req.Conf == nil && req.Pending == nil) {
+		return false
+	}
+	_, _, learn, _ := e.configToLearn(req.Conf, req.Pending, req.LeaderID)
+	return learn
 }
 
 // merged is the follower's rule (docs/protocol.md 13.3 steps 1-3) applied to what this member

@@ -18,6 +18,9 @@ type frameBuf struct {
 	// written is fb's gnet write callback, bound once when the buffer is created: binding a
 	// method value per write would allocate a closure each time.
 	written gnet.AsyncCallback
+	// owner is the sealed connection whose queued count (serverConn.queued) this frame is
+	// in until gnet has written it; nil otherwise.
+	owner *serverConn
 }
 
 const (
@@ -46,6 +49,10 @@ func newFrameBuf() *frameBuf {
 	// every int64 field in 9 bytes; either form decodes the same.
 	fb.enc.UseCompactInts(true)
 	fb.written = func(gnet.Conn, error) error {
+		if sc := fb.owner; sc != nil {
+			fb.owner = nil
+			sc.queued.Add(-1)
+		}
 		putFrameBuf(fb)
 		return nil
 	}

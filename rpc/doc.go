@@ -103,9 +103,12 @@
 //
 // # Server
 //
-// gnet event loops only frame and decode; a fixed pool of workers runs the Handler (vote
+// gnet event loops frame and decode; a fixed pool of workers runs the Handler (vote
 // handling fsyncs, and a blocked loop would stall every connection on it) and replies with
-// AsyncWrite. Each connection may have MaxInflightPerConn requests queued or running; at the
+// AsyncWrite. The exception is a heartbeat to a Handler that can answer it without waiting
+// (InlineHeartBeater): the loop answers it and writes the answer itself, and hands it to
+// workers reserved for heartbeats when it can not, so a heartbeat never waits behind other
+// requests and costs an idle follower no goroutine hand-off. Each connection may have MaxInflightPerConn requests queued or running; at the
 // limit the server stops decoding that connection's frames until one finishes (gnet keeps
 // buffering what arrives), and disconnects a peer whose backlog grows past a bound
 // meanwhile. A frame must be complete within 5 s of its first bytes; a connection stuck
@@ -142,7 +145,8 @@
 // decoders, the server's workers and the client's calls go through it and never switch on
 // the code. The server is split by who runs the code: server.go (options, start, stop),
 // server_conn.go (a connection's bounds, timers and one close reason), server_frames.go (the
-// event loop: framing, handshake, decoding) and server_work.go (the workers). The client
+// event loop: framing, handshake, decoding), server_inline.go (heartbeats answered on the
+// loop) and server_work.go (the workers). The client
 // likewise: client.go (options, Send), client_call.go (a call from submit to completion and
 // the timeout sweep), client_dial.go (dialling and backoff) and client_conn.go (a connection's
 // writer and reader).

@@ -184,16 +184,23 @@ func (k *kind[Q, P]) serve(s *Server, t *task) {
 // reply encodes the Handler's answer and queues it on t's connection. A nil answer is
 // counted and nothing is sent; an UNKNOWN_GROUP answer goes out as the code alone.
 func (k *kind[Q, P]) reply(s *Server, t *task, resp *P) {
+	if fb, err := k.answerFrame(s, t, resp); fb != nil || err != nil {
+		s.sendReply(t, fb, err)
+	}
+}
+
+// answerFrame encodes the Handler's answer to t as a frame; both nil: nothing to send (a nil
+// answer, counted). An UNKNOWN_GROUP answer is encoded as the code alone.
+func (k *kind[Q, P]) answerFrame(s *Server, t *task, resp *P) (*frameBuf, error) {
 	if resp == nil {
 		s.obs.rpcError(k.code, ReasonNilResponse, t.conn.remote)
-		return
+		return nil, nil
 	}
 	if foreign(k.respHeader(resp)) {
 		resp = new(P)
 		*k.respHeader(resp) = refusedHeader
 	}
-	fb, err := encodeFrameOf(t.id, k.code, true, resp, s.maxPlain)
-	s.sendReply(t, fb, err)
+	return encodeFrameOf(t.id, k.code, true, resp, s.maxPlain)
 }
 
 func (k *kind[Q, P]) complete(done any, r *response, err error) {

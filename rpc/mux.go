@@ -160,6 +160,11 @@ func (m *Mux) Remove(group, self string) {
 func (m *Mux) lookup(group, self string) (Handler, protocol.ResponseCode) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	return m.lookupLocked(group, self)
+}
+
+// lookupLocked is lookup with m.mu held.
+func (m *Mux) lookupLocked(group, self string) (Handler, protocol.ResponseCode) {
 	g := m.groups[group]
 	if g == nil {
 		return nil, protocol.CodeUnknownGroup
@@ -273,6 +278,25 @@ func (m *Mux) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.HeartBea
 		return &protocol.HeartBeatResponse{Header: refused(code)}
 	}
 	return h.HandleHeartBeat(req)
+}
+
+// TryHandleHeartBeat implements InlineHeartBeater: a request for a group or member not served
+// here is answered with the code; one for a member whose handler can answer at once is
+// answered by it; anything else (the routes being changed this instant, a handler that can
+// not answer inline) is left to HandleHeartBeat on a worker.
+func (m *Mux) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*protocol.HeartBeatResponse, bool) {
+	if !m.mu.TryRLock() {
+		return nil, false
+	}
+	h, code := m.lookupLocked(req.Group, req.RemoteID)
+	m.mu.RUnlock()
+	if h == nil {
+		return &protocol.HeartBeatResponse{Header: refused(code)}, true
+	}
+	if ih, ok := h.(InlineHeartBeater); ok {
+		return ih.TryHandleHeartBeat(req)
+	}
+	return nil, false
 }
 
 // HandleLeadershipTransfer implements Handler.

@@ -33,6 +33,22 @@ type Handler interface {
 	HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse
 }
 
+// InlineHeartBeater is implemented by a Handler that can answer a heartbeat without waiting
+// (the elector, the Mux, and the server package's wrapper of the elector). The server then
+// answers a heartbeat on the event loop that decoded it, with no hand-off to a worker: a
+// leader's heartbeat is never queued behind other requests (a mass election's votes waiting
+// for their fsyncs, issue 29), and an idle follower's heartbeat costs no goroutine wake-up
+// (issue 35; docs/protocol.md 4.5).
+//
+// TryHandleHeartBeat must not block: no lock it cannot take at once, no disk write, no
+// waiting on anything. If it cannot answer that way (a lock is held, or the answer needs a
+// durable write first, such as a higher term to store), it returns ok false having changed
+// nothing, and the server hands the request to HandleHeartBeat on a worker reserved for
+// heartbeats. The request belongs to the server and is reused once it returns.
+type InlineHeartBeater interface {
+	TryHandleHeartBeat(req *protocol.HeartBeatRequest) (resp *protocol.HeartBeatResponse, ok bool)
+}
+
 // ServerOptions configure a Server. Zero values take the documented defaults.
 type ServerOptions struct {
 	// Addr is host:port to listen on, such as "127.0.0.1:20911". Port 0 picks a free port;
@@ -167,6 +183,13 @@ type Server struct {
 	// delay the liveness frames that say the host is alive (docs/protocol.md 12.1).
 	hostTasks chan *task
 
+	// inline answers heartbeats on the event loop when the Handler can (InlineHeartBeater;
+	// nil: every heartbeat goes to the workers). hbTasks carries the heartbeats it could not
+	// answer there to workers of their own (hbWorkers of them), again never behind the
+	// groups' other requests (server_inline.go).
+	inline  InlineHeartBeater
+	hbTasks chan *task
+
 	started  atomic.Bool
 	stopped  atomic.Bool
 	stopping atomic.Bool // set first thing in Stop: queued requests are dropped, not handled
@@ -227,6 +250,10 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		perIP:    make(map[netip.Addr]int),
 	}
 	s.hostTasks = make(chan *task, hostTaskQueue)
+	if ih, ok := handler.(InlineHeartBeater); ok {
+		s.inline = ih
+		s.hbTasks = make(chan *task, min(cap(s.tasks), hbTaskQueue))
+	}
 	s.maxBody, s.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())
 	s.SetMembers(opts.Auth.Members)
 	s.accept = func(id string) bool { return (*s.members.Load())[id] }
@@ -246,6 +273,12 @@ func (s *Server) Start() error {
 	}
 	s.workers.Add(1)
 	go s.workHost()
+	if s.hbTasks != nil {
+		for i := 0; i < hbWorkers(s.opts.Workers); i++ {
+			s.workers.Add(1)
+			go s.workHeartBeats()
+		}
+	}
 	// gnet.Run blocks for the server's lifetime, so it runs in its own goroutine. It binds the
 	// listener before calling OnBoot, so either OnBoot runs (listening) or Run returns the
 	// bind error; we wait for whichever comes first.
@@ -262,8 +295,7 @@ func (s *Server) Start() error {
 	case <-s.booted:
 	case <-s.runDone:
 		s.stopped.Store(true)
-		close(s.tasks)
-		close(s.hostTasks)
+		s.closeQueues()
 		s.workers.Wait()
 		close(s.stopDone)
 		if s.runErr == nil {
@@ -346,7 +378,6 @@ func (s *Server) shutdown() {
 	<-s.runDone
 	cancel()
 	<-stopErr
-	close(s.tasks) // the event loops, the only senders, have exited
-	close(s.hostTasks)
+	s.closeQueues() // the event loops, the only senders, have exited
 	s.workers.Wait()
 }

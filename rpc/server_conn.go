@@ -70,6 +70,11 @@ type serverConn struct {
 	sess   *secure.Session
 	sealMu sync.Mutex
 	plain  []byte
+	// queued counts this sealed connection's frames handed to gnet with AsyncWrite and not
+	// yet written (changed under sealMu, lowered by the frame's write callback on the loop):
+	// the event loop writes a sealed answer of its own directly only while it is 0, so that
+	// it never overtakes a frame sealed before it (server_inline.go).
+	queued atomic.Int32
 	// link: sess is a host link's (handshake version 2), whose PeerID is the dialling
 	// host's id; its requests are checked by Mux.linkSender instead of by their localId alone.
 	link bool

@@ -156,6 +156,9 @@ func (s *Server) dispatch(sc *serverConn, t *task) gnet.Action {
 	}
 	t.conn = sc
 	sc.inflight.Add(1)
+	if t.code == protocol.RequestHeartBeat && s.inline != nil {
+		return s.heartBeatOnLoop(t) // server_inline.go
+	}
 	q := s.tasks
 	if t.code == protocol.RequestHostHeartBeat {
 		q = s.hostTasks // not behind the groups' requests (server_work.go)

@@ -74,7 +74,7 @@ func (s *Server) sendReply(t *task, fb *frameBuf, err error) {
 	s.loopMu.RLock()
 	stopping := s.stopping.Load()
 	if !stopping {
-		err = t.conn.c.AsyncWrite(fb.b, fb.written)
+		err = s.queueWrite(t.conn, fb)
 	}
 	s.loopMu.RUnlock()
 	if stopping || err != nil {

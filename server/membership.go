@@ -14,6 +14,7 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/metrics"
+	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -389,6 +390,17 @@ func (h metadataHandler) HandleHeartBeat(req *protocol.HeartBeatRequest) *protoc
 		h.s.applyMembership()
 	}
 	return resp
+}
+
+// TryHandleHeartBeat is the elector's (rpc.InlineHeartBeater: the rpc server's event loop
+// answers with it), for a heartbeat that names the configuration the transport is wired for;
+// one that names another is left to HandleHeartBeat, which wires it after the elector.
+func (h metadataHandler) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*protocol.HeartBeatResponse, bool) {
+	ih, ok := h.Handler.(rpc.InlineHeartBeater)
+	if !ok || req.ConfEpoch != h.s.mem.wired.Load() {
+		return nil, false
+	}
+	return ih.TryHandleHeartBeat(req)
 }
 
 // learningTransport is the elector's transport: the member's, and a vote answer that names a
