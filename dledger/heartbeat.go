@@ -165,6 +165,7 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 	e.peers[idx].quiet.note(code, sentAt, resp, r.successors)
 	r.tally(idx, counted, resp)
 	e.noteHeartBeatProgress(r, now)
+	e.resumeTransfer(now) // a transfer may wait for this answer (quiet.go, fetchLedger)
 }
 
 // noteAnswer records what an answer (or its failure) to a round sent at sentAt tells of the

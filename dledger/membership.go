@@ -510,6 +510,11 @@ func (e *Elector) caughtUp(id string) error {
 	if !st.alive || !st.known {
 		return fmt.Errorf("%w: %s has not answered the last heartbeat round with its ledger", ErrNotCaughtUp, id)
 	}
+	if e.fetchLedgers(func(pid string) bool { return pid == id || e.ms.IsVoter(pid) }, e.clock.Now()) {
+		// Quiet members' ledger ends are as old as their last explicit heartbeat; an old voter's
+		// would understate the quorum's ledger. Fetched now (docs/protocol.md 12.2 rule 5).
+		return fmt.Errorf("%w: the leader is fetching its followers' ledger ends; ask again in a round trip", ErrNotCaughtUp)
+	}
 	q := e.quorumLedger()
 	if q.NewerThan(st.ledger) {
 		return fmt.Errorf("%w: %s is at (%d, %d), the quorum at (%d, %d)", ErrNotCaughtUp, id,

@@ -26,17 +26,22 @@ import (
 // from the last time the table could vouch. Without a table none of this runs: epoch stays 0
 // (left off the wire), nothing is quiet, and every deadline is what it always was.
 
-// QuietRefresh bounds how long a follower stays quiet without an explicit heartbeat: 50
-// heartbeat intervals, and at least a minute (lan: 60 s; dledger: 100 s). The explicit
-// heartbeat refreshes what only it carries, the follower's ledger end (for transfers and
-// preferred leaders) and the order of succession, and proves the table's vouching right once
-// in a while. It is the one thing an idle group still does per group, so it sets the idle
-// cost of a host of many groups: at 10 s on lan, 10,000 groups were 1,000 explicit rounds a
-// second between three hosts, about 30 % of a core (issue 29's target is 5 % for all of
-// it); at a minute, a ledger the leader knows is at most a minute old (a transfer re-checks
-// the transferee's ledger itself, docs/protocol.md 7.8; a change of the order of succession
-// is sent at once, rule 2).
-func (c Config) QuietRefresh() time.Duration { return max(50*c.HeartBeatInterval, time.Minute) }
+// QuietRefresh bounds how long a follower stays quiet without an explicit heartbeat: 500
+// heartbeat intervals, and at least ten minutes (lan: 10 min; dledger: 1,000 s). It is a
+// safety net, not the carrier of anything a decision needs: it proves the table's vouching
+// right once in a while and refreshes the order of succession's view of the followers'
+// ledgers (advice only, docs/protocol.md 7.11). What a decision reads, a follower's ledger end
+// (transfers, preferred leaders, promotions), the leader fetches when the decision comes
+// (fetchLedger, rule 5). It is the one thing an idle group still does per group: at a minute,
+// 10,000 groups were 333 explicit heartbeats a second between three hosts, about 5 % of a core
+// (issue 29's target is 5 % for all of it); at ten minutes, a tenth of that.
+func (c Config) QuietRefresh() time.Duration { return max(500*c.HeartBeatInterval, 10*time.Minute) }
+
+// LedgerFreshness is how old a follower's ledger end may be when a decision of its leader
+// reads it (a transfer's row 5, the preferred-leader check, a promotion's catch-up): two
+// heartbeat intervals, what an explicit follower's is at worst. A quiet follower's is as old
+// as its last explicit heartbeat, so the leader asks for a new one first (fetchLedger).
+func (c Config) LedgerFreshness() time.Duration { return 2 * c.HeartBeatInterval }
 
 // quietState is the elector's part of quiet heartbeats.
 type quietState struct {
@@ -54,6 +59,9 @@ type quietPeer struct {
 	epoch      uint64
 	sentAt     time.Time
 	successors string
+	// want: a decision waits for this follower's ledger end (fetchLedger); the next round's
+	// answer, or its failure, clears it (note).
+	want bool
 }
 
 // note records the answer of the current round, sent at sentAt with successors.
@@ -112,7 +120,24 @@ func (e *Elector) quiet(i int, successors string, now time.Time) bool {
 	if _, _, ok := e.live.Peer(e.ms.Peers()[i].ID, q.epoch, q.sentAt, now); !ok { // rule 4
 		return false
 	}
-	return true // rule 5
+	if q.want { // rule 5
+		return false
+	}
+	return true // rule 6
+}
+
+// ledgerStale says whether follower i's ledger end, as this leader knows it, is too old for a
+// decision (LedgerFreshness): only a quiet follower's can be, as an explicit one answers every
+// round. Without a table, never.
+func (e *Elector) ledgerStale(i int, now time.Time) bool {
+	return e.live != nil && e.peers[i].quiet.epoch != 0 && now.Sub(e.peers[i].ackSent) > e.cfg.LedgerFreshness()
+}
+
+// fetchLedger asks for follower i's ledger end (rule 5): an explicit heartbeat to it in a round
+// started at once. The decision that asked runs again when the answer came (or its round failed).
+func (e *Elector) fetchLedger(i int) {
+	e.peers[i].quiet.want = true
+	e.sendHeartBeatNow = true
 }
 
 // peerAck is follower i's check-quorum acknowledgement: the send time of the newest round it

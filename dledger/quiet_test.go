@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -176,7 +177,82 @@ func TestQuietFollower(t *testing.T) {
 			t.Fatalf("with the host stale the round went to %v; want both", to)
 		}
 	})
-	t.Run("rule5_quiet_followers_get_no_heartbeat_and_count_for_check_quorum", func(t *testing.T) {
+	t.Run("rule5_a_decision_fetches_the_ledger_end", func(t *testing.T) {
+		// A transfer to a quiet follower whose ledger end is older than LedgerFreshness waits
+		// for an explicit heartbeat to it alone, then is judged on the fresh answer.
+		u, live := quietLeader(t)
+		for range 3 {
+			live.set(u.clock.Now(), u.clock.Now(), true)
+			if to := nextRound(u); len(to) != 0 {
+				t.Fatalf("heartbeats to quiet followers: %v", to)
+			}
+		}
+		var got *protocol.LeadershipTransferResponse
+		u.e.TransferLeadership("n1", -1, func(r *protocol.LeadershipTransferResponse) { got = r })
+		if got != nil || len(u.tr.takeTransfers()) != 0 {
+			t.Fatalf("the transfer was judged on a ledger end %v old: answer %v", 4*u.cfg.HeartBeatInterval, got)
+		}
+		if st := u.e.Status(); st.TransferringTo != "n1" {
+			t.Fatalf("while its ledger end is fetched the transfer is not in progress: %q", st.TransferringTo)
+		}
+		u.e.Tick() // the fetch starts a round at once
+		hs := u.tr.takeHeartBeats()
+		if len(hs) != 1 || hs[0].to != "n1" {
+			t.Fatalf("the fetch went to %d followers, want n1 alone", len(hs))
+		}
+		answerWithEpoch(hs, 7)
+		ts := u.tr.takeTransfers()
+		if len(ts) != 1 || ts[0].to != "n1" || got != nil {
+			t.Fatalf("after the fresh answer: %d transfer requests (answer %v), want one to n1", len(ts), got)
+		}
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		if to := nextRound(u); len(to) != 0 {
+			t.Fatalf("after the fetch, heartbeats went to %v; both followers are quiet again", to)
+		}
+	})
+	t.Run("rule5_a_fetched_ledger_end_too_far_behind_is_row5", func(t *testing.T) {
+		u, live := quietLeader(t)
+		u.setLedger(1, 5+u.cfg.MaxLeadershipTransferWaitIndex+100) // the leader moved on
+		for range 3 {
+			live.set(u.clock.Now(), u.clock.Now(), true)
+			nextRound(u)
+		}
+		var got *protocol.LeadershipTransferResponse
+		u.e.TransferLeadership("n2", -1, func(r *protocol.LeadershipTransferResponse) { got = r })
+		u.e.Tick()
+		hs := u.tr.takeHeartBeats()
+		if len(hs) != 1 || hs[0].to != "n2" || got != nil {
+			t.Fatalf("the fetch went to %d followers (answer %v), want n2 alone", len(hs), got)
+		}
+		answerWithEpoch(hs, 7) // still at (1, 5)
+		if got == nil || got.Code != protocol.CodeFallBehindTooMuch || len(u.tr.takeTransfers()) != 0 {
+			t.Fatalf("a transferee still too far behind: answer %v, want FALL_BEHIND_TOO_MUCH and no request", got)
+		}
+	})
+	t.Run("rule5_an_unanswered_fetch_is_row5", func(t *testing.T) {
+		u, live := quietLeader(t)
+		for range 3 {
+			live.set(u.clock.Now(), u.clock.Now(), true)
+			nextRound(u)
+		}
+		var got *protocol.LeadershipTransferResponse
+		u.e.TransferLeadership("n1", -1, func(r *protocol.LeadershipTransferResponse) { got = r })
+		u.e.Tick()
+		if hs := u.tr.takeHeartBeats(); len(hs) != 1 {
+			t.Fatalf("the fetch went to %d followers", len(hs))
+		}
+		for range 3 { // never answered: the round's deadline, then the fetch's
+			live.set(u.clock.Now(), u.clock.Now(), true)
+			nextRound(u)
+		}
+		if got == nil || got.Code != protocol.CodeFallBehindTooMuch {
+			t.Fatalf("a fetch nobody answered: answer %v, want FALL_BEHIND_TOO_MUCH", got)
+		}
+		if st := u.e.Status(); st.TransferringTo != "" {
+			t.Fatalf("a transfer refused is still in progress: %q", st.TransferringTo)
+		}
+	})
+	t.Run("rule6_quiet_followers_get_no_heartbeat_and_count_for_check_quorum", func(t *testing.T) {
 		u, live := quietLeader(t)
 		// No pass is planned before the refresh: nothing is due while the table vouches.
 		if at := u.e.NextPassAt(); at.Sub(u.clock.Now()) < u.cfg.QuietRefresh()-u.cfg.HeartBeatInterval {
@@ -327,5 +403,66 @@ func TestQuietHostStall(t *testing.T) {
 	u.e.mu.Unlock()
 	if !late || over {
 		t.Fatalf("the table's stall counts until a heartbeat interval later: %v just before, %v at", late, over)
+	}
+}
+
+// The preferred-leader check of a quiet leader (docs/protocol.md 7.9, 12.2 rule 5) reads the
+// preferred member's ledger end only once fetched: an explicit heartbeat to it, then the
+// hand-over LedgerFreshness later, on the fresh answer.
+func TestQuietPreferredCheckFetchesTheLedgerEnd(t *testing.T) {
+	u, live := quietLeader(t)
+	for range 3 {
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		if to := nextRound(u); len(to) != 0 {
+			t.Fatalf("heartbeats to quiet followers: %v", to)
+		}
+	}
+	u.e.mu.Lock()
+	u.e.cfg.PreferredLeaderIDs = []string{"n2"}
+	u.e.preferred.reset()
+	u.e.mu.Unlock()
+	live.set(u.clock.Now(), u.clock.Now(), true)
+	u.e.Tick()
+	// The round goes to n1 too: the preferred list changed the order of succession (rule 2).
+	hs := u.tr.takeHeartBeats()
+	if !slices.ContainsFunc(hs, func(h sentHeartBeat) bool { return h.to == "n2" }) || len(u.tr.takeTransfers()) != 0 {
+		t.Fatalf("the check handed over before fetching n2's ledger end (heartbeats: %d)", len(hs))
+	}
+	answerWithEpoch(hs, 7)
+	u.clock.Advance(u.cfg.LedgerFreshness())
+	live.set(u.clock.Now(), u.clock.Now(), true)
+	u.e.Tick()
+	if ts := u.tr.takeTransfers(); len(ts) != 1 || ts[0].to != "n2" {
+		t.Fatalf("after the fetch the check sent %d transfer requests, want one to n2", len(ts))
+	}
+}
+
+// A promotion (docs/protocol.md 13.2 row 7) while the voters are quiet: their ledger ends, as
+// old as their last explicit heartbeat, would understate the quorum's ledger, so the leader
+// refuses and fetches them; asked again after the round, it promotes.
+func TestQuietPromotionFetchesTheLedgerEnds(t *testing.T) {
+	u := leaderWithNonVoter(t)
+	u.setLedger(3, 100)
+	caught := map[string]memberstate.LedgerEnd{"n1": {Term: 3, Index: 100}, "n2": {Term: 3, Index: 100}, "n3": {Term: 3, Index: 100}}
+	u.heartbeatRound(all("n1", "n2", "n3"), caught)
+	live := &fakeLive{changed: map[string]bool{}, ok: true}
+	u.e.mu.Lock()
+	u.e.live = live
+	for i := range u.e.peers {
+		u.e.peers[i].quiet = quietPeer{epoch: 7, sentAt: u.e.peers[i].ackSent}
+	}
+	u.e.mu.Unlock()
+	u.clock.Advance(3 * u.cfg.HeartBeatInterval) // older than LedgerFreshness, nothing sent since
+	live.set(u.clock.Now(), u.clock.Now(), true)
+	wantErr(t, u.change(Change{Kind: Promote, ID: "n3"}), ErrNotCaughtUp)
+	hbs := u.heartbeatRound(all("n1", "n2", "n3"), caught)
+	if len(hbs) != 3 {
+		t.Fatalf("the fetch went to %d members, want n1, n2 and n3", len(hbs))
+	}
+	var got *ChangeResult
+	u.e.ChangeMembership(Change{Kind: Promote, ID: "n3"}, func(r ChangeResult) { got = &r })
+	u.heartbeatRound(all("n1", "n2", "n3"), caught)
+	if got == nil || got.Err != nil || !got.Config.IsVoter("n3") {
+		t.Fatalf("answer %+v after the fetch, want n3 a voter", got)
 	}
 }

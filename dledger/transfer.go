@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,6 +26,12 @@ type handOver struct {
 	seq      uint64
 	deadline time.Time
 	asker    asker
+	// fetching: the transfer waits, before row 5, for the ledger end of a quiet `to`
+	// (docs/protocol.md 12.2 rule 5), asked for at fetchFrom with the term asked for; it is
+	// judged again from row 2 when the answer came, its round failed, or at fetchUntil.
+	fetching              bool
+	fetchTerm             int64
+	fetchFrom, fetchUntil time.Time
 }
 
 // busy: a transfer is in progress.
@@ -35,8 +42,11 @@ func (h *handOver) expired(now time.Time) bool { return h.busy() && now.After(h.
 
 // next is the pass that answers a transfer still unanswered at its deadline.
 func (h *handOver) next() deadline {
-	if !h.busy() {
+	switch {
+	case !h.busy():
 		return never
+	case h.fetching:
+		return dueAfter(h.fetchUntil)
 	}
 	return dueAfter(h.deadline)
 }
@@ -104,6 +114,8 @@ type asker struct {
 	remoteID string
 	// preferred is the member the preferred-leader check hands over to, when the check asked.
 	preferred string
+	// fetched: the transfer already waited for the transferee's ledger end (resumeTransfer).
+	fetched bool
 }
 
 // answer tells who asked how the transfer (or take) ended.
@@ -155,7 +167,28 @@ func (e *Elector) TransferLeadership(to string, term int64, reply func(*protocol
 	e.startTransfer(to, term, e.clock.Now(), asker{reply: reply})
 }
 
+// resumeTransfer judges a transfer that waited for its transferee's ledger end again, from row
+// 2, once the ledger end is fresh, the transferee's round failed, or the wait is over
+// (fetchUntil); it never waits twice.
+func (e *Elector) resumeTransfer(now time.Time) {
+	h := e.handOver
+	if !h.fetching {
+		return
+	}
+	idx := slices.IndexFunc(e.ms.Peers(), func(p memberstate.Peer) bool { return p.ID == h.to })
+	if idx >= 0 && e.ms.Role() == protocol.LEADER && e.ms.CurrTerm() == h.fetchTerm && now.Before(h.fetchUntil) &&
+		e.peers[idx].alive && e.peers[idx].ackSent.Before(h.fetchFrom) {
+		return // still waiting: the round asked for has not been answered yet
+	}
+	e.handOver = handOver{}
+	by := h.asker
+	by.fetched = true
+	e.startTransfer(h.to, h.fetchTerm, now, by)
+}
+
 // startTransfer is the leader's side of docs/protocol.md 7.8, its checks in the table's order.
+// With a table, a quiet transferee's stale ledger end is fetched before row 5 (12.2 rule 5),
+// once per request (by.fetched).
 func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) {
 	ms := e.ms
 	if term < 0 {
@@ -186,6 +219,15 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 		return
 	}
 	p := e.peers[idx]
+	if !by.fetched && p.alive && !e.handOver.busy() && e.ledgerStale(idx, now) {
+		// A quiet transferee's ledger end is as old as its last explicit heartbeat: ask for it
+		// and judge again (resumeTransfer). Meanwhile the transfer is in progress (row 6).
+		e.roundSeq++
+		e.handOver = handOver{to: to, seq: e.roundSeq, asker: by, deadline: now.Add(e.cfg.TransferBound()),
+			fetching: true, fetchTerm: term, fetchFrom: now, fetchUntil: now.Add(e.cfg.LedgerFreshness())}
+		e.fetchLedger(idx)
+		return
+	}
 	if !p.alive || !p.known || !e.closeEnough(p.ledger) { // row 5
 		// A dead member, or one whose ledger we have not heard, cannot be shown to be caught up.
 		fail(protocol.CodeFallBehindTooMuch)
@@ -305,6 +347,7 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 
 // maintainTransfer advances transfers and the preferred-leader check each pass.
 func (e *Elector) maintainTransfer(now time.Time) {
+	e.resumeTransfer(now)
 	if e.handOver.expired(now) {
 		e.finishTransfer(e.handOver.seq, protocol.CodeTimeout, nil, "no answer within the transfer bound: outcome unknown")
 	}
@@ -407,14 +450,14 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 			return
 		}
 	}
-	best := e.bestTarget(func(id string) bool {
-		for _, p := range e.cfg.PreferredLeaderIDs {
-			if p == id {
-				return true
-			}
-		}
-		return false
-	})
+	preferred := func(id string) bool { return slices.Contains(e.cfg.PreferredLeaderIDs, id) }
+	if e.fetchLedgers(preferred, now) {
+		// The check reads the preferred members' ledger ends: quiet ones are fetched first,
+		// and the check runs again once their round is over (docs/protocol.md 12.2 rule 5).
+		e.preferred.nextCheck = now.Add(e.cfg.LedgerFreshness())
+		return
+	}
+	best := e.bestTarget(preferred)
 	if best == "" {
 		return
 	}
@@ -462,6 +505,19 @@ func (e *Elector) bestTarget(ok func(id string) bool) string {
 		return ""
 	}
 	return e.ms.Peers()[best].ID
+}
+
+// fetchLedgers asks for the ledger end of every live follower accepted by ok whose ledger end
+// is too old for a decision (ledgerStale), and says whether it asked for any.
+func (e *Elector) fetchLedgers(ok func(id string) bool, now time.Time) bool {
+	asked := false
+	for i, p := range e.ms.Peers() {
+		if p.ID != e.ms.SelfID() && ok(p.ID) && e.peers[i].alive && e.ledgerStale(i, now) {
+			e.fetchLedger(i)
+			asked = true
+		}
+	}
+	return asked
 }
 
 // HandOverTarget names the member a leader stopping gracefully should hand over to: the most

@@ -23,13 +23,13 @@ func (c IdleCost) String() string {
 	if c.Table {
 		mode = "host liveness table (quiet)"
 	}
-	return fmt.Sprintf("hosts=%d groups=%d members=%d %s: per member-second messages=%.3f passes=%.3f; frames per host pair-second=%.2f",
+	return fmt.Sprintf("hosts=%d groups=%d members=%d %s: per member-second messages=%.5f passes=%.5f; frames per host pair-second=%.2f",
 		c.Hosts, c.Groups, c.Members, mode, c.Messages, c.Passes, c.Frames)
 }
 
 // MeasureIdle starts o's hosts (o.Hosts > 0; no faults), lets every group elect its leader
-// (L1Bound, checked as L1) and settle for QuietRefresh more (the first explicit exchanges are
-// over), then counts over window. S1-S5 and PASS are checked throughout.
+// (L1Bound, checked as L1) and settle (settle: with tables for QuietRefresh more, so the first
+// explicit exchanges are over), then counts over window. S1-S5 and PASS are checked throughout.
 func MeasureIdle(o Options, window time.Duration) (IdleCost, error) {
 	hr, err := startMeasured(o, "MeasureIdle")
 	if err != nil {
@@ -38,7 +38,7 @@ func MeasureIdle(o Options, window time.Duration) (IdleCost, error) {
 	if err := hr.runTo(L1Bound(hr.cfg)); err != nil {
 		return IdleCost{}, err
 	}
-	if err := hr.runTo(hr.now + hr.cfg.QuietRefresh() + hr.cfg.DetectionWindow()); err != nil {
+	if err := hr.runTo(hr.now + hr.settle()); err != nil {
 		return IdleCost{}, err
 	}
 	msgs0, passes0, frames0 := hr.counts()
@@ -130,7 +130,22 @@ type Failover struct {
 	OtherTermChanges int
 }
 
-// MeasureFailover starts o's hosts, lets every group elect and settle (as MeasureIdle), then
+// failoverSettle is how long MeasureFailover lets the groups settle after L1Bound: long past
+// their first explicit exchanges, so that the groups with tables are quiet (the minute that was
+// QuietRefresh when the measurement was made; its ten minutes would only add virtual time).
+const failoverSettle = time.Minute
+
+// settle is how long MeasureIdle lets every group settle once it has a leader: with tables a
+// QuietRefresh, so that the window sees the refreshes of quiet groups in their steady rhythm;
+// without, a detection window (explicit heartbeats have no longer rhythm than the interval).
+func (hr *hostRun) settle() time.Duration {
+	if hr.opt.NoTable {
+		return hr.cfg.DetectionWindow()
+	}
+	return hr.cfg.QuietRefresh() + hr.cfg.DetectionWindow()
+}
+
+// MeasureFailover starts o's hosts, lets every group elect and settle (failoverSettle), then
 // crashes (or, with pause, stops) the host that leads the most groups and measures how long
 // until every group has a leader elsewhere (L4), and how many groups it did not lead changed
 // their leader's term.
@@ -139,7 +154,7 @@ func MeasureFailover(o Options, pause bool) (Failover, error) {
 	if err != nil {
 		return Failover{}, err
 	}
-	if err := hr.runTo(L1Bound(hr.cfg) + hr.cfg.QuietRefresh() + hr.cfg.DetectionWindow()); err != nil {
+	if err := hr.runTo(L1Bound(hr.cfg) + failoverSettle + hr.cfg.DetectionWindow()); err != nil {
 		return Failover{}, err
 	}
 	h := hr.busiestLeader()
