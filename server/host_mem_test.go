@@ -112,11 +112,11 @@ func gcReport() string {
 }
 
 // memPerMemberBound bounds a member's heap on a host at the default 100 groups: measured
-// 6.4-6.9 KiB (with and without -race, on a loaded 2-core machine), 7.6-7.9 KiB before the
-// elector's leader-only state, the host-only metrics' collectors and the elector's own logger
-// were cut (e44bba1, docs/design.md "What a member costs"), which this bound fails, and 12.6
-// KiB before zap's With and the maps of a member's links were (3bb74e8). Larger runs
-// (DLEDGER_MEM_GROUPS=1000) read more calls in flight: 7.4-8.2 KiB on that machine.
+// 6,256-7,168 B (20 runs, and 6,515-6,850 with -race, on a loaded 2-core machine), 7,923-7,960
+// B before the elector's leader-only state, the host-only metrics' collectors and the
+// elector's own logger were cut (e44bba1, docs/design.md "What a member costs"), which this
+// bound fails, and 12,570 B before zap's With and the maps of a member's links were (3bb74e8).
+// Larger runs (DLEDGER_MEM_GROUPS=1000) read more calls in flight: 7.4-8.2 KiB there.
 const memPerMemberBound = 7680
 
 // TestHostMemoryPerMember measures what a group member costs a host (docs/design.md, "What a
