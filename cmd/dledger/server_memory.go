@@ -17,11 +17,16 @@ import (
 // before its next collection) and at least idleHeapMin of it is free, it calls
 // debug.FreeOSMemory once: a collection and a release of every free span, a few milliseconds
 // per 10 MiB of live heap. A settled host keeps about its goal mapped, so this runs after a
-// burst, not every cycle. It does not change GOGC: the heap still grows to twice what is live
+// burst, not every cycle; and at most once per idleHeapGap polls, so a long burst (a cold
+// start of 10,000 groups, churning on a loaded machine) pays for one forced collection a
+// minute at most. It does not change GOGC: the heap still grows to twice what is live
 // between collections (GOGC and GOMEMLIMIT are the operator's).
 
 // idleHeapPoll is how often the free heap is looked at: rare enough to cost nothing idle.
 const idleHeapPoll = 5 * time.Second
+
+// idleHeapGap is the fewest polls between two releases (a minute).
+const idleHeapGap = 12
 
 // idleHeapMin is the free heap below which nothing is returned: a member process's heap is a
 // few MiB, and a release that small is not worth a collection.
@@ -46,18 +51,19 @@ func readHeapUse() heapUse {
 	return heapUse{mapped: free + s[1].Value.Uint64() + s[2].Value.Uint64(), free: free, goal: s[3].Value.Uint64()}
 }
 
-// returnIdleHeap polls every poll until stop is closed, and calls release when read reports
-// an excess of free heap (idleHeapExcess).
-func returnIdleHeap(stop <-chan struct{}, poll time.Duration, read func() heapUse, release func()) {
-	t := time.NewTicker(poll)
-	defer t.Stop()
+// returnIdleHeap polls at every tick until stop is closed, and calls release when read
+// reports an excess of free heap (idleHeapExcess), gap polls after the last release at the
+// earliest.
+func returnIdleHeap(stop <-chan struct{}, tick <-chan time.Time, gap int, read func() heapUse, release func()) {
+	since := gap // polls since the last release
 	for {
 		select {
 		case <-stop:
 			return
-		case <-t.C:
-			if idleHeapExcess(read()) {
+		case <-tick:
+			if since++; since >= gap && idleHeapExcess(read()) {
 				release()
+				since = 0
 			}
 		}
 	}
@@ -66,6 +72,7 @@ func returnIdleHeap(stop <-chan struct{}, poll time.Duration, read func() heapUs
 // startReturningIdleHeap runs returnIdleHeap on the process's heap; the returned func stops it.
 func startReturningIdleHeap() (stop func()) {
 	done := make(chan struct{})
-	go returnIdleHeap(done, idleHeapPoll, readHeapUse, debug.FreeOSMemory)
-	return func() { close(done) }
+	t := time.NewTicker(idleHeapPoll)
+	go returnIdleHeap(done, t.C, idleHeapGap, readHeapUse, debug.FreeOSMemory)
+	return func() { t.Stop(); close(done) }
 }

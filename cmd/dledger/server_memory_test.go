@@ -3,7 +3,7 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
-	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
 )
@@ -53,40 +53,35 @@ func TestReadHeapUseSeesATransient(t *testing.T) {
 	}
 }
 
-// TestReturnIdleHeapReleasesOnExcess: the loop releases when a read shows an excess (and not
-// before), and returns once stopped.
+// TestReturnIdleHeapReleasesOnExcess runs the loop on ticks of its own: it releases at the
+// first poll whose read shows an excess (not before), then not again until gap polls have
+// passed though the excess stays (a long burst pays one release per gap), and returns once
+// stopped. With gap 4 and the excess from the third poll on: releases at polls 3 and 7.
 func TestReturnIdleHeapReleasesOnExcess(t *testing.T) {
-	const mib = 1 << 20
-	var reads atomic.Int64
-	released := make(chan int64, 1)
+	const mib, gap, ticks = 1 << 20, 4, 20
+	tick := make(chan time.Time, ticks)
+	for range ticks {
+		tick <- time.Time{}
+	}
+	close(tick) // then a poll at every turn: the loop never waits
+	polls := func() int { return ticks - len(tick) } // ticks taken so far
+	stop := make(chan struct{})
+	var releasedAt []int
 	read := func() heapUse {
-		if reads.Add(1) < 3 {
+		if polls() < 3 {
 			return heapUse{mapped: 36 * mib, free: 8 * mib, goal: 35 * mib} // settled
 		}
 		return heapUse{mapped: 43 * mib, free: 20 * mib, goal: 32 * mib} // a burst's excess
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		returnIdleHeap(stop, time.Millisecond, read, func() {
-			select {
-			case released <- reads.Load():
-			default:
-			}
-		})
-	}()
-	select {
-	case n := <-released:
-		if n < 3 {
-			t.Errorf("released at read %d, before any excess", n)
+	returnIdleHeap(stop, tick, gap, read, func() {
+		if len(releasedAt) == 2 {
+			return // stopped; the loop may take a few more (ready) ticks before it sees stop
 		}
-	case <-time.After(time.Minute):
-		t.Fatal("no release after an excess")
-	}
-	close(stop)
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("returnIdleHeap did not return once stopped")
+		if releasedAt = append(releasedAt, polls()); len(releasedAt) == 2 {
+			close(stop)
+		}
+	})
+	if want := []int{3, 3 + gap}; !slices.Equal(releasedAt, want) {
+		t.Errorf("released at polls %v, want %v", releasedAt, want)
 	}
 }
