@@ -63,7 +63,7 @@ func TestReturnIdleHeapReleasesOnExcess(t *testing.T) {
 	for range ticks {
 		tick <- time.Time{}
 	}
-	close(tick) // then a poll at every turn: the loop never waits
+	close(tick)                                      // then a poll at every turn: the loop never waits
 	polls := func() int { return ticks - len(tick) } // ticks taken so far
 	stop := make(chan struct{})
 	var releasedAt []int
