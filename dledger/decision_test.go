@@ -115,7 +115,7 @@ func TestHandleVote(t *testing.T) {
 				}
 			}},
 		{"row8b_taking_leadership_with_an_equal_ledger",
-			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.take.taking = true }, voteReq("n1", 6, 4, 10),
+			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.take = &take{taking: true} }, voteReq("n1", 6, 4, 10),
 			func(t *testing.T, u *unit, resp *protocol.VoteResponse) {
 				wantResult(protocol.VoteRejectTermNotReady, 5)(t, u, resp)
 				if u.ms.VoteFor() != "" || !u.e.needIncreaseTerm {
@@ -133,10 +133,10 @@ func TestHandleVote(t *testing.T) {
 		{"row9_REJECT_TERM_SMALL_THAN_LEDGER", func(u *unit) { u.setTerm(5, ""); u.setLedger(7, 3) }, voteReq("n1", 5, 7, 3),
 			wantResult(protocol.VoteRejectTermSmallThanLedger, 7)},
 		{"row10_REJECT_TAKING_LEADERSHIP",
-			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.take.taking = true }, voteReq("n1", 5, 4, 10),
+			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.take = &take{taking: true} }, voteReq("n1", 5, 4, 10),
 			wantResult(protocol.VoteRejectTakingLeadership, 5)},
 		{"row10_taking_leadership_yields_to_a_longer_ledger",
-			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.take.taking = true }, voteReq("n1", 5, 4, 11),
+			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.take = &take{taking: true} }, voteReq("n1", 5, 4, 11),
 			wantResult(protocol.VoteAccept, 5)},
 		{"row11_ACCEPT_is_durable_and_idempotent", func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10) }, voteReq("n1", 5, 4, 10),
 			func(t *testing.T, u *unit, resp *protocol.VoteResponse) {

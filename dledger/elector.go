@@ -139,8 +139,8 @@ type Elector struct {
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
 	// preferred-leader check.
-	handOver  handOver
-	take      take
+	handOver  *handOver // nil: no transfer in progress
+	take      *take     // nil: no take under way
 	preferred preferredCheck
 
 	// Role events, waiting to be taken by the driver (or the simulator).
@@ -160,6 +160,10 @@ type Elector struct {
 	ledgerKnown bool
 	// withdrawn: this member's candidacy is withdrawn (a drained host, withdraw.go).
 	withdrawn bool
+	// spread: Options.SpreadStartup (spread.go). gateAsked, gateWait: see gate below. (These
+	// bools sit with the ones above so that they share one word: an Elector per member.)
+	spread              bool
+	gateAsked, gateWait bool
 
 	// Stall detection (see stalled): when the last pass ran, and the last pass that ran more
 	// than StallThreshold after it was due.
@@ -178,13 +182,11 @@ type Elector struct {
 	// member's epoch, and as a follower the leader's epoch at its last explicit heartbeat.
 	live HostLiveness
 	quietState
-	spread bool // Options.SpreadStartup (spread.go)
 	// The host's bound on rounds run at once (vote.go, mayCampaign): nil, none. gateAsked: the
 	// slot may hold a place or wait in line (End not called since the last Begin). gateWait:
 	// the last ask was refused, and the pass asks again at gateRetry at the latest.
-	gate                CampaignSlot
-	gateAsked, gateWait bool
-	gateRetry           time.Time
+	gate      CampaignSlot
+	gateRetry time.Time
 
 	// Membership (membership.go, docs/protocol.md 13): the configurations, the leader's change
 	// in flight, forced recovery.
@@ -366,7 +368,7 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 		e.vote = nil // a round at a term that is about to be left behind
 	}
 	switch {
-	case wasLeader && e.handOver.to != "" && why == voteRequestWhy(e.handOver.to):
+	case wasLeader && e.handOver.busy() && why == voteRequestWhy(e.handOver.to):
 		// The transferee campaigns at term+1 as asked: the planned end of a hand-over, not a
 		// fault an operator should be warned of.
 		e.log.Info("leader hands over", e.fields(zap.Int64("seenTerm", term), zap.String("to", e.handOver.to))...)
@@ -529,7 +531,7 @@ func (e *Elector) setNextVote(t time.Time) {
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is
 // used while this member is taking leadership.
 func (e *Elector) voteDelay() time.Duration {
-	if e.take.taking {
+	if e.take.campaigning() {
 		return e.randomDelay(e.cfg.MinTakeLeadershipVoteInterval, e.cfg.MaxTakeLeadershipVoteInterval)
 	}
 	return e.randomDelay(e.cfg.MinVoteInterval, e.cfg.MaxVoteInterval)

@@ -212,7 +212,7 @@ type membership struct {
 	removed   bool
 	why       string    // why removed
 	acks      []confAck // leader: per member (ms.Peers order), the versions it last reported
-	change    changeOp
+	change    *changeOp // nil: none in flight (a leader's, rare: not kept in every member)
 	// force is the forced recovery in flight (force.go), nil while none runs: a pointer, as
 	// it is rare and its 144 bytes took every member of a host past an allocation size class.
 	force *forceOp
@@ -234,6 +234,9 @@ type changeOp struct {
 	target   version
 	deadline time.Time
 }
+
+// inFlight: c is a change in flight (nil is none).
+func (c *changeOp) inFlight() bool { return c != nil && c.active }
 
 // changeReply is the one answer to a ChangeMembership or ForceConfiguration caller.
 type changeReply struct {
@@ -414,7 +417,7 @@ func (e *Elector) ChangeMembership(c Change, reply func(ChangeResult)) {
 		e.answerChange(reply, err, "")
 		return
 	}
-	e.mem.change = changeOp{active: true, change: c, reply: reply, term: e.ms.CurrTerm(),
+	e.mem.change = &changeOp{active: true, change: c, reply: reply, term: e.ms.CurrTerm(),
 		target: next.version(), deadline: now.Add(e.cfg.ChangeBound())}
 }
 
@@ -431,7 +434,7 @@ func (e *Elector) checkChange(c Change, now time.Time) (Configuration, string, e
 		return Configuration{}, "", fmt.Errorf("%w: %s", ErrRemoved, m.why)
 	case ms.Role() != protocol.LEADER: // row 4
 		return Configuration{}, ms.LeaderID(), ErrNotLeader
-	case m.pending != nil || m.change.active: // row 5
+	case m.pending != nil || m.change.inFlight(): // row 5
 		return Configuration{}, "", fmt.Errorf("%w: %s", ErrChangeInFlight, m.pendingString())
 	}
 	return e.nextConfig(c, now)
@@ -615,21 +618,21 @@ func (e *Elector) answerChange(reply func(ChangeResult), err error, leader strin
 
 // finishChange answers the change in flight, if any, with err.
 func (e *Elector) finishChange(err error) {
-	c := &e.mem.change
-	if !c.active {
+	c := e.mem.change
+	if !c.inFlight() {
 		return
 	}
 	reply := c.reply
-	*c = changeOp{}
+	e.mem.change = nil
 	e.answerChange(reply, err, e.ms.LeaderID())
 }
 
 // maintainChange ends the change in flight that can no longer be answered as committed by this
 // leadership: leadership lost, or its bound passed (the proposal stays; it may still commit).
 func (e *Elector) maintainChange(now time.Time) {
-	c := &e.mem.change
+	c := e.mem.change
 	switch {
-	case !c.active:
+	case !c.inFlight():
 	case e.ms.Role() != protocol.LEADER || e.ms.CurrTerm() != c.term:
 		e.finishChange(ErrLeadershipLost)
 	case now.After(c.deadline):
@@ -639,9 +642,9 @@ func (e *Elector) maintainChange(now time.Time) {
 
 // changeDeadline is the pass that ends the change in flight (maintainChange).
 func (e *Elector) changeDeadline(now time.Time) deadline {
-	c := &e.mem.change
+	c := e.mem.change
 	switch {
-	case !c.active:
+	case !c.inFlight():
 		return never
 	case e.ms.Role() != protocol.LEADER || e.ms.CurrTerm() != c.term:
 		return dueAt(now)

@@ -42,7 +42,7 @@ func (e *Elector) membershipStatus() MembershipStatus {
 	s := MembershipStatus{Epoch: m.committed.Epoch, ConfTerm: m.committed.Term,
 		Voters: slices.Clone(m.committed.Voters), NonVoters: slices.Clone(m.committed.NonVoters),
 		Forced: m.committed.Forced, Keys: slices.Clone(m.committed.Keys), Durable: m.store != nil, StartedFrom: "peers", Joining: m.joining,
-		Removed: m.removed, RemovedReason: m.why, Changing: m.change.active}
+		Removed: m.removed, RemovedReason: m.why, Changing: m.change.inFlight()}
 	if m.fromStore {
 		s.StartedFrom = "store"
 	}

@@ -69,7 +69,7 @@ func TestRulesHandleVoteRowEdges(t *testing.T) {
 			}, voteReq("n1", 5, -1, -1), protocol.VoteRejectAlreadyHasLeader},
 		// Row 10 yields to a candidate whose ledger has a newer term, whatever its index.
 		{"row10_taking_leadership_yields_to_a_newer_ledger_term",
-			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.take.taking = true }, voteReq("n1", 5, 5, 3),
+			func(u *unit) { u.setTerm(5, ""); u.setLedger(4, 10); u.e.take = &take{taking: true} }, voteReq("n1", 5, 5, 3),
 			protocol.VoteAccept},
 	}
 	for _, c := range cases {
@@ -235,9 +235,9 @@ func TestRulesVoteDelayBounds(t *testing.T) {
 		t.Helper()
 		u := newRulesUnit(t, 3, cfg, rnd)
 		u.e.mu.Lock()
-		u.e.take.taking = taking
+		u.e.take = &take{taking: taking}
 		d := u.e.voteDelay()
-		u.e.take.taking = false
+		u.e.take = nil
 		u.e.mu.Unlock()
 		if d < lo || d >= hi || (wantMin && d != lo) {
 			t.Fatalf("delay %v, want in [%v, %v)%s", d, lo, hi, map[bool]string{true: " and = min"}[wantMin])

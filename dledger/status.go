@@ -122,7 +122,7 @@ func (e *Elector) Status() Status {
 		Group: ms.Group(), SelfID: ms.SelfID(), Role: ms.Role(), Term: ms.CurrTerm(),
 		LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor(), Ledger: ms.Ledger(), LedgerKnown: e.ledgerKnown,
 		KnownMaxTermInGroup: ms.KnownMaxTermInGroup(), LastParseResult: e.lastParseResult,
-		TakingLeadership: e.take.taking, TransferringTo: e.handOver.to,
+		TakingLeadership: e.take.campaigning(), TransferringTo: e.handOver.target(),
 		Peerstring: e.peerstring,
 		Peers:      make([]PeerStatus, 0, len(ms.Peers())),
 		Membership: e.membershipStatus(),

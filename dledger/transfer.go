@@ -34,8 +34,17 @@ type handOver struct {
 	fetchFrom, fetchUntil time.Time
 }
 
-// busy: a transfer is in progress.
-func (h *handOver) busy() bool { return h.to != "" }
+// busy: a transfer is in progress. The elector keeps a handOver only while one is (nil: none),
+// as a leader's transfer is rare and most members never lead.
+func (h *handOver) busy() bool { return h != nil && h.to != "" }
+
+// target is the member a transfer in progress hands over to ("" if none).
+func (h *handOver) target() string {
+	if !h.busy() {
+		return ""
+	}
+	return h.to
+}
 
 // expired: the transfer's deadline has passed (the pass answers TIMEOUT).
 func (h *handOver) expired(now time.Time) bool { return h.busy() && now.After(h.deadline) }
@@ -64,14 +73,20 @@ type take struct {
 	askers          []asker // one per copy of the request
 }
 
-// active: a take is under way (waiting or taking).
-func (t *take) active() bool { return t.waiting || t.taking }
+// active: a take is under way (waiting or taking). The elector keeps a take only while one
+// is (nil: none).
+func (t *take) active() bool { return t != nil && (t.waiting || t.taking) }
+
+// campaigning: a take is under way and campaigning (taking).
+func (t *take) campaigning() bool { return t != nil && t.taking }
 
 // next is the pass that moves the take on: at once while waiting if the term or role changed
 // or the ledger has caught up (maintainTakeLeadership's first two cases), else once its
 // deadline has passed.
 func (t *take) next(ms *memberstate.MemberState, now time.Time) deadline {
 	switch {
+	case t == nil:
+		return never
 	case t.waiting && (t.interrupted(ms) || t.caughtUp(ms)):
 		return dueAt(now)
 	case t.active():
@@ -238,7 +253,7 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 		return
 	}
 	e.roundSeq++ // row 7
-	e.handOver = handOver{to: to, seq: e.roundSeq, asker: by, deadline: now.Add(e.cfg.TransferBound())}
+	e.handOver = &handOver{to: to, seq: e.roundSeq, asker: by, deadline: now.Add(e.cfg.TransferBound())}
 	req := &protocol.LeadershipTransferRequest{
 		Header: protocol.Header{Group: ms.Group(), RemoteID: to, LocalID: ms.SelfID(),
 			LeaderID: ms.SelfID(), Term: term},
@@ -267,7 +282,7 @@ func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, answer 
 	}
 	by := e.handOver.asker
 	e.log.Info("transfer finished", e.fields(zap.String("to", e.handOver.to), zap.Stringer("code", code), zap.String("why", why))...)
-	e.handOver = handOver{}
+	e.handOver = nil
 	e.observe(observation{kind: obsTransferFinished, arg: int64(code)})
 	r := e.transferResponse(code)
 	if answer != nil {
@@ -339,7 +354,7 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 		no(protocol.CodeTakeLeadershipFailed)
 		return
 	}
-	e.take = take{waiting: true, index: req.TakeLeadershipLedgerIndex, fromTerm: req.Term, // row 8
+	e.take = &take{waiting: true, index: req.TakeLeadershipLedgerIndex, fromTerm: req.Term, // row 8
 		deadline: now.Add(e.cfg.LeadershipTransferWaitTimeout), from: req.TransferID, askers: []asker{by}}
 	e.log.Info("asked to take leadership", e.fields(zap.String("from", req.TransferID), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
 	e.maintainTakeLeadership(now) // usually caught up already: start at once
@@ -356,8 +371,9 @@ func (e *Elector) maintainTransfer(now time.Time) {
 }
 
 func (e *Elector) maintainTakeLeadership(now time.Time) {
-	x := &e.take
+	x := e.take
 	switch {
+	case x == nil:
 	case x.waiting && x.interrupted(e.ms):
 		e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "the term or role changed while catching up")
 	case x.waiting && x.caughtUp(e.ms):
@@ -373,7 +389,7 @@ func (e *Elector) maintainTakeLeadership(now time.Time) {
 // at once and votes in the same pass: while it still sat at the old term, the old leader's next
 // heartbeat would make it a follower again (docs/protocol.md 7.6 row 4) and abort the transfer.
 func (e *Elector) beginTakeLeadership(now time.Time) {
-	x := &e.take
+	x := e.take // waiting (maintainTakeLeadership)
 	x.targetTerm = x.fromTerm + 1
 	e.becomeCandidate(x.targetTerm, now, "taking leadership")
 	if _, err := e.ms.NextTermVotingForSelf(); err != nil { // its vote round starts below
@@ -395,7 +411,7 @@ func (e *Elector) beginTakeLeadership(now time.Time) {
 // "no" is final: the take's vote round in flight is abandoned (its late ACCEPTs count for
 // nothing), and the next round is an ordinary one, after an ordinary re-vote delay.
 func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
-	x := &e.take
+	x := e.take
 	if !x.active() {
 		return
 	}
@@ -409,6 +425,9 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 	askers := x.askers
 	// bugs.EndlessTake answers but forgets to leave the take (checker tests only, bugs.go).
 	x.waiting, x.taking, x.askers = false, x.taking && e.bugs.EndlessTake, nil
+	if !x.active() {
+		e.take = nil
+	}
 	e.log.Info("take leadership finished", e.fields(zap.Stringer("code", code), zap.String("why", why))...)
 	for _, by := range askers {
 		e.answer(by, e.transferResponse(code))
@@ -417,8 +436,8 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 
 // onRoleEvent lets a campaign in progress learn its outcome from the next role change.
 func (e *Elector) onRoleEvent(ev RoleEvent) {
-	x := &e.take
-	if !x.taking {
+	x := e.take
+	if !x.campaigning() {
 		return
 	}
 	switch {

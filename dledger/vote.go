@@ -146,7 +146,7 @@ func (e *Elector) candidateDeadline(now time.Time) deadline {
 // term is written (step 3), so a candidate kept waiting has not campaigned: it grants a peer
 // that campaigns meanwhile, as any candidate at a lower term does (row 8a).
 func (e *Elector) mayCampaign(now time.Time) bool {
-	if e.gate == nil || e.take.taking {
+	if e.gate == nil || e.take.campaigning() {
 		return true
 	}
 	longest := e.cfg.VoteRoundBase + e.cfg.MaxVoteInterval // a round's latest deadline
@@ -515,7 +515,7 @@ func votedOtherThan(voteFor, cand string) bool { return voteFor != "" && voteFor
 // its own. Row 10 refuses on it, and row 8a asks it at the new term.
 func (e *Elector) takeRefuses(req *protocol.VoteRequest) bool {
 	my := e.ms.Ledger()
-	return e.take.taking && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex
+	return e.take.campaigning() && req.LedgerEndTerm == my.Term && my.Index >= req.LedgerEndIndex
 }
 
 // voteRequestWhy is why a member steps up to a candidate's higher term (row 8). becomeCandidate

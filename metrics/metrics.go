@@ -17,6 +17,30 @@ import (
 
 // Metrics holds one member's collectors. It implements dledger.Observer.
 type Metrics struct {
+	// The member's own collectors; nil for NewHostOnly (one per member of a host of thousands:
+	// the pointer keeps their 21 words out of every host-only member).
+	*series
+
+	reg        prometheus.Registerer
+	registered []prometheus.Collector
+
+	mu             sync.Mutex
+	leader         string // the last leader seen, and its term
+	leaderTerm     int64
+	leaderlessFrom time.Time // zero while a leader is known
+	leaderlessSum  time.Duration
+	now            func() time.Time
+	// host, if set (FeedHost), gets this member's counts too; hostRole and hostHasLeader are
+	// what its gauges count for this member, while hostCounted.
+	host          *Host
+	hostOnly      bool // NewHostOnly: no series of its own, series nil
+	hostCounted   bool
+	hostRole      protocol.Role
+	hostHasLeader bool
+}
+
+// series is a member's own collectors (New).
+type series struct {
 	term               prometheus.Gauge
 	role               *prometheus.GaugeVec
 	isLeader           prometheus.Gauge
@@ -38,23 +62,6 @@ type Metrics struct {
 	voteStoreWrite     prometheus.Histogram
 	voteStoreFsync     *prometheus.HistogramVec
 	peerRTT            *prometheus.HistogramVec
-
-	reg        prometheus.Registerer
-	registered []prometheus.Collector
-
-	mu             sync.Mutex
-	leader         string // the last leader seen, and its term
-	leaderTerm     int64
-	leaderlessFrom time.Time // zero while a leader is known
-	leaderlessSum  time.Duration
-	now            func() time.Time
-	// host, if set (FeedHost), gets this member's counts too; hostRole and hostHasLeader are
-	// what its gauges count for this member, while hostCounted.
-	host          *Host
-	hostOnly      bool // NewHostOnly: no series of its own, every collector above nil
-	hostCounted   bool
-	hostRole      protocol.Role
-	hostHasLeader bool
 }
 
 // Names lists every metric this package defines (docs/operations.md and tests use it).
@@ -96,7 +103,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	cv := func(name, help, label string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, []string{label})
 	}
-	m := &Metrics{
+	m := &Metrics{series: &series{
 		term:          g("dledger_term", "Current term of this member (the fencing token while it leads)."),
 		role:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dledger_role", Help: "1 for this member's current role, 0 for the others.", ConstLabels: cl}, []string{"role"}),
 		isLeader:      g("dledger_is_leader", "1 while this member is the leader."),
@@ -145,8 +152,7 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 			Help: "Round trip of this member's answered VOTE and HEART_BEAT calls, by peer id: from sending the " +
 				"call to its answer's arrival (send queue, network, and the peer's handler, a vote's fsync included).",
 		}, []string{"peer"}),
-		now: now,
-	}
+	}, now: now}
 	m.ledgerEndIndex.Set(-1)
 	m.ledgerEndTerm.Set(-1)
 	// dledger_ledger_known stays 0 until the elector says otherwise (dledger.New does, at once).

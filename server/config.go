@@ -57,18 +57,19 @@ type Config struct {
 	// answers 503 on /v1/leader and reports "ready": false in /v1/status until the storage
 	// calls Server.SetLeaderReady with the term it leads. Each new term starts not ready.
 	LeaderReadyGate bool
+	// Join starts a member that is being added to a running group (issue 31; `dledger server
+	// --join`): Peers name this member and the members it can reach, not the configuration. It
+	// never campaigns or votes until the leader, which an operator asked to add it
+	// (AddNonVoter), tells it the configuration, which it then keeps in its data dir. Ignored
+	// once the data dir holds a configuration (a restart). (Beside LeaderReadyGate so the two
+	// share a word: a Config is kept in every member of a host.)
+	Join bool
 	// Profile names the timing profile the election settings start from: dledger.ProfileLAN
 	// (also "") or dledger.ProfileDLedger.
 	Profile string
 	// Election holds the timings. Every zero field takes the profile's value, so only the
 	// settings given change anything (see dledger.Config.WithDefaults).
 	Election dledger.Config
-	// Join starts a member that is being added to a running group (issue 31; `dledger server
-	// --join`): Peers name this member and the members it can reach, not the configuration. It
-	// never campaigns or votes until the leader, which an operator asked to add it
-	// (AddNonVoter), tells it the configuration, which it then keeps in its data dir. Ignored
-	// once the data dir holds a configuration (a restart).
-	Join bool
 }
 
 // LedgerMode says where a member's ledger end comes from. A member must never vote or campaign

@@ -346,7 +346,10 @@ func (s *Server) newElector(o options, cfg settings, peers []memberstate.Peer, s
 	var err error
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
-		Transport: learningTransport{s.client, s}, Logger: o.logger, Observer: s.metrics, // the elector adds group and self itself
+		Transport: learningTransport{s.client, s}, Observer: s.metrics,
+		// The member's logger: the elector adds group and self, which it has (logctx.With), so
+		// both log through one logger instead of one each.
+		Logger: s.log,
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
 		// reports before Start, so it never abstains in practice).
 		LedgerFromStorage: cfg.Ledger != LedgerNone,
@@ -445,12 +448,12 @@ func (s *Server) start() error {
 			s.host.roleEvents(s, evs) // wakes its balancer and a Drain; only records and schedules
 		}
 	})
-	s.runDone = make(chan struct{})
 	if s.host != nil {
-		// The host's one StateMaintainer drives every member: no goroutine of our own.
-		remove := s.host.maint.Add(s.elector, pub)
-		s.cancel = func() { remove(); close(s.runDone) }
+		// The host's one StateMaintainer drives every member: no goroutine of our own, and
+		// nothing to wait for once remove returns (no channel of its own either).
+		s.cancel, s.runDone = s.host.maint.Add(s.elector, pub), closedChan
 	} else {
+		s.runDone = make(chan struct{})
 		ctx, cancel := context.WithCancel(context.Background())
 		s.cancel = cancel
 		go func() {
@@ -506,6 +509,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	close(s.stopDone)
 	return s.stopErr
 }
+
+// closedChan is a closed channel: runDone of a member a host drives (start).
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (s *Server) stop(ctx context.Context, started bool) error {
 	var errs []error

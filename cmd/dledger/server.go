@@ -606,7 +606,9 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		return fail(1, "%v", err)
 	}
 	var quiet *time.Timer
+	stopReturning := func() {}
 	if quietOnceServing {
+		stopReturning = startReturningIdleHeap() // server_memory.go
 		// One detection window later, not at once: dropping the second processor hands its
 		// cached memory back to the heap, a few milliseconds of page faults that a group started
 		// together would otherwise spend during its first election (docs/design.md).
@@ -633,6 +635,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 		if quiet != nil {
 			quiet.Stop() // not in the middle of stopping (gnet's pool, hooks)
 		}
+		stopReturning()
 		if err := sdNotify(notifySocket, "STOPPING=1"); err != nil {
 			log.Warn("could not tell the service manager the member is stopping", zap.Error(err))
 		}

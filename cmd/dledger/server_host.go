@@ -178,11 +178,13 @@ func startHost(su serverSetup, log *zap.Logger) (*hostProcess, error) {
 		}
 		members = append(members, s)
 	}
+	added := su
+	added.members = nil // the start's list is not kept for the process's life (a record per member)
 	d.SetHost(h, func(m server.HostMember) (server.Config, []server.Option, error) {
-		if err := ownAddrIs(m, su.host.Listen); err != nil {
+		if err := ownAddrIs(m, added.host.Listen); err != nil {
 			return server.Config{}, nil, err
 		}
-		return su.entryConfig(m), memberOpts, nil
+		return added.entryConfig(m), memberOpts, nil
 	})
 	if err := d.Listen(); err != nil {
 		return fail(err)

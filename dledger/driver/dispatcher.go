@@ -42,8 +42,8 @@ func (d *Dispatcher) Last() (dledger.RoleEvent, bool) {
 // subscription is one listener: queue holds up to ListenerQueue events in order; once it is
 // full, tail is the newest event (the current state) and missed counts the events dropped
 // between the queue and tail.
-// running says a goroutine is delivering (at most one, so events stay in order); idle is
-// closed when it ends. stopped: no goroutine is started any more.
+// running says a goroutine is delivering (at most one, so events stay in order); idle, its
+// channel while it runs, is closed when it ends. stopped: no goroutine is started any more.
 type subscription struct {
 	fn      func(dledger.RoleEvent)
 	mu      sync.Mutex
@@ -167,7 +167,9 @@ func (s *subscription) deliver(idle chan struct{}) {
 		s.mu.Lock()
 		ev, ok := s.pop()
 		if !ok {
-			s.running = false
+			// idle is dropped, not kept closed: a subscription of each of a host's
+			// thousands of members spends most of its life idle.
+			s.running, s.idle = false, nil
 			close(idle)
 			s.mu.Unlock()
 			return

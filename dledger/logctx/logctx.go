@@ -16,11 +16,22 @@ import (
 )
 
 // With returns log with fields added to every entry it writes, before the entry's own, as
-// log.With(fields...) does. Levels, sampling, names and callers are log's.
+// log.With(fields...) does. Levels, sampling, names and callers are log's. A log that With
+// gave exactly these fields last is returned as it is: a member's parts (its Server, its
+// elector) each add the member's group and id to the logger they are given, and given the
+// member's logger they share it instead of each keeping a copy (and writing the fields twice).
 func With(log *zap.Logger, fields ...zap.Field) *zap.Logger {
+	if c, ok := log.Core().(core); ok && sameFields(c.fields, fields) {
+		return log
+	}
 	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return core{Core: c, fields: fields}
 	}))
+}
+
+// sameFields: a and b are the same fields in the same order.
+func sameFields(a, b []zap.Field) bool {
+	return slices.EqualFunc(a, b, func(x, y zap.Field) bool { return x.Equals(y) })
 }
 
 // core adds fields to what the wrapped core writes. Enabled and Sync are the wrapped core's.

@@ -94,3 +94,30 @@ func (m *runtimeMem) read() {
 	runtime.ReadMemStats(&s)
 	m.bytes = s.TotalAlloc
 }
+
+// TestWithTwiceSharesTheLogger: a member's parts each add the member's fields to the logger
+// they are given (a Server, then its elector given the Server's logger). The second With of
+// the same fields returns that logger, and the lines carry the fields once, as one With
+// writes them; other fields, or the same keys with other values, still make a new logger.
+// Fails if each part keeps a logger of its own again, or if a field is written twice.
+func TestWithTwiceSharesTheLogger(t *testing.T) {
+	fields := []zap.Field{zap.String("group", "g1"), zap.String("self", "n0")}
+	once, ojs, _ := build()
+	lines(With(once, fields...))
+	twice, tjs, _ := build()
+	member := With(twice, fields...)
+	elector := With(member, zap.String("group", "g1"), zap.String("self", "n0"))
+	if elector != member {
+		t.Error("a second With of the same fields made a new logger")
+	}
+	lines(elector)
+	if ojs.String() != tjs.String() {
+		t.Errorf("lines differ:\none With:\n%s\ntwo:\n%s", ojs, tjs)
+	}
+	for _, other := range [][]zap.Field{{zap.String("group", "g2"), zap.String("self", "n0")}, {zap.String("group", "g1")},
+		{zap.String("group", "g1"), zap.String("self", "n0"), zap.Int("k", 1)}} {
+		if With(member, other...) == member {
+			t.Errorf("With(%v) returned the logger with %v", other, fields)
+		}
+	}
+}

@@ -196,7 +196,7 @@ func (a attacher) DetachTimeout() time.Duration { return hookStopTimeout(a.d.cfg
 func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	cfg := s.Config()
 	k := memberKey{cfg.Group, cfg.SelfID}
-	m := &member{d: d, s: s, cfg: cfg, log: logctx.With(d.log, zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))}
+	m := &member{d: d, s: s, cfg: memberConfig{Group: cfg.Group, SelfID: cfg.SelfID, Ledger: cfg.Ledger, LeaderReadyGate: cfg.LeaderReadyGate}}
 	for _, p := range s.FullStatus().Peers {
 		if p.Self {
 			m.selfAddr = p.Addr
@@ -380,6 +380,12 @@ func (d *Daemon) hostReady() (code, withoutLeader int) {
 		return http.StatusServiceUnavailable, withoutLeader
 	}
 	return http.StatusOK, 0
+}
+
+// logger is the member's logger: the daemon's, with the member's group and id. Built when
+// something is logged (rarely: hooks, membership changes), not kept per member.
+func (m *member) logger() *zap.Logger {
+	return logctx.With(m.d.log, zapGroup(m.cfg.Group, m.cfg.SelfID)...)
 }
 
 // zapGroup names a member in a log line.

@@ -150,7 +150,7 @@ func (m *member) startHooks(reg prometheus.Registerer) error {
 		return fmt.Errorf("hook metrics: %w", err)
 	}
 	m.hookObs = obs
-	m.hooks = newHookRunner(m.cfg.Group, m.cfg.SelfID, c.OnRoleChange, c.OnStop, c.HookTimeout, m.log.Named("hooks"), obs)
+	m.hooks = newHookRunner(m.cfg.Group, m.cfg.SelfID, c.OnRoleChange, c.OnStop, c.HookTimeout, m.logger().Named("hooks"), obs)
 	return nil
 }
 

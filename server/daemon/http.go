@@ -215,16 +215,23 @@ func (m *member) healthRoute(mux *http.ServeMux, path string, ok func(dledger.St
 type member struct {
 	d        *Daemon
 	s        *server.Server
-	cfg      server.Config // s.Config()
-	selfAddr string        // its own entry in the peers string
-	log      *zap.Logger
-	watch    *watchHub   // GET /v1/watch and the long poll (watch.go)
-	probes   probeGate   // GET /v1/members (members.go)
-	hooks    *hookRunner // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
+	cfg      memberConfig // what the daemon reads of s.Config()
+	selfAddr string       // its own entry in the peers string
+	watch    *watchHub    // GET /v1/watch and the long poll (watch.go)
+	probes   probeGate    // GET /v1/members (members.go)
+	hooks    *hookRunner  // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
 	hookObs  *metrics.Hooks
 
 	once              sync.Once
 	adminMux, readMux *http.ServeMux
+}
+
+// memberConfig is what the daemon reads of a member's server.Config, kept instead of the whole
+// Config (some 300 bytes, one per member of a host of thousands).
+type memberConfig struct {
+	Group, SelfID   string
+	Ledger          server.LedgerMode
+	LeaderReadyGate bool
 }
 
 // handler is the member's routes at their single-member paths: every one (admin) or only

@@ -129,7 +129,7 @@ func (m *member) change(w http.ResponseWriter, r *http.Request, op string, b adm
 		_, err = m.s.ForceConfiguration(ctx, b.Survivors)
 	}
 	if err == nil {
-		m.log.Info("membership change made through the admin API", zap.String("op", op), zap.String("id", b.ID),
+		m.logger().Info("membership change made through the admin API", zap.String("op", op), zap.String("id", b.ID),
 			zap.Strings("survivors", b.Survivors), zap.String("remote", r.RemoteAddr))
 		writeJSON(w, http.StatusOK, m.membershipJSON(time.Now()))
 		return

@@ -26,7 +26,7 @@ import (
 // it events directly (hub.publish) instead of running elections.
 func watchOnly(t *testing.T, writeTimeout time.Duration, keepalive ...time.Duration) (*member, string) {
 	t.Helper()
-	s := &member{watch: newWatchHub("g", "n0"), log: zap.NewNop()}
+	s := &member{watch: newWatchHub("g", "n0")}
 	if len(keepalive) > 0 {
 		s.watch.keepalive = keepalive[0] // before the server's goroutines start
 	}
