@@ -37,14 +37,37 @@ type adaptive struct {
 }
 
 // DetectorBounds are the bounds detect clamps this configuration's windows to: the
-// heartbeat interval, the stall threshold as the smallest margin, the fixed detection window
-// as the ceiling, and the rpc call timeout plus an interval as the check-quorum ceiling (the
-// server's call timeout is max(1 s, DW - interval), docs/protocol.md 6.2).
+// heartbeat interval, DetectionMargin and QuorumMargin as the smallest margins, the fixed
+// detection window as the ceiling, and the rpc call timeout plus an interval as the
+// check-quorum ceiling (the server's call timeout is max(1 s, DW - interval), docs/protocol.md
+// 6.2).
 func (c Config) DetectorBounds() detect.Bounds {
 	callTimeout := max(time.Second, c.DetectionWindow()-c.HeartBeatInterval)
-	return detect.Bounds{Interval: c.HeartBeatInterval, Margin: c.StallThreshold(),
-		Ceiling: c.DetectionWindow(), QuorumCeiling: callTimeout + c.HeartBeatInterval}
+	return detect.Bounds{Interval: c.HeartBeatInterval, Margin: c.DetectionMargin(),
+		QuorumMargin: c.QuorumMargin(), Ceiling: c.DetectionWindow(),
+		QuorumCeiling: callTimeout + c.HeartBeatInterval}
 }
+
+// DetectionMargin is the smallest margin an adapted follower timeout keeps above the largest
+// heartbeat gap its link showed, and its stickiness window above the interval
+// (docs/protocol.md 14.2): 2 x 3 x maintainInterval, 60 ms with either profile. A gap is
+// the leader's sending pass plus the follower's reading of the heartbeat, and each end may
+// run three passes late (the stall threshold's smallest value, 6.2) without anything being
+// stalled; more than that at an end is a stall, which a window is allowed to see as silence
+// until a sample has shown it. It does not grow with the interval: scheduling noise is the
+// same whether heartbeats go every 75 ms or every 2 s, and the measured jitter (4 sd of the
+// gaps) takes over where a link is noisier. Before, it was the stall threshold (lan 100 ms):
+// 40 ms of every pause failover's detection with lan, and more than half of the interval +
+// margin floor with a 75 ms heartbeat, where the stall threshold (37.5 ms) would be too small
+// for a 50 ms stop-the-world.
+func (c Config) DetectionMargin() time.Duration { return 6 * c.MaintainInterval }
+
+// QuorumMargin is the smallest of the check-quorum window's two margins: the larger of the
+// stall threshold and DetectionMargin (lan 100 ms, dledger 1 s). The check-quorum window is not
+// on a failover's path (followers detect a silent leader), and its second margin is what
+// absorbs a round trip's step no sample has shown yet (a noisy neighbour's 100 ms: 2 x 60 ms
+// would leave 20 ms of slack, 2 x 100 ms leaves 100).
+func (c Config) QuorumMargin() time.Duration { return max(c.StallThreshold(), c.DetectionMargin()) }
 
 // adapts says whether this member adapts its windows: not with a liveness table (above).
 func (e *Elector) adapts() bool { return e.live == nil }
@@ -219,7 +242,7 @@ func (e *Elector) stickyWindow() time.Duration {
 		return w
 	}
 	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && e.det.arrivals[i].Gaps().Settled() {
-		w = min(w, e.det.arrivals[i].Gaps().Floor(e.cfg.DetectorBounds(), 1))
+		w = min(w, e.det.arrivals[i].Gaps().Floor(e.cfg.DetectorBounds()))
 	}
 	return w
 }

@@ -38,12 +38,12 @@ func TestCheckQuorumWindowFollowsARoundTripStep(t *testing.T) {
 	if fast[6] != dw {
 		t.Fatalf("window %v after 7 answered rounds, want the profile's %v until 8", fast[6], dw)
 	}
-	want := u.cfg.HeartBeatInterval + 100*time.Microsecond + 2*u.cfg.StallThreshold()
+	want := u.cfg.HeartBeatInterval + 100*time.Microsecond + 2*u.cfg.QuorumMargin()
 	if got := fast[len(fast)-1]; got != want {
 		t.Fatalf("loopback window %v, want interval + round trip + 2 stall margins = %v", got, want)
 	}
 	slow := answerRounds(t, u, 40, 100*time.Millisecond)
-	if slow[0] < u.cfg.HeartBeatInterval+100*time.Millisecond+2*u.cfg.StallThreshold() {
+	if slow[0] < u.cfg.HeartBeatInterval+100*time.Millisecond+2*u.cfg.QuorumMargin() {
 		t.Fatalf("window %v after the first 100 ms answer: it did not grow at once", slow[0])
 	}
 	back := answerRounds(t, u, 40, 100*time.Microsecond)
@@ -71,7 +71,7 @@ func TestFollowerTimeoutAdaptsAndTheFollowerTimesOutOnIt(t *testing.T) {
 	}
 	u.clock.Advance(-u.cfg.HeartBeatInterval)
 	w := u.e.DetectionWindows().Follower
-	if want := u.cfg.HeartBeatInterval + u.cfg.StallThreshold(); w != want || u.e.DetectionWindows().Sticky != want {
+	if want := u.cfg.HeartBeatInterval + u.cfg.DetectionMargin(); w != want || u.e.DetectionWindows().Sticky != want {
 		t.Fatalf("follower timeout %v, stickiness %v after 8 steady gaps, want %v", w, u.e.DetectionWindows().Sticky, want)
 	}
 	last := u.clock.Now()
@@ -91,7 +91,7 @@ func TestFollowerTimeoutAdaptsAndTheFollowerTimesOutOnIt(t *testing.T) {
 	u.e.mu.Lock()
 	b := u.e.backoffWindow()
 	u.e.mu.Unlock()
-	if b != u.cfg.HeartBeatInterval+u.cfg.StallThreshold() {
+	if b != u.cfg.HeartBeatInterval+u.cfg.DetectionMargin() {
 		t.Fatalf("back-off window %v after losing n1, want its follower timeout", b)
 	}
 }
@@ -461,5 +461,45 @@ func TestAHeldSuspicionTimesOutWhenTheLeaderBecomesOverdue(t *testing.T) {
 				t.Fatalf("lost leader %+v, want n1 at 1", u.e.lost)
 			}
 		})
+	}
+}
+
+// TestAStopTheWorldOfTheLeaderIsNoSilenceAtAnyInterval: the follower timeout's margin floor
+// (DetectionMargin, docs/protocol.md 14.2) does not shrink with the heartbeat interval. With
+// a 75 ms heartbeat (leak 8, DW 600 ms), a follower settled on steady gaps still waits out a
+// heartbeat that a 50 ms stop-the-world of the leader delayed (the calm set's leader-stw,
+// before any sample showed one), and times out once the leader is silent beyond the floor.
+// With the stall threshold as the margin (37.5 ms at 75 ms) it timed out during the stop.
+func TestAStopTheWorldOfTheLeaderIsNoSilenceAtAnyInterval(t *testing.T) {
+	cfg := testConfig()
+	cfg.HeartBeatInterval, cfg.MaxHeartBeatLeak = 75*time.Millisecond, 8
+	u := newUnitWithConfig(t, 3, nil, cfg)
+	u.setTerm(1, "")
+	for range 9 {
+		if r := u.e.HandleHeartBeat(hbReq("n1", 1)); r.Code != protocol.CodeSuccess {
+			t.Fatalf("heartbeat answered %v", r.Code)
+		}
+		u.clock.Advance(cfg.HeartBeatInterval)
+	}
+	u.clock.Advance(-cfg.HeartBeatInterval)
+	if w, want := u.e.DetectionWindows().Follower, cfg.HeartBeatInterval+cfg.DetectionMargin(); w != want {
+		t.Fatalf("follower timeout %v after 8 steady gaps, want interval + margin %v", w, want)
+	}
+	u.clock.Advance(cfg.HeartBeatInterval + 50*time.Millisecond) // the next heartbeat, 50 ms late
+	u.e.Tick()
+	if st := u.e.Status(); st.Role != protocol.FOLLOWER {
+		t.Fatalf("%v when a heartbeat is 50 ms late: a stop-the-world of the leader is not silence", st.Role)
+	}
+	if r := u.e.HandleHeartBeat(hbReq("n1", 1)); r.Code != protocol.CodeSuccess {
+		t.Fatalf("late heartbeat answered %v", r.Code)
+	}
+	w := u.e.DetectionWindows().Follower
+	if w < cfg.HeartBeatInterval+50*time.Millisecond+cfg.DetectionMargin() {
+		t.Fatalf("follower timeout %v after a 125 ms gap: it did not grow at once", w)
+	}
+	u.clock.Advance(w + time.Millisecond)
+	u.e.Tick()
+	if st := u.e.Status(); st.Role != protocol.CANDIDATE || st.Term != 1 {
+		t.Fatalf("%v at %d past the window of a silent leader, want a candidate at the same term", st.Role, st.Term)
 	}
 }

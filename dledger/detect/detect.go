@@ -12,13 +12,15 @@
 // # The rule
 //
 // A window is the largest sample of the last Size (32) on the link, plus a margin: the
-// larger of the profile's stall threshold (how late a pass may run before the protocol calls it
-// a stall, docs/protocol.md 6.2) and K (4) standard deviations of the samples. It is clamped to
+// larger of a fixed floor and K (4) standard deviations of the samples. It is clamped to
 // [floor, ceiling], where floor = interval + the same margin (never closer to the expected
-// heartbeat than the measured jitter and the stall threshold allow) and ceiling is the
-// profile's value (never slower than the fixed window it replaces). Check-quorum differs in
-// three ways: its samples are round trips, to which it adds the interval (the next round goes
-// an interval after the last); it keeps two margins (QuorumMargins); and its ceiling is the
+// heartbeat than the measured jitter and the margin floor allow) and ceiling is the profile's
+// value (never slower than the fixed window it replaces). A follower timeout's margin floor
+// (Bounds.Margin) is the scheduling noise the protocol tolerates at both ends of a link
+// without calling it a stall, three passes at each (docs/protocol.md 14.2): 60 ms. Check-quorum
+// differs in four ways: its samples are round trips, to which it adds the interval (the next
+// round goes an interval after the last); its margin floor is Bounds.QuorumMargin, the larger
+// of that and the stall threshold; it keeps two margins (QuorumMargins); and its ceiling is the
 // rpc call timeout plus an interval: a late answer can arrive until the call timeout, and
 // counting it is what keeps a leader in office on a slow link. Until Min (8) samples have
 // been seen since the link was new or repaired (Restart), a window is never below the
@@ -53,9 +55,13 @@ const (
 type Bounds struct {
 	// Interval is the heartbeat interval: the gap a follower expects between heartbeats.
 	Interval time.Duration
-	// Margin is the smallest margin above the largest sample, and above the interval for the
-	// floor: the profile's stall threshold.
+	// Margin is the smallest margin of a follower timeout above the largest sample, and above
+	// the interval for its floor (dledger.Config.DetectionMargin).
 	Margin time.Duration
+	// QuorumMargin is the smallest of each of a check-quorum window's margins
+	// (dledger.Config.QuorumMargin): a round trip's step no sample has shown yet must fit in
+	// them (QuorumMargins).
+	QuorumMargin time.Duration
 	// Ceiling is the profile's fixed window (leak x interval): a follower timeout never exceeds
 	// it.
 	Ceiling time.Duration
@@ -115,22 +121,22 @@ func (s *Sample) Stats() (hi, sd time.Duration) {
 	return hi, time.Duration(math.Sqrt(sq / float64(s.n)))
 }
 
-// margin is the margin above the largest sample: the stall threshold or K sigma.
-func (s *Sample) margin(b Bounds) time.Duration {
+// margin is the margin above the largest sample: the floor given or K sigma.
+func (s *Sample) margin(floor time.Duration) time.Duration {
 	_, sd := s.Stats()
-	return max(b.Margin, K*sd)
+	return max(floor, K*sd)
 }
 
-// window is the rule of the package comment: largest sample + base + margins x margin,
-// clamped to [interval + margins x margin, ceiling]. Until Min samples arrived since the link
+// window is the rule of the package comment: largest sample + base + margins x margin, the
+// margin at least floor, clamped to [interval + margins x margin, ceiling]. Until Min samples arrived since the link
 // was new or repaired (Settled) it is never below the profile's window (b.Ceiling): a window
 // grows at the first sample that asks for it, but shrinks only on Min samples' evidence.
-func (s *Sample) window(base time.Duration, margins int, b Bounds, ceiling time.Duration) time.Duration {
+func (s *Sample) window(base time.Duration, margins int, floor time.Duration, b Bounds, ceiling time.Duration) time.Duration {
 	if s.n == 0 {
 		return b.Ceiling
 	}
 	hi, sd := s.Stats()
-	m := time.Duration(margins) * max(b.Margin, K*sd)
+	m := time.Duration(margins) * max(floor, K*sd)
 	w := min(max(hi+base+m, b.Interval+m), ceiling)
 	if !s.Settled() {
 		w = max(w, b.Ceiling)
@@ -139,11 +145,16 @@ func (s *Sample) window(base time.Duration, margins int, b Bounds, ceiling time.
 }
 
 // Floor is the floor the samples justify for a follower timeout over them: the interval plus
-// the margin (the stall threshold, or K sigma if the samples are noisier). A check-quorum
-// window's floor is the interval plus twice the margin (RoundTrips.QuorumWindow). Neither is
-// ever above the ceiling: the ceiling wins.
-func (s *Sample) Floor(b Bounds, margins int) time.Duration {
-	return b.Interval + time.Duration(margins)*s.margin(b)
+// the margin (b.Margin, or K sigma if the samples are noisier). QuorumFloor is a check-quorum
+// window's. Neither is ever above the ceiling: the ceiling wins.
+func (s *Sample) Floor(b Bounds) time.Duration {
+	return b.Interval + s.margin(b.Margin)
+}
+
+// QuorumFloor is the floor of a check-quorum window over these samples (round trips): the
+// interval plus QuorumMargins margins of at least b.QuorumMargin.
+func (s *Sample) QuorumFloor(b Bounds) time.Duration {
+	return b.Interval + QuorumMargins*s.margin(b.QuorumMargin)
 }
 
 // Arrivals is a follower's link to one member as its leader: the gaps between the heartbeats
@@ -186,7 +197,7 @@ func (a *Arrivals) Gaps() *Sample { return &a.gaps }
 // Timeout is the follower timeout on this link: how long the follower waits after the last
 // heartbeat before it suspects the leader. Between Floor and b.Ceiling.
 func (a *Arrivals) Timeout(b Bounds) time.Duration {
-	return a.gaps.window(0, 1, b, b.Ceiling)
+	return a.gaps.window(0, 1, b.Margin, b, b.Ceiling)
 }
 
 // RoundTrips is a leader's link to one follower: the round trips of its heartbeats (send to
@@ -218,7 +229,7 @@ const QuorumMargins = 2
 // leader cut off from its followers steps down sooner); on a slow one above it, up to the
 // call timeout.
 func (r *RoundTrips) QuorumWindow(b Bounds) time.Duration {
-	return r.rtt.window(b.Interval, QuorumMargins, b, max(b.Ceiling, b.QuorumCeiling))
+	return r.rtt.window(b.Interval, QuorumMargins, b.QuorumMargin, b, max(b.Ceiling, b.QuorumCeiling))
 }
 
 // QuorumWindow is the leader's check-quorum window over its followers' links: the quorum-th

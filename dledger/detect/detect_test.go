@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-var lan = Bounds{Interval: 200 * time.Millisecond, Margin: 100 * time.Millisecond,
-	Ceiling: 600 * time.Millisecond, QuorumCeiling: 1200 * time.Millisecond}
+var lan = Bounds{Interval: 200 * time.Millisecond, Margin: 60 * time.Millisecond,
+	QuorumMargin: 100 * time.Millisecond, Ceiling: 600 * time.Millisecond, QuorumCeiling: 1200 * time.Millisecond}
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -40,8 +40,8 @@ func TestTimeoutIsTheCeilingUntilMinSamples(t *testing.T) {
 	if got := a.Gaps().Len(); got != Min {
 		t.Fatalf("samples %d, want %d (a gap above the ceiling is no sample)", got, Min)
 	}
-	if got := a.Timeout(lan); got != 300*time.Millisecond {
-		t.Fatalf("steady 200 ms gaps: timeout %v, want interval + stall margin = 300ms", got)
+	if got := a.Timeout(lan); got != 260*time.Millisecond {
+		t.Fatalf("steady 200 ms gaps: timeout %v, want interval + margin = 260ms", got)
 	}
 }
 
@@ -52,7 +52,7 @@ func TestTimeoutGrowsAtOnceAndShrinksAfterSizeSamples(t *testing.T) {
 	at = heartbeats(&a, at, 260*time.Millisecond)
 	grown := a.Timeout(lan)
 	if grown <= steady || grown < 260*time.Millisecond+lan.Margin {
-		t.Fatalf("after one 260 ms gap: %v (was %v), want at least 360ms", grown, steady)
+		t.Fatalf("after one 260 ms gap: %v (was %v), want at least 320ms", grown, steady)
 	}
 	heartbeats(&a, at, repeat(200*time.Millisecond, Size)...)
 	if got := a.Timeout(lan); got != steady {
@@ -65,7 +65,7 @@ func TestQuorumWindowFollowsRoundTripsUpToTheCallTimeout(t *testing.T) {
 	for range Size {
 		r.Answered(t0, t0.Add(100*time.Microsecond))
 	}
-	if got, want := r.QuorumWindow(lan), lan.Interval+100*time.Microsecond+2*lan.Margin; got != want {
+	if got, want := r.QuorumWindow(lan), lan.Interval+100*time.Microsecond+2*lan.QuorumMargin; got != want {
 		t.Fatalf("loopback: %v, want %v", got, want)
 	}
 	var slow RoundTrips
@@ -96,14 +96,14 @@ func TestWindowsStayWithinBounds(t *testing.T) {
 			r.Answered(at, at.Add(time.Duration(rnd.Int64N(int64(spread)))))
 		}
 		to := a.Timeout(lan)
-		if to > lan.Ceiling || (a.Gaps().Len() >= Min && to < min(a.Gaps().Floor(lan, 1), lan.Ceiling)) {
-			t.Fatalf("trial %d: timeout %v outside [%v, %v]", trial, to, a.Gaps().Floor(lan, 1), lan.Ceiling)
+		if to > lan.Ceiling || (a.Gaps().Len() >= Min && to < min(a.Gaps().Floor(lan), lan.Ceiling)) {
+			t.Fatalf("trial %d: timeout %v outside [%v, %v]", trial, to, a.Gaps().Floor(lan), lan.Ceiling)
 		}
 		if hi, _ := a.Gaps().Stats(); a.Gaps().Len() >= Min && to < min(hi, lan.Ceiling) {
 			t.Fatalf("trial %d: timeout %v below the largest gap %v", trial, to, hi)
 		}
 		qw := r.QuorumWindow(lan)
-		if qw > lan.QuorumCeiling || (r.Sample().Len() >= Min && qw < min(r.Sample().Floor(lan, QuorumMargins), lan.QuorumCeiling)) {
+		if qw > lan.QuorumCeiling || (r.Sample().Len() >= Min && qw < min(r.Sample().QuorumFloor(lan), lan.QuorumCeiling)) {
 			t.Fatalf("trial %d: quorum window %v outside bounds", trial, qw)
 		}
 	}
@@ -209,7 +209,7 @@ func TestARepairHoldsWindowsUpAndNeverLowersThem(t *testing.T) {
 		t.Fatalf("largest gap %v, timeout %v: the gap across the repair counted, or %d gaps settled it", hi, a.Timeout(lan), Min-1)
 	}
 	heartbeats(&a, at, 200*time.Millisecond)
-	if got := a.Timeout(lan); got != 300*time.Millisecond {
-		t.Fatalf("timeout %v after %d gaps since the repair, want 300ms", got, Min)
+	if got, want := a.Timeout(lan), lan.Interval+lan.Margin; got != want {
+		t.Fatalf("timeout %v after %d gaps since the repair, want %v", got, Min, want)
 	}
 }

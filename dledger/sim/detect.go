@@ -83,12 +83,12 @@ func (s *sim) resume(m *member, passFirst bool) {
 }
 
 // windowCheck is WIN: m's windows are within the bounds of docs/protocol.md 14.2. Without
-// samples each is the profile's window; the floors hold whatever the samples (the stall
-// threshold is the smallest margin), and so do the ceilings.
+// samples each is the profile's window; the floors hold whatever the samples (the margin
+// floors are the smallest margins), and so do the ceilings.
 func (s *sim) windowCheck(m *member) {
 	b := s.cfg.DetectorBounds()
 	w := m.e.DetectionWindows()
-	fLo, qLo := b.Interval+b.Margin, b.Interval+detect.QuorumMargins*b.Margin
+	fLo, qLo := b.Interval+b.Margin, b.Interval+detect.QuorumMargins*b.QuorumMargin
 	qHi := max(b.Ceiling, b.QuorumCeiling)
 	switch {
 	case !within(w.Follower, min(fLo, b.Ceiling), b.Ceiling):
