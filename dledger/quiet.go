@@ -190,8 +190,8 @@ func (e *Elector) checkQuorumDeadline(now time.Time) deadline {
 	if e.live == nil {
 		return dueAfter(e.quorumExpiry(now)) // adaptive.go: lostQuorum is true after it
 	}
-	vouched := 1 // this member
-	for i, p := range e.ms.Peers() {
+	vouched := 1 // this member; a non-voter counts in no quorum (docs/protocol.md 13)
+	for i, p := range e.ms.Peers()[:e.ms.Voters()] {
 		if p.ID == e.ms.SelfID() {
 			continue
 		}

@@ -429,11 +429,38 @@ func TestQuietPreferredCheckFetchesTheLedgerEnd(t *testing.T) {
 		t.Fatalf("the check handed over before fetching n2's ledger end (heartbeats: %d)", len(hs))
 	}
 	answerWithEpoch(hs, 7)
-	u.clock.Advance(u.cfg.LedgerFreshness())
+	// The check runs again half a LedgerFreshness on; its pass may run late, as a timer does,
+	// and still finds the fetched end fresh (checked at a full LedgerFreshness, a pass late by
+	// more than the fetch round's own delay found it stale and fetched again, and again).
+	u.clock.Advance(u.cfg.LedgerFreshness()/2 + 5*time.Millisecond)
 	live.set(u.clock.Now(), u.clock.Now(), true)
 	u.e.Tick()
 	if ts := u.tr.takeTransfers(); len(ts) != 1 || ts[0].to != "n2" {
 		t.Fatalf("after the fetch the check sent %d transfer requests, want one to n2", len(ts))
+	}
+}
+
+// A non-voter counts in no quorum (docs/protocol.md 13), the vouched one of 12.2 included: a
+// leader whose voters' hosts stopped vouching plans its check-quorum though its non-voter's
+// host still vouches.
+func TestQuietVouchedQuorumCountsVotersOnly(t *testing.T) {
+	u := leaderWithNonVoter(t)
+	live := &fakeLive{changed: map[string]bool{}, ok: true}
+	u.e.mu.Lock()
+	u.e.live = live
+	for i := range u.e.peers {
+		u.e.peers[i].quiet = quietPeer{epoch: 7, sentAt: u.e.peers[i].ackSent}
+	}
+	u.e.mu.Unlock()
+	live.set(u.clock.Now(), u.clock.Now(), true)
+	live.mu.Lock()
+	live.changed["n1"], live.changed["n2"] = true, true // the voters' hosts no longer vouch
+	live.mu.Unlock()
+	u.e.mu.Lock()
+	d := u.e.checkQuorumDeadline(u.clock.Now())
+	u.e.mu.Unlock()
+	if d == never {
+		t.Fatal("check-quorum planned at never with only the non-voter vouched for")
 	}
 }
 

@@ -187,7 +187,7 @@ func (e *Elector) TransferLeadership(to string, term int64, reply func(*protocol
 // (fetchUntil); it never waits twice.
 func (e *Elector) resumeTransfer(now time.Time) {
 	h := e.handOver
-	if !h.fetching {
+	if !h.busy() || !h.fetching {
 		return
 	}
 	idx := slices.IndexFunc(e.ms.Peers(), func(p memberstate.Peer) bool { return p.ID == h.to })
@@ -195,7 +195,7 @@ func (e *Elector) resumeTransfer(now time.Time) {
 		e.peers[idx].alive && e.peers[idx].ackSent.Before(h.fetchFrom) {
 		return // still waiting: the round asked for has not been answered yet
 	}
-	e.handOver = handOver{}
+	e.handOver = nil
 	by := h.asker
 	by.fetched = true
 	e.startTransfer(h.to, h.fetchTerm, now, by)
@@ -238,7 +238,7 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 		// A quiet transferee's ledger end is as old as its last explicit heartbeat: ask for it
 		// and judge again (resumeTransfer). Meanwhile the transfer is in progress (row 6).
 		e.roundSeq++
-		e.handOver = handOver{to: to, seq: e.roundSeq, asker: by, deadline: now.Add(e.cfg.TransferBound()),
+		e.handOver = &handOver{to: to, seq: e.roundSeq, asker: by, deadline: now.Add(e.cfg.TransferBound()),
 			fetching: true, fetchTerm: term, fetchFrom: now, fetchUntil: now.Add(e.cfg.LedgerFreshness())}
 		e.fetchLedger(idx)
 		return
@@ -472,8 +472,11 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 	preferred := func(id string) bool { return slices.Contains(e.cfg.PreferredLeaderIDs, id) }
 	if e.fetchLedgers(preferred, now) {
 		// The check reads the preferred members' ledger ends: quiet ones are fetched first,
-		// and the check runs again once their round is over (docs/protocol.md 12.2 rule 5).
-		e.preferred.nextCheck = now.Add(e.cfg.LedgerFreshness())
+		// and the check runs again once their round is over (docs/protocol.md 12.2 rule 5):
+		// half a LedgerFreshness on, so that the fetched ends are still fresh then even if
+		// that pass runs late (at a full LedgerFreshness, one late by more than the fetch
+		// round's own delay found them stale again and fetched again, and again).
+		e.preferred.nextCheck = now.Add(e.cfg.LedgerFreshness() / 2)
 		return
 	}
 	best := e.bestTarget(preferred)
