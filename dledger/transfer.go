@@ -233,16 +233,10 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 		fail(protocol.CodeSuccess) // already the leader: nothing to do
 		return
 	}
-	p := e.peers[idx]
-	if !by.fetched && p.alive && !e.handOver.busy() && e.ledgerStale(idx, now) {
-		// A quiet transferee's ledger end is as old as its last explicit heartbeat: ask for it
-		// and judge again (resumeTransfer). Meanwhile the transfer is in progress (row 6).
-		e.roundSeq++
-		e.handOver = &handOver{to: to, seq: e.roundSeq, asker: by, deadline: now.Add(e.cfg.TransferBound()),
-			fetching: true, fetchTerm: term, fetchFrom: now, fetchUntil: now.Add(e.cfg.LedgerFreshness())}
-		e.fetchLedger(idx)
+	if e.fetchTransfereeLedger(idx, term, now, by) {
 		return
 	}
+	p := e.peers[idx]
 	if !p.alive || !p.known || !e.closeEnough(p.ledger) { // row 5
 		// A dead member, or one whose ledger we have not heard, cannot be shown to be caught up.
 		fail(protocol.CodeFallBehindTooMuch)
@@ -261,6 +255,21 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 	}
 	e.log.Info("transfers leadership", e.fields(zap.String("to", to), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
 	e.post(transferRequest{req: req, seq: e.roundSeq})
+}
+
+// fetchTransfereeLedger asks a quiet transferee for its ledger end and says whether it did. With
+// a table a quiet follower's ledger end is as old as its last explicit heartbeat, so before
+// judging it the leader fetches it (docs/protocol.md 12.2) and judges the request again when it
+// comes (resumeTransfer), once per request (by.fetched); meanwhile the transfer is in progress.
+func (e *Elector) fetchTransfereeLedger(idx int, term int64, now time.Time, by asker) bool {
+	if by.fetched || !e.peers[idx].alive || e.handOver.busy() || !e.ledgerStale(idx, now) {
+		return false
+	}
+	e.roundSeq++
+	e.handOver = &handOver{to: e.ms.Peers()[idx].ID, seq: e.roundSeq, asker: by, deadline: now.Add(e.cfg.TransferBound()),
+		fetching: true, fetchTerm: term, fetchFrom: now, fetchUntil: now.Add(e.cfg.LedgerFreshness())}
+	e.fetchLedger(idx)
+	return true
 }
 
 // transferAnswered takes the transferee's answer to the transfer seq.
