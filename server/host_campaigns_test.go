@@ -1,10 +1,8 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 )
@@ -20,18 +18,7 @@ func TestHostCampaignBoundElectsEveryGroup(t *testing.T) {
 	var hosts []*Host
 	members := map[string][]*Server{}
 	for i, p := range ports {
-		h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", p), DataDir: t.TempDir(), Keys: testKeys, MaxCampaigns: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			h.Stop(ctx)
-		})
+		h := newTestHost(t, p, t.TempDir(), func(c *HostConfig) { c.MaxCampaigns = 1 })
 		hosts = append(hosts, h)
 		for g := range 12 {
 			group := fmt.Sprintf("g%d", g)

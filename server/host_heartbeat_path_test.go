@@ -1,8 +1,6 @@
 package server
 
 import (
-	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,18 +40,7 @@ func (s *gatedStore) Save(d memberstate.Durable) error {
 func TestHostAnswersHeartBeatsWhileAVoteWaitsForItsFsync(t *testing.T) {
 	ports := freePorts(t, 3) // n1 and n2 are never started: this test speaks for them
 	peers := peersString(ports)
-	h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", ports[0]), DataDir: t.TempDir(), Keys: testKeys, Workers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		h.Stop(ctx)
-	})
+	h := newTestHost(t, ports[0], t.TempDir(), func(c *HostConfig) { c.Workers = 1 })
 	const voteTerm = 1000 // far above any term n0 reaches campaigning alone
 	store := &gatedStore{MemStore: memberstate.NewMemStore(), from: voteTerm, entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	var opened atomic.Bool
