@@ -134,8 +134,11 @@ func (e *Elector) candidateDeadline(now time.Time) deadline {
 		return never
 	case e.vote != nil:
 		return dueAt(e.vote.deadline)
-	case e.gateWait && e.gateRetry.After(e.nextTimeToRequestVote):
-		return dueAt(e.gateRetry) // or sooner, when the gate wakes it
+	case e.gateWait && e.gateRetry.After(e.nextTimeToRequestVote) && !e.gate.Holds():
+		// Refused a place: the retry, or sooner when the gate wakes it. Once a place is given
+		// to it, the next pass that may campaign is the re-vote time (a grant since its refusal
+		// may have moved it past now, 7.1 row 8a), where it would take that place.
+		return dueAt(e.gateRetry)
 	}
 	return dueAt(e.nextTimeToRequestVote)
 }
@@ -157,6 +160,11 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 	}
 	e.gateWait = true
 	e.gateRetry = now.Add(longest)
+	// A place not given back is taken back by the first Begin after its until, and that wakes
+	// no one: ask again then, or an early pass would find a place this plan did not ask for.
+	if t := e.gate.RetryAt(); !t.IsZero() && t.Before(e.gateRetry) {
+		e.gateRetry = t
+	}
 	return false
 }
 
