@@ -172,10 +172,15 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 // has no round in flight and is not waiting for one, or is no candidate. Run at the end of
 // every entry point, with the lock held.
 func (e *Elector) endCampaign() {
-	if e.gateAsked && (e.vote == nil && !e.gateWait || e.ms.Role() != protocol.CANDIDATE) {
+	if e.campaignEnds() {
 		e.gateAsked, e.gateWait = false, false
 		e.gate.End(e.clock.Now())
 	}
+}
+
+// campaignEnds says whether endCampaign gives back the place or leaves the line now.
+func (e *Elector) campaignEnds() bool {
+	return e.gateAsked && (e.vote == nil && !e.gateWait || e.ms.Role() != protocol.CANDIDATE)
 }
 
 // abstain is the candidate pass of a member that does not know its ledger yet: it starts no
