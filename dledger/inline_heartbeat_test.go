@@ -270,3 +270,31 @@ func TestTryHandleHeartBeatLeavesTheCampaignSlotToTheDriver(t *testing.T) {
 		t.Fatalf("the driver's pass: %v, want the slot's End", got)
 	}
 }
+
+// BenchmarkTryHandleHeartBeat is an idle follower's heartbeat on the event loop (row 5), with a
+// driver's alarm set as in production: the per-heartbeat cost of the elector's part of
+// docs/protocol.md 4.5 (issue 35).
+func BenchmarkTryHandleHeartBeat(b *testing.B) {
+	ms, err := memberstate.New("g", "n0", peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		b.Fatal(err)
+	}
+	clock := newFakeClock()
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.SetPassAlarm(func(time.Time) {})
+	e.NextPassAt()
+	req := hbReq("n1", 0)
+	if resp, ok := e.TryHandleHeartBeat(req); !ok || resp.Code != protocol.CodeSuccess {
+		b.Fatalf("first heartbeat: %v %+v", ok, resp)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		clock.Advance(time.Microsecond)
+		if _, ok := e.TryHandleHeartBeat(req); !ok {
+			b.Fatal("left to a worker")
+		}
+	}
+}
