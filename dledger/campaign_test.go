@@ -219,3 +219,34 @@ func TestCampaignBoundGivenPlacePlansTheReVote(t *testing.T) {
 		t.Fatalf("a pass at the re-vote time: %d vote requests, want 2", len(v))
 	}
 }
+
+// TestCampaignBoundGivenPlaceIsDueAtOnce (docs/protocol.md 12.6; dledger sim --hosts 3 --groups
+// 20 --seed-start 31, seed 71): a refused candidate whose re-vote time has come is given its
+// place; its wake queues a pass, but an entry point of its own runs first at that instant (an
+// answer timing out) and plans by what the elector knows. It holds the place, so its pass is
+// due now: planned at the refused candidate's retry instead, a pass run early would campaign.
+func TestCampaignBoundGivenPlaceIsDueAtOnce(t *testing.T) {
+	a, b, woken := gatedUnits(t)
+	a.e.Tick()
+	votesA := a.tr.takeVotes()
+	if len(votesA) != 2 {
+		t.Fatal("first candidate did not campaign")
+	}
+	b.e.Tick()
+	if len(b.tr.takeVotes()) != 0 {
+		t.Fatal("second candidate campaigned beside the first")
+	}
+	a.clock.Advance(100 * time.Millisecond)
+	b.clock.Advance(100 * time.Millisecond)
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // b is given the place
+	if len(*woken) != 1 || (*woken)[0] != b {
+		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
+	}
+	if next := b.e.NextPassAt(); next.After(b.clock.Now()) { // any entry point plans so
+		t.Fatalf("candidate given its place plans its next pass %v ahead; a pass now campaigns", next.Sub(b.clock.Now()))
+	}
+	b.e.Tick()
+	if v := b.tr.takeVotes(); len(v) != 2 {
+		t.Fatalf("the pass given the place: %d vote requests, want 2", len(v))
+	}
+}
