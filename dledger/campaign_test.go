@@ -141,3 +141,112 @@ func BenchmarkVoteRound(b *testing.B) {
 		e.TakeEvents()
 	}
 }
+
+// TestCampaignBoundAsksAgainWhenAPlaceCanBeTakenBack (docs/protocol.md 12.6): a place whose
+// holder never gives it back is taken back by the first Begin after its round's longest
+// deadline, and that wakes no one. So a refused candidate plans its next pass for that moment
+// at the latest, not for the longest its own round would last counted from its refusal: a
+// pass run there takes the place and campaigns, and a pass that campaigns must be a planned
+// one (the PASS oracle, section 9).
+func TestCampaignBoundAsksAgainWhenAPlaceCanBeTakenBack(t *testing.T) {
+	a, b, _ := gatedUnits(t)
+	a.e.Tick() // holds the one place; its round never ends on its side (stopped mid-round)
+	if len(a.tr.takeVotes()) != 2 {
+		t.Fatal("first candidate did not campaign")
+	}
+	takenBack := a.clock.Now().Add(a.cfg.VoteRoundBase + a.cfg.MaxVoteInterval + time.Nanosecond)
+	b.clock.Advance(100 * time.Millisecond) // refused later than the place was taken
+	b.e.Tick()
+	if len(b.tr.takeVotes()) != 0 {
+		t.Fatal("second candidate campaigned beside the first")
+	}
+	if next := b.e.NextPassAt(); next.After(takenBack) {
+		t.Fatalf("refused candidate plans its next pass %v after the place can be taken back", next.Sub(takenBack))
+	}
+	b.clock.Set(takenBack.Add(-time.Nanosecond))
+	b.e.Tick()
+	if len(b.tr.takeVotes()) != 0 {
+		t.Fatal("the place was taken back before its round's longest deadline had passed")
+	}
+	b.clock.Set(takenBack)
+	b.e.Tick()
+	if v := b.tr.takeVotes(); len(v) != 2 {
+		t.Fatalf("a pass once the place can be taken back: %d vote requests, want 2", len(v))
+	}
+}
+
+// TestCampaignBoundGivenPlacePlansTheReVote (docs/protocol.md 12.6): a waiting candidate that
+// grants a peer (7.1 row 8a: its re-vote time moves ahead) and is then given its place finds,
+// in the pass the gate wakes, its re-vote time not yet come. It holds the place, so the pass
+// at that re-vote time campaigns: that is its next planned pass, not the retry of a refused
+// candidate, which comes later.
+func TestCampaignBoundGivenPlacePlansTheReVote(t *testing.T) {
+	a, b, woken := gatedUnits(t)
+	a.e.Tick()
+	votesA := a.tr.takeVotes()
+	if len(votesA) != 2 {
+		t.Fatal("first candidate did not campaign")
+	}
+	b.e.Tick()
+	if len(b.tr.takeVotes()) != 0 {
+		t.Fatal("second candidate campaigned beside the first")
+	}
+	if r := b.e.HandleVote(&protocol.VoteRequest{Header: protocol.Header{Group: "g", RemoteID: "n0", LocalID: "n1",
+		LeaderID: "n1", Term: 1}}); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("waiting candidate answered %v to a campaign, want ACCEPT", r.VoteResult)
+	}
+	b.e.mu.Lock()
+	revote := b.e.nextTimeToRequestVote
+	b.e.mu.Unlock()
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // a's round ends: b is given the place
+	if len(*woken) != 1 || (*woken)[0] != b {
+		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
+	}
+	b.clock.Advance(10 * time.Millisecond)
+	if !b.clock.Now().Before(revote) {
+		t.Fatal("the test needs the re-vote time ahead of the woken pass")
+	}
+	b.e.Tick() // the woken pass: its re-vote time has not come
+	if len(b.tr.takeVotes()) != 0 {
+		t.Fatal("campaigned before its re-vote time")
+	}
+	if next := b.e.NextPassAt(); next.After(revote) {
+		t.Fatalf("candidate given its place plans its next pass %v after its re-vote time, when a pass campaigns", next.Sub(revote))
+	}
+	b.clock.Set(revote)
+	b.e.Tick()
+	if v := b.tr.takeVotes(); len(v) != 2 {
+		t.Fatalf("a pass at the re-vote time: %d vote requests, want 2", len(v))
+	}
+}
+
+// TestCampaignBoundGivenPlaceIsDueAtOnce (docs/protocol.md 12.6; dledger sim --hosts 3 --groups
+// 20 --seed-start 31, seed 71): a refused candidate whose re-vote time has come is given its
+// place; its wake queues a pass, but an entry point of its own runs first at that instant (an
+// answer timing out) and plans by what the elector knows. It holds the place, so its pass is
+// due now: planned at the refused candidate's retry instead, a pass run early would campaign.
+func TestCampaignBoundGivenPlaceIsDueAtOnce(t *testing.T) {
+	a, b, woken := gatedUnits(t)
+	a.e.Tick()
+	votesA := a.tr.takeVotes()
+	if len(votesA) != 2 {
+		t.Fatal("first candidate did not campaign")
+	}
+	b.e.Tick()
+	if len(b.tr.takeVotes()) != 0 {
+		t.Fatal("second candidate campaigned beside the first")
+	}
+	a.clock.Advance(100 * time.Millisecond)
+	b.clock.Advance(100 * time.Millisecond)
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // b is given the place
+	if len(*woken) != 1 || (*woken)[0] != b {
+		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
+	}
+	if next := b.e.NextPassAt(); next.After(b.clock.Now()) { // any entry point plans so
+		t.Fatalf("candidate given its place plans its next pass %v ahead; a pass now campaigns", next.Sub(b.clock.Now()))
+	}
+	b.e.Tick()
+	if v := b.tr.takeVotes(); len(v) != 2 {
+		t.Fatalf("the pass given the place: %d vote requests, want 2", len(v))
+	}
+}

@@ -22,7 +22,9 @@
 // it. What a step decides to send, to answer or to count goes into the outbox (outbox.go) as
 // typed entries: vote, heartbeat and transfer requests, answers to transfer callers, and
 // Observer calls. The entry point delivers them after releasing the lock, in the order they
-// were decided (unlockAndDeliver), and answers come back through the on*Response entry points.
+// were decided (unlockAndDeliver), and answers come back through the on*Response entry points;
+// only the inline heartbeat, on the rpc server's event loop, leaves them to a delivery on
+// another goroutine (unlockOnLoop).
 // So a transport may answer synchronously, on any goroutine, and the lock never waits on the
 // network; an answer that comes back inside a delivery is delivered by the loop already
 // running, after what was decided before it, never by a delivery nested in it. Every transfer

@@ -253,7 +253,11 @@ func (e *Elector) HandleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 // and 7b (a higher term is stored before the answer leaves) and a heartbeat that brings a
 // configuration to store (13.3). Otherwise it returns ok false having changed nothing, and the
 // caller hands the request to HandleHeartBeat. The answer is HandleHeartBeat's: which of the
-// two serves a heartbeat changes when it is answered, never what the answer says.
+// two serves a heartbeat changes when it is answered, never what the answer says. It delivers
+// nothing but that answer: whatever else the heartbeat decides (the answer to a take it ended)
+// and giving back a campaign place are left to a delivery on another goroutine or the driver's
+// pass (unlockOnLoop), so no send, reply, Observer count or wake of another member runs on
+// the loop.
 func (e *Elector) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*protocol.HeartBeatResponse, bool) {
 	if !e.mu.TryLock() {
 		return nil, false
@@ -262,7 +266,7 @@ func (e *Elector) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*protocol.
 		e.mu.Unlock() // nothing decided, nothing to deliver
 		return nil, false
 	}
-	defer e.unlockAndDeliver()
+	defer e.unlockOnLoop() // delivers nothing on the loop (outbox.go): the answer is returned
 	return e.handleHeartBeat(req), true
 }
 

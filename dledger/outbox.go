@@ -101,6 +101,25 @@ func (e *Elector) unlockAndDeliver() {
 	e.mu.Unlock()
 }
 
+// unlockOnLoop is unlockAndDeliver for the one entry point that runs on the rpc server's event
+// loop, the inline heartbeat (TryHandleHeartBeat, docs/protocol.md 4.5), where nothing may wait
+// or call out. It releases the lock and delivers nothing: that heartbeat's answer is its return
+// value, written by the loop. Whatever else is in the outbox (what the heartbeat decided
+// besides its answer, such as the reply to a take it ended, and anything another goroutine
+// posted) stays there, in order, for a delivery loop on another goroutine: the one running, if
+// any (it takes these entries after the ones before them, as from any entry point); else the
+// next entry point that delivers, and the driver's pass, which it asks for now through the
+// alarm. So this entry point never becomes the delivery loop, and no other goroutine can hand
+// it sends, replies, Observer counts or membership calls. Giving back the host's campaign
+// place (endCampaign, which may wake another member) is left to that pass too.
+func (e *Elector) unlockOnLoop() {
+	e.noteSchedule()
+	if (len(e.outbox) > 0 && !e.delivering || e.campaignEnds()) && !e.plannedPass.IsZero() {
+		e.plan(e.clock.Now()) // without a driver, the next entry point that delivers does it
+	}
+	e.mu.Unlock()
+}
+
 // deliveryPanicked, deferred by the delivery loop, clears its mark if a delivery panicked (the
 // lock is released then) and lets the panic go on.
 func (e *Elector) deliveryPanicked() {

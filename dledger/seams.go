@@ -53,6 +53,13 @@ type CampaignSlot interface {
 	Begin(now, until time.Time) bool
 	// End gives back the place of the round that ended, if the member held one.
 	End(now time.Time)
+	// RetryAt is the first moment a place held now can be taken back (zero: none held). A
+	// place taken back goes to whoever asks next and wakes no one, so a refused member asks
+	// again by then at the latest.
+	RetryAt() time.Time
+	// Holds says whether a place is the member's: taken by its Begin, or given to it while it
+	// waited in line (its wake then runs, or has run, its pass).
+	Holds() bool
 }
 
 // HostLiveness is an elector's view of its host's liveness table (package dledger/liveness,

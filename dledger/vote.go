@@ -134,8 +134,11 @@ func (e *Elector) candidateDeadline(now time.Time) deadline {
 		return never
 	case e.vote != nil:
 		return dueAt(e.vote.deadline)
-	case e.gateWait && e.gateRetry.After(e.nextTimeToRequestVote):
-		return dueAt(e.gateRetry) // or sooner, when the gate wakes it
+	case e.gateWait && e.gateRetry.After(e.nextTimeToRequestVote) && !e.gate.Holds():
+		// Refused a place: the retry, or sooner when the gate wakes it. Once a place is given
+		// to it, the next pass that may campaign is the re-vote time (a grant since its refusal
+		// may have moved it past now, 7.1 row 8a), where it would take that place.
+		return dueAt(e.gateRetry)
 	}
 	return dueAt(e.nextTimeToRequestVote)
 }
@@ -157,6 +160,11 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 	}
 	e.gateWait = true
 	e.gateRetry = now.Add(longest)
+	// A place not given back is taken back by the first Begin after its until, and that wakes
+	// no one: ask again then, or an early pass would find a place this plan did not ask for.
+	if t := e.gate.RetryAt(); !t.IsZero() && t.Before(e.gateRetry) {
+		e.gateRetry = t
+	}
 	return false
 }
 
@@ -164,10 +172,15 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 // has no round in flight and is not waiting for one, or is no candidate. Run at the end of
 // every entry point, with the lock held.
 func (e *Elector) endCampaign() {
-	if e.gateAsked && (e.vote == nil && !e.gateWait || e.ms.Role() != protocol.CANDIDATE) {
+	if e.campaignEnds() {
 		e.gateAsked, e.gateWait = false, false
 		e.gate.End(e.clock.Now())
 	}
+}
+
+// campaignEnds says whether endCampaign gives back the place or leaves the line now.
+func (e *Elector) campaignEnds() bool {
+	return e.gateAsked && (e.vote == nil && !e.gateWait || e.ms.Role() != protocol.CANDIDATE)
 }
 
 // abstain is the candidate pass of a member that does not know its ledger yet: it starts no

@@ -207,6 +207,31 @@ func (g *Gate) grantLocked(now time.Time) []*Slot {
 	return wake
 }
 
+// RetryAt is the first moment a place held now can be taken back: expireLocked takes one back
+// strictly after its until, and only when a slot asks. Zero if none is held. Nothing wakes a
+// waiter then (a place taken back goes to whoever calls Begin next), so a slot refused a place
+// must ask again by then itself: its member plans that pass (dledger, mayCampaign), or a pass
+// run early could find a place its planned pass was not to ask for yet.
+func (s *Slot) RetryAt() time.Time {
+	g := s.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var first time.Time
+	for _, h := range g.held {
+		if first.IsZero() || h.until.Before(first) {
+			first = h.until
+		}
+	}
+	if first.IsZero() {
+		return first
+	}
+	return first.Add(time.Nanosecond)
+}
+
+// Holds says whether a place is the slot's: taken by its Begin, or given to it while it waited
+// in line (then its member has not begun yet, and the wake has run or is about to).
+func (s *Slot) Holds() bool { return s.holds.Load() }
+
 func wakeAll(ss []*Slot) {
 	for _, s := range ss {
 		s.wake()

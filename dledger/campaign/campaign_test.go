@@ -116,3 +116,40 @@ func TestGateWakesWithoutItsLock(t *testing.T) {
 		t.Fatal("the woken slot's Begin was refused")
 	}
 }
+
+// TestGateRetryAtIsTheFirstTakeBack: a refused slot learns the first moment a place held can
+// be taken back (one nanosecond past the earliest until), and Begin at that moment takes it;
+// Holds tells a place given in line from none.
+func TestGateRetryAtIsTheFirstTakeBack(t *testing.T) {
+	g := New(2)
+	var woken []int
+	s := slots(g, 3, &woken)
+	if !s[2].RetryAt().IsZero() {
+		t.Fatal("RetryAt with no place held is not zero")
+	}
+	s[0].Begin(t0, t0.Add(2*round))
+	s[1].Begin(t0.Add(time.Millisecond), t0.Add(round+time.Millisecond))
+	at := t0.Add(round / 2)
+	if s[2].Begin(at, at.Add(round)) || s[2].Holds() {
+		t.Fatal("a third place with a bound of two")
+	}
+	retry := s[2].RetryAt()
+	if want := t0.Add(round + time.Millisecond + time.Nanosecond); !retry.Equal(want) {
+		t.Fatalf("RetryAt %v after t0, want %v", retry.Sub(t0), want.Sub(t0))
+	}
+	if s[2].Begin(retry.Add(-time.Nanosecond), retry.Add(round)) {
+		t.Fatal("a place taken back before RetryAt")
+	}
+	if !s[2].Begin(retry, retry.Add(round)) || !s[2].Holds() {
+		t.Fatal("no place at RetryAt")
+	}
+	s[2].End(retry)
+	s[1].Begin(retry, retry.Add(round)) // the bound full again
+	if s[2].Begin(retry, retry.Add(round)) || s[2].Holds() {
+		t.Fatal("a third place with a bound of two")
+	}
+	s[0].End(retry) // given to s[2], in line
+	if len(woken) != 1 || woken[0] != 2 || !s[2].Holds() {
+		t.Fatalf("woken %v, holds %v: want s[2] woken holding the place given in line", woken, s[2].Holds())
+	}
+}
