@@ -259,7 +259,7 @@ func (e *Elector) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*protocol.
 		return nil, false
 	}
 	if e.heartBeatWrites(req) {
-		e.mu.Unlock() // nothing decided, nothing to deliver
+		e.unlockQuiet() // nothing decided, nothing to deliver (answers.go)
 		return nil, false
 	}
 	defer e.unlockAndDeliver()
