@@ -367,7 +367,7 @@ type Windows struct {
 // DetectionWindows returns the windows this member would use now.
 func (e *Elector) DetectionWindows() Windows {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	return e.windows()
 }
 

@@ -142,7 +142,8 @@ func coreViolations(path string, src []byte) ([]string, error) {
 // delivery loop, which takes it back between batches and when a delivery panicked.
 var entryPoints = map[string]bool{"onVoteResponse": true, "onHeartBeatResponse": true, "onTransferResponse": true,
 	"onProbeResponse":  true, // forced recovery's probes (force.go)
-	"unlockAndDeliver": true, "deliveryPanicked": true}
+	"unlockAndDeliver": true, "deliveryPanicked": true,
+	"handleAnswer": true, "unlock": true, "unlockQuiet": true} // answers.go: an answer never waits for the lock
 
 // delivery is the one method that runs with the lock released and calls out: the transport and
 // the Observer.
@@ -216,7 +217,7 @@ func lockViolations(path string, src []byte) ([]string, error) {
 		ast.Inspect(fn.Body, func(n ast.Node) bool {
 			if sel, ok := n.(*ast.SelectorExpr); ok {
 				if inner, ok := sel.X.(*ast.SelectorExpr); ok {
-					locks = locks || (inner.Sel.Name == "mu" && sel.Sel.Name == "Lock")
+					locks = locks || (inner.Sel.Name == "mu" && (sel.Sel.Name == "Lock" || sel.Sel.Name == "TryLock"))
 					transport = transport || inner.Sel.Name == "tr"
 					observer = observer || inner.Sel.Name == "obs"
 				}

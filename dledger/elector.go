@@ -39,6 +39,7 @@ package dledger
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -100,15 +101,17 @@ type RoleEvent struct {
 
 // Elector is one member's election state machine. All methods are safe for concurrent use.
 type Elector struct {
-	mu    sync.Mutex // DLedger's "big lock": guards everything below (see the package comment)
-	cfg   Config
-	ms    *memberstate.MemberState
-	clock Clock
-	rnd   Rand
-	tr    Transport
-	log   *zap.Logger
-	obs   Observer
-	bugs  bugs.Bugs // deliberate bugs, for the simulator's checker tests only (bugs.go)
+	mu sync.Mutex // DLedger's "big lock": guards everything below (see the package comment)
+	// answers that found mu held (answers.go); not guarded by it
+	answers atomic.Pointer[answerQueue]
+	cfg     Config
+	ms      *memberstate.MemberState
+	clock   Clock
+	rnd     Rand
+	tr      Transport
+	log     *zap.Logger
+	obs     Observer
+	bugs    bugs.Bugs // deliberate bugs, for the simulator's checker tests only (bugs.go)
 
 	// Candidate.
 	lastParseResult       protocol.ParseResult
@@ -311,6 +314,7 @@ func (e *Elector) fields(extra ...zap.Field) []zap.Field {
 func (e *Elector) Tick() {
 	e.mu.Lock()
 	defer e.unlockAndDeliver()
+	e.runQueuedAnswers() // answers that came while the lock was held: before what they may decide (answers.go)
 	now := e.clock.Now()
 	if now.Sub(e.passDue()) > e.cfg.StallThreshold() {
 		e.stallSeenAt = now
@@ -462,7 +466,7 @@ func (e *Elector) emit(now time.Time) {
 // TakeEvents returns the role events queued since the last call, oldest first.
 func (e *Elector) TakeEvents() []RoleEvent {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	out := e.pending
 	e.pending = nil
 	return out
@@ -477,7 +481,7 @@ func (e *Elector) EventsReady() <-chan struct{} { return e.notify }
 // place of a goroutine per elector waiting on EventsReady (driver.Maintainer).
 func (e *Elector) SetEventsAlarm(set func()) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	e.eventsAlarm = set
 }
 

@@ -263,7 +263,7 @@ func (e *Elector) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*protocol.
 		return nil, false
 	}
 	if e.heartBeatWrites(req) {
-		e.mu.Unlock() // nothing decided, nothing to deliver
+		e.unlockQuiet() // nothing decided, nothing to deliver (answers.go)
 		return nil, false
 	}
 	defer e.unlockOnLoop() // delivers nothing on the loop (outbox.go): the answer is returned

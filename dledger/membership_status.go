@@ -33,7 +33,7 @@ type MembershipStatus struct {
 // Membership returns the membership part of Status.
 func (e *Elector) Membership() MembershipStatus {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	return e.membershipStatus()
 }
 

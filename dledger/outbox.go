@@ -98,7 +98,7 @@ func (e *Elector) unlockAndDeliver() {
 		e.mu.Lock() // the delivery loop's own: to take what was decided meanwhile
 	}
 	e.delivering = false
-	e.mu.Unlock()
+	e.unlock() // and the answers queued meanwhile (answers.go)
 }
 
 // unlockOnLoop is unlockAndDeliver for the one entry point that runs on the rpc server's event
@@ -165,18 +165,23 @@ func (e *Elector) deliver(out []entry) {
 	}
 }
 
-// onVoteResponse is the entry point of a member's answer to the vote round roundID.
+// onVoteResponse is the entry point of a member's answer to the vote round roundID. It never
+// waits for the lock, except for an answer that teaches a configuration (answers.go).
 func (e *Elector) onVoteResponse(roundID uint64, idx int, resp *protocol.VoteResponse, err error) {
-	e.mu.Lock()
-	defer e.unlockAndDeliver()
-	e.voteAnswered(roundID, idx, resp, err)
+	if teachesConfig(resp) {
+		e.mu.Lock()
+		defer e.unlockAndDeliver()
+		e.runQueuedAnswers()
+		e.voteAnswered(roundID, idx, resp, err)
+		return
+	}
+	e.handleAnswer(func() { e.voteAnswered(roundID, idx, resp, err) })
 }
 
 // onHeartBeatResponse is the entry point of a member's answer to the heartbeat round roundID.
+// It never waits for the lock (answers.go).
 func (e *Elector) onHeartBeatResponse(roundID uint64, sentAt time.Time, idx int, resp *protocol.HeartBeatResponse, err error) {
-	e.mu.Lock()
-	defer e.unlockAndDeliver()
-	e.heartBeatAnswered(roundID, sentAt, idx, resp, err)
+	e.handleAnswer(func() { e.heartBeatAnswered(roundID, sentAt, idx, resp, err) })
 }
 
 // onTransferResponse is the entry point of the transferee's answer to the transfer seq.

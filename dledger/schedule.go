@@ -39,7 +39,7 @@ func (c Config) maxPassGap() time.Duration { return c.DetectionWindow() + c.Hear
 // the Reschedule channel, which only ever moved a pass earlier).
 func (e *Elector) NextPassAt() time.Time {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	now := e.clock.Now()
 	next := e.nextPassAt(now)
 	e.plan(next)
@@ -52,7 +52,7 @@ func (e *Elector) NextPassAt() time.Time {
 // what it is for. Calls are ordered by the lock, so the last one names the pass that is due.
 func (e *Elector) SetPassAlarm(set func(at time.Time)) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	e.alarm = set
 }
 
@@ -106,6 +106,9 @@ func dueAfter(t time.Time) deadline { return dueAt(t.Add(time.Nanosecond)) }
 // than StallThreshold earlier would take that pass, run at once, for the end of a stall of its
 // own process, and refuse to take leadership for a heartbeat interval.
 func (e *Elector) nextPassAt(now time.Time) time.Time {
+	if e.answersWaiting() {
+		return now // a pass handles them (answers.go)
+	}
 	next := now.Add(e.passGap())
 	for _, d := range e.deadlines(now) {
 		t := d.t

@@ -116,7 +116,7 @@ type Status struct {
 // Status returns a consistent snapshot.
 func (e *Elector) Status() Status {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	ms := e.ms
 	s := Status{
 		Group: ms.Group(), SelfID: ms.SelfID(), Role: ms.Role(), Term: ms.CurrTerm(),
@@ -151,7 +151,7 @@ func (e *Elector) Status() Status {
 // HandleMetadata answers a status request from a tool or another member.
 func (e *Elector) HandleMetadata(req *protocol.MetadataRequest) *protocol.MetadataResponse {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	ms := e.ms
 	if req.Group != ms.Group() { // another group learns nothing: no ids, addresses, term or role
 		return &protocol.MetadataResponse{Header: protocol.Header{Code: protocol.CodeUnknownGroup}}

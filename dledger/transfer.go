@@ -555,7 +555,7 @@ func (e *Elector) fetchLedgers(ok func(id string) bool, now time.Time) bool {
 // up-to-date live follower. "" when this member is not leader or none qualifies.
 func (e *Elector) HandOverTarget() string {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	if e.ms.Role() != protocol.LEADER {
 		return ""
 	}

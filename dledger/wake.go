@@ -7,7 +7,7 @@ package dledger
 // not be called with the elector's lock held.
 func (e *Elector) Wake() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	if e.plannedPass.IsZero() {
 		return // no driver has asked for a plan: nothing to wake
 	}

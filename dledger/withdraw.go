@@ -67,6 +67,6 @@ func (e *Elector) RestoreCandidacy() {
 // CandidacyWithdrawn reports whether WithdrawCandidacy is in force.
 func (e *Elector) CandidacyWithdrawn() bool {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet()
 	return e.withdrawn
 }

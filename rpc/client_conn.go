@@ -88,7 +88,7 @@ func (p *peer) serve(conn net.Conn, sess *secure.Session) (healthy, closedByPeer
 	gen := p.up(conn)
 	var answered atomic.Bool
 	sr, sw := socketIO(conn)
-	rc := &readClock{r: sr}
+	rc := &readClock{r: sr, unread: func() int { return unreadBytes(conn) }}
 	rc.last.Store(monoNow())
 	readDone := make(chan error, 1)
 	go func() { readDone <- p.read(rc, sess, &answered) }()
@@ -188,13 +188,36 @@ func (p *peer) pump(w *bufio.Writer, sess *secure.Session, gen uint64, sweep *sw
 
 // sweepFired fails the calls that are overdue at now; it returns errSilent if there were any
 // and not a byte arrived for a whole CallTimeout.
+//
+// Arrived, not read: bytes waiting in the socket's receive queue arrived too. The reader may be
+// behind (a host process starved of CPU in a mass election, or, before answers stopped waiting
+// for their member's lock, a reader held by one group's fsync: dledger/answers.go), and a
+// connection dropped for that failed every call on it, every group's heartbeats included, and
+// made its peer host stale to the liveness table, which woke every member of every group
+// shared with it: the drops fed the churn that caused them (issue 29, BENCHMARKS.md "the
+// answer's path").
 func (p *peer) sweepFired(sweep *sweep, now time.Time, rc *readClock) error {
 	p.mu.Lock()
 	sweep.at = time.Time{}
 	p.mu.Unlock()
 	var err error
-	if p.expire(now) > 0 && time.Duration(monoNow()-rc.last.Load()) >= p.cl.opts.CallTimeout {
-		err = errSilent
+	// Looked at before the calls fail too: their callbacks may let a held reader go on, which
+	// then empties the socket it was behind on.
+	var behind int64
+	if time.Duration(monoNow()-rc.last.Load()) >= p.cl.opts.CallTimeout {
+		behind = rc.behind()
+	}
+	if n := p.expire(now); n > 0 {
+		if quiet := time.Duration(monoNow() - rc.last.Load()); quiet >= p.cl.opts.CallTimeout {
+			if unread := max(behind, rc.behind()); unread > 0 {
+				p.cl.obs.log.Warn("rpc: calls timed out while answers wait unread; connection kept",
+					zap.String("peer", p.id), zap.Int("timedOut", n), zap.Duration("sinceRead", quiet), zap.Int64("unreadBytes", unread))
+			} else {
+				p.cl.obs.log.Warn("rpc: calls timed out and nothing arrived; connection dropped",
+					zap.String("peer", p.id), zap.Int("timedOut", n), zap.Duration("sinceRead", quiet))
+				err = errSilent
+			}
+		}
 	}
 	p.armSweep()
 	return err
@@ -310,9 +333,15 @@ var errSilent = errors.New("rpc: calls timed out and nothing arrived for a call 
 
 // readClock is the connection as the reader sees it; it notes when bytes last arrived.
 type readClock struct {
-	r    io.Reader    // the connection, or its socket (socketIO)
-	last atomic.Int64 // monoNow of the last read that returned data
+	r        io.Reader    // the connection, or its socket (socketIO)
+	last     atomic.Int64 // monoNow of the last read that returned data
+	unread   func() int   // bytes arrived and not read yet (unreadBytes); any goroutine
+	buffered atomic.Int64 // bytes read and not yet decoded behind the answer being handled
 }
+
+// behind is how many bytes have arrived and wait for the reader: in the socket, and read but
+// not decoded behind the answer it is handling.
+func (r *readClock) behind() int64 { return r.buffered.Load() + int64(r.unread()) }
 
 func (r *readClock) Read(b []byte) (int, error) {
 	n, err := r.r.Read(b)
@@ -325,7 +354,7 @@ func (r *readClock) Read(b []byte) (int, error) {
 // read decodes responses until the connection fails; answered is set once one arrived.
 // Responses are as untrusted as requests: the same size limit and validation apply, and a
 // bad frame closes the connection.
-func (p *peer) read(conn io.Reader, sess *secure.Session, answered *atomic.Bool) error {
+func (p *peer) read(conn *readClock, sess *secure.Session, answered *atomic.Bool) error {
 	fr := frameReader{r: bufio.NewReaderSize(conn, 4<<10), hdr: make([]byte, frameHeaderLen)}
 	var fd frameDecoder
 	var resp response
@@ -343,7 +372,12 @@ func (p *peer) read(conn io.Reader, sess *secure.Session, answered *atomic.Bool)
 		if err := fd.decodeResponse(body, &resp); err != nil {
 			return p.badFrame(badFrameReason(err), err)
 		}
-		if err := p.answer(&resp, answered); err != nil {
+		// While this answer's callback runs, what is read and not decoded behind it has
+		// arrived all the same (sweepFired); once it returns, the reader is reading again.
+		conn.buffered.Store(int64(fr.r.Buffered()))
+		err = p.answer(&resp, answered)
+		conn.buffered.Store(0)
+		if err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"unsafe"
 )
 
 // socketIO gives the client's reader and writer a dialled TCP connection's socket, read and
@@ -111,4 +112,26 @@ func (s rawSocket) Write(b []byte) (int, error) {
 		return written, io.ErrUnexpectedEOF
 	}
 	return written, nil
+}
+
+// unreadBytes is how many bytes have arrived on c's socket and wait to be read (SIOCINQ), or
+// 0 if c is no TCP connection or the kernel cannot say. It never reads them, so any goroutine
+// may ask while the reader owns the connection.
+func unreadBytes(c net.Conn) int {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return 0
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) {
+		var v int32
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&v))); e == 0 {
+			n = int(v)
+		}
+	})
+	return n
 }
