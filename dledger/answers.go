@@ -28,7 +28,8 @@ import (
 //     (unlockAndDeliver ends with unlock, which looks at the queue after releasing the lock and
 //     takes it back if answers are waiting);
 //   - the next answer that finds the lock free (it handles the queue first, then itself);
-//   - a pass: a read-only method (Status, NextPassAt, ...) that held the lock while an answer
+//   - a pass: a read-only method (Status, NextPassAt, ...), or the inline heartbeat on the
+//     event loop (unlockOnLoop), that held the lock while an answer
 //     was queued plans a pass at once (unlockQuiet), since it must not deliver anything itself,
 //     and Tick handles the queue first.
 //

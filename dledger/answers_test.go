@@ -6,6 +6,7 @@ package dledger
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -214,4 +215,53 @@ func statusOfPeer(t *testing.T, u *unit, id string) PeerStatus {
 	}
 	t.Fatalf("no peer %s in the status", id)
 	return PeerStatus{}
+}
+
+// TestAnswerQueuedBehindTheInlineHeartBeatGetsAPass: the inline heartbeat on the event loop
+// delivers nothing (unlockOnLoop), so an answer queued while it held the lock must not wait
+// for it: a pass is asked for now, as after a read-only holder, and that pass decides the
+// round. Two things ask for it: noteSchedule (nextPassAt is now while answers wait), and,
+// for an answer queued after noteSchedule ran but before the unlock, unlockOnLoop's own look
+// at the queue after it released the lock (unlockQuiet); this test cannot place an answer in
+// that window and checks the first.
+func TestAnswerQueuedBehindTheInlineHeartBeatGetsAPass(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.e.mu.Lock()
+	u.lastParse(protocol.WaitToVoteNext)
+	u.e.mu.Unlock()
+	u.clock.Advance(time.Second)
+	u.e.Tick()
+	v := u.tr.takeVotes()[0]
+	var mu sync.Mutex
+	var alarms []time.Time
+	u.e.SetPassAlarm(func(at time.Time) { mu.Lock(); alarms = append(alarms, at); mu.Unlock() })
+	u.e.NextPassAt() // a driver sleeps until its pass
+
+	u.e.mu.Lock() // as TryHandleHeartBeat holds it on the loop
+	answered := make(chan struct{})
+	go func() {
+		v.done(voteResp(v.to, protocol.VoteAccept, v.req.Term), nil)
+		close(answered)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(boundedWait):
+		u.e.mu.Unlock()
+		<-answered
+		t.Fatal("the answer waited for the lock")
+	}
+	mu.Lock()
+	before := len(alarms)
+	mu.Unlock()
+	u.e.unlockOnLoop()
+	mu.Lock()
+	got := append([]time.Time(nil), alarms[before:]...)
+	mu.Unlock()
+	if len(got) == 0 || !got[len(got)-1].Equal(u.clock.Now()) {
+		t.Fatalf("alarms after the loop's unlock %v, want one at now %v: the queued answer would wait for the next planned pass", got, u.clock.Now())
+	}
+	u.e.Tick() // the driver's pass
+	if st := u.e.Status(); st.Role != protocol.LEADER {
+		t.Fatalf("role %v after the pass, want LEADER (the queued grant)", st.Role)
+	}
 }

@@ -117,7 +117,7 @@ func (e *Elector) unlockOnLoop() {
 	if (len(e.outbox) > 0 && !e.delivering || e.campaignEnds()) && !e.plannedPass.IsZero() {
 		e.plan(e.clock.Now()) // without a driver, the next entry point that delivers does it
 	}
-	e.mu.Unlock()
+	e.unlockQuiet() // answers queued while the loop held the lock go to a pass too (answers.go)
 }
 
 // deliveryPanicked, deferred by the delivery loop, clears its mark if a delivery panicked (the
