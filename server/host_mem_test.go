@@ -83,19 +83,41 @@ func memHosts(t testing.TB, warm, groups int, settle time.Duration) (before, aft
 				members[g-from] = append(members[g-from], s)
 			}
 		}
+		// Every member follows its group's leader (not a quorum only): a third member still
+		// campaigning is work in flight, not what a member costs.
 		for _, ms := range members {
-			dledgertest.AwaitLeader(t, 3*time.Minute, 3, func() []dledgertest.Member {
-				return groupView(ms, func(*Server) bool { return false })
+			dledgertest.Eventually(t, 3*time.Minute, "every member follows one leader", func() bool {
+				v := groupView(ms, func(*Server) bool { return false })
+				id, term, ok := dledgertest.StableLeader(v, len(v))
+				for _, m := range v {
+					ok = ok && m.LeaderID == id && m.Term == term
+				}
+				return ok
 			})
 		}
 	}
 	add(0, warm)
-	time.Sleep(settle)
-	before = heapNow()
+	before = settledHeap(settle)
 	add(warm, warm+groups)
-	time.Sleep(settle) // a measurement of the settled state, not a check of one
-	after = heapNow()
+	after = settledHeap(settle)
 	return before, after, stop
+}
+
+// settledHeap is the least heap of five samples taken settle apart (a measurement of the
+// settled state, not a check of one). Work still in flight when the last group elects only ever
+// adds to a sample: on a loaded machine (-race, two CPU burners, -count=10) a single sample
+// taken settle after the last election read 8,122, 68,660 and 130,621 B a member (18 goroutines
+// more than settled, the election's last rounds and the frames they queue), against 6,590-7,472
+// in the other runs; a member's own cost is in every sample, so the least still shows it.
+func settledHeap(settle time.Duration) memSample {
+	var least memSample
+	for i := range 5 {
+		time.Sleep(settle)
+		if s := heapNow(); i == 0 || s.heap < least.heap {
+			least = s
+		}
+	}
+	return least
 }
 
 // gcReport is what the collector cost and kept: its CPU since the process started (the cold

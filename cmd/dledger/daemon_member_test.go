@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/server"
 	"github.com/dledger-go/dledger/server/daemon"
 )
@@ -30,4 +32,20 @@ func daemonMember(t testing.TB, c server.Config, dc daemon.Config) (*server.Serv
 		d.Stop(context.Background())
 	})
 	return s, d
+}
+
+// calmElection is the election timing of this package's in-process groups, whose tests read the
+// leader once and then talk to it (transfers through its admin API, a load balancer's view of
+// it): a 1 s heartbeat interval with a leak of 3 (server's calmTimings). It used to be 100 ms
+// with a leak of 30, calm before adaptive failure detection (docs/protocol.md 14); since, a
+// member of its own process times out its leader at the largest heartbeat gap it measured plus
+// max(60 ms, 4 sd), and StallThreshold is half the interval, so under -race on a loaded 2-core
+// machine a 100 ms group changed leader within seconds of a calm election (server's
+// TestForgedRequestsFromOutsideAreRefused failed 13 of 30 runs so, dcdb54a). At 1 s the margins
+// are 500 ms; elections are no slower: the vote intervals stay short.
+func calmElection() dledger.Config {
+	c := dledger.DefaultConfig()
+	c.HeartBeatInterval, c.MaxHeartBeatLeak = time.Second, 3
+	c.MinVoteInterval, c.MaxVoteInterval, c.VoteRoundBase = 50*time.Millisecond, 150*time.Millisecond, 200*time.Millisecond
+	return c
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server"
@@ -261,9 +260,7 @@ func TestCLIOverHTTPS(t *testing.T) {
 // loopback configured as dc, and waits until one leads and every member follows it.
 func startTLSGroup(t *testing.T, dc daemon.Config) (members []*server.Server, addr map[string]string, leader string) {
 	t.Helper()
-	election := dledger.DefaultConfig()
-	election.HeartBeatInterval, election.MaxHeartBeatLeak = 100*time.Millisecond, 30 // calm: no election on a stall
-	election.MinVoteInterval, election.MaxVoteInterval, election.VoteRoundBase = 50*time.Millisecond, 150*time.Millisecond, 200*time.Millisecond
+	election := calmElection() // the leader read below must stay the leader
 	peers := dledgertest.PeersString(dledgertest.FreePorts(t, 3))
 	addr = map[string]string{}
 	dc.HTTPAddr = "127.0.0.1:0"

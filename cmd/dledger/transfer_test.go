@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server"
@@ -23,9 +22,7 @@ import (
 // works (0). The group runs in this process, over loopback.
 func TestTransferExitCodesNameTheReason(t *testing.T) {
 	const limit = 20 * time.Second
-	election := dledger.DefaultConfig()
-	election.HeartBeatInterval, election.MaxHeartBeatLeak = 100*time.Millisecond, 30 // calm: no election on a stall
-	election.MinVoteInterval, election.MaxVoteInterval, election.VoteRoundBase = 50*time.Millisecond, 150*time.Millisecond, 200*time.Millisecond
+	election := calmElection() // the leader read below must stay the leader
 	peers := dledgertest.PeersString(dledgertest.FreePorts(t, 3))
 	var members []*server.Server
 	httpAddr := map[*server.Server]string{}
