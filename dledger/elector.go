@@ -133,9 +133,13 @@ type Elector struct {
 	leadFromRound    uint64
 	sendHeartBeatNow bool
 	hb               *heartBeatRound
-	peers            []peerStatus // aligned with ms.Peers()
-	peerstring       string       // ms.Peers() formatted, for Status and HandleMetadata (they never change)
-	ackScratch       []time.Time  // quorumAck's buffer, so a steady heartbeat does not allocate
+	// peers is the leader's table, aligned with ms.Peers(): allocated by becomeLeader and
+	// dropped when the member steps down, so the followers of a host of thousands of groups
+	// (two thirds of its members) keep none (about 400 B each; issue 29). Read it only as
+	// leader.
+	peers      []peerStatus
+	peerstring string      // ms.Peers() formatted, for Status and HandleMetadata (they never change)
+	ackScratch []time.Time // quorumAck's buffer, so a steady heartbeat does not allocate
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
 	// preferred-leader check.
@@ -272,7 +276,6 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
 		log:        logctx.With(log, zap.String("group", ms.Group()), zap.String("self", ms.SelfID())), // no encoder per member
 		obs:        obs,
-		peers:      make([]peerStatus, len(ms.Peers())),
 		peerstring: memberstate.FormatPeers(ms.Peers()),
 		notify:     make(chan struct{}, 1),
 		live:       opt.Liveness,
@@ -363,7 +366,7 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 		e.log.Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.hb = nil
+	e.hb, e.peers = nil, nil
 	if term > e.ms.CurrTerm() && e.vote != nil {
 		e.vote = nil // a round at a term that is about to be left behind
 	}
@@ -389,7 +392,7 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 		e.log.Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.vote, e.hb = nil, nil
+	e.vote, e.hb, e.peers = nil, nil, nil
 	e.lastLeaderHeartBeat = now
 	// As DLedger's changeRoleToFollower does: forget a lost round's WAIT_TO_VOTE_NEXT, or a
 	// follower cut off later would start the next term on its first candidate pass and, on
@@ -424,9 +427,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	e.leadFromRound = e.roundSeq
 	e.lastSendHeartBeat = time.Time{}
 	e.sendHeartBeatNow = true
-	for i := range e.peers {
-		e.peers[i] = peerStatus{}
-	}
+	e.peers = make([]peerStatus, len(e.ms.Peers())) // a fresh table: nothing known of this leadership yet
 	e.startUp.hadLeader = true
 	e.leadMembership()
 	e.log.Info(EventBecomesLeader, e.fields()...)

@@ -360,10 +360,16 @@ func (e *Elector) applyMembers() error {
 	if err := e.ms.SetMembers(peers, voters); err != nil {
 		return err
 	}
-	status, acks := make([]peerStatus, len(peers)), make([]confAck, len(peers))
+	var status []peerStatus // the leader's table (elector.go): only a leader keeps one
+	if e.peers != nil {
+		status = make([]peerStatus, len(peers))
+	}
+	acks := make([]confAck, len(peers))
 	for i, p := range peers {
 		if j := slices.IndexFunc(old, func(q memberstate.Peer) bool { return q.ID == p.ID }); j >= 0 {
-			status[i] = e.peers[j]
+			if status != nil {
+				status[i] = e.peers[j]
+			}
 			if j < len(e.mem.acks) {
 				acks[i] = e.mem.acks[j]
 			}
