@@ -98,8 +98,10 @@ type RoleEvent struct {
 
 // Elector is one member's election state machine. All methods are safe for concurrent use.
 type Elector struct {
-	mu    sync.Mutex // DLedger's "big lock": guards everything below (see the package comment)
-	cfg   Config
+	mu sync.Mutex // DLedger's "big lock": guards everything below (see the package comment)
+	// cfg is never changed: one copy is shared by the members of a process that have the same
+	// configuration (sharedConfig), 96 bytes of each of a host's thousands of electors.
+	cfg   *Config
 	ms    *memberstate.MemberState
 	clock Clock
 	rnd   Rand
@@ -110,8 +112,8 @@ type Elector struct {
 
 	// Candidate.
 	lastParseResult       protocol.ParseResult
+	needIncreaseTerm      bool // "increase term immediately" (beside lastParseResult: one word)
 	nextTimeToRequestVote time.Time
-	needIncreaseTerm      bool       // "increase term immediately"
 	lost                  lostLeader // succession.go
 
 	vote     *voteRound
@@ -138,7 +140,6 @@ type Elector struct {
 	// (two thirds of its members) keep none (about 400 B each; issue 29). Read it only as
 	// leader.
 	peers      []peerStatus
-	peerstring string      // ms.Peers() formatted, for Status and HandleMetadata (they never change)
 	ackScratch []time.Time // quorumAck's buffer, so a steady heartbeat does not allocate
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
@@ -273,16 +274,15 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		obs = NopObserver{}
 	}
 	e := &Elector{
-		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
-		log:        logctx.With(log, zap.String("group", ms.Group()), zap.String("self", ms.SelfID())), // no encoder per member
-		obs:        obs,
-		peerstring: memberstate.FormatPeers(ms.Peers()),
-		notify:     make(chan struct{}, 1),
-		live:       opt.Liveness,
-		spread:     opt.SpreadStartup,
-		gate:       opt.Campaigns,
-		onMembers:  opt.MembersChanged,
-		mem:        membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
+		cfg: sharedConfig(cfg), ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
+		log:       logctx.With(log, zap.String("group", ms.Group()), zap.String("self", ms.SelfID())), // no encoder per member
+		obs:       obs,
+		notify:    make(chan struct{}, 1),
+		live:      opt.Liveness,
+		spread:    opt.SpreadStartup,
+		gate:      opt.Campaigns,
+		onMembers: opt.MembersChanged,
+		mem:       membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
@@ -301,7 +301,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 }
 
 // Config returns the elector's timings.
-func (e *Elector) Config() Config { return e.cfg }
+func (e *Elector) Config() Config { return *e.cfg }
 
 // fields adds term and role to every election log line.
 func (e *Elector) fields(extra ...zap.Field) []zap.Field {
