@@ -277,7 +277,6 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		cfg: sharedConfig(cfg), ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
 		log:       logctx.With(log, zap.String("group", ms.Group()), zap.String("self", ms.SelfID())), // no encoder per member
 		obs:       obs,
-		notify:    make(chan struct{}, 1),
 		live:      opt.Liveness,
 		spread:    opt.SpreadStartup,
 		gate:      opt.Campaigns,
@@ -449,9 +448,11 @@ func (e *Elector) emit(now time.Time) {
 	e.newEpoch()
 	e.pending = append(e.pending, ev)
 	e.onRoleEvent(ev)
-	select {
-	case e.notify <- struct{}{}:
-	default:
+	if e.notify != nil {
+		select {
+		case e.notify <- struct{}{}:
+		default:
+		}
 	}
 	if e.eventsAlarm != nil {
 		e.eventsAlarm()
@@ -468,7 +469,18 @@ func (e *Elector) TakeEvents() []RoleEvent {
 }
 
 // EventsReady is signalled (coalesced) whenever TakeEvents has something to return.
-func (e *Elector) EventsReady() <-chan struct{} { return e.notify }
+// The channel is made by the first call, signalled, as it would have been by the starting
+// role's event: a host's members are driven by SetEventsAlarm and never ask for it, so they
+// keep no channel (96 bytes each; issue 29).
+func (e *Elector) EventsReady() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.notify == nil {
+		e.notify = make(chan struct{}, 1)
+		e.notify <- struct{}{}
+	}
+	return e.notify
+}
 
 // SetEventsAlarm gives the elector a driver's alarm for role events: set is called, with the
 // elector's lock held, whenever an event is queued for TakeEvents (as EventsReady is

@@ -45,3 +45,36 @@ func TestOnlyALeaderKeepsAPeersTable(t *testing.T) {
 		t.Fatalf("a new leadership's table is %+v, want 3 empty entries", p)
 	}
 }
+
+// TestEventsReadyChannelMadeWhenAsked: an elector driven by SetEventsAlarm (a host's
+// members) keeps no EventsReady channel (issue 29); the first EventsReady returns one already
+// signalled, as the starting role's event left it, and later events signal it again.
+func TestEventsReadyChannelMadeWhenAsked(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	alarms := 0
+	u.e.SetEventsAlarm(func() { alarms++ })
+	u.makeLeader()
+	u.e.mu.Lock()
+	ch := u.e.notify
+	u.e.mu.Unlock()
+	if ch != nil || alarms == 0 {
+		t.Fatalf("driven by an alarm (%d alarms): the elector made a notify channel", alarms)
+	}
+	ready := u.e.EventsReady()
+	select {
+	case <-ready:
+	default:
+		t.Fatal("the first EventsReady is not signalled, though events are queued")
+	}
+	if got := u.e.EventsReady(); got != ready {
+		t.Fatal("EventsReady returned a second channel")
+	}
+	if r := u.e.HandleHeartBeat(hbReq("n1", u.ms.CurrTerm()+1)); r.Code != protocol.CodeSuccess {
+		t.Fatalf("heartbeat at a higher term answered %v", r.Code)
+	}
+	select {
+	case <-ready:
+	default:
+		t.Fatal("a role event after the first EventsReady did not signal it")
+	}
+}
