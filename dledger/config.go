@@ -3,9 +3,12 @@ package dledger
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
+	"weak"
 )
 
 // Config holds the election timings (docs/protocol.md section 6). Names follow DLedger's settings.
@@ -178,5 +181,42 @@ func (c Config) WithDefaults(base Config) Config {
 	if c.PreferredLeaderIDs == nil {
 		c.PreferredLeaderIDs = append([]string(nil), base.PreferredLeaderIDs...)
 	}
+	return c
+}
+
+// shared holds the one copy of each Config in use by this process's electors: a host of
+// thousands of members, all of the same timings, kept 104 bytes of them in every elector
+// (issue 29). Weak pointers: a configuration no elector uses any more is collected, and its
+// entry dropped by a later sweep.
+var shared struct {
+	sync.Mutex
+	m       map[string]weak.Pointer[Config]
+	sweepAt int // len(m) at which dead entries are swept next
+}
+
+// sharedConfig returns the process's copy of cfg: equal configurations, the same pointer.
+// Nothing may change a Config it returns.
+func sharedConfig(cfg Config) *Config {
+	key := fmt.Sprintf("%#v", cfg) // every field, the preferred leaders quoted
+	shared.Lock()
+	defer shared.Unlock()
+	if c := shared.m[key].Value(); c != nil {
+		return c
+	}
+	if shared.m == nil {
+		shared.m = map[string]weak.Pointer[Config]{}
+	}
+	if len(shared.m) >= shared.sweepAt {
+		for k, p := range shared.m {
+			if p.Value() == nil {
+				delete(shared.m, k)
+			}
+		}
+		shared.sweepAt = max(64, 2*len(shared.m))
+	}
+	c := new(Config)
+	*c = cfg
+	c.PreferredLeaderIDs = slices.Clone(cfg.PreferredLeaderIDs) // not the caller's array
+	shared.m[key] = weak.Make(c)
 	return c
 }

@@ -104,19 +104,21 @@ type Elector struct {
 	mu sync.Mutex // DLedger's "big lock": guards everything below (see the package comment)
 	// answers that found mu held (answers.go); not guarded by it
 	answers atomic.Pointer[answerQueue]
-	cfg     Config
-	ms      *memberstate.MemberState
-	clock   Clock
-	rnd     Rand
-	tr      Transport
-	log     *zap.Logger
-	obs     Observer
-	bugs    bugs.Bugs // deliberate bugs, for the simulator's checker tests only (bugs.go)
+	// cfg is never changed: one copy is shared by the members of a process that have the same
+	// configuration (sharedConfig), 96 bytes of each of a host's thousands of electors.
+	cfg   *Config
+	ms    *memberstate.MemberState
+	clock Clock
+	rnd   Rand
+	tr    Transport
+	log   *zap.Logger
+	obs   Observer
+	bugs  bugs.Bugs // deliberate bugs, for the simulator's checker tests only (bugs.go)
 
 	// Candidate.
 	lastParseResult       protocol.ParseResult
+	needIncreaseTerm      bool // "increase term immediately" (beside lastParseResult: one word)
 	nextTimeToRequestVote time.Time
-	needIncreaseTerm      bool       // "increase term immediately"
 	lost                  lostLeader // succession.go
 
 	vote     *voteRound
@@ -138,9 +140,12 @@ type Elector struct {
 	leadFromRound    uint64
 	sendHeartBeatNow bool
 	hb               *heartBeatRound
-	peers            []peerStatus // aligned with ms.Peers()
-	peerstring       string       // ms.Peers() formatted, for Status and HandleMetadata (they never change)
-	ackScratch       []time.Time  // quorumAck's buffer, so a steady heartbeat does not allocate
+	// peers is the leader's table, aligned with ms.Peers(): allocated by becomeLeader and
+	// dropped when the member steps down, so the followers of a host of thousands of groups
+	// (two thirds of its members) keep none (about 400 B each; issue 29). Read it only as
+	// leader.
+	peers      []peerStatus
+	ackScratch []time.Time // quorumAck's buffer, so a steady heartbeat does not allocate
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
 	// preferred-leader check.
@@ -274,17 +279,14 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		obs = NopObserver{}
 	}
 	e := &Elector{
-		cfg: cfg, ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
-		log:        logctx.With(log, zap.String("group", ms.Group()), zap.String("self", ms.SelfID())), // no encoder per member
-		obs:        obs,
-		peers:      make([]peerStatus, len(ms.Peers())),
-		peerstring: memberstate.FormatPeers(ms.Peers()),
-		notify:     make(chan struct{}, 1),
-		live:       opt.Liveness,
-		spread:     opt.SpreadStartup,
-		gate:       opt.Campaigns,
-		onMembers:  opt.MembersChanged,
-		mem:        membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
+		cfg: sharedConfig(cfg), ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
+		log:       logctx.With(log, zap.String("group", ms.Group()), zap.String("self", ms.SelfID())), // no encoder per member
+		obs:       obs,
+		live:      opt.Liveness,
+		spread:    opt.SpreadStartup,
+		gate:      opt.Campaigns,
+		onMembers: opt.MembersChanged,
+		mem:       membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
@@ -303,7 +305,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 }
 
 // Config returns the elector's timings.
-func (e *Elector) Config() Config { return e.cfg }
+func (e *Elector) Config() Config { return *e.cfg }
 
 // fields adds term and role to every election log line.
 func (e *Elector) fields(extra ...zap.Field) []zap.Field {
@@ -369,7 +371,7 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 		e.log.Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.hb = nil
+	e.hb, e.peers = nil, nil
 	if term > e.ms.CurrTerm() && e.vote != nil {
 		e.vote = nil // a round at a term that is about to be left behind
 	}
@@ -395,7 +397,7 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 		e.log.Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.vote, e.hb = nil, nil
+	e.vote, e.hb, e.peers = nil, nil, nil
 	e.lastLeaderHeartBeat = now
 	// As DLedger's changeRoleToFollower does: forget a lost round's WAIT_TO_VOTE_NEXT, or a
 	// follower cut off later would start the next term on its first candidate pass and, on
@@ -430,9 +432,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	e.leadFromRound = e.roundSeq
 	e.lastSendHeartBeat = time.Time{}
 	e.sendHeartBeatNow = true
-	for i := range e.peers {
-		e.peers[i] = peerStatus{}
-	}
+	e.peers = make([]peerStatus, len(e.ms.Peers())) // a fresh table: nothing known of this leadership yet
 	e.startUp.hadLeader = true
 	e.leadMembership()
 	e.log.Info(EventBecomesLeader, e.fields()...)
@@ -454,9 +454,11 @@ func (e *Elector) emit(now time.Time) {
 	e.newEpoch()
 	e.pending = append(e.pending, ev)
 	e.onRoleEvent(ev)
-	select {
-	case e.notify <- struct{}{}:
-	default:
+	if e.notify != nil {
+		select {
+		case e.notify <- struct{}{}:
+		default:
+		}
 	}
 	if e.eventsAlarm != nil {
 		e.eventsAlarm()
@@ -473,7 +475,18 @@ func (e *Elector) TakeEvents() []RoleEvent {
 }
 
 // EventsReady is signalled (coalesced) whenever TakeEvents has something to return.
-func (e *Elector) EventsReady() <-chan struct{} { return e.notify }
+// The channel is made by the first call, signalled, as it would have been by the starting
+// role's event: a host's members are driven by SetEventsAlarm and never ask for it, so they
+// keep no channel (96 bytes each; issue 29).
+func (e *Elector) EventsReady() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.notify == nil {
+		e.notify = make(chan struct{}, 1)
+		e.notify <- struct{}{}
+	}
+	return e.notify
+}
 
 // SetEventsAlarm gives the elector a driver's alarm for role events: set is called, with the
 // elector's lock held, whenever an event is queued for TakeEvents (as EventsReady is

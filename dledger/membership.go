@@ -208,8 +208,8 @@ type membership struct {
 	// fromStore: the configuration came from the store at start (it wins over Member.Peers).
 	fromStore bool
 	joining   bool // Member.Join, no configuration heard yet
+	removed   bool // beside the other flags: one word
 	hints     []memberstate.Peer
-	removed   bool
 	why       string    // why removed
 	acks      []confAck // leader: per member (ms.Peers order), the versions it last reported
 	change    *changeOp // nil: none in flight (a leader's, rare: not kept in every member)
@@ -360,10 +360,16 @@ func (e *Elector) applyMembers() error {
 	if err := e.ms.SetMembers(peers, voters); err != nil {
 		return err
 	}
-	status, acks := make([]peerStatus, len(peers)), make([]confAck, len(peers))
+	var status []peerStatus // the leader's table (elector.go): only a leader keeps one
+	if e.peers != nil {
+		status = make([]peerStatus, len(peers))
+	}
+	acks := make([]confAck, len(peers))
 	for i, p := range peers {
 		if j := slices.IndexFunc(old, func(q memberstate.Peer) bool { return q.ID == p.ID }); j >= 0 {
-			status[i] = e.peers[j]
+			if status != nil {
+				status[i] = e.peers[j]
+			}
 			if j < len(e.mem.acks) {
 				acks[i] = e.mem.acks[j]
 			}
@@ -371,7 +377,6 @@ func (e *Elector) applyMembers() error {
 	}
 	e.peers, e.mem.acks = status, acks
 	e.det.remap(old, peers) // adaptive.go: the links' samples follow their members
-	e.peerstring = memberstate.FormatPeers(peers)
 	if e.onMembers != nil {
 		e.post(membersChanged{tell: e.onMembers, peers: slices.Clone(peers)})
 	}

@@ -418,7 +418,9 @@ func TestQuietPreferredCheckFetchesTheLedgerEnd(t *testing.T) {
 		}
 	}
 	u.e.mu.Lock()
-	u.e.cfg.PreferredLeaderIDs = []string{"n2"}
+	cfg := *u.e.cfg // a copy: the elector's Config is shared with every elector of equal settings
+	cfg.PreferredLeaderIDs = []string{"n2"}
+	u.e.cfg = &cfg
 	u.e.preferred.reset()
 	u.e.mu.Unlock()
 	live.set(u.clock.Now(), u.clock.Now(), true)

@@ -123,7 +123,7 @@ func (e *Elector) Status() Status {
 		LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor(), Ledger: ms.Ledger(), LedgerKnown: e.ledgerKnown,
 		KnownMaxTermInGroup: ms.KnownMaxTermInGroup(), LastParseResult: e.lastParseResult,
 		TakingLeadership: e.take.campaigning(), TransferringTo: e.handOver.target(),
-		Peerstring: e.peerstring,
+		Peerstring: memberstate.FormatPeers(ms.Peers()), // formatted when asked: not kept in every member
 		Peers:      make([]PeerStatus, 0, len(ms.Peers())),
 		Membership: e.membershipStatus(),
 		Windows:    e.windows(),
@@ -159,5 +159,5 @@ func (e *Elector) HandleMetadata(req *protocol.MetadataRequest) *protocol.Metada
 	return &protocol.MetadataResponse{Header: protocol.Header{Group: ms.Group(), RemoteID: req.LocalID,
 		LocalID: ms.SelfID(), LeaderID: ms.LeaderID(), Term: ms.CurrTerm(), Code: protocol.CodeSuccess},
 		Role: ms.Role(), VoteFor: ms.VoteFor(), LedgerEndTerm: ms.Ledger().Term,
-		LedgerEndIndex: ms.Ledger().Index, Peers: e.peerstring}
+		LedgerEndIndex: ms.Ledger().Index, Peers: memberstate.FormatPeers(ms.Peers())}
 }

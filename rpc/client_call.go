@@ -108,6 +108,7 @@ func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
 		}
 		c.deadline = c.sent.Add(d)
 		p.pending[id] = c
+		p.peak = max(p.peak, len(p.pending))
 		gen = p.gen
 		if p.sweep != nil {
 			// O(1): the sweep moves only if this call is due before it. Arming it after each
@@ -141,11 +142,30 @@ func (p *peer) take(id uint64) *call {
 	c := p.pending[id]
 	if c != nil {
 		delete(p.pending, id)
-		if len(p.pending) == 0 && p.sweep != nil {
-			p.sweep.stop() // nothing left to time out: an answered call costs no later wake-up
+		if len(p.pending) == 0 {
+			p.emptied()
+			if p.sweep != nil {
+				p.sweep.stop() // nothing left to time out: an answered call costs no later wake-up
+			}
 		}
 	}
 	return c
+}
+
+// shrinkAbove is the most calls a peer's pending map (and its expired scratch) may have held
+// at once and still be kept once empty again. A Go map keeps the memory of its largest size:
+// a host link's map grows to the thousands of calls of a cold start or a mass election and
+// kept them for the rest of the run, some 450 B per group member of a 1,000-group host
+// (issue 29, docs/design.md "What a member costs").
+const shrinkAbove = 256
+
+// emptied is called with p.mu held when the last pending call left the map: a map that held
+// more than shrinkAbove calls is replaced by an empty one, so the burst's memory is freed.
+func (p *peer) emptied() {
+	if p.peak > shrinkAbove {
+		p.pending = make(map[uint64]*call)
+	}
+	p.peak = 0
 }
 
 // sweep is a connection's timeout timer. It is armed for the earliest deadline of the calls
@@ -214,14 +234,26 @@ func (p *peer) expire(now time.Time) int {
 			p.expired = append(p.expired, c)
 		}
 	}
+	if len(p.pending) == 0 {
+		p.emptied()
+	}
 	p.mu.Unlock()
 	n := len(p.expired)
 	for i, c := range p.expired {
 		p.cl.finish(c, nil, ErrTimeout, p.id)
 		p.expired[i] = nil
 	}
-	p.expired = p.expired[:0]
+	p.clearExpired()
 	return n
+}
+
+// clearExpired empties the expired scratch, freeing it after a burst (shrinkAbove).
+func (p *peer) clearExpired() {
+	if cap(p.expired) > shrinkAbove {
+		p.expired = nil
+	} else {
+		p.expired = p.expired[:0]
+	}
 }
 
 // disconnect marks the peer down and fails its pending calls and queued frames. A pending
@@ -239,12 +271,13 @@ func (p *peer) disconnect() {
 		delete(p.pending, id)
 		p.expired = append(p.expired, c)
 	}
+	p.emptied()
 	p.mu.Unlock()
 	for i, c := range p.expired {
 		p.cl.finish(c, nil, reason, p.id)
 		p.expired[i] = nil
 	}
-	p.expired = p.expired[:0]
+	p.clearExpired()
 	for {
 		select {
 		case f := <-p.sendq:

@@ -35,6 +35,7 @@ type peer struct {
 	closed    bool
 	gen       uint64 // connection generation; frames queued for an older one are dropped
 	pending   map[uint64]*call
+	peak      int    // the most calls pending at once since pending was last empty (dropPending)
 	sweep     *sweep // the current connection's timeout timer; nil between connections
 
 	expired []*call // scratch for the writer goroutine's timeout sweep

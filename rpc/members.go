@@ -1,6 +1,9 @@
 package rpc
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Run-time changes of a group's members (issue 31, docs/protocol.md section 13). A member
 // added to the group must be able to connect to the members already there, and a member
@@ -25,13 +28,14 @@ func (s *Server) SetMembers(ids []string) {
 func (m *Mux) SetPeers(group, self string, peers map[string]string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.groups[group][self]
+	g := m.groups[group]
+	r := routeTo(g, self)
 	if r == nil {
 		return fmt.Errorf("rpc: Mux.SetPeers: member %q of group %q is not served", self, group)
 	}
 	if addr := peers[self]; addr != r.self {
 		return fmt.Errorf("rpc: Mux.SetPeers: member %q of group %q is at %q, not %q", self, group, r.self, addr)
 	}
-	m.groups[group][self] = newRoute(r.h, self, peers)
+	g[slices.Index(g, r)] = newRoute(r.h, self, peers)
 	return nil
 }

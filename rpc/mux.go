@@ -3,6 +3,7 @@ package rpc
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -31,8 +32,11 @@ import (
 // request that names no group (a host hello, a host heartbeat) must name the host itself as
 // localId. A request for a group or member not served here is answered with the code.
 type Mux struct {
-	mu     sync.RWMutex
-	groups map[string]map[string]*route // group -> local member id -> route
+	mu sync.RWMutex
+	// groups are the routes of each group's local members: a slice searched in order, as a
+	// host serves a handful of members of a group (one, mostly) and thousands of groups (an
+	// inner map per group was some 200 B of a host's memory per member; issue 29).
+	groups map[string][]*route
 	// hosts are the ids this host answers host links as (SetHost, and every member's own
 	// peers entry), counted by the members that name each.
 	host      string
@@ -59,6 +63,7 @@ func (m *Mux) hostHandler() func(*protocol.HostHeartBeatRequest) *protocol.HostH
 // id of each (AddMember; empty: not accepted on a host link).
 type route struct {
 	h    Handler
+	id   string // the local member's id
 	self string // this member's own host id (its own peers entry), "" if unknown
 	// peers are the other members and their host ids: a slice searched in order, as a group
 	// has a handful of members and a host thousands of routes (two small maps per route were
@@ -70,7 +75,7 @@ type routePeer struct{ id, host string }
 
 // newRoute is the route of member self to h, with the group's members and their host ids.
 func newRoute(h Handler, self string, peers map[string]string) *route {
-	r := &route{h: h, self: peers[self], peers: make([]routePeer, 0, max(len(peers)-1, 0))}
+	r := &route{h: h, id: self, self: peers[self], peers: make([]routePeer, 0, max(len(peers)-1, 0))}
 	for p, addr := range peers {
 		if p != self {
 			r.peers = append(r.peers, routePeer{id: p, host: addr})
@@ -89,8 +94,18 @@ func (r *route) peer(id string) (host string, ok bool) {
 	return "", false
 }
 
+// routeTo is member self's route among a group's routes, nil if it has none.
+func routeTo(routes []*route, self string) *route {
+	for _, r := range routes {
+		if r.id == self {
+			return r
+		}
+	}
+	return nil
+}
+
 // NewMux returns a Mux with no member.
-func NewMux() *Mux { return &Mux{groups: map[string]map[string]*route{}, selfHosts: map[string]int{}} }
+func NewMux() *Mux { return &Mux{groups: map[string][]*route{}, selfHosts: map[string]int{}} }
 
 // SetHost names the host id a host link must dial to reach this mux (the host's rpc address
 // as the members' peers strings name it). A link that dials a member's own address is
@@ -123,14 +138,10 @@ func (m *Mux) AddMember(group, self string, peers map[string]string, h Handler) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.groups[group]
-	if g == nil {
-		g = map[string]*route{}
-		m.groups[group] = g
-	}
-	if g[self] != nil {
+	if routeTo(g, self) != nil {
 		return fmt.Errorf("rpc: Mux.Add: member %q of group %q is already served", self, group)
 	}
-	g[self] = r
+	m.groups[group] = append(g, r)
 	if r.self != "" {
 		m.selfHosts[r.self]++
 	}
@@ -143,16 +154,21 @@ func (m *Mux) AddMember(group, self string, peers map[string]string, h Handler) 
 func (m *Mux) Remove(group, self string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if g := m.groups[group]; g != nil {
-		if r := g[self]; r != nil && r.self != "" {
-			if m.selfHosts[r.self]--; m.selfHosts[r.self] <= 0 {
-				delete(m.selfHosts, r.self)
-			}
+	g := m.groups[group]
+	r := routeTo(g, self)
+	if r == nil {
+		return
+	}
+	if r.self != "" {
+		if m.selfHosts[r.self]--; m.selfHosts[r.self] <= 0 {
+			delete(m.selfHosts, r.self)
 		}
-		delete(g, self)
-		if len(g) == 0 {
-			delete(m.groups, group)
-		}
+	}
+	rest := slices.DeleteFunc(g, func(x *route) bool { return x == r }) // with m.mu held: no reader sees g
+	if len(rest) == 0 {
+		delete(m.groups, group)
+	} else {
+		m.groups[group] = rest
 	}
 }
 
@@ -169,7 +185,7 @@ func (m *Mux) lookupLocked(group, self string) (Handler, protocol.ResponseCode) 
 	if g == nil {
 		return nil, protocol.CodeUnknownGroup
 	}
-	r := g[self]
+	r := routeTo(g, self)
 	if r == nil {
 		return nil, protocol.CodeUnknownMember
 	}
@@ -189,7 +205,7 @@ func (m *Mux) respond(keys secure.KeySet, msg1 []byte) (msg2 []byte, s *secure.S
 		}
 	}
 	return secure.RespondHost(keys, groups, msg1, func(group, peer, target string) error {
-		r := m.groups[group][target]
+		r := routeTo(m.groups[group], target)
 		if r == nil {
 			return fmt.Errorf("%w: %q dialled %q of group %q, which is not on this host", secure.ErrWrongPeer, peer, target, group)
 		}
@@ -229,7 +245,7 @@ func (m *Mux) checkStatic(group, peer, target string) error {
 		}
 		return nil
 	}
-	r := m.groups[group][target]
+	r := routeTo(m.groups[group], target)
 	if r == nil {
 		return fmt.Errorf("%w: %q dialled %q of group %q, which is not on this host", secure.ErrWrongPeer, peer, target, group)
 	}
@@ -250,7 +266,7 @@ func (m *Mux) linkSender(h *protocol.Header, host string) bool {
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	r := m.groups[h.Group][h.RemoteID]
+	r := routeTo(m.groups[h.Group], h.RemoteID)
 	if r == nil {
 		return true
 	}

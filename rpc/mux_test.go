@@ -151,3 +151,37 @@ func TestMuxUnknownKeepsConnection(t *testing.T) {
 		t.Fatalf("g2/a served %d heartbeats, want 1 (none after its removal)", n)
 	}
 }
+
+// TestMuxRemoveKeepsTheGroupsOtherMembers: a group's routes are a slice (issue 29's memory
+// per member); removing one member leaves the others routed, removing the last forgets the
+// group, and SetPeers replaces the route of the member it names only.
+func TestMuxRemoveKeepsTheGroupsOtherMembers(t *testing.T) {
+	mux, hs := hostMux(t)
+	if err := mux.SetPeers("g1", "b", map[string]string{"b": "", "n2": "h2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := routeTo(mux.groups["g1"], "b").peer("n2"); !ok {
+		t.Fatal("SetPeers did not replace b's peers")
+	}
+	if _, ok := routeTo(mux.groups["g1"], "a").peer("n2"); ok {
+		t.Fatal("SetPeers of b changed a's peers")
+	}
+	mux.Remove("g1", "a")
+	mux.Remove("g1", "a") // twice: nothing to remove
+	for _, tc := range []struct {
+		group, self string
+		code        protocol.ResponseCode
+	}{{"g1", "a", protocol.CodeUnknownMember}, {"g1", "b", 0}, {"g2", "a", 0}} {
+		h, code := mux.lookup(tc.group, tc.self)
+		if code != tc.code || (code == 0 && h != hs[[2]string{tc.group, tc.self}]) {
+			t.Fatalf("(%s, %s) after removing (g1, a): code %v, handler %v", tc.group, tc.self, code, h)
+		}
+	}
+	mux.Remove("g1", "b")
+	if _, code := mux.lookup("g1", "b"); code != protocol.CodeUnknownGroup {
+		t.Fatalf("g1 with no member left: code %v, want UNKNOWN_GROUP", code)
+	}
+	if _, code := mux.lookup("g2", "a"); code != 0 {
+		t.Fatalf("(g2, a) after g1 was emptied: code %v", code)
+	}
+}

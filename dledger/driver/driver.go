@@ -58,13 +58,14 @@ func (f PublishFunc) Publish(evs []dledger.RoleEvent) { f(evs) }
 func Run(ctx context.Context, e *dledger.Elector, d Publisher) {
 	var wg sync.WaitGroup
 	wg.Add(1)
+	ready := e.EventsReady()
 	go func() {
 		defer wg.Done()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-e.EventsReady():
+			case <-ready:
 				d.Publish(e.TakeEvents())
 			}
 		}
