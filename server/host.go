@@ -109,8 +109,8 @@ type Host struct {
 	peerKeys *rpc.PeerKeys // member keys (keys.go): the rpc server's, its links' and its members' clients'
 	trust    *memberTrust  // member keys with PerMemberLinks: the trust follows the members' configurations (member_trust.go)
 	rpcSrv   *rpc.Server
-	// maint is the host's one StateMaintainer: a goroutine and a timer for every member,
-	// which wakes only for the members whose pass is due (driver.Maintainer).
+	// maint is the host's one StateMaintainer: one goroutine and one timer for all its
+	// members, which wakes only for the members whose pass is due (driver.Maintainer).
 	maint *driver.Maintainer
 	// campaigns bounds the members' vote rounds run at once (host_campaigns.go); nil: none.
 	campaigns *campaign.Gate
