@@ -294,7 +294,8 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 // this host, as a config file's entries of one group must agree (hostMemberSet.add): members
 // of one group that disagree on who its members are would count different quorums. The one
 // here is compared as it is now (its configuration after any membership change), the new one
-// as given. A joining member (Config.Join) is not compared: its peers are a way into the
+// as given, as sets of members at their addresses: a membership change may leave the one here
+// with its members in another order than a config file lists them. A joining member (Config.Join) is not compared: its peers are a way into the
 // group, not its configuration. A peers string New would refuse is left to New's message.
 // Called with h.mu held.
 func (h *Host) samePeers(cfg Config) error {
@@ -310,11 +311,29 @@ func (h *Host) samePeers(cfg Config) error {
 	if len(have) == 0 { // not wired yet: as it was given
 		have, _ = memberstate.ParsePeers(other.cfg.Peers)
 	}
-	if want, got := memberstate.FormatPeers(peers), memberstate.FormatPeers(have); want != got {
+	if !samePeerSet(peers, have) {
+		want, got := memberstate.FormatPeers(peers), memberstate.FormatPeers(have)
 		return fmt.Errorf("host: member %s of group %s: peers %q differ from %q of member %s of that group already on this host",
 			cfg.SelfID, cfg.Group, want, got, other.cfg.SelfID)
 	}
 	return nil
+}
+
+// samePeerSet reports whether a and b name the same members at the same addresses, in any order.
+func samePeerSet(a, b []memberstate.Peer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := make(map[memberstate.Peer]bool, len(a))
+	for _, p := range a {
+		in[p] = true
+	}
+	for _, p := range b {
+		if !in[p] {
+			return false
+		}
+	}
+	return true
 }
 
 // memberAuth gives cfg the host's keys when it sets none, and refuses a Listen of its own or

@@ -132,7 +132,8 @@ func TestHostsElectEveryGroupAndFailOver(t *testing.T) {
 // TestHostAddGroupRefusesPeersThatDiffer: a member added at run time whose peers differ from
 // those of a member of its group already on the host is refused, as two such entries of a
 // config file are (issue 29, "Bad input"), with both peers lists in the error, and the members
-// there are untouched; the same peers, another group, or a joining member are not refused.
+// there are untouched; the same peers (in any order), another group, or a joining member are
+// not refused.
 // When the member compared with leaves, another member of the group on the host takes its
 // place in the check.
 func TestHostAddGroupRefusesPeersThatDiffer(t *testing.T) {
@@ -146,13 +147,13 @@ func TestHostAddGroupRefusesPeersThatDiffer(t *testing.T) {
 		return solo.Status().Role == protocol.LEADER
 	})
 	before := n0.Status()
-	refused := func(self, p string) {
+	refused := func(self, p, have string) {
 		t.Helper()
 		_, err := h.AddGroup(Config{Group: "g", SelfID: self, Peers: p, Election: fastTimings()})
 		if err == nil {
-			t.Fatalf("member %s of g with peers %q was added beside peers %q", self, p, peers)
+			t.Fatalf("member %s of g with peers %q was added beside peers %q", self, p, have)
 		}
-		for _, want := range []string{p, peers, "differ"} {
+		for _, want := range []string{p, have, "differ"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("the refusal %q does not say %q", err, want)
 			}
@@ -162,9 +163,9 @@ func TestHostAddGroupRefusesPeersThatDiffer(t *testing.T) {
 		}
 	}
 	other := "127.0.0.1:1"
-	refused("n1", fmt.Sprintf("n0-%s;n1-%s", addr, addr))                         // one member fewer
-	refused("n1", fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, other))            // n2 elsewhere
-	refused("n1", fmt.Sprintf("n0-%s;n1-%s;n2-%s;n3-%s", addr, addr, addr, addr)) // one more
+	refused("n1", fmt.Sprintf("n0-%s;n1-%s", addr, addr), peers)                         // one member fewer
+	refused("n1", fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, other), peers)            // n2 elsewhere
+	refused("n1", fmt.Sprintf("n0-%s;n1-%s;n2-%s;n3-%s", addr, addr, addr, addr), peers) // one more
 	if st := n0.Status(); h.Member("g", "n0") != n0 || st.Term != before.Term || st.Role == protocol.UNKNOWN {
 		t.Fatalf("n0 of g changed when its group's members were refused: %+v, was %+v", st, before)
 	}
@@ -182,12 +183,14 @@ func TestHostAddGroupRefusesPeersThatDiffer(t *testing.T) {
 	if err := h.RemoveGroup(ctx, "g", joiner.Status().SelfID); err != nil {
 		t.Fatal(err)
 	}
-	// The same peers: added. Then n0, the member compared with, leaves: n1 is compared with.
-	addStarted(t, h, "g", "n1", peers)
+	// The same peers, in another order: added. Then n0, the member compared with, leaves: n1
+	// is compared with.
+	reordered := fmt.Sprintf("n2-%s;n0-%s;n1-%s", addr, addr, addr)
+	addStarted(t, h, "g", "n1", reordered)
 	if err := h.RemoveGroup(ctx, "g", "n0"); err != nil {
 		t.Fatal(err)
 	}
-	refused("n2", fmt.Sprintf("n1-%s;n2-%s", addr, addr))
+	refused("n2", fmt.Sprintf("n1-%s;n2-%s", addr, addr), reordered)
 	addStarted(t, h, "g", "n2", peers)
 }
 
