@@ -240,21 +240,22 @@ func TestHostProcessesManyGroupsCrashRejoin(t *testing.T) {
 	// (within 5 %, which at 21 groups is exactly 7), by transfers to it only (as above).
 	balanced := h.awaitBalanced("after the restart", nil, 5)
 	movedOnlyToVictim(balanced, "balanced")
-	// Transfers only: since the restart no leader stepped down, and every member that became
-	// leader had been asked to take leadership (a transfer's target) first.
-	asked, took := map[string]bool{}, 0
+	// Transfers only: since the restart every member that became leader had been asked to take
+	// leadership (a transfer's target) first, once per time it led. (A giver may still log
+	// "leader steps down" for its own transfer: under load its wait for the transferee can end
+	// before the transferee's vote request arrives.)
+	asked, took := map[string]int{}, 0
 	for _, l := range h.linesSince(marks) {
 		key := fmt.Sprintf("host%d %s/%s", l.host, l.Group, l.Self)
 		switch l.Msg {
 		case "asked to take leadership":
-			asked[key] = true
+			asked[key]++
 		case dledger.EventBecomesLeader:
-			if !asked[key] {
+			if asked[key] == 0 {
 				t.Errorf("%s became leader at term %d after the restart, not by a transfer", key, l.Term)
 			}
+			asked[key]--
 			took++
-		case "leader steps down":
-			t.Errorf("%s stepped down at term %d after the restart", key, l.Term)
 		}
 	}
 	if took < rebalanceGroups/3 {
