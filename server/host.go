@@ -109,8 +109,8 @@ type Host struct {
 	peerKeys *rpc.PeerKeys // member keys (keys.go): the rpc server's, its links' and its members' clients'
 	trust    *memberTrust  // member keys with PerMemberLinks: the trust follows the members' configurations (member_trust.go)
 	rpcSrv   *rpc.Server
-	// maint is the host's one StateMaintainer: a goroutine and a timer for every member,
-	// which wakes only for the members whose pass is due (driver.Maintainer).
+	// maint is the host's one StateMaintainer: one goroutine and one timer for all its
+	// members, which wakes only for the members whose pass is due (driver.Maintainer).
 	maint *driver.Maintainer
 	// campaigns bounds the members' vote rounds run at once (host_campaigns.go); nil: none.
 	campaigns *campaign.Gate
@@ -129,6 +129,9 @@ type Host struct {
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 stopped
 	members map[memberKey]*Server
+	// groupOne is one member of each group on this host (any one), which AddGroup compares a
+	// new member of that group with (samePeers) without walking every member.
+	groupOne map[string]*Server
 	// votes is the host's vote journal (host_votes.go), opened by the first member that
 	// needs it; voteStores are its members' stores, closed when they leave.
 	votes      *memberstate.Journal
@@ -161,7 +164,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
 		maint: driver.NewMaintainer(), campaigns: newCampaignGate(cfg), members: map[memberKey]*Server{},
-		voteStores: map[memberKey]*memberstate.JournalStore{}}
+		groupOne: map[string]*Server{}, voteStores: map[memberKey]*memberstate.JournalStore{}}
 	for _, a := range o.attachers {
 		h.memberOpts = append(h.memberOpts, WithAttacher(a))
 	}
@@ -243,7 +246,8 @@ func (h *Host) Gatherer() prometheus.Gatherer { return h.gatherer }
 // set and data dir when it leaves Keys, Insecure and DataDir empty; its own Listen is refused
 // (it belongs to the process). Options are New's (WithListener,
 // WithStore...); the logger and registry are the host's unless given. Several members of one
-// group may be on one host.
+// group may be on one host, with the same peers: a member whose peers differ from those of a
+// member of its group already here is refused (samePeers), as a config file's entries are.
 func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	var o options
 	for _, f := range opts {
@@ -261,6 +265,9 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	}
 	if h.members[key] != nil {
 		return nil, fmt.Errorf("host: member %s of group %s is already on this host", cfg.SelfID, cfg.Group)
+	}
+	if err := h.samePeers(cfg); err != nil {
+		return nil, err
 	}
 	journaled, err := h.memberStore(&cfg, o.store)
 	if err != nil {
@@ -281,6 +288,52 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	}
 	h.admit(key, s, journaled)
 	return s, nil
+}
+
+// samePeers refuses a member whose peers differ from those of a member of its group already on
+// this host, as a config file's entries of one group must agree (hostMemberSet.add): members
+// of one group that disagree on who its members are would count different quorums. The one
+// here is compared as it is now (its configuration after any membership change), the new one
+// as given, as sets of members at their addresses: a membership change may leave the one here
+// with its members in another order than a config file lists them. A joining member (Config.Join) is not compared: its peers are a way into the
+// group, not its configuration. A peers string New would refuse is left to New's message.
+// Called with h.mu held.
+func (h *Host) samePeers(cfg Config) error {
+	other := h.groupOne[cfg.Group]
+	if other == nil || cfg.Join {
+		return nil
+	}
+	peers, err := memberstate.ParsePeers(cfg.Peers)
+	if err != nil {
+		return nil
+	}
+	have := other.currentPeers()
+	if len(have) == 0 { // not wired yet: as it was given
+		have, _ = memberstate.ParsePeers(other.cfg.Peers)
+	}
+	if !samePeerSet(peers, have) {
+		want, got := memberstate.FormatPeers(peers), memberstate.FormatPeers(have)
+		return fmt.Errorf("host: member %s of group %s: peers %q differ from %q of member %s of that group already on this host",
+			cfg.SelfID, cfg.Group, want, got, other.cfg.SelfID)
+	}
+	return nil
+}
+
+// samePeerSet reports whether a and b name the same members at the same addresses, in any order.
+func samePeerSet(a, b []memberstate.Peer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	in := make(map[memberstate.Peer]bool, len(a))
+	for _, p := range a {
+		in[p] = true
+	}
+	for _, p := range b {
+		if !in[p] {
+			return false
+		}
+	}
+	return true
 }
 
 // memberAuth gives cfg the host's keys when it sets none, and refuses a Listen of its own or
@@ -334,6 +387,9 @@ func (h *Host) admit(key memberKey, s *Server, journaled *memberstate.JournalSto
 		s.elector.WithdrawCandidacy("host drained")
 	}
 	h.members[key] = s
+	if h.groupOne[key.group] == nil {
+		h.groupOne[key.group] = s
+	}
 }
 
 // memberDir is where member self of group keeps its vote file: the root itself if it is a
@@ -460,9 +516,25 @@ func (h *Host) forget(s *Server) {
 	defer h.mu.Unlock()
 	if k := (memberKey{s.cfg.Group, s.cfg.SelfID}); h.members[k] == s {
 		delete(h.members, k)
+		if h.groupOne[k.group] == s {
+			h.forgetGroupOne(s)
+		}
 		if js := h.voteStores[k]; js != nil {
 			js.Close()
 			delete(h.voteStores, k)
+		}
+	}
+}
+
+// forgetGroupOne replaces s, leaving, as its group's member in groupOne: by another member of
+// the group on this host, found among s's peers (they agree, samePeers), or none. Called with
+// h.mu held, after s left members.
+func (h *Host) forgetGroupOne(s *Server) {
+	delete(h.groupOne, s.cfg.Group)
+	for _, p := range s.currentPeers() {
+		if o := h.members[memberKey{s.cfg.Group, p.ID}]; o != nil {
+			h.groupOne[s.cfg.Group] = o
+			return
 		}
 	}
 }

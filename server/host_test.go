@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -126,6 +127,71 @@ func TestHostsElectEveryGroupAndFailOver(t *testing.T) {
 	if n := len(hosts[victim].Members()); n != 0 {
 		t.Fatalf("a stopped host still has %d members", n)
 	}
+}
+
+// TestHostAddGroupRefusesPeersThatDiffer: a member added at run time whose peers differ from
+// those of a member of its group already on the host is refused, as two such entries of a
+// config file are (issue 29, "Bad input"), with both peers lists in the error, and the members
+// there are untouched; the same peers (in any order), another group, or a joining member are
+// not refused.
+// When the member compared with leaves, another member of the group on the host takes its
+// place in the check.
+func TestHostAddGroupRefusesPeersThatDiffer(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h := newTestHost(t, port, t.TempDir())
+	peers := fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, addr)
+	n0 := addStarted(t, h, "g", "n0", peers)
+	solo := addStarted(t, h, "solo", "n0", "n0-"+addr)
+	dledgertest.Eventually(t, electionLimit, "the one-member group leads", func() bool {
+		return solo.Status().Role == protocol.LEADER
+	})
+	before := n0.Status()
+	refused := func(self, p, have string) {
+		t.Helper()
+		_, err := h.AddGroup(Config{Group: "g", SelfID: self, Peers: p, Election: fastTimings()})
+		if err == nil {
+			t.Fatalf("member %s of g with peers %q was added beside peers %q", self, p, have)
+		}
+		for _, want := range []string{p, have, "differ"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the refusal %q does not say %q", err, want)
+			}
+		}
+		if h.Member("g", self) != nil {
+			t.Fatalf("the refused member %s is on the host", self)
+		}
+	}
+	other := "127.0.0.1:1"
+	refused("n1", fmt.Sprintf("n0-%s;n1-%s", addr, addr), peers)                         // one member fewer
+	refused("n1", fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, other), peers)            // n2 elsewhere
+	refused("n1", fmt.Sprintf("n0-%s;n1-%s;n2-%s;n3-%s", addr, addr, addr, addr), peers) // one more
+	if st := n0.Status(); h.Member("g", "n0") != n0 || st.Term != before.Term || st.Role == protocol.UNKNOWN {
+		t.Fatalf("n0 of g changed when its group's members were refused: %+v, was %+v", st, before)
+	}
+	if got := len(h.Members()); got != 2 {
+		t.Fatalf("%d members after the refusals, want 2", got)
+	}
+	// Another group may have any peers; a joiner's peers are a way in, not compared.
+	addStarted(t, h, "h", "n1", fmt.Sprintf("n0-%s;n1-%s", other, addr))
+	joiner, err := h.AddGroup(Config{Group: "g", SelfID: "n3", Peers: fmt.Sprintf("n0-%s;n3-%s", addr, addr), Join: true, Election: fastTimings()})
+	if err != nil {
+		t.Fatalf("a joining member of g: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.RemoveGroup(ctx, "g", joiner.Status().SelfID); err != nil {
+		t.Fatal(err)
+	}
+	// The same peers, in another order: added. Then n0, the member compared with, leaves: n1
+	// is compared with.
+	reordered := fmt.Sprintf("n2-%s;n0-%s;n1-%s", addr, addr, addr)
+	addStarted(t, h, "g", "n1", reordered)
+	if err := h.RemoveGroup(ctx, "g", "n0"); err != nil {
+		t.Fatal(err)
+	}
+	refused("n2", fmt.Sprintf("n1-%s;n2-%s", addr, addr), reordered)
+	addStarted(t, h, "g", "n2", peers)
 }
 
 // TestHostThreeMembersOfOneGroup (DLedger's testThreeServerInOneProxy): one host serves all

@@ -9,9 +9,12 @@ package main
 // hosts keep (GET /v1/groups), with generous bounds; nothing asserts a speed.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -184,9 +187,10 @@ const manyGroups = 20
 
 // Three hosts with many groups elect; kill -9 of the host leading the most: every group it led
 // gets a new leader and no other group's term changes; restarted, it rejoins every group as a
-// follower without moving any term.
+// follower without moving any term; the leader balancer then gives it its share back, a third
+// of the groups, by transfers to it only.
 func TestHostProcessesManyGroupsCrashRejoin(t *testing.T) {
-	h := newHostProcs(t, harness.HostLayout{Hosts: 3, Groups: manyGroups})
+	h := newHostProcs(t, harness.HostLayout{Hosts: 3, Groups: rebalanceGroups})
 	h.startAll()
 	before := h.awaitStable("cold start", nil)
 	victim, n := harness.MostLed(harness.LedBy(before, 3))
@@ -200,21 +204,141 @@ func TestHostProcessesManyGroupsCrashRejoin(t *testing.T) {
 	h.awaitLeaders(t0, ledBy(before, victim), victim)
 	survivors := h.awaitStable("after kill -9", nil)
 	failedOver(t, before, survivors, victim)
+	// The survivors' balancers first share the groups between the two of them; the rejoin is
+	// judged from there.
+	var live []int
+	for j := range h.Procs {
+		if j != victim {
+			live = append(live, j)
+		}
+	}
+	was := byName(h.awaitBalanced("after kill -9", live, 5))
+	marks := h.logMarks()
 
 	if err := h.Start(victim); err != nil {
 		t.Fatal(err)
 	}
 	rejoined := h.awaitStable("after the restart", nil)
-	was := byName(survivors)
-	for _, g := range rejoined {
-		if g.Members != 3 {
-			t.Errorf("group %s has %d members after the restart", g.Group, g.Members)
+	movedOnlyToVictim := func(gs []harness.GroupState, when string) {
+		t.Helper()
+		for _, g := range gs {
+			if g.Members != 3 {
+				t.Errorf("%s: group %s has %d members", when, g.Group, g.Members)
+			}
+			// A rejoin takes no leadership by election (docs/protocol.md L2). Only a leader
+			// balancer's transfer may move a group to the restarted host, at a higher term.
+			if g.LeaderHost != victim && g.Term != was[g.Group].Term {
+				t.Errorf("%s: group %s moved from term %d to %d when host%d rejoined", when, g.Group, was[g.Group].Term, g.Term, victim)
+			}
+			if g.LeaderHost == victim && g.Term <= was[g.Group].Term {
+				t.Errorf("%s: host%d leads group %s at term %d, not above its term %d before", when, victim, g.Group, g.Term, was[g.Group].Term)
+			}
 		}
-		// A rejoin takes no leadership by election (docs/protocol.md L2). Only a leader
-		// balancer's transfer may move a group to the restarted host, at a higher term.
-		if g.LeaderHost != victim && g.Term != was[g.Group].Term {
-			t.Errorf("group %s moved from term %d to %d when host%d rejoined", g.Group, was[g.Group].Term, g.Term, victim)
+	}
+	movedOnlyToVictim(rejoined, "after the restart")
+	// The leader balancer gives the restarted host its share back: every host leads groups/3
+	// (within 5 %, which at 21 groups is exactly 7), by transfers to it only (as above).
+	balanced := h.awaitBalanced("after the restart", nil, 5)
+	movedOnlyToVictim(balanced, "balanced")
+	// Transfers only: since the restart every member that became leader had been asked to take
+	// leadership (a transfer's target) first, once per time it led. (A giver may still log
+	// "leader steps down" for its own transfer: under load its wait for the transferee can end
+	// before the transferee's vote request arrives.)
+	asked, took := map[string]int{}, 0
+	for _, l := range h.linesSince(marks) {
+		key := fmt.Sprintf("host%d %s/%s", l.host, l.Group, l.Self)
+		switch l.Msg {
+		case "asked to take leadership":
+			asked[key]++
+		case dledger.EventBecomesLeader:
+			if asked[key] == 0 {
+				t.Errorf("%s became leader at term %d after the restart, not by a transfer", key, l.Term)
+			}
+			asked[key]--
+			took++
 		}
+	}
+	if took < rebalanceGroups/3 {
+		t.Errorf("the hosts' logs show %d leaders since the restart, want at least host%d's share %d", took, victim, rebalanceGroups/3)
+	}
+}
+
+// logMarks are the sizes of the hosts' logs now, for linesSince.
+func (h *hostProcs) logMarks() []int64 {
+	marks := make([]int64, len(h.Procs))
+	for j, p := range h.Procs {
+		if fi, err := os.Stat(p.LogPath); err == nil {
+			marks[j] = fi.Size()
+		}
+	}
+	return marks
+}
+
+// hostLogLine is a host's zap JSON log line, the fields the tests read.
+type hostLogLine struct {
+	host  int
+	Msg   string `json:"msg"`
+	Group string `json:"group"`
+	Self  string `json:"self"`
+	Term  int64  `json:"term"`
+}
+
+// linesSince are the hosts' log lines written after marks (logMarks), each host's in order.
+// The hosts append to their logs across restarts (child.Proc).
+func (h *hostProcs) linesSince(marks []int64) []hostLogLine {
+	h.t.Helper()
+	var out []hostLogLine
+	for j, p := range h.Procs {
+		b, err := os.ReadFile(p.LogPath)
+		if err != nil || int64(len(b)) < marks[j] {
+			h.t.Fatalf("host%d's log since the mark: %v (%d bytes, mark %d)", j, err, len(b), marks[j])
+		}
+		for _, raw := range bytes.Split(b[marks[j]:], []byte("\n")) {
+			l := hostLogLine{host: j}
+			if json.Unmarshal(raw, &l) == nil {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// rebalanceGroups is a multiple of three, so that each of three hosts' share is whole.
+const rebalanceGroups = 21
+
+// awaitBalanced polls the live hosts until every group is stable and each of hosts (all when
+// nil) leads within maxDevPct of an even share among them (harness.BalanceDevPct, as `bench
+// groups` reports balance).
+func (h *hostProcs) awaitBalanced(what string, hosts []int, maxDevPct float64) []harness.GroupState {
+	h.t.Helper()
+	deadline := time.Now().Add(hostsLimit)
+	last := ""
+	for {
+		s, err := h.Snapshot(context.Background())
+		if err == nil {
+			gs := s.Groups()
+			all := harness.LedBy(gs, len(h.Procs))
+			led := all
+			if hosts != nil {
+				led = nil
+				for _, j := range hosts {
+					led = append(led, all[j])
+				}
+			}
+			if s.Unstable(h.names) == 0 && harness.BalanceDevPct(led, len(gs)) <= maxDevPct {
+				return gs
+			}
+			last = fmt.Sprintf("led per host %v; %s", led, describeUnstable(gs))
+		} else {
+			last = err.Error()
+		}
+		if err := h.UnexpectedExit(); err != nil {
+			h.t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%s: not balanced within %v%% after %v: %s", what, maxDevPct, hostsLimit, last)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval
 	}
 }
 

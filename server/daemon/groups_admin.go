@@ -20,7 +20,8 @@ import (
 //	DELETE /v1/groups/{group}/{id}
 //
 // The body is a configs: entry of the host's file as JSON (group and selfId may be left out:
-// the path names them), checked by the same rules (server.ParseHostMembers). Nothing is
+// the path names them), checked by the same rules (server.ParseHostMembers; peers that differ
+// from those of a member of its group already on the host, by server.Host.AddGroup). Nothing is
 // written but the new member's data dir: a member added at run time that should come back
 // after a restart must also be added to the host's config file. Both need the admin token.
 

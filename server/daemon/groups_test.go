@@ -279,6 +279,46 @@ func TestHostAdminAddsAndRemovesMembers(t *testing.T) {
 	}
 }
 
+// TestHostAdminRefusesAMemberWhosePeersDiffer: PUT of a member whose peers differ from those of
+// a member of its group already on the host is refused (422), its error naming both peers
+// lists, as a config file with such entries is (issue 29, "Bad input"); the member there is
+// untouched, and a PUT with the group's peers is then accepted.
+func TestHostAdminRefusesAMemberWhosePeersDiffer(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h, d := newTestHost(t, port, t.TempDir())
+	put := func(id, peers string) (int, string) {
+		t.Helper()
+		return sendWithToken(t, "PUT", "http://"+d.HTTPAddr()+"/v1/groups/a/"+id, fmt.Sprintf(`{"peers":%q}`, peers), testToken)
+	}
+	peers := fmt.Sprintf("n0-%s;n1-%s;n2-127.0.0.1:1", addr, addr)
+	if code, msg := put("n0", peers); code != http.StatusCreated {
+		t.Fatalf("PUT a/n0: %d %s", code, msg)
+	}
+	n0 := h.Member("a", "n0")
+	before := n0.Status()
+	differ := fmt.Sprintf("n0-%s;n1-%s", addr, addr)
+	code, body := put("n1", differ)
+	var e struct{ Error string }
+	if code != http.StatusUnprocessableEntity || json.Unmarshal([]byte(body), &e) != nil {
+		t.Fatalf("PUT a/n1 with peers %q beside a/n0's %q: %d %s, want 422", differ, peers, code, body)
+	}
+	for _, want := range []string{differ, peers} {
+		if !strings.Contains(e.Error, want) {
+			t.Errorf("the refusal %q does not name the peers %q", e.Error, want)
+		}
+	}
+	if h.Member("a", "n1") != nil {
+		t.Fatal("the refused member a/n1 is on the host")
+	}
+	if st := n0.Status(); h.Member("a", "n0") != n0 || st.Term != before.Term || st.Role == protocol.UNKNOWN {
+		t.Fatalf("a/n0 changed when a/n1 was refused: %+v, was %+v", st, before)
+	}
+	if code, msg := put("n1", peers); code != http.StatusCreated {
+		t.Fatalf("PUT a/n1 with a/n0's peers: %d %s", code, msg)
+	}
+}
+
 // drainingHost is a host whose Drain and Undrain count their calls and fail as told, so the
 // routes can be checked apart from server.Host's own.
 type drainingHost struct {
