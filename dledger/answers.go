@@ -108,12 +108,15 @@ func (e *Elector) runQueuedAnswers() {
 
 // unlock releases the lock at the end of an entry point's delivery; if answers were queued
 // while it was held, it takes the lock back for them (unless another goroutine already has,
-// which then handles them) and delivers what they decided.
+// which then handles them) and delivers what they decided, as often as answers keep coming
+// (a loop, not a recursion: a storm of answers does not grow the stack).
 func (e *Elector) unlock() {
-	e.mu.Unlock()
-	if e.answersWaiting() && e.mu.TryLock() {
-		e.runQueuedAnswers()
-		e.unlockAndDeliver()
+	for {
+		e.mu.Unlock()
+		if !e.answersWaiting() || !e.mu.TryLock() {
+			return
+		}
+		e.deliverHeld() // the queued answers first
 	}
 }
 

@@ -219,11 +219,9 @@ func statusOfPeer(t *testing.T, u *unit, id string) PeerStatus {
 
 // TestAnswerQueuedBehindTheInlineHeartBeatGetsAPass: the inline heartbeat on the event loop
 // delivers nothing (unlockOnLoop), so an answer queued while it held the lock must not wait
-// for it: a pass is asked for now, as after a read-only holder, and that pass decides the
-// round. Two things ask for it: noteSchedule (nextPassAt is now while answers wait), and,
-// for an answer queued after noteSchedule ran but before the unlock, unlockOnLoop's own look
-// at the queue after it released the lock (unlockQuiet); this test cannot place an answer in
-// that window and checks the first.
+// for it: unlockOnLoop looks at the queue after releasing the lock (unlockQuiet) and asks the
+// driver for a pass now, and that pass decides the round. (Merging the event loop's unlock
+// with the answer queue lost this once the schedule stopped planning a pass for queued answers.)
 func TestAnswerQueuedBehindTheInlineHeartBeatGetsAPass(t *testing.T) {
 	u := newUnit(t, 3, nil)
 	u.e.mu.Lock()
@@ -263,5 +261,41 @@ func TestAnswerQueuedBehindTheInlineHeartBeatGetsAPass(t *testing.T) {
 	u.e.Tick() // the driver's pass
 	if st := u.e.Status(); st.Role != protocol.LEADER {
 		t.Fatalf("role %v after the pass, want LEADER (the queued grant)", st.Role)
+	}
+}
+
+// TestQueuedAnswersHandledByTheHolderPlanNoPass: answers queued while an entry point held the
+// lock are decided by that entry point's release (deliverHeld, before the schedule is
+// computed), so the driver's pass stays where the elector's deadlines put it. The schedule
+// used to plan a pass "now" for any queued answer, and that plan was never moved back: a pass
+// for nothing, which a loaded driver running it late took for a stall of its own process
+// (refusing transfers for an interval).
+func TestQueuedAnswersHandledByTheHolderPlanNoPass(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.makeLeader()
+	u.tr.takeHeartBeats()
+	u.clock.Advance(u.cfg.HeartBeatInterval)
+	u.e.Tick()
+	hbs := u.tr.takeHeartBeats()
+	u.e.SetPassAlarm(func(time.Time) {})
+	u.e.NextPassAt() // a driver sleeps until its pass
+	u.clock.Advance(time.Millisecond)
+	u.e.mu.Lock() // an entry point holds it
+	done := make(chan struct{})
+	go func() { hbs[0].done(hbResp(hbs[0].to, protocol.CodeSuccess, hbs[0].req.Term), nil); close(done) }()
+	<-done
+	if !u.e.answersWaiting() {
+		t.Fatal("precondition: the answer was not queued")
+	}
+	u.e.unlockAndDeliver()
+	u.e.mu.Lock()
+	planned, next, now := u.e.plannedPass, u.e.nextPassAt(u.clock.Now()), u.clock.Now()
+	waiting := u.e.answersWaiting()
+	u.e.mu.Unlock()
+	if waiting {
+		t.Fatal("the holder's release left the answer queued")
+	}
+	if planned.Equal(now) && next.After(now) {
+		t.Fatalf("a pass planned now (%v) for answers the holder decided; the next deadline is %v", now, next)
 	}
 }

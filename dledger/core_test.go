@@ -139,10 +139,10 @@ func coreViolations(path string, src []byte) ([]string, error) {
 }
 
 // entryPoints are the unexported methods that take the lock: the transport's answers, and the
-// delivery loop, which takes it back between batches and when a delivery panicked.
+// delivery loop (deliverHeld), which takes it back between batches and when a delivery panicked.
 var entryPoints = map[string]bool{"onVoteResponse": true, "onHeartBeatResponse": true, "onTransferResponse": true,
 	"onProbeResponse":  true, // forced recovery's probes (force.go)
-	"unlockAndDeliver": true, "deliveryPanicked": true,
+	"unlockAndDeliver": true, "deliverHeld": true, "deliveryPanicked": true,
 	"handleAnswer": true, "unlock": true, "unlockQuiet": true} // answers.go: an answer never waits for the lock
 
 // delivery is the one method that runs with the lock released and calls out: the transport and

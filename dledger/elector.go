@@ -480,7 +480,7 @@ func (e *Elector) TakeEvents() []RoleEvent {
 // keep no channel (96 bytes each; issue 29).
 func (e *Elector) EventsReady() <-chan struct{} {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlockQuiet() // an answer queued meanwhile gets a pass (answers.go)
 	if e.notify == nil {
 		e.notify = make(chan struct{}, 1)
 		e.notify <- struct{}{}

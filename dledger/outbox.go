@@ -82,10 +82,19 @@ func (e *Elector) observe(o observation) { e.outbox = append(e.outbox, entry{obs
 // otherwise this one delivers until the outbox stays empty. Every entry point that can post
 // defers it right after taking the lock.
 func (e *Elector) unlockAndDeliver() {
+	e.deliverHeld()
+	e.unlock() // and the answers queued meanwhile (answers.go)
+}
+
+// deliverHeld is unlockAndDeliver up to the release: with the lock held on entry and on
+// return, it first decides the answers queued while the lock was held (answers.go: before
+// what the schedule and the campaign place are computed from), then delivers, unless a
+// delivery is already running, which takes the entries.
+func (e *Elector) deliverHeld() {
+	e.runQueuedAnswers()
 	e.endCampaign()
 	e.noteSchedule()
 	if e.delivering {
-		e.mu.Unlock()
 		return
 	}
 	e.delivering = true
@@ -98,7 +107,6 @@ func (e *Elector) unlockAndDeliver() {
 		e.mu.Lock() // the delivery loop's own: to take what was decided meanwhile
 	}
 	e.delivering = false
-	e.unlock() // and the answers queued meanwhile (answers.go)
 }
 
 // unlockOnLoop is unlockAndDeliver for the one entry point that runs on the rpc server's event

@@ -106,9 +106,6 @@ func dueAfter(t time.Time) deadline { return dueAt(t.Add(time.Nanosecond)) }
 // than StallThreshold earlier would take that pass, run at once, for the end of a stall of its
 // own process, and refuse to take leadership for a heartbeat interval.
 func (e *Elector) nextPassAt(now time.Time) time.Time {
-	if e.answersWaiting() {
-		return now // a pass handles them (answers.go)
-	}
 	next := now.Add(e.passGap())
 	for _, d := range e.deadlines(now) {
 		t := d.t

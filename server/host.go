@@ -293,30 +293,33 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 // samePeers refuses a member whose peers differ from those of a member of its group already on
 // this host, as a config file's entries of one group must agree (hostMemberSet.add): members
 // of one group that disagree on who its members are would count different quorums. The one
-// here is compared as it is now (its configuration after any membership change), the new one
-// as given, as sets of members at their addresses: a membership change may leave the one here
-// with its members in another order than a config file lists them. A joining member (Config.Join) is not compared: its peers are a way into the
-// group, not its configuration. A peers string New would refuse is left to New's message.
+// here is compared as it was given and as it is now (its configuration after a membership
+// change), the new one as given, as sets of members at their addresses: either match admits
+// it. As given, so that a host restarted after a membership change re-adds its config file's
+// entries (New then takes each member's durable configuration over them, 13.6); as it is now,
+// so that a member added after a change may name the new configuration. A joining member
+// (Config.Join), on either side, is not compared: its peers are a way into the group, not its
+// configuration. A peers string New would refuse is left to New's message.
 // Called with h.mu held.
 func (h *Host) samePeers(cfg Config) error {
 	other := h.groupOne[cfg.Group]
-	if other == nil || cfg.Join {
+	if other == nil || cfg.Join || other.cfg.Join {
 		return nil
 	}
 	peers, err := memberstate.ParsePeers(cfg.Peers)
 	if err != nil {
 		return nil
 	}
+	given, _ := memberstate.ParsePeers(other.cfg.Peers)
+	if samePeerSet(peers, given) {
+		return nil // as the config file lists the group: a restart re-adds its entries so
+	}
 	have := other.currentPeers()
-	if len(have) == 0 { // not wired yet: as it was given
-		have, _ = memberstate.ParsePeers(other.cfg.Peers)
+	if len(have) > 0 && samePeerSet(peers, have) {
+		return nil // the group's configuration now, after a membership change
 	}
-	if !samePeerSet(peers, have) {
-		want, got := memberstate.FormatPeers(peers), memberstate.FormatPeers(have)
-		return fmt.Errorf("host: member %s of group %s: peers %q differ from %q of member %s of that group already on this host",
-			cfg.SelfID, cfg.Group, want, got, other.cfg.SelfID)
-	}
-	return nil
+	return fmt.Errorf("host: member %s of group %s: peers %q differ from %q (given) and %q (now) of member %s of that group already on this host",
+		cfg.SelfID, cfg.Group, memberstate.FormatPeers(peers), memberstate.FormatPeers(given), memberstate.FormatPeers(have), other.cfg.SelfID)
 }
 
 // samePeerSet reports whether a and b name the same members at the same addresses, in any order.

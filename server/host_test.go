@@ -484,3 +484,78 @@ func TestHostReAddsAFollowerAndTheLeaderStays(t *testing.T) {
 		}
 	}
 }
+
+// A host restarted after a committed membership change re-adds its config file's entries as
+// they were (cmd/dledger's host start does): the run-time peers check (samePeers) compares them
+// with the entries as given, not only with the group's configuration now, or the second entry
+// of the group was refused and the host did not start. (Found by a review of samePeers.)
+func TestHostRestartsAfterAMembershipChange(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	c := HostConfig{Listen: addr, DataDir: t.TempDir(), Keys: testKeys}
+	h, err := NewHost(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	peers := fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, addr)
+	var ms []*Server
+	for _, id := range []string{"n0", "n1", "n2"} {
+		ms = append(ms, addStartedWith(t, h, "g", id, peers, calmTimings()))
+	}
+	var leader *Server
+	dledgertest.Eventually(t, electionLimit, "a leader of g", func() bool {
+		for _, s := range ms {
+			if s.Status().Role == protocol.LEADER {
+				leader = s
+				return true
+			}
+		}
+		return false
+	})
+	victim := "n2"
+	if leader.Status().SelfID == "n2" {
+		victim = "n1"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), electionLimit)
+	defer cancel()
+	if _, err := leader.RemoveMember(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	dledgertest.Eventually(t, electionLimit, "every remaining member without "+victim, func() bool {
+		for _, s := range ms {
+			if s.Status().SelfID == victim {
+				continue
+			}
+			for _, v := range s.Membership().Voters {
+				if v.ID == victim {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if err := h.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := NewHost(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Stop(context.Background())
+	for _, id := range []string{"n0", "n1", "n2"} {
+		if id == victim {
+			continue
+		}
+		s, err := h2.AddGroup(Config{Group: "g", SelfID: id, Peers: peers, Election: calmTimings()})
+		if err != nil {
+			t.Fatalf("re-adding the config file's entry %s after a committed membership change: %v", id, err)
+		}
+		for _, v := range s.Membership().Voters {
+			if v.ID == victim {
+				t.Fatalf("%s restarted with %s in its configuration: the durable one must win over the entry", id, victim)
+			}
+		}
+	}
+}
