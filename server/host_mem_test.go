@@ -148,8 +148,10 @@ func gcReport() string {
 // whose one measurement reads more than a -count series' later ones: 6,003-6,434 B in eight
 // -race runs at load 4-7 (the merged tree, least of five samples, every member following its
 // leader), against 6,684-8,097 B for c1a1f91 (one sample, a quorum following). The bound keeps
-// 15 % over the worst of those eight runs: a regression of some 1 KiB a member fails it.
-const memPerMemberBound = 7424
+// 27 % over the worst of those eight runs, as CI's machine has given no sample of this
+// measurement yet: a regression of some 2 KiB a member (a goroutine's stack, a buffer per
+// member) fails it.
+const memPerMemberBound = 8192
 
 // TestHostMemoryPerMember measures what a group member costs a host (docs/design.md, "What a
 // member costs"): heap bytes and goroutines per member added to three running hosts, once
