@@ -23,7 +23,9 @@ import (
 //
 // So the vote and heartbeat entry points take the lock only if it is free. If it is not, the
 // answer is queued here and the entry point returns; the queue is handled under the lock, in
-// the order the answers came, before anything else is decided, by:
+// the order the answers came (before anything else a pass or a holder's release decides; an
+// entry point that takes the lock with Lock, such as HandleVote, may decide before them, as
+// a network may deliver its request first), by:
 //   - the goroutine that holds the lock, when it releases it at the end of an entry point
 //     (unlockAndDeliver ends with unlock, which looks at the queue after releasing the lock and
 //     takes it back if answers are waiting);

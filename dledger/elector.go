@@ -38,6 +38,7 @@ package dledger
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,7 +306,11 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 }
 
 // Config returns the elector's timings.
-func (e *Elector) Config() Config { return *e.cfg }
+func (e *Elector) Config() Config {
+	c := *e.cfg
+	c.PreferredLeaderIDs = slices.Clone(c.PreferredLeaderIDs) // the shared copy's array stays untouched
+	return c
+}
 
 // fields adds term and role to every election log line.
 func (e *Elector) fields(extra ...zap.Field) []zap.Field {
