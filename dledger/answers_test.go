@@ -132,27 +132,10 @@ func TestOneGroupsFsyncDoesNotHoldUpAnotherGroupsAnswer(t *testing.T) {
 func TestAQueuedVoteAnswerDecidesItsRound(t *testing.T) {
 	for _, release := range []string{"entry point", "read, then a pass"} {
 		t.Run(release, func(t *testing.T) {
-			u := newUnit(t, 3, nil)
-			u.e.mu.Lock()
-			u.lastParse(protocol.WaitToVoteNext)
-			u.e.mu.Unlock()
-			u.clock.Advance(time.Second)
-			u.e.Tick()
-			v := u.tr.takeVotes()[0]
+			u, v := candidateWithAVoteOut(t)
 
 			u.e.mu.Lock() // as a handler waiting for its fsync holds it
-			answered := make(chan struct{})
-			go func() {
-				v.done(voteResp(v.to, protocol.VoteAccept, v.req.Term), nil)
-				close(answered)
-			}()
-			select {
-			case <-answered:
-			case <-time.After(boundedWait):
-				u.e.mu.Unlock()
-				<-answered
-				t.Fatal("the answer waited for the lock")
-			}
+			grantWhileHeld(t, u, v)
 			if st := u.ms.Role(); st != protocol.CANDIDATE {
 				t.Fatalf("role %v while the answer waits", st)
 			}
@@ -223,31 +206,14 @@ func statusOfPeer(t *testing.T, u *unit, id string) PeerStatus {
 // driver for a pass now, and that pass decides the round. (Merging the event loop's unlock
 // with the answer queue lost this once the schedule stopped planning a pass for queued answers.)
 func TestAnswerQueuedBehindTheInlineHeartBeatGetsAPass(t *testing.T) {
-	u := newUnit(t, 3, nil)
-	u.e.mu.Lock()
-	u.lastParse(protocol.WaitToVoteNext)
-	u.e.mu.Unlock()
-	u.clock.Advance(time.Second)
-	u.e.Tick()
-	v := u.tr.takeVotes()[0]
+	u, v := candidateWithAVoteOut(t)
 	var mu sync.Mutex
 	var alarms []time.Time
 	u.e.SetPassAlarm(func(at time.Time) { mu.Lock(); alarms = append(alarms, at); mu.Unlock() })
 	u.e.NextPassAt() // a driver sleeps until its pass
 
 	u.e.mu.Lock() // as TryHandleHeartBeat holds it on the loop
-	answered := make(chan struct{})
-	go func() {
-		v.done(voteResp(v.to, protocol.VoteAccept, v.req.Term), nil)
-		close(answered)
-	}()
-	select {
-	case <-answered:
-	case <-time.After(boundedWait):
-		u.e.mu.Unlock()
-		<-answered
-		t.Fatal("the answer waited for the lock")
-	}
+	grantWhileHeld(t, u, v)
 	mu.Lock()
 	before := len(alarms)
 	mu.Unlock()
@@ -297,5 +263,35 @@ func TestQueuedAnswersHandledByTheHolderPlanNoPass(t *testing.T) {
 	}
 	if planned.Equal(now) && next.After(now) {
 		t.Fatalf("a pass planned now (%v) for answers the holder decided; the next deadline is %v", now, next)
+	}
+}
+
+// candidateWithAVoteOut is a 3-member unit whose member campaigns, and its first vote request.
+func candidateWithAVoteOut(t *testing.T) (*unit, sentVote) {
+	t.Helper()
+	u := newUnit(t, 3, nil)
+	u.e.mu.Lock()
+	u.lastParse(protocol.WaitToVoteNext)
+	u.e.mu.Unlock()
+	u.clock.Advance(time.Second)
+	u.e.Tick()
+	return u, u.tr.takeVotes()[0]
+}
+
+// grantWhileHeld answers v with a grant from another goroutine while the test holds the
+// elector's lock, and fails if the answer waits for the lock (it must be queued).
+func grantWhileHeld(t *testing.T, u *unit, v sentVote) {
+	t.Helper()
+	answered := make(chan struct{})
+	go func() {
+		v.done(voteResp(v.to, protocol.VoteAccept, v.req.Term), nil)
+		close(answered)
+	}()
+	select {
+	case <-answered:
+	case <-time.After(boundedWait):
+		u.e.mu.Unlock()
+		<-answered
+		t.Fatal("the answer waited for the lock")
 	}
 }
