@@ -88,14 +88,7 @@ func TestCampaignBoundHoldsASecondRound(t *testing.T) {
 // passed, so the host's bound cannot leak shut.
 func TestCampaignBoundTakesBackAForgottenPlace(t *testing.T) {
 	a, b, _ := gatedUnits(t)
-	a.e.Tick()
-	if len(a.tr.takeVotes()) != 2 {
-		t.Fatal("first candidate did not campaign")
-	}
-	b.e.Tick()
-	if len(b.tr.takeVotes()) != 0 {
-		t.Fatal("second candidate campaigned beside the first")
-	}
+	firstHoldsSecondWaits(t, a, b)
 	b.clock.Advance(b.cfg.VoteRoundBase + b.cfg.MaxVoteInterval + time.Millisecond)
 	b.e.Tick()
 	if v := b.tr.takeVotes(); len(v) != 2 {
@@ -182,15 +175,7 @@ func TestCampaignBoundAsksAgainWhenAPlaceCanBeTakenBack(t *testing.T) {
 // candidate, which comes later.
 func TestCampaignBoundGivenPlacePlansTheReVote(t *testing.T) {
 	a, b, woken := gatedUnits(t)
-	a.e.Tick()
-	votesA := a.tr.takeVotes()
-	if len(votesA) != 2 {
-		t.Fatal("first candidate did not campaign")
-	}
-	b.e.Tick()
-	if len(b.tr.takeVotes()) != 0 {
-		t.Fatal("second candidate campaigned beside the first")
-	}
+	votesA := firstHoldsSecondWaits(t, a, b)
 	if r := b.e.HandleVote(&protocol.VoteRequest{Header: protocol.Header{Group: "g", RemoteID: "n0", LocalID: "n1",
 		LeaderID: "n1", Term: 1}}); r.VoteResult != protocol.VoteAccept {
 		t.Fatalf("waiting candidate answered %v to a campaign, want ACCEPT", r.VoteResult)
@@ -227,15 +212,7 @@ func TestCampaignBoundGivenPlacePlansTheReVote(t *testing.T) {
 // due now: planned at the refused candidate's retry instead, a pass run early would campaign.
 func TestCampaignBoundGivenPlaceIsDueAtOnce(t *testing.T) {
 	a, b, woken := gatedUnits(t)
-	a.e.Tick()
-	votesA := a.tr.takeVotes()
-	if len(votesA) != 2 {
-		t.Fatal("first candidate did not campaign")
-	}
-	b.e.Tick()
-	if len(b.tr.takeVotes()) != 0 {
-		t.Fatal("second candidate campaigned beside the first")
-	}
+	votesA := firstHoldsSecondWaits(t, a, b)
 	a.clock.Advance(100 * time.Millisecond)
 	b.clock.Advance(100 * time.Millisecond)
 	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // b is given the place
@@ -249,4 +226,20 @@ func TestCampaignBoundGivenPlaceIsDueAtOnce(t *testing.T) {
 	if v := b.tr.takeVotes(); len(v) != 2 {
 		t.Fatalf("the pass given the place: %d vote requests, want 2", len(v))
 	}
+}
+
+// firstHoldsSecondWaits runs a's pass, which takes the gate's one place and campaigns, then
+// b's, which is refused and sends nothing; it returns a's vote requests.
+func firstHoldsSecondWaits(t *testing.T, a, b *unit) []sentVote {
+	t.Helper()
+	a.e.Tick()
+	votes := a.tr.takeVotes()
+	if len(votes) != 2 {
+		t.Fatal("first candidate did not campaign")
+	}
+	b.e.Tick()
+	if len(b.tr.takeVotes()) != 0 {
+		t.Fatal("second candidate campaigned beside the first")
+	}
+	return votes
 }

@@ -4,6 +4,7 @@ package rpc
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,24 +27,8 @@ func TestBehindReaderKeepsConnection(t *testing.T) {
 		o.OnPeerConnected = func(string) { connects.Add(1) }
 	})
 	eventually(t, "the connection to be ready", func() bool { return connects.Load() == 1 }) // OnPeerConnected follows Connected
-	hold, held := make(chan struct{}), make(chan struct{})
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			close(hold)
-		}
-	}
+	release := holdReader(t, cl)
 	defer release()
-	cl.SendHeartBeat("srv", hbRequest(1), func(*protocol.HeartBeatResponse, error) {
-		close(held)
-		<-hold // the reader stays here
-	})
-	select {
-	case <-held:
-	case <-time.After(waitTimeout):
-		t.Fatal("the first call was never answered")
-	}
 
 	late := make(chan error, 1)
 	cl.SendHeartBeat("srv", hbRequest(2), func(_ *protocol.HeartBeatResponse, err error) { late <- err })
@@ -89,17 +74,8 @@ func TestStuckReaderLosesItsConnection(t *testing.T) {
 		o.OnPeerConnected = func(string) { connects.Add(1) }
 	})
 	eventually(t, "the connection to be ready", func() bool { return connects.Load() == 1 })
-	hold, held := make(chan struct{}), make(chan struct{})
-	cl.SendHeartBeat("srv", hbRequest(1), func(*protocol.HeartBeatResponse, error) {
-		close(held)
-		<-hold // the reader stays here
-	})
-	select {
-	case <-held:
-	case <-time.After(waitTimeout):
-		close(hold)
-		t.Fatal("the first call was never answered")
-	}
+	release := holdReader(t, cl)
+	defer release()
 	// Calls that time out, their answers unread, until the reader has been stuck for longer
 	// than stuckReader call timeouts: each sweep that fails one decides about the connection.
 	stuckUntil := time.Now().Add((stuckReader + 2) * callTimeout)
@@ -112,9 +88,29 @@ func TestStuckReaderLosesItsConnection(t *testing.T) {
 			// the connection is being dropped: its writer waits for the held reader to return
 		}
 	}
-	close(hold)
+	release()
 	eventually(t, "a new connection after the stuck reader's was dropped", func() bool {
 		heartBeat(t, cl, "srv", 99)
 		return connects.Load() >= 2
 	})
+}
+
+// holdReader holds the client's reader for "srv" in the answer to a heartbeat until the
+// returned release (idempotent) runs; it returns once the reader is held.
+func holdReader(t *testing.T, cl *Client) (release func()) {
+	t.Helper()
+	hold, held := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(hold) }) }
+	cl.SendHeartBeat("srv", hbRequest(1), func(*protocol.HeartBeatResponse, error) {
+		close(held)
+		<-hold // the reader stays here
+	})
+	select {
+	case <-held:
+	case <-time.After(waitTimeout):
+		release()
+		t.Fatal("the first call was never answered")
+	}
+	return release
 }
