@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -151,5 +152,51 @@ func TestGateRetryAtIsTheFirstTakeBack(t *testing.T) {
 	s[0].End(retry) // given to s[2], in line
 	if len(woken) != 1 || woken[0] != 2 || !s[2].Holds() {
 		t.Fatalf("woken %v, holds %v: want s[2] woken holding the place given in line", woken, s[2].Holds())
+	}
+}
+
+// TestGateHeapAgreesWithAScan: over random Begins, renewals, Ends and Closes, the places the
+// gate holds, and RetryAt, are what a scan of every slot gives: the earliest until of the
+// slots that hold a place, and a full gate takes back exactly the places past their until. A
+// heap index left stale by a renewal or a release fails it.
+func TestGateHeapAgreesWithAScan(t *testing.T) {
+	for seed := int64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(uint64(seed), 0))
+		g := New(1 + rng.IntN(6))
+		var woken []int
+		ss := slots(g, 24, &woken)
+		now := t0
+		for step := 0; step < 2000; step++ {
+			now = now.Add(time.Duration(rng.IntN(int(round / 4))))
+			s := ss[rng.IntN(len(ss))]
+			switch k := rng.IntN(10); {
+			case k < 6:
+				s.Begin(now, now.Add(time.Duration(1+rng.IntN(int(2*round)))))
+			case k < 9:
+				s.End(now)
+			default:
+				s.Close(now)
+			}
+			var first time.Time
+			held := 0
+			for _, x := range ss {
+				if x.Holds() {
+					held++
+					if first.IsZero() || x.until.Before(first) {
+						first = x.until
+					}
+				}
+			}
+			if held != g.Held() || held > g.max {
+				t.Fatalf("seed %d step %d: %d slots hold a place, the gate counts %d (bound %d)", seed, step, held, g.Held(), g.max)
+			}
+			want := time.Time{}
+			if held > 0 {
+				want = first.Add(time.Nanosecond)
+			}
+			if got := s.RetryAt(); !got.Equal(want) {
+				t.Fatalf("seed %d step %d: RetryAt %v, a scan gives %v", seed, step, got.Sub(t0), want.Sub(t0))
+			}
+		}
 	}
 }

@@ -107,13 +107,6 @@ type Outgoing struct {
 // key names a member of a group.
 type key struct{ group, member string }
 
-// pending is a change of a local member waiting for a peer host's acknowledgement: seq is the
-// last frame that carried this epoch (0: not sent yet).
-type pending struct {
-	epoch uint64
-	seq   uint64
-}
-
 // remote is what the table knows of a member on a peer host: its latest epoch, and what the
 // host's heard and acked times were just before that epoch arrived (the last moment the table
 // could vouch for the member as it was before the change).
@@ -135,9 +128,9 @@ type host struct {
 	stale        bool // as of the last check (wakes fire on the fresh -> stale edge)
 	seq          uint64
 	nextSend     time.Time
-	lastSent     time.Time // the last frame's send time: the next waits at least MinGap
-	unsent       bool      // some pending change has not been sent yet
-	pending      map[key]pending
+	lastSent     time.Time  // the last frame's send time: the next waits at least MinGap
+	unsent       bool       // some pending change has not been sent yet
+	pending      pendingSet // this host's changes the peer host has not acknowledged
 	remotes      map[key]*remote
 	// complete: every change of this host for us up to this epoch has arrived (its frames'
 	// Upto, this incarnation); waiting: its acks whose Upto is above complete, newest last,
@@ -237,7 +230,7 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 	for _, h := range l.hostSet(t.cfg.Self) {
 		hs := t.hosts[h]
 		if hs == nil {
-			hs = &host{id: h, pending: map[key]pending{}, remotes: map[key]*remote{}, stale: true}
+			hs = &host{id: h, remotes: map[key]*remote{}, stale: true}
 			t.hosts[h] = hs
 			t.order = append(t.order, h)
 			slices.Sort(t.order)
@@ -277,7 +270,7 @@ func (t *Table) RemoveMember(group, self string) {
 	for _, h := range l.hostSet(t.cfg.Self) {
 		hs := t.hosts[h]
 		hs.refs--
-		delete(hs.pending, k)
+		hs.pending.drop(k)
 		if hs.refs == 0 {
 			delete(t.hosts, h)
 			t.order = slices.DeleteFunc(t.order, func(x string) bool { return x == h })
@@ -313,7 +306,7 @@ func (t *Table) Due(now time.Time) []Outgoing {
 		h.seq++
 		h.lastSent = now
 		f := Frame{Incarnation: t.cfg.Incarnation, Seq: h.seq}
-		f.Changes, f.Upto, h.unsent = h.frameChanges(h.seq, t.epoch, t.cfg.MaxChanges, t.cfg.MaxChangeBytes)
+		f.Changes, f.Upto, h.unsent = h.pending.frame(h.seq, t.epoch, t.cfg.MaxChanges, t.cfg.MaxChangeBytes)
 		h.nextSend = now.Add(t.cfg.Interval)
 		out = append(out, Outgoing{To: id, Frame: f})
 	}
@@ -321,65 +314,6 @@ func (t *Table) Due(now time.Time) []Outgoing {
 	t.mu.Unlock()
 	run(wakes)
 	return out
-}
-
-// changes lists h's pending changes, in a fixed order; with seq != 0 it marks them as sent in
-// frame seq.
-func (h *host) changes(seq uint64) []Change {
-	if len(h.pending) == 0 {
-		return nil
-	}
-	out := make([]Change, 0, len(h.pending))
-	for k, p := range h.pending {
-		out = append(out, Change{Group: k.group, Member: k.member, Epoch: p.epoch})
-		if seq != 0 {
-			h.pending[k] = pending{epoch: p.epoch, seq: seq}
-		}
-	}
-	slices.SortFunc(out, func(a, b Change) int {
-		if a.Group != b.Group {
-			return strings.Compare(a.Group, b.Group)
-		}
-		return strings.Compare(a.Member, b.Member)
-	})
-	return out
-}
-
-// frameChanges lists h's pending changes for frame seq, oldest epoch first, within the
-// bounds (0: none), and marks them as sent in it. upto is the frame's Upto: last (the table's
-// last epoch) if every pending change fits, else just below the first that does not. more
-// says some pending change is left unsent.
-func (h *host) frameChanges(seq, last uint64, maxN, maxBytes int) (out []Change, upto uint64, more bool) {
-	if len(h.pending) == 0 {
-		return nil, last, false
-	}
-	all := make([]Change, 0, len(h.pending))
-	for k, p := range h.pending {
-		all = append(all, Change{Group: k.group, Member: k.member, Epoch: p.epoch})
-	}
-	slices.SortFunc(all, func(a, b Change) int { return cmpUint(a.Epoch, b.Epoch) })
-	upto, cost := last, 0
-	for i, c := range all {
-		cost += ChangeCost(c)
-		if (maxN > 0 && i == maxN) || (maxBytes > 0 && cost > maxBytes && i > 0) {
-			upto, more, all = c.Epoch-1, true, all[:i]
-			break
-		}
-	}
-	for _, c := range all {
-		h.pending[key{c.Group, c.Member}] = pending{epoch: c.Epoch, seq: seq}
-	}
-	return all, upto, more
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // NextDue is when Due next has something to do: a frame to send, or a peer host that turns
@@ -492,7 +426,7 @@ func (t *Table) Received(from string, f Frame, now time.Time) Ack {
 	}
 	wakes := t.hear(h, f.Incarnation, f.Changes, now)
 	if f.Upto == 0 {
-		ack.Changes = h.changes(0) // an asker of a version before Upto
+		ack.Changes = h.pending.sorted() // an asker of a version before Upto
 	} else {
 		ack.Upto = t.epoch
 		if f.Incarnation == h.inc && f.Upto > h.complete {
@@ -519,16 +453,7 @@ func (t *Table) Answered(to string, sentAt time.Time, a Ack, now time.Time) {
 		if !sentAt.After(now) {
 			h.acknowledged(sentAt, a.Upto)
 		}
-		for k, p := range h.pending {
-			if p.seq != 0 && p.seq <= a.Seq {
-				delete(h.pending, k)
-			}
-		}
-		if len(h.pending) == 0 {
-			// A map never shrinks: one that held a cold start's thousands of changes would
-			// keep their room for the host's life. Changed makes a new one.
-			h.pending = nil
-		}
+		h.pending.acked(a.Seq)
 	}
 	wakes = append(wakes, t.checkStale(now)...)
 	t.mu.Unlock()
@@ -581,9 +506,7 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 		h.heard, h.acked = time.Time{}, time.Time{}
 		h.complete, h.waiting = 0, nil
 		clear(h.remotes)
-		for k, p := range h.pending { // the new run has heard none of them
-			h.pending[k] = pending{epoch: p.epoch}
-		}
+		h.pending.unsend() // the new run has heard none of them
 	}
 	for _, c := range changes {
 		k := key{c.Group, c.Member}
@@ -650,10 +573,7 @@ func (m *Member) Changed() uint64 {
 	if l := t.locals[m.k]; l != nil {
 		for _, id := range l.hostSet(t.cfg.Self) {
 			h := t.hosts[id]
-			if h.pending == nil {
-				h.pending = map[key]pending{}
-			}
-			h.pending[m.k] = pending{epoch: ep}
+			h.pending.set(m.k, ep)
 			h.unsent, kick = true, true
 		}
 	}

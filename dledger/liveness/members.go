@@ -27,7 +27,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 		}
 		hs := t.hosts[h]
 		if hs == nil {
-			hs = &host{id: h, pending: map[key]pending{}, remotes: map[key]*remote{}, stale: true}
+			hs = &host{id: h, remotes: map[key]*remote{}, stale: true}
 			t.hosts[h] = hs
 			t.order = append(t.order, h)
 			slices.Sort(t.order)
@@ -40,7 +40,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 		}
 		hs := t.hosts[h]
 		hs.refs--
-		delete(hs.pending, k)
+		hs.pending.drop(k)
 		if hs.refs == 0 {
 			delete(t.hosts, h)
 			t.order = slices.DeleteFunc(t.order, func(x string) bool { return x == h })
