@@ -107,8 +107,7 @@ func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
 			d = c.m.timeout(&cl.opts)
 		}
 		c.deadline = c.sent.Add(d)
-		p.pending[id] = c
-		p.peak = max(p.peak, len(p.pending))
+		p.addPending(id, c)
 		gen = p.gen
 		if p.sweep != nil {
 			// O(1): the sweep moves only if this call is due before it. Arming it after each
@@ -166,6 +165,7 @@ func (p *peer) emptied() {
 		p.pending = make(map[uint64]*call)
 	}
 	p.peak = 0
+	p.clearDue()
 }
 
 // sweep is a connection's timeout timer. It is armed for the earliest deadline of the calls
@@ -214,26 +214,10 @@ func (p *peer) armSweep() {
 	}
 }
 
-// earliestDeadline is the soonest deadline of the pending calls; ok is false if none is
-// pending. The caller holds p.mu.
-func (p *peer) earliestDeadline() (next time.Time, ok bool) {
-	for _, c := range p.pending {
-		if !ok || c.deadline.Before(next) {
-			next, ok = c.deadline, true
-		}
-	}
-	return next, ok
-}
-
 // expire fails the calls whose deadline has passed by now and returns how many there were.
 func (p *peer) expire(now time.Time) int {
 	p.mu.Lock()
-	for id, c := range p.pending {
-		if !now.Before(c.deadline) {
-			delete(p.pending, id)
-			p.expired = append(p.expired, c)
-		}
-	}
+	p.overdueLocked(now)
 	if len(p.pending) == 0 {
 		p.emptied()
 	}

@@ -35,8 +35,9 @@ type peer struct {
 	closed    bool
 	gen       uint64 // connection generation; frames queued for an older one are dropped
 	pending   map[uint64]*call
-	peak      int    // the most calls pending at once since pending was last empty (dropPending)
-	sweep     *sweep // the current connection's timeout timer; nil between connections
+	due       dueCalls // the pending calls by deadline (client_deadlines.go)
+	peak      int      // the most calls pending at once since pending was last empty (dropPending)
+	sweep     *sweep   // the current connection's timeout timer; nil between connections
 
 	expired []*call // scratch for the writer goroutine's timeout sweep
 	kick    chan struct{}
@@ -299,7 +300,7 @@ func (p *peer) hello(w *bufio.Writer, sess *secure.Session, gen uint64) error {
 	c.done = dropHelloAnswer
 	c.deadline = time.Now().Add(p.cl.opts.CallTimeout)
 	p.mu.Lock()
-	p.pending[id] = c
+	p.addPending(id, c)
 	p.mu.Unlock()
 	p.cl.obs.requests.Add(1)
 	return p.write(w, sess, gen, outFrame{gen: gen, fb: fb})
