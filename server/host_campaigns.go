@@ -1,18 +1,23 @@
 package server
 
 import (
+	"errors"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/campaign"
 )
 
-// defaultHostMaxCampaigns is how many vote rounds a host's members run at once
-// (HostConfig.MaxCampaigns; docs/protocol.md 12.6). Measured on three hosts of 10,000 groups
-// on two cores (BENCHMARKS.md, "Many groups per host"): with 512, 7,288 groups had had a
-// leader after three minutes, with no bound 963; 128 did better there (9,114) but bounds the
-// crash of a host that led a few hundred groups, and one such crash at 1,000 groups took
-// 6.2 s at p99. 512 leaves the crash of a host that led up to 512 groups unbounded.
+// defaultHostMaxCampaigns is how many vote rounds a host's members run at once at most
+// (HostConfig.MaxCampaigns; docs/protocol.md 12.6); the gate lowers its bound below it while
+// rounds run out their time (campaign package comment). Measured on three hosts of 10,000
+// groups on two cores (BENCHMARKS.md, "Many groups per host"): with a fixed 512, 7,288 groups
+// had had a leader after three minutes, with no bound 963; a fixed 128 did better there (9,114)
+// but bounded the crash of a host that led a few hundred groups, and one such crash at 1,000
+// groups took 6.2 s at p99. 512 leaves the crash of a host that led up to 512 groups unbounded
+// while its rounds are answered in time.
 const defaultHostMaxCampaigns = 512
 
 // newCampaignGate is the host's bound on the vote rounds run at once, nil if cfg turns it off.
@@ -45,4 +50,26 @@ func closeCampaignSlot(s *campaign.Slot) {
 	if s != nil {
 		s.Close(time.Now())
 	}
+}
+
+// registerCampaignGauges exports the gate's bound, places held and members in line
+// (dledger_host_campaigns{state}); a second host on one registry keeps the first one's.
+func registerCampaignGauges(reg prometheus.Registerer, g *campaign.Gate) error {
+	if g == nil || reg == nil {
+		return nil
+	}
+	for _, s := range []struct {
+		state string
+		read  func() int
+	}{{"limit", g.Limit}, {"held", g.Held}, {"waiting", g.Waiting}} {
+		read := s.read
+		c := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "dledger_host_campaigns",
+			Help:        "The host's bound on vote rounds run at once: its adapted limit, the places held, and the members waiting in line (docs/protocol.md 12.6).",
+			ConstLabels: prometheus.Labels{"state": s.state}}, func() float64 { return float64(read()) })
+		var are prometheus.AlreadyRegisteredError
+		if err := reg.Register(c); err != nil && !errors.As(err, &are) {
+			return err
+		}
+	}
+	return nil
 }

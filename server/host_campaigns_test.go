@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 )
@@ -40,4 +41,37 @@ func TestHostCampaignBoundElectsEveryGroup(t *testing.T) {
 	if taken < 12 {
 		t.Fatalf("the hosts' gates gave %d places for 12 groups' elections: the members did not ask", taken)
 	}
+}
+
+// TestHostExportsItsCampaignBound: the host's registry has the gate's adapted limit, its
+// places held and its line (dledger_host_campaigns{state}), read from the gate itself.
+func TestHostExportsItsCampaignBound(t *testing.T) {
+	h := newTestHost(t, freePorts(t, 1)[0], t.TempDir(), func(c *HostConfig) { c.MaxCampaigns = 7 })
+	s := h.campaigns.Slot(func() {})
+	now := time.Now()
+	s.Begin(now, now.Add(time.Second))
+	want := map[string]float64{"limit": 7, "held": 1, "waiting": 0}
+	mfs, err := h.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "dledger_host_campaigns" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "state" {
+					got[lp.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	for k, v := range want {
+		if gv, ok := got[k]; !ok || gv != v {
+			t.Fatalf("dledger_host_campaigns %v, want %v", got, want)
+		}
+	}
+	s.Close(now)
 }

@@ -364,6 +364,9 @@ func (h *Host) initLinks() (rpc.Hooks, error) {
 	if err != nil {
 		return rpc.Hooks{}, err
 	}
+	if err := registerCampaignGauges(h.reg, h.campaigns); err != nil {
+		return rpc.Hooks{}, err
+	}
 	if h.cfg.LivenessInterval <= 0 {
 		h.cfg.LivenessInterval = dledger.DefaultConfig().HeartBeatInterval
 	}

@@ -15,6 +15,17 @@
 // (a member stopped mid-round, a round abandoned on a path that forgot it) is taken back when
 // the round's longest deadline has passed.
 //
+// The bound adapts to what the host's rounds show (additive increase, multiplicative decrease,
+// as TCP's congestion window): a round whose place comes back within a quarter of its lease
+// (its answers came, the round was decided early) raises the bound by one, up to the
+// configured places; one that held its place for half its lease or more (decided by its
+// deadline: answers missing or late), or whose place had to be taken back, halves it, at most
+// once per round trip: rounds begun before the last halving do not halve it again. A fixed
+// bound that suits a crash at 1,000 groups (512) lets a cold start of 10,000 run more rounds
+// than two cores answer within their deadlines: every round then ends by its deadline, at a
+// higher term each time, and the work is done again and again (BENCHMARKS.md, "the campaign
+// bound that follows the answers").
+//
 // The gate has no goroutine and no clock: time is an argument, and a waiter is woken through
 // the function it was made with (the host's Maintainer.Wake), never with the gate's lock held.
 package campaign
@@ -31,14 +42,23 @@ import (
 // usable; New makes one.
 type Gate struct {
 	mu      sync.Mutex
-	max     int
-	held    heldHeap // the places taken, at most max, earliest until first
-	waiting []*Slot  // in order of arrival; a slot at most once (queued)
-	taken   uint64   // places given, ever (Taken)
+	max     int       // the configured places
+	limit   int       // the bound now, in [min(minPlaces, max), max]: adapted (package comment)
+	cut     time.Time // the last halving
+	held    heldHeap  // the places taken, at most max, earliest until first
+	waiting []*Slot   // in order of arrival; a slot at most once (queued)
+	taken   uint64    // places given, ever (Taken)
 }
 
-// New returns a gate of the given number of places (at least 1).
-func New(places int) *Gate { return &Gate{max: max(1, places)} }
+// minPlaces is the least the bound adapts down to.
+const minPlaces = 4
+
+// New returns a gate of the given number of places (at least 1), all of them open until the
+// rounds show they cannot be run in time.
+func New(places int) *Gate {
+	places = max(1, places)
+	return &Gate{max: places, limit: places}
+}
 
 // Slot is one member's use of its host's gate (dledger.CampaignSlot). Its methods are called
 // with the member's lock held: they take only the gate's lock, for O(log places) steps (the
@@ -50,6 +70,7 @@ type Slot struct {
 	wake   func()
 	holds  atomic.Bool   // a place is this slot's (guarded by g.mu; read without it by End)
 	until  time.Time     // when that place is taken back if not given back
+	since  time.Time     // when that place became the slot's
 	at     int           // its index in g.held while it holds a place
 	lease  time.Duration // while in line: how long the round it asked for may last
 	queued atomic.Bool   // in g.waiting (guarded by g.mu; read without it by End)
@@ -77,7 +98,7 @@ func (s *Slot) Begin(now, until time.Time) bool {
 		g.mu.Unlock()
 		return true
 	}
-	if len(g.held) >= g.max {
+	if len(g.held) >= g.limit {
 		g.expireLocked(now)
 	}
 	wake := g.grantLocked(now) // those in line go first, s too if it is
@@ -86,8 +107,8 @@ func (s *Slot) Begin(now, until time.Time) bool {
 	case ok:
 		g.renewLocked(s, until)
 		wake = slices.DeleteFunc(wake, func(w *Slot) bool { return w == s }) // it is running
-	case len(g.held) < g.max:
-		g.takeLocked(s, until)
+	case len(g.held) < g.limit:
+		g.takeLocked(s, now, until)
 		ok = true
 	default:
 		s.lease = until.Sub(now)
@@ -112,6 +133,7 @@ func (s *Slot) End(now time.Time) {
 	g := s.g
 	g.mu.Lock()
 	if s.holds.Load() {
+		g.adaptLocked(s, now)
 		g.releaseLocked(s)
 	}
 	s.left = s.queued.Load()
@@ -132,6 +154,13 @@ func (s *Slot) Close(now time.Time) {
 	wake := g.grantLocked(now)
 	g.mu.Unlock()
 	wakeAll(wake)
+}
+
+// Limit is the bound now (adapted; at most the configured places).
+func (g *Gate) Limit() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.limit
 }
 
 // Held is how many places are taken; Waiting how many slots wait in line (closed and left
@@ -155,10 +184,10 @@ func (g *Gate) Taken() uint64 {
 	return g.taken
 }
 
-// takeLocked gives s a place until until.
-func (g *Gate) takeLocked(s *Slot, until time.Time) {
+// takeLocked gives s a place from now until until.
+func (g *Gate) takeLocked(s *Slot, now, until time.Time) {
 	g.taken++
-	s.until = until
+	s.since, s.until = now, until
 	s.holds.Store(true)
 	heap.Push(&g.held, s)
 }
@@ -175,11 +204,36 @@ func (g *Gate) releaseLocked(s *Slot) {
 	heap.Remove(&g.held, s.at)
 }
 
-// expireLocked takes back the places held past their until.
+// expireLocked takes back the places held past their until: rounds that ran out their time.
 func (g *Gate) expireLocked(now time.Time) {
 	for len(g.held) > 0 && now.After(g.held[0].until) {
-		g.releaseLocked(g.held[0])
+		s := g.held[0]
+		g.slowLocked(s, now)
+		g.releaseLocked(s)
 	}
+}
+
+// adaptLocked moves the bound by what s's round showed when its place comes back at now: up
+// by one if it came back within a quarter of its lease, halved if it was held half of it or
+// more (package comment).
+func (g *Gate) adaptLocked(s *Slot, now time.Time) {
+	held, lease := now.Sub(s.since), s.until.Sub(s.since)
+	switch {
+	case held < lease/4:
+		g.limit = min(g.max, g.limit+1)
+	case held >= lease/2:
+		g.slowLocked(s, now)
+	}
+}
+
+// slowLocked halves the bound for a slow round of s, unless that round began before the last
+// halving (it was let in under the bound that halving already cut).
+func (g *Gate) slowLocked(s *Slot, now time.Time) {
+	if s.since.Before(g.cut) {
+		return
+	}
+	g.limit = max(min(minPlaces, g.max), g.limit/2)
+	g.cut = now
 }
 
 // grantLocked gives the free places to the first slots in line, each kept for it as long as
@@ -187,7 +241,7 @@ func (g *Gate) expireLocked(now time.Time) {
 // them to be woken.
 func (g *Gate) grantLocked(now time.Time) []*Slot {
 	var wake []*Slot
-	for len(g.held) < g.max && len(g.waiting) > 0 {
+	for len(g.held) < g.limit && len(g.waiting) > 0 {
 		s := g.waiting[0]
 		g.waiting[0] = nil
 		g.waiting = g.waiting[1:]
@@ -196,7 +250,7 @@ func (g *Gate) grantLocked(now time.Time) []*Slot {
 			s.left = false
 			continue
 		}
-		g.takeLocked(s, now.Add(s.lease))
+		g.takeLocked(s, now, now.Add(s.lease))
 		wake = append(wake, s)
 	}
 	if len(g.waiting) == 0 {

@@ -200,3 +200,53 @@ func TestGateHeapAgreesWithAScan(t *testing.T) {
 		}
 	}
 }
+
+// TestGateBoundFollowsTheRounds: slow rounds (held half their lease or more) halve the bound,
+// once for all the rounds begun before the halving; rounds decided within a quarter of their
+// lease raise it by one each, up to the configured places; a place taken back is a slow round
+// too; and a bound that fell lets no more rounds run than it says.
+func TestGateBoundFollowsTheRounds(t *testing.T) {
+	g := New(64)
+	var woken []int
+	ss := slots(g, 80, &woken)
+	for _, s := range ss[:64] {
+		s.Begin(t0, t0.Add(round))
+	}
+	slow := t0.Add(round / 2)
+	for _, s := range ss[:64] {
+		s.End(slow)
+	}
+	if g.Limit() != 32 {
+		t.Fatalf("64 slow rounds begun together: bound %d, want 32 (one halving per round trip)", g.Limit())
+	}
+	at := slow.Add(time.Millisecond)
+	for i, s := range ss[:40] {
+		if got := s.Begin(at, at.Add(round)); got != (i < 32) {
+			t.Fatalf("round %d under a bound of 32: Begin = %v", i, got)
+		}
+	}
+	for _, s := range ss[:32] {
+		s.End(at.Add(round / 8)) // fast: each raises the bound by one, and lets a waiter in
+	}
+	if g.Limit() != 64 {
+		t.Fatalf("32 fast rounds from 32: bound %d, want 64", g.Limit())
+	}
+	if len(woken) != 8 {
+		t.Fatalf("%d waiters let in by the rounds that ended, want the 8 in line", len(woken))
+	}
+	for _, s := range ss[32:40] {
+		s.End(at.Add(round / 8)) // given in line, never begun: came back at once
+	}
+	if g.Limit() != 64 {
+		t.Fatalf("bound %d above the 64 places", g.Limit())
+	}
+	// A place never given back is taken back when the gate is full: a slow round.
+	late := at.Add(10 * round)
+	for _, s := range ss[:64] {
+		s.Begin(late, late.Add(round))
+	}
+	after := late.Add(round + time.Millisecond)
+	if !ss[64].Begin(after, after.Add(round)) || g.Limit() != 32 {
+		t.Fatalf("after the places ran out their time: bound %d, want 32", g.Limit())
+	}
+}
