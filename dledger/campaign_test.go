@@ -70,10 +70,11 @@ func TestCampaignBoundHoldsASecondRound(t *testing.T) {
 	if len(*woken) != 0 {
 		t.Fatalf("woken before the first round ended: %d", len(*woken))
 	}
-	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // a wins: its round ends
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // a wins
 	if st := a.e.Status(); st.Role != protocol.LEADER {
 		t.Fatalf("first candidate: role %v, want LEADER", st.Role)
 	}
+	settle(t, a, 1) // and its first heartbeats are answered: its election ends
 	if len(*woken) != 1 || (*woken)[0] != b {
 		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
 	}
@@ -183,7 +184,8 @@ func TestCampaignBoundGivenPlacePlansTheReVote(t *testing.T) {
 	b.e.mu.Lock()
 	revote := b.e.nextTimeToRequestVote
 	b.e.mu.Unlock()
-	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // a's round ends: b is given the place
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil)
+	settle(t, a, 1) // a's election ends: b is given the place
 	if len(*woken) != 1 || (*woken)[0] != b {
 		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
 	}
@@ -215,7 +217,8 @@ func TestCampaignBoundGivenPlaceIsDueAtOnce(t *testing.T) {
 	votesA := firstHoldsSecondWaits(t, a, b)
 	a.clock.Advance(100 * time.Millisecond)
 	b.clock.Advance(100 * time.Millisecond)
-	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // b is given the place
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil)
+	settle(t, a, 1) // b is given the place
 	if len(*woken) != 1 || (*woken)[0] != b {
 		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
 	}
@@ -230,6 +233,52 @@ func TestCampaignBoundGivenPlaceIsDueAtOnce(t *testing.T) {
 
 // firstHoldsSecondWaits runs a's pass, which takes the gate's one place and campaigns, then
 // b's, which is refused and sends nothing; it returns a's vote requests.
+// settle answers the first heartbeat round of u, a new leader at term, SUCCESS from every
+// follower: the end of its election.
+func settle(t *testing.T, u *unit, term int64) {
+	t.Helper()
+	hbs := u.tr.takeHeartBeats()
+	if len(hbs) == 0 {
+		t.Fatal("a new leader sent no heartbeat")
+	}
+	for _, hb := range hbs {
+		hb.done(hbResp(hb.to, protocol.CodeSuccess, term), nil)
+	}
+}
+
+// TestCampaignBoundNewLeaderKeepsItsPlaceUntilHeard (docs/protocol.md 12.6): a candidate that
+// wins keeps its host's place until a quorum has answered its first heartbeats, so a bound
+// counts elections until their followers know the leader; then the place goes to the next in
+// line. A leader that steps down first gives it back too.
+func TestCampaignBoundNewLeaderKeepsItsPlaceUntilHeard(t *testing.T) {
+	a, b, woken := gatedUnits(t)
+	votesA := firstHoldsSecondWaits(t, a, b)
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil)
+	if st := a.e.Status(); st.Role != protocol.LEADER {
+		t.Fatalf("first candidate: role %v, want LEADER", st.Role)
+	}
+	if len(*woken) != 0 {
+		t.Fatal("the new leader gave its place back before any follower answered its heartbeats")
+	}
+	settle(t, a, 1)
+	if len(*woken) != 1 || (*woken)[0] != b {
+		t.Fatalf("the gate woke %d members once the leader was heard, want the second candidate", len(*woken))
+	}
+
+	c, d, woken2 := gatedUnits(t)
+	votesC := firstHoldsSecondWaits(t, c, d)
+	votesC[0].done(voteResp(votesC[0].to, protocol.VoteAccept, 1), nil)
+	for _, hb := range c.tr.takeHeartBeats() {
+		hb.done(hbResp(hb.to, protocol.CodeExpiredTerm, 5), nil) // a follower at a higher term: c steps down
+	}
+	if st := c.e.Status(); st.Role == protocol.LEADER {
+		t.Fatal("a leader answered from a higher term is still leader")
+	}
+	if len(*woken2) != 1 || (*woken2)[0] != d {
+		t.Fatalf("the gate woke %d members once the leader stepped down, want the second candidate", len(*woken2))
+	}
+}
+
 func firstHoldsSecondWaits(t *testing.T, a, b *unit) []sentVote {
 	t.Helper()
 	a.e.Tick()

@@ -173,8 +173,8 @@ type Elector struct {
 	withdrawn bool
 	// spread: Options.SpreadStartup (spread.go). gateAsked, gateWait: see gate below. (These
 	// bools sit with the ones above so that they share one word: an Elector per member.)
-	spread              bool
-	gateAsked, gateWait bool
+	spread                            bool
+	gateAsked, gateWait, gateSettling bool
 
 	// Stall detection (see stalled): when the last pass ran, and the last pass that ran more
 	// than StallThreshold after it was due.
@@ -196,6 +196,8 @@ type Elector struct {
 	// The host's bound on rounds run at once (vote.go, mayCampaign): nil, none. gateAsked: the
 	// slot may hold a place or wait in line (End not called since the last Begin). gateWait:
 	// the last ask was refused, and the pass asks again at gateRetry at the latest.
+	// gateSettling: a leader elected by a round that held a place keeps it until a quorum has
+	// answered a heartbeat round of its leadership (campaignEnds).
 	gate      CampaignSlot
 	gateRetry time.Time
 
@@ -434,6 +436,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	// earlier one (perhaps a minute) would otherwise delay the first hand-over of this one.
 	e.preferred.reset()
 	e.leaderSince = now // D3: the quorum-ack clock starts at election
+	e.gateSettling = e.gateAsked
 	e.leadFromRound = e.roundSeq
 	e.lastSendHeartBeat = time.Time{}
 	e.sendHeartBeatNow = true

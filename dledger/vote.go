@@ -169,8 +169,9 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 }
 
 // endCampaign gives back the host's place (mayCampaign), or leaves its line, when the member
-// has no round in flight and is not waiting for one, or is no candidate. Run at the end of
-// every entry point, with the lock held.
+// has no round in flight and is not waiting for one, or is no candidate, but a leader only once
+// a quorum has answered a heartbeat round of its leadership. Run at the end of every entry
+// point, with the lock held.
 func (e *Elector) endCampaign() {
 	if e.campaignEnds() {
 		e.gateAsked, e.gateWait = false, false
@@ -178,9 +179,24 @@ func (e *Elector) endCampaign() {
 	}
 }
 
-// campaignEnds says whether endCampaign gives back the place or leaves the line now.
+// campaignEnds says whether endCampaign gives back the place or leaves the line now. A new
+// leader's election is not over when the votes are in: until its followers have answered its
+// first heartbeats they do not know it leads, and in a mass election those heartbeats are
+// work the host must have room for, or they come back later than the check-quorum window and
+// the group elects again. Holding the place until then makes the bound count elections until
+// they are settled, and its adaptation (dledger/campaign) sees how long that took; a leader
+// whose quorum never answers loses the place when it runs out its time, or when it steps down.
 func (e *Elector) campaignEnds() bool {
-	return e.gateAsked && (e.vote == nil && !e.gateWait || e.ms.Role() != protocol.CANDIDATE)
+	if !e.gateAsked {
+		return false
+	}
+	switch e.ms.Role() {
+	case protocol.LEADER:
+		return !e.gateSettling
+	case protocol.CANDIDATE:
+		return e.vote == nil && !e.gateWait
+	}
+	return true
 }
 
 // abstain is the candidate pass of a member that does not know its ledger yet: it starts no
