@@ -63,7 +63,7 @@ func newHostLive(self string, interval time.Duration, links *hostLinks, log *zap
 		},
 		MaxChanges: protocol.MaxHostChanges, MaxChangeBytes: frameBudget, // one host heartbeat each
 		HostChanged: func(host string) {
-			l.log.Info("peer host turned fresh, stale or restarted", zap.String("host", host))
+			l.logHost(host)
 			if f := l.onHost; f != nil {
 				f()
 			}
@@ -73,6 +73,23 @@ func newHostLive(self string, interval time.Duration, links *hostLinks, log *zap
 	}
 	l.table = t
 	return l, nil
+}
+
+// logHost logs a peer host's turn fresh, stale or restarted, with what made it so: how long
+// ago it was last heard from and last acknowledged a frame (stale after the freshness bound,
+// twice the interval), a failed link, and the changes it has not acknowledged yet.
+func (l *hostLive) logHost(host string) {
+	now := time.Now()
+	v, _ := l.table.Host(host, now)
+	age := func(t time.Time) time.Duration {
+		if t.IsZero() {
+			return -1
+		}
+		return now.Sub(t)
+	}
+	l.log.Info("peer host turned fresh, stale or restarted", zap.String("host", host), zap.Bool("fresh", v.Fresh),
+		zap.Duration("sinceHeard", age(v.Heard)), zap.Duration("sinceAcked", age(v.Acked)),
+		zap.Bool("linkFailed", v.Failed), zap.Int("unacked", v.Unacked))
 }
 
 // addMember registers a hosted member; wake schedules its elector's pass now.

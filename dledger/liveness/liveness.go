@@ -541,6 +541,27 @@ func (t *Table) placed(k key, id string) bool {
 	return false
 }
 
+// HostView is what the table knows of a peer host, for logs and status: whether it is fresh at
+// the time asked, when it was last heard from, the send time of the newest frame it
+// acknowledged, whether its link failed since, and the changes of ours it has not acknowledged.
+type HostView struct {
+	Fresh, Failed bool
+	Heard, Acked  time.Time
+	Unacked       int
+}
+
+// Host returns the table's view of peer host id at now; ok is false for a host it does not know.
+func (t *Table) Host(id string, now time.Time) (v HostView, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.hosts[id]
+	if h == nil {
+		return v, false
+	}
+	return HostView{Fresh: h.freshAt(now, t.cfg.Fresh), Failed: h.failed, Heard: h.heard, Acked: h.acked,
+		Unacked: h.pending.len()}, true
+}
+
 // Failed records that the link to host to failed or closed (the process may be gone): the
 // host is stale until it is heard from again.
 func (t *Table) Failed(to string, now time.Time) {

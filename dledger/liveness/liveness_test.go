@@ -469,3 +469,27 @@ func TestHostChangedOnEveryEdge(t *testing.T) {
 		t.Fatalf("fresh again, then a restart: %v, want 4 edges", changed)
 	}
 }
+
+// TestHostViewSaysWhyStale: the table's view of a peer host (for the host's log of its turns)
+// is unknown for a host no member has, stale until heard and acknowledging, fresh once the
+// hosts exchanged frames, stale again a freshness bound later with both ages past it, and
+// counts the changes of ours the peer has not acknowledged.
+func TestHostViewSaysWhyStale(t *testing.T) {
+	p := newPair(t, 1, 1)
+	if _, ok := p.a.Host("C", t0); ok {
+		t.Fatal("a view of a host no member has")
+	}
+	if v, ok := p.a.Host("B", t0); !ok || v.Fresh || !v.Heard.IsZero() {
+		t.Fatalf("before any frame: %+v, want a known, stale host never heard", v)
+	}
+	p.both(t0)
+	p.both(t0)
+	if v, _ := p.a.Host("B", t0); !v.Fresh || !v.Heard.Equal(t0) || !v.Acked.Equal(t0) {
+		t.Fatalf("after an exchange: %+v, want fresh, heard and acknowledged at t0", v)
+	}
+	p.a.For("g1", "a").Changed()
+	later := t0.Add(2*iv + time.Millisecond)
+	if v, _ := p.a.Host("B", later); v.Fresh || later.Sub(v.Heard) <= 2*iv || v.Unacked != 1 {
+		t.Fatalf("a freshness bound later with a change waiting: %+v, want stale, heard over 2 intervals ago, 1 unacknowledged", v)
+	}
+}
