@@ -46,6 +46,7 @@ type Gate struct {
 	limit   int       // the bound now, in [min(minPlaces, max), max]: adapted (package comment)
 	cut     time.Time // the last halving
 	held    heldHeap  // the places taken, at most max, earliest until first
+	head    *Slot     // the first in line as last told (woken to plan its retry, RetryAt)
 	waiting []*Slot   // in order of arrival; a slot at most once (queued)
 	taken   uint64    // places given, ever (Taken)
 }
@@ -98,8 +99,16 @@ func (s *Slot) Begin(now, until time.Time) bool {
 		g.mu.Unlock()
 		return true
 	}
+	if s.queued.Load() {
+		s.left = false // asking again: back at its old place in line
+	}
 	if len(g.held) >= g.limit {
-		g.expireLocked(now)
+		// Only the first in line, or an asker with nobody in line, takes back expired places:
+		// they go to the line in order, and a pass of a later one run early must not find one
+		// (RetryAt: only the first plans for the take-back; the rest are woken when given one).
+		if first := g.firstLocked(); first == nil || first == s {
+			g.expireLocked(now)
+		}
 	}
 	wake := g.grantLocked(now) // those in line go first, s too if it is
 	ok := s.holds.Load()
@@ -118,6 +127,7 @@ func (s *Slot) Begin(now, until time.Time) bool {
 			g.waiting = append(g.waiting, s)
 		}
 	}
+	wake = g.newHeadLocked(s, wake)
 	g.mu.Unlock()
 	wakeAll(wake)
 	return ok
@@ -138,6 +148,7 @@ func (s *Slot) End(now time.Time) {
 	}
 	s.left = s.queued.Load()
 	wake := g.grantLocked(now)
+	wake = g.newHeadLocked(nil, wake)
 	g.mu.Unlock()
 	wakeAll(wake)
 }
@@ -152,6 +163,7 @@ func (s *Slot) Close(now time.Time) {
 		g.releaseLocked(s)
 	}
 	wake := g.grantLocked(now)
+	wake = g.newHeadLocked(nil, wake)
 	g.mu.Unlock()
 	wakeAll(wake)
 }
@@ -259,19 +271,54 @@ func (g *Gate) grantLocked(now time.Time) []*Slot {
 	return wake
 }
 
-// RetryAt is the first moment a place held now can be taken back: expireLocked takes one back
-// strictly after its until, and only when a slot asks. Zero if none is held. Nothing wakes a
-// waiter then (a place taken back goes to whoever calls Begin next), so a slot refused a place
-// must ask again by then itself: its member plans that pass (dledger, mayCampaign), or a pass
-// run early could find a place its planned pass was not to ask for yet.
+// RetryAt is, for the first slot in line, the first moment a place held now can be taken back:
+// expireLocked takes one back strictly after its until, and only when the first in line (or
+// an asker with nobody in line) asks. Zero if none is held, and for a slot behind the first:
+// places taken back go to the line in order, and the first one's Begin wakes those it gives
+// one to, so only the first must ask again by then itself. Its member plans that pass (dledger,
+// mayCampaign), or a pass run early could find a place its planned pass was not to ask for
+// yet. A slot that becomes the first is woken to plan it (newHeadLocked). Before, every slot
+// in line planned that moment, and a host's thousands of candidates in line ran a pass each
+// time a place ran out its time.
 func (s *Slot) RetryAt() time.Time {
 	g := s.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.held) == 0 {
+	if len(g.held) == 0 || g.firstLocked() != s {
 		return time.Time{}
 	}
 	return g.held[0].until.Add(time.Nanosecond)
+}
+
+// firstLocked is the first slot in line, after dropping the ones that left it or closed.
+func (g *Gate) firstLocked() *Slot {
+	for len(g.waiting) > 0 {
+		s := g.waiting[0]
+		if !s.closed && !s.left {
+			return s
+		}
+		g.waiting[0] = nil
+		g.waiting = g.waiting[1:]
+		s.queued.Store(false)
+		s.left = false
+	}
+	g.waiting = nil
+	return nil
+}
+
+// newHeadLocked appends to wake the slot that became the first in line since the gate last
+// told one, unless it is running (running: the slot whose Begin this is) or woken already.
+func (g *Gate) newHeadLocked(running *Slot, wake []*Slot) []*Slot {
+	first := g.firstLocked()
+	if first == nil || first == g.head {
+		g.head = first
+		return wake
+	}
+	g.head = first
+	if first != running && !slices.Contains(wake, first) {
+		wake = append(wake, first)
+	}
+	return wake
 }
 
 // Holds says whether a place is the slot's: taken by its Begin, or given to it while it waited

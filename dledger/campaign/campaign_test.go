@@ -10,13 +10,62 @@ var t0 = time.Unix(1_000_000, 0)
 
 const round = 600 * time.Millisecond // the lan profile's longest vote round
 
-// slots makes n slots of g whose wakes append their index to woken.
+// slots makes n slots of g whose wakes append their index to woken when they were given a
+// place (a slot woken to plan its retry as the first in line holds none: see
+// TestGateWakesTheNewFirstInLine).
 func slots(g *Gate, n int, woken *[]int) []*Slot {
 	ss := make([]*Slot, n)
 	for i := range ss {
-		ss[i] = g.Slot(func() { *woken = append(*woken, i) })
+		ss[i] = g.Slot(func() {
+			if ss[i].Holds() {
+				*woken = append(*woken, i)
+			}
+		})
 	}
 	return ss
+}
+
+// TestGateWakesTheNewFirstInLine: only the first slot in line learns when a place can be taken
+// back (RetryAt; the others get zero and are woken when given one), and a slot that becomes the
+// first is woken to plan it: when the one before it is given a place, leaves the line or
+// closes. A later slot's Begin takes back no expired place: the first's does, for the line.
+func TestGateWakesTheNewFirstInLine(t *testing.T) {
+	g := New(1)
+	var told []int
+	ss := make([]*Slot, 5)
+	for i := range ss {
+		ss[i] = g.Slot(func() {
+			if !ss[i].Holds() {
+				told = append(told, i)
+			}
+		})
+	}
+	ss[0].Begin(t0, t0.Add(round))
+	for _, i := range []int{1, 2, 3, 4} {
+		ss[i].Begin(t0, t0.Add(round))
+	}
+	if r := ss[1].RetryAt(); !r.Equal(t0.Add(round + time.Nanosecond)) {
+		t.Fatalf("the first in line: RetryAt %v, want the held place's until", r.Sub(t0))
+	}
+	if !ss[2].RetryAt().IsZero() {
+		t.Fatal("the second in line was given a retry time: every waiter would wake at each take-back")
+	}
+	late := t0.Add(round + time.Millisecond)
+	if ss[3].Begin(late, late.Add(round)) || ss[0].Holds() == false {
+		t.Fatal("a slot behind the first took back the expired place")
+	}
+	ss[0].End(t0) // given to 1: 2 is the first now
+	if len(told) != 1 || told[0] != 2 {
+		t.Fatalf("told %v, want [2] (the new first in line)", told)
+	}
+	ss[2].End(t0) // 2 leaves: 3 is the first
+	ss[3].Close(t0)
+	if len(told) != 3 || told[1] != 3 || told[2] != 4 {
+		t.Fatalf("told %v, want [2 3 4]", told)
+	}
+	if r := ss[4].RetryAt(); !r.Equal(ss[1].until.Add(time.Nanosecond)) {
+		t.Fatalf("the last one left in line: RetryAt %v, want the held place's until", r.Sub(t0))
+	}
 }
 
 // TestGateGrantsInOrderOfArrival: with every place taken, the slots that asked wait, and each
@@ -191,7 +240,7 @@ func TestGateHeapAgreesWithAScan(t *testing.T) {
 				t.Fatalf("seed %d step %d: %d slots hold a place, the gate counts %d (bound %d)", seed, step, held, g.Held(), g.max)
 			}
 			want := time.Time{}
-			if held > 0 {
+			if held > 0 && len(g.waiting) > 0 && g.firstLocked() == s {
 				want = first.Add(time.Nanosecond)
 			}
 			if got := s.RetryAt(); !got.Equal(want) {
