@@ -47,11 +47,21 @@ type hostLinks struct {
 	links map[string]*link // peer host id -> its link
 }
 
-// link is the connection to one peer host and the members that use it.
+// link is the connection to one peer host and the members that use it, and the connection the
+// host heartbeats go on (live, made by the first frame to that host: hostLinks.liveClient).
 type link struct {
 	host    string
 	cl      *rpc.Client
+	live    *rpc.Client
 	members map[*memberLink]struct{}
+}
+
+// clients are the link's clients, to close.
+func (l *link) clients() []*rpc.Client {
+	if l.live == nil {
+		return []*rpc.Client{l.cl}
+	}
+	return []*rpc.Client{l.cl, l.live}
 }
 
 func newHostLinks(self string, keys KeySet, insecure bool, log *zap.Logger, hooks rpc.Hooks) *hostLinks {
@@ -86,8 +96,8 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Ti
 			l = hl.links[p.Addr]
 		}
 		if l == nil {
-			cl, err := hl.newClient(p.Addr)
-			if err != nil {
+			var err error
+			if l, err = hl.newLink(p.Addr); err != nil {
 				idle := hl.leaveLocked(m)
 				go closeAll(idle) // not under hl.mu (leaveLocked)
 				if m.registered {
@@ -95,7 +105,6 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, t rpc.Ti
 				}
 				return nil, err
 			}
-			l = &link{host: p.Addr, cl: cl, members: map[*memberLink]struct{}{}}
 			hl.links[p.Addr] = l
 		}
 		l.members[m] = struct{}{}
@@ -123,6 +132,36 @@ func (hl *hostLinks) newClient(host string) (*rpc.Client, error) {
 			hl.each(host, (*dledger.Elector).PeerGone)
 		},
 		OnPeerConnected: func(string) { hl.each(host, (*dledger.Elector).PeerReachable) }})
+}
+
+// newLink dials peer host twice: the link the groups' requests go on and, on a host with a
+// liveness table, the host heartbeats' own connection.
+func (hl *hostLinks) newLink(host string) (*link, error) {
+	cl, err := hl.newClient(host)
+	if err != nil {
+		return nil, err
+	}
+	l := &link{host: host, cl: cl, members: map[*memberLink]struct{}{}}
+	if hl.live != nil {
+		if l.live, err = hl.newLiveClient(host); err != nil {
+			cl.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// newLiveClient dials peer host for the host heartbeats alone (docs/protocol.md 12.1, "Their
+// own connection"): their answers must not wait in the link's stream behind the answers of
+// every group the two hosts share, nor for the link's reader to run those answers' callbacks.
+// In a 10,000-group cold start they did, for a second and more: a host's acknowledgements
+// came later than the freshness bound, its peers turned it stale and fresh hundreds of times,
+// and each turn woke every member and made every leader heartbeat every follower again. It
+// reports nothing to the members: the group link does (PeerGone, PeerReachable), and a frame
+// that fails tells the table (frameAnswer).
+func (hl *hostLinks) newLiveClient(host string) (*rpc.Client, error) {
+	return rpc.NewClient(rpc.ClientOptions{Peers: map[string]string{host: host}, Auth: hl.auth,
+		Logger: hl.log.With(zap.String("peerHost", host), zap.Bool("liveness", true)), Hooks: hl.hooks})
 }
 
 // each tells every member with a peer on host about each such peer: the link to that host
@@ -163,7 +202,7 @@ func (hl *hostLinks) leaveLocked(m *memberLink) (idle []*rpc.Client) {
 		delete(p.l.members, m)
 		if len(p.l.members) == 0 && hl.links[p.l.host] == p.l {
 			delete(hl.links, p.l.host)
-			idle = append(idle, p.l.cl)
+			idle = append(idle, p.l.clients()...)
 		}
 	}
 	return idle
@@ -185,7 +224,7 @@ func (hl *hostLinks) closeAll() {
 	hl.mu.Lock()
 	var cls []*rpc.Client
 	for host, l := range hl.links {
-		cls = append(cls, l.cl)
+		cls = append(cls, l.clients()...)
 		delete(hl.links, host)
 	}
 	hl.mu.Unlock()

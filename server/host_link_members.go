@@ -52,7 +52,7 @@ func (m *memberLink) setPeers(peers []memberstate.Peer) error {
 		delete(p.l.members, m)
 		if len(p.l.members) == 0 && hl.links[p.l.host] == p.l {
 			delete(hl.links, p.l.host)
-			idle = append(idle, p.l.cl)
+			idle = append(idle, p.l.clients()...)
 		}
 	}
 	m.peers = slices.Clip(next)
@@ -78,11 +78,10 @@ func (hl *hostLinks) linkTo(next []peerLink, addr string) (*link, error) {
 		l = hl.links[addr]
 	}
 	if l == nil {
-		cl, err := hl.newClient(addr)
-		if err != nil {
+		var err error
+		if l, err = hl.newLink(addr); err != nil {
 			return nil, fmt.Errorf("host link to %s: %w", addr, err)
 		}
-		l = &link{host: addr, cl: cl, members: map[*memberLink]struct{}{}}
 		hl.links[addr] = l
 	}
 	return l, nil

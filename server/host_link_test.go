@@ -107,16 +107,20 @@ func awaitAllFollow(t *testing.T, members map[string][]*Server, names []string) 
 	return leaders, terms
 }
 
+// connsPerPeerHost is how many connections a host's listener holds from each peer host: its
+// link for the groups' requests and its host heartbeats' own (hostLinks.newLink).
+const connsPerPeerHost = 2
+
 // TestHostLinksOnePerPeerHost: three hosts share 30 groups, every host a member of each;
-// every group elects over the hosts' links, and each host's listener holds exactly one
-// connection per peer host (two), not one per shared group, while each host keeps one link
-// per peer host. Nothing is counted as a bad frame or an authentication failure.
+// every group elects over the hosts' links, and each host's listener holds exactly two
+// connections per peer host (the link and the host heartbeats' own), not one per shared group,
+// while each host keeps one link per peer host. Nothing is counted as a bad frame or an authentication failure.
 func TestHostLinksOnePerPeerHost(t *testing.T) {
 	const groups = 30
 	hosts, members, names := linkedHosts(t, 3, groups, fastTimings(), nil)
 	awaitLeaders(t, members, names, func(*Server) bool { return false })
 	for i, h := range hosts {
-		dledgertest.Eventually(t, electionLimit, "one connection per peer host", func() bool { return h.rpcSrv.Conns() == 2 })
+		dledgertest.Eventually(t, electionLimit, "two connections per peer host", func() bool { return h.rpcSrv.Conns() == 2*connsPerPeerHost })
 		if n := h.links.count(); n != 2 {
 			t.Fatalf("host %d has %d links, want 2", i, n)
 		}
@@ -125,15 +129,15 @@ func TestHostLinksOnePerPeerHost(t *testing.T) {
 		}
 	}
 	// The hosts' listeners authenticated every link once: a group added now elects over the
-	// links already up, and the connections stay two per host.
+	// links already up, and the connections stay two per peer host.
 	names = append(names, "late")
 	for i, h := range hosts {
 		members["late"] = append(members["late"], addStarted(t, h, "late", fmt.Sprintf("n%d", i), members[names[0]][0].peersString()))
 	}
 	awaitLeaders(t, members, names[len(names)-1:], func(*Server) bool { return false })
 	for i, h := range hosts {
-		if n := h.rpcSrv.Conns(); n != 2 {
-			t.Fatalf("host %d: %d connections after a group was added, want 2", i, n)
+		if n := h.rpcSrv.Conns(); n != 2*connsPerPeerHost {
+			t.Fatalf("host %d: %d connections after a group was added, want %d", i, n, 2*connsPerPeerHost)
 		}
 	}
 }
@@ -321,8 +325,8 @@ func TestHostLinkCutAndRestored(t *testing.T) {
 			return true
 		})
 	}
-	dledgertest.Eventually(t, electionLimit, "one connection per peer host into host 2", func() bool {
-		return hosts[2].rpcSrv.Conns() == 2
+	dledgertest.Eventually(t, electionLimit, "two connections per peer host into host 2", func() bool {
+		return hosts[2].rpcSrv.Conns() == 2*connsPerPeerHost
 	})
 }
 
@@ -418,6 +422,22 @@ func TestHostHeartbeatsBetweenHosts(t *testing.T) {
 		sent, recv := h.live.sent.Load(), h.live.received.Load()
 		if sent == 0 || recv == 0 || sent > 4*recv+8 || recv > 4*sent+8 {
 			t.Fatalf("host %d: %d host heartbeats sent, %d received", i, sent, recv)
+		}
+		// The frames go on a connection of their own per peer host, not on the group link.
+		var onLive uint64
+		for j, p := range hosts {
+			if i == j {
+				continue
+			}
+			live, group := h.links.liveClient(p.hostID), h.links.client(p.hostID)
+			if live == nil || live == group {
+				t.Fatalf("host %d: no connection of its own for the host heartbeats to host %d", i, j)
+			}
+			onLive += live.Stats().Requests
+		}
+		// (Frames sent before a connection is up fail at once and are no call on it.)
+		if onLive < 8 || 2*onLive < sent {
+			t.Fatalf("host %d: %d host heartbeats sent, %d calls on the liveness connections", i, sent, onLive)
 		}
 	}
 	hosts[2].kill(t)

@@ -184,7 +184,7 @@ func fits(changes []liveness.Change) bool {
 // its changes do not fit one. The table hears of the answer once every part is answered: an
 // acknowledgement covers the whole frame, so it must not be given for part of it.
 func (l *hostLive) send(out liveness.Outgoing, sentAt time.Time) {
-	cl := l.links.client(out.To)
+	cl := l.links.liveClient(out.To)
 	if cl == nil {
 		l.table.Failed(out.To, time.Now())
 		return
@@ -279,6 +279,17 @@ func (hl *hostLinks) client(host string) *rpc.Client {
 	defer hl.mu.Unlock()
 	if l := hl.links[host]; l != nil {
 		return l.cl
+	}
+	return nil
+}
+
+// liveClient is the connection to host the host heartbeats go on (newLiveClient); nil while
+// no member uses the host.
+func (hl *hostLinks) liveClient(host string) *rpc.Client {
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	if l := hl.links[host]; l != nil && l.live != nil {
+		return l.live
 	}
 	return nil
 }
