@@ -2,6 +2,16 @@ package driver
 
 import "time"
 
+// passAlarm is Run's alarm: fdAlarm where the system has a timerfd (alarm_linux.go), else
+// alarmTimer. Reset and Stop are serialized by the caller; a wake-up on Chan may be stale
+// (the pass it runs then finds nothing due). Close, after the last Reset or Stop, releases it.
+type passAlarm interface {
+	Reset(d time.Duration)
+	Stop()
+	Chan() <-chan struct{}
+	Close()
+}
+
 // alarmTimer is the timer of a pass that moves later far more often than it is due: an idle
 // follower's pass is postponed at every heartbeat (its timeout starts again). It has
 // time.Timer's Reset, Stop and C, but a Reset to a later time stops the armed timer and
@@ -60,3 +70,9 @@ func (a *alarmTimer) Stop() {
 	a.t.Stop()
 	a.at = time.Time{}
 }
+
+// Chan is C, for passAlarm.
+func (a *alarmTimer) Chan() <-chan struct{} { return a.C }
+
+// Close is Stop: a runtime timer holds nothing to release.
+func (a *alarmTimer) Close() { a.Stop() }

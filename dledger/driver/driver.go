@@ -73,12 +73,14 @@ func Run(ctx context.Context, e *dledger.Elector, d Publisher) {
 	// The elector resets the timer, under its lock, whenever the next pass moves. A wake-up
 	// of an earlier setting (already received, or from a timer stopped too late) still runs
 	// a pass, which finds nothing due.
-	t := newAlarmTimer(time.Hour) // a pass postponed at every heartbeat wakes nothing (alarm.go)
+	// A pass postponed at every heartbeat, or due at every heartbeat, wakes nothing else
+	// (alarm.go, alarm_linux.go).
+	t := newPassAlarm()
 	e.SetPassAlarm(func(at time.Time) { t.Reset(time.Until(at)) })
 	e.NextPassAt()
 	defer func() {
-		e.SetPassAlarm(nil)
-		t.Stop()
+		e.SetPassAlarm(nil) // under the elector's lock: no Reset runs once it returns
+		t.Close()
 		wg.Wait()
 		d.Publish(e.TakeEvents()) // events of the last pass still reach listeners, in order
 	}()
@@ -86,7 +88,7 @@ func Run(ctx context.Context, e *dledger.Elector, d Publisher) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 			e.Tick()
 			e.NextPassAt()
 		}

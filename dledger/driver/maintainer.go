@@ -42,7 +42,7 @@ type Maintainer struct {
 	armed atomic.Int64           // UnixNano the timer is armed for; math.MaxInt64 if none
 	kick  chan struct{}          // wakes Run: the inbox holds a pass earlier than armed
 	due   passHeap               // Run's goroutine only
-	timer *alarmTimer            // Run's goroutine only (alarm.go: a later reset replaces it)
+	timer passAlarm              // Run's goroutine only, while it runs (alarm.go, alarm_linux.go)
 
 	qmu     sync.Mutex // guards runq, workers, running; held only for O(1) steps
 	runq    []*driven  // electors with work and no worker yet
@@ -92,9 +92,7 @@ func NewMaintainer() *Maintainer { return NewMaintainerWorkers(DefaultMaintainer
 
 // NewMaintainerWorkers is NewMaintainer running at most workers electors at once (at least 1).
 func NewMaintainerWorkers(workers int) *Maintainer {
-	m := &Maintainer{timer: newAlarmTimer(time.Hour), max: max(1, workers), kick: make(chan struct{}, 1),
-		byE: map[*dledger.Elector]*driven{}}
-	m.timer.Stop()
+	m := &Maintainer{max: max(1, workers), kick: make(chan struct{}, 1), byE: map[*dledger.Elector]*driven{}}
 	m.armed.Store(math.MaxInt64)
 	return m
 }
@@ -263,6 +261,9 @@ func (m *Maintainer) runOne(d *driven) {
 // Run drives the electors until ctx is done; it returns once no pass or publication of its
 // is running.
 func (m *Maintainer) Run(ctx context.Context) {
+	// The alarm lives as long as Run: on Linux it holds a descriptor and a goroutine.
+	m.timer = newPassAlarm()
+	defer m.timer.Close()
 	m.qmu.Lock()
 	m.running = true
 	m.startQueuedLocked()
@@ -279,7 +280,7 @@ func (m *Maintainer) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.timer.C:
+		case <-m.timer.Chan():
 		case <-m.kick:
 		}
 	}
@@ -320,7 +321,7 @@ func (m *Maintainer) step() {
 		if next == math.MaxInt64 {
 			m.timer.Stop()
 		} else {
-			m.timer.Reset(time.Duration(next - now)) // a reset timer never delivers its old value
+			m.timer.Reset(time.Duration(next - now)) // a stale wake-up still delivered finds nothing due
 		}
 		return
 	}

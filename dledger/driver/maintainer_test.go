@@ -66,6 +66,7 @@ func TestMaintainerDrivesManyElectorsOnOneGoroutine(t *testing.T) {
 		electors = append(electors, soloElector(t, fmt.Sprintf("g%d", i)))
 		logs = append(logs, &eventLog{leader: make(chan struct{}, 1)})
 	}
+	waitRunning(t, m) // its alarm's goroutine (alarm_linux.go) counts in before
 	before := runtime.NumGoroutine()
 	var removes []func()
 	for i, e := range electors {
@@ -114,6 +115,25 @@ func TestMaintainerDrivesManyElectorsOnOneGoroutine(t *testing.T) {
 	}
 	if got := m.Len(); got != 0 {
 		t.Fatalf("Len %d after removing all", got)
+	}
+}
+
+// waitRunning waits until m's Run has started: its alarm, and the goroutine a timerfd alarm
+// keeps (alarm_linux.go), exist from then until it returns.
+func waitRunning(t *testing.T, m *Maintainer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m.qmu.Lock()
+		running := m.running
+		m.qmu.Unlock()
+		if running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run has not started in 30 s")
+		}
+		time.Sleep(time.Millisecond) // polling interval
 	}
 }
 
