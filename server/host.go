@@ -137,6 +137,9 @@ type Host struct {
 	votes      *memberstate.Journal
 	voteStores map[memberKey]*memberstate.JournalStore
 
+	// settings are the members' shared settings (host_settings.go).
+	settings sharedSettings
+
 	bal     *balancer     // nil: NoBalance (host_balance.go)
 	drained atomic.Bool   // Drain is in force (host_drain.go)
 	drainCh chan struct{} // wakes a Drain

@@ -146,9 +146,12 @@ func New(config Config, opts ...Option) (*Server, error) {
 	cfg, peers := r.settings, r.peers
 	// Member keys: this member's own, or its host's checked for it (keys.go); before the data
 	// dir, so that a key that does not fit creates nothing.
-	peerKeys, err := memberPeerKeys(cfg.Config, peers, o.host, o.store)
+	peerKeys, err := memberPeerKeys(*cfg.Config, peers, o.host, o.store)
 	if err != nil {
 		return nil, err
+	}
+	if o.host != nil {
+		cfg.Config = o.host.shareSettings(cfg.Config) // host_settings.go
 	}
 	// From the data dir's lock on, every error path must release what was taken.
 	ok := false
