@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ type watchHub struct {
 	// ring holds the last watchRingSize events, ring[head] the oldest of n. It grows as events
 	// come: a host's thousands of members each see a few events, and a full ring per member
 	// (about 100 KiB) would be most of a host's memory.
-	ring     []dledger.RoleEvent
+	ring     []ringEvent
 	head, n  int
 	watchers map[*watcher]struct{}
 	polls    int           // long polls waiting
@@ -97,13 +98,46 @@ func newWatchHub(group, member string) *watchHub {
 // growRing makes room for one more event: by a quarter, not append's doubling, as a member of
 // a host saw 17-32 events in a cold start of 1,000 groups, and a ring doubled to 32 held
 // 1.4 KiB unused, times the host's members.
-func growRing(ring []dledger.RoleEvent) []dledger.RoleEvent {
+func growRing(ring []ringEvent) []ringEvent {
 	if len(ring) < cap(ring) {
 		return ring
 	}
-	grown := make([]dledger.RoleEvent, len(ring), len(ring)+min(max(4, len(ring)/4), watchRingSize-len(ring)))
+	grown := make([]ringEvent, len(ring), len(ring)+min(max(4, len(ring)/4), watchRingSize-len(ring)))
 	copy(grown, ring)
 	return grown
+}
+
+// ringEvent is a RoleEvent as the ring keeps it, in 48 bytes instead of 88: a churning cold
+// start of 1,000 groups left each member's ring 1.8 KiB (issue 29, BENCHMARKS.md "where a
+// host's RSS goes"). Its group is the hub's (every event of a member is of its group), Missed
+// is never kept (a marker clears the ring instead), and of At the wall clock is all that is
+// read (eventJSON writes it in UTC).
+type ringEvent struct {
+	seq    uint64
+	term   int64
+	at     int64 // At in Unix nanoseconds; noTime for the zero time
+	leader string
+	role   protocol.Role
+}
+
+// noTime stands for the zero time.Time, whose Unix nanoseconds int64 cannot hold.
+const noTime = math.MinInt64
+
+func toRing(ev dledger.RoleEvent) ringEvent {
+	at := int64(noTime)
+	if !ev.At.IsZero() {
+		at = ev.At.UnixNano()
+	}
+	return ringEvent{seq: ev.Seq, term: ev.Term, at: at, leader: ev.LeaderID, role: ev.Role}
+}
+
+// event is the RoleEvent r keeps, of group.
+func (r ringEvent) event(group string) dledger.RoleEvent {
+	ev := dledger.RoleEvent{Group: group, Seq: r.seq, Term: r.term, Role: r.role, LeaderID: r.leader}
+	if r.at != noTime {
+		ev.At = time.Unix(0, r.at)
+	}
+	return ev
 }
 
 // publish is the hub's role-event listener. It never blocks.
@@ -118,13 +152,13 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 		return
 	}
 	if h.n == watchRingSize {
-		h.ring[h.head] = ev
+		h.ring[h.head] = toRing(ev)
 		h.head = (h.head + 1) % watchRingSize
 	} else {
 		if p := (h.head + h.n) % watchRingSize; p < len(h.ring) {
-			h.ring[p] = ev
+			h.ring[p] = toRing(ev)
 		} else { // not full, so head is 0 and p is len(ring)
-			h.ring = append(growRing(h.ring), ev)
+			h.ring = append(growRing(h.ring), toRing(ev))
 		}
 		h.n++
 	}
@@ -197,7 +231,7 @@ func (h *watchHub) missedLocked() {
 }
 
 func (h *watchHub) latestLocked() dledger.RoleEvent {
-	return h.ring[(h.head+h.n-1)%watchRingSize]
+	return h.ring[(h.head+h.n-1)%watchRingSize].event(h.group)
 }
 
 // resumePoint is where a client says it stopped: Last-Event-ID or ?since=, as "SEQ@INSTANCE"
@@ -260,22 +294,22 @@ func (h *watchHub) replayLocked(p resumePoint) (*adminclient.MissedJSON, []dledg
 		(h.n > 0 && p.seq > h.latestLocked().Seq) {
 		missed.Restarted = true
 		if h.n > 0 {
-			missed.FirstKept = h.ring[h.head].Seq
+			missed.FirstKept = h.ring[h.head].seq
 		}
 		return missed, current()
 	}
 	if h.n == 0 {
 		return nil, nil
 	}
-	first := h.ring[h.head].Seq
+	first := h.ring[h.head].seq
 	if p.seq+1 < first {
 		missed.FirstKept = first
 		return missed, current()
 	}
 	var out []dledger.RoleEvent
 	for i := 0; i < h.n; i++ {
-		if ev := h.ring[(h.head+i)%watchRingSize]; ev.Seq > p.seq {
-			out = append(out, ev)
+		if ev := h.ring[(h.head+i)%watchRingSize]; ev.seq > p.seq {
+			out = append(out, ev.event(h.group))
 		}
 	}
 	return nil, out
