@@ -78,7 +78,7 @@ type watchHub struct {
 	head, n  int
 	watchers map[*watcher]struct{}
 	polls    int           // long polls waiting
-	changed  chan struct{} // closed and replaced on every event (wakes long polls)
+	changed  chan struct{} // closed on every event (wakes long polls); nil: no one waits (changedLocked makes it)
 	ended    bool          // the member stopped: its last event (UNKNOWN) was published
 }
 
@@ -91,8 +91,7 @@ type watcher struct {
 func newWatchHub(group, member string) *watchHub {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
-	return &watchHub{instance: hex.EncodeToString(b[:]), group: group, member: member, keepalive: watchKeepalive,
-		watchers: map[*watcher]struct{}{}, changed: make(chan struct{})}
+	return &watchHub{instance: hex.EncodeToString(b[:]), group: group, member: member, keepalive: watchKeepalive}
 }
 
 // growRing makes room for one more event: by a quarter, not append's doubling, as a member of
@@ -170,8 +169,7 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 			close(w.ch)
 		}
 	}
-	close(h.changed)
-	h.changed = make(chan struct{})
+	h.wakeLocked()
 	// UNKNOWN is never an election event: the member stopped, and nothing follows. Ending the
 	// streams also lets the HTTP server's Shutdown finish (it waits for idle connections).
 	if ev.Role == protocol.UNKNOWN {
@@ -188,7 +186,7 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 func (h *watchHub) awaitEnd(ctx context.Context) bool {
 	for {
 		h.mu.Lock()
-		ended, changed := h.ended, h.changed
+		ended, changed := h.ended, h.changedLocked()
 		h.mu.Unlock()
 		if ended {
 			return true
@@ -214,8 +212,24 @@ func (h *watchHub) end() {
 		delete(h.watchers, w)
 		close(w.ch)
 	}
-	close(h.changed)
-	h.changed = make(chan struct{})
+	h.wakeLocked()
+}
+
+// changedLocked is the channel the next event closes, made when first asked for: a host's
+// thousands of members are mostly never long-polled, and a channel is 96 bytes (issue 29).
+func (h *watchHub) changedLocked() chan struct{} {
+	if h.changed == nil {
+		h.changed = make(chan struct{})
+	}
+	return h.changed
+}
+
+// wakeLocked wakes whoever waits on changed; the next waiter gets a new channel.
+func (h *watchHub) wakeLocked() {
+	if h.changed != nil {
+		close(h.changed)
+		h.changed = nil
+	}
 }
 
 // missedLocked is the hub's answer to a marker (its listener queue overflowed, so events are
@@ -271,6 +285,9 @@ func (h *watchHub) subscribe(p resumePoint) (*watcher, *adminclient.MissedJSON, 
 	if h.ended {
 		close(w.ch)
 	} else {
+		if h.watchers == nil { // made by the first stream: most members of a host have none
+			h.watchers = map[*watcher]struct{}{}
+		}
 		h.watchers[w] = struct{}{}
 	}
 	return w, missed, replay, nil
@@ -341,7 +358,7 @@ func (h *watchHub) await(index uint64) (ev dledger.RoleEvent, ok bool, changed <
 		return ev, false, nil, nil, errTooManyWatchers
 	}
 	h.polls++
-	return ev, false, h.changed, func() {
+	return ev, false, h.changedLocked(), func() {
 		h.mu.Lock()
 		h.polls--
 		h.mu.Unlock()

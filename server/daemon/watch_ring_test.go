@@ -12,7 +12,8 @@ import (
 // TestWatchRingKeepsWhatIsRead: the ring keeps a member's events in 48 bytes each (issue 29:
 // a churning cold start left a ring of some twenty 88-byte RoleEvents per member of a host),
 // and what a stream, a resume and a long poll read of them comes back as published: seq, term,
-// role, leader, the time as eventJSON writes it, the hub's group, and the zero time.
+// role, leader, the time as eventJSON writes it, the hub's group, and the zero time. A hub no
+// one watched keeps neither a wake channel nor a map of streams.
 func TestWatchRingKeepsWhatIsRead(t *testing.T) {
 	if s := unsafe.Sizeof(ringEvent{}); s > 48 {
 		t.Errorf("a ring event is %d bytes; the ring is kept per member of a host (48 or less)", s)
@@ -26,6 +27,9 @@ func TestWatchRingKeepsWhatIsRead(t *testing.T) {
 	}
 	for _, ev := range sent {
 		h.publish(ev)
+	}
+	if h.changed != nil || h.watchers != nil {
+		t.Errorf("a hub no one watched keeps a channel (%v) or a map of streams (%v)", h.changed != nil, h.watchers != nil)
 	}
 	_, missed, replay, err := h.subscribe(resumePoint{given: true, seq: 0})
 	if err != nil || missed != nil {
