@@ -273,7 +273,7 @@ func (e *Elector) campaigns() bool {
 // initial one, every member of peers a voter at epoch 0.
 func (e *Elector) initMembership(m Member) error {
 	mem := &e.mem
-	mem.committed = Configuration{Voters: slices.Clone(m.Peers)}
+	mem.committed = Configuration{Voters: e.ms.Peers()} // the member state's list, shared: nothing writes into either
 	cs, ok := m.Store.(memberstate.ConfigStore)
 	if !ok {
 		return nil

@@ -10,7 +10,7 @@ import (
 )
 
 // TestHostMembersShareSettings: a host's members configured alike keep one copy of their
-// settings (host_settings.go), each with its own group, id and data dir, and a member whose
+// settings and peers (host_settings.go), each with its own group, id and data dir, and a member whose
 // settings differ keeps its own. Sharing without the
 // member's own fields would give every member the first one's identity: Config() would tell.
 func TestHostMembersShareSettings(t *testing.T) {
@@ -30,6 +30,9 @@ func TestHostMembersShareSettings(t *testing.T) {
 	c := add("gc", slower)
 	if a.cfg.Config != b.cfg.Config {
 		t.Errorf("members configured alike keep two copies of their settings")
+	}
+	if &a.currentPeers()[0] != &b.currentPeers()[0] {
+		t.Errorf("members configured alike keep two copies of their peers")
 	}
 	if c.cfg.Config == a.cfg.Config {
 		t.Errorf("a member with other timings shares another's settings")

@@ -109,6 +109,9 @@ type Server struct {
 	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
 	// the data dir's lock.
 	fileStore *memberstate.FileStore
+	// journaled is its store in its host's vote journal (host.go admit and forget, under the
+	// host's mu): a field, not a host map keyed by member, which cost a map entry a member.
+	journaled *memberstate.JournalStore
 
 	// ownMetrics: the metrics live on a registry of the member's own, which dies with it, so
 	// Stop leaves them there (a stopped member's counters can still be read); metrics on a
@@ -151,7 +154,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	if o.host != nil {
-		cfg.Config = o.host.shareSettings(cfg.Config) // host_settings.go
+		cfg.Config, peers = o.host.shareSettings(cfg.Config, peers) // host_settings.go
 	}
 	// From the data dir's lock on, every error path must release what was taken.
 	ok := false
