@@ -28,6 +28,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,7 @@ type watchHub struct {
 	// come: a host's thousands of members each see a few events, and a full ring per member
 	// (about 100 KiB) would be most of a host's memory.
 	ring     []ringEvent
+	leaders  []string // the leader ids the ring's events name (ringEvent.leader)
 	head, n  int
 	watchers map[*watcher]struct{}
 	polls    int           // long polls waiting
@@ -106,33 +108,63 @@ func growRing(ring []ringEvent) []ringEvent {
 	return grown
 }
 
-// ringEvent is a RoleEvent as the ring keeps it, in 48 bytes instead of 88: a churning cold
-// start of 1,000 groups left each member's ring 1.8 KiB (issue 29, BENCHMARKS.md "where a
-// host's RSS goes"). Its group is the hub's (every event of a member is of its group), Missed
-// is never kept (a marker clears the ring instead), and of At the wall clock is all that is
-// read (eventJSON writes it in UTC).
+// ringEvent is a RoleEvent as the ring keeps it, in 32 bytes instead of 88: a churning cold
+// start of 3,000 groups left each member's ring some 36 events, 3.2 KiB a member and a quarter
+// of a host's live heap (issue 29, BENCHMARKS.md "where a host's RSS goes"). Its group is the
+// hub's (every event of a member is of its group), Missed is never kept (a marker clears the
+// ring instead), of At the wall clock is all that is read (eventJSON writes it in UTC), and the
+// leader is an index into the hub's leaders, the few ids its group's leaders had.
 type ringEvent struct {
 	seq    uint64
 	term   int64
 	at     int64 // At in Unix nanoseconds; noTime for the zero time
-	leader string
+	leader uint16
 	role   protocol.Role
 }
 
 // noTime stands for the zero time.Time, whose Unix nanoseconds int64 cannot hold.
 const noTime = math.MinInt64
 
-func toRing(ev dledger.RoleEvent) ringEvent {
+// maxLeaders bounds a hub's table of leader ids (leaderLocked compacts it when full); a
+// variable only so that a test can reach it.
+var maxLeaders = math.MaxUint16 + 1
+
+// toRingLocked is ev as the ring keeps it.
+func (h *watchHub) toRingLocked(ev dledger.RoleEvent) ringEvent {
 	at := int64(noTime)
 	if !ev.At.IsZero() {
 		at = ev.At.UnixNano()
 	}
-	return ringEvent{seq: ev.Seq, term: ev.Term, at: at, leader: ev.LeaderID, role: ev.Role}
+	return ringEvent{seq: ev.Seq, term: ev.Term, at: at, leader: h.leaderLocked(ev.LeaderID), role: ev.Role}
 }
 
-// event is the RoleEvent r keeps, of group.
-func (r ringEvent) event(group string) dledger.RoleEvent {
-	ev := dledger.RoleEvent{Group: group, Seq: r.seq, Term: r.term, Role: r.role, LeaderID: r.leader}
+// leaderLocked is id's index in h.leaders, added if new. A full table (65,536 ids, which only
+// a group whose membership changed tens of thousands of times could reach) is rebuilt from
+// the ids the ring still holds, at most watchRingSize, before a new one is added.
+func (h *watchHub) leaderLocked(id string) uint16 {
+	if len(h.leaders) >= maxLeaders && slices.Index(h.leaders, id) < 0 {
+		old := h.leaders
+		h.leaders = nil
+		for i := 0; i < h.n; i++ {
+			r := &h.ring[(h.head+i)%watchRingSize]
+			r.leader = indexOf(&h.leaders, old[r.leader])
+		}
+	}
+	return indexOf(&h.leaders, id)
+}
+
+// indexOf is id's index in *ids, appended if new.
+func indexOf(ids *[]string, id string) uint16 {
+	if i := slices.Index(*ids, id); i >= 0 {
+		return uint16(i)
+	}
+	*ids = append(*ids, id)
+	return uint16(len(*ids) - 1)
+}
+
+// eventLocked is the RoleEvent r keeps.
+func (h *watchHub) eventLocked(r ringEvent) dledger.RoleEvent {
+	ev := dledger.RoleEvent{Group: h.group, Seq: r.seq, Term: r.term, Role: r.role, LeaderID: h.leaders[r.leader]}
 	if r.at != noTime {
 		ev.At = time.Unix(0, r.at)
 	}
@@ -151,13 +183,14 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 		return
 	}
 	if h.n == watchRingSize {
-		h.ring[h.head] = toRing(ev)
+		h.ring[h.head] = h.toRingLocked(ev)
 		h.head = (h.head + 1) % watchRingSize
 	} else {
 		if p := (h.head + h.n) % watchRingSize; p < len(h.ring) {
-			h.ring[p] = toRing(ev)
+			h.ring[p] = h.toRingLocked(ev)
 		} else { // not full, so head is 0 and p is len(ring)
-			h.ring = append(growRing(h.ring), toRing(ev))
+			r := h.toRingLocked(ev) // before growRing: a compaction of leaders walks the ring
+			h.ring = append(growRing(h.ring), r)
 		}
 		h.n++
 	}
@@ -237,7 +270,7 @@ func (h *watchHub) wakeLocked() {
 // before the gap is told it missed events (FirstKept is then the next event, the current
 // state), and every open stream is ended after what it has buffered, to resume that way.
 func (h *watchHub) missedLocked() {
-	h.ring, h.head, h.n = nil, 0, 0
+	h.ring, h.head, h.n, h.leaders = nil, 0, 0, nil
 	for w := range h.watchers {
 		delete(h.watchers, w)
 		close(w.ch)
@@ -245,7 +278,7 @@ func (h *watchHub) missedLocked() {
 }
 
 func (h *watchHub) latestLocked() dledger.RoleEvent {
-	return h.ring[(h.head+h.n-1)%watchRingSize].event(h.group)
+	return h.eventLocked(h.ring[(h.head+h.n-1)%watchRingSize])
 }
 
 // resumePoint is where a client says it stopped: Last-Event-ID or ?since=, as "SEQ@INSTANCE"
@@ -326,7 +359,7 @@ func (h *watchHub) replayLocked(p resumePoint) (*adminclient.MissedJSON, []dledg
 	var out []dledger.RoleEvent
 	for i := 0; i < h.n; i++ {
 		if ev := h.ring[(h.head+i)%watchRingSize]; ev.seq > p.seq {
-			out = append(out, ev.event(h.group))
+			out = append(out, h.eventLocked(ev))
 		}
 	}
 	return nil, out
