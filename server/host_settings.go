@@ -32,7 +32,7 @@ type sharedEntry struct {
 // shareSettings returns the host's copy of c with its Group, SelfID and DataDir empty (settings
 // keeps those) and of peers (c.Peers parsed), or c and peers themselves when c does not
 // authenticate as the host does (its own keys: then they are its own). The copy carries the
-// host's keys, which c's equal (memberAuth). Nothing may change what it returns. Not under
+// keys of the first member that made it, equal to the host's (memberAuth). Nothing may change what it returns. Not under
 // h.mu (AddGroup holds it around New).
 func (h *Host) shareSettings(c *Config, peers []memberstate.Peer) (*Config, []memberstate.Peer) {
 	if c.Insecure != h.cfg.Insecure || c.MemberKey != h.cfg.MemberKey || c.Trust != h.cfg.Trust ||
@@ -41,10 +41,10 @@ func (h *Host) shareSettings(c *Config, peers []memberstate.Peer) (*Config, []me
 	}
 	k := *c
 	k.Group, k.SelfID, k.DataDir = "", "", ""
-	// The key names every field but the keys (the host's, equal for every member here), so
-	// that no key material is formatted.
+	// The key names every field but the keys, which the check above found equal to the host's,
+	// and their ids (as memberAuth compares key sets), so that no key material is formatted.
 	k.Keys, k.MemberKey, k.Trust = secure.KeySet{}, secure.StaticKey{}, nil
-	key := fmt.Sprintf("%#v", k)
+	key := fmt.Sprintf("%#v %q", k, c.Keys.IDs())
 	t := &h.settings
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -62,7 +62,7 @@ func (h *Host) shareSettings(c *Config, peers []memberstate.Peer) (*Config, []me
 		}
 		t.sweepAt = max(64, 2*len(t.m))
 	}
-	k.Keys, k.MemberKey, k.Trust = h.cfg.Keys, h.cfg.MemberKey, h.cfg.Trust
+	k.Keys, k.MemberKey, k.Trust = c.Keys, c.MemberKey, c.Trust
 	k.Election.PreferredLeaderIDs = slices.Clone(k.Election.PreferredLeaderIDs) // not the caller's array
 	e := &sharedEntry{cfg: k, peers: peers}
 	t.m[key] = weak.Make(e)
