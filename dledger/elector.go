@@ -289,7 +289,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 		spread:    opt.SpreadStartup,
 		gate:      opt.Campaigns,
 		onMembers: opt.MembersChanged,
-		mem:       membership{committed: Configuration{Voters: ms.Peers()}, acks: make([]confAck, len(ms.Peers()))},
+		mem:       membership{committed: Configuration{Voters: ms.Peers()}},
 
 		ledgerKnown: !opt.LedgerFromStorage,
 	}
@@ -378,7 +378,7 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 		e.log.Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.hb, e.peers = nil, nil
+	e.hb, e.peers, e.mem.acks = nil, nil, nil
 	if term > e.ms.CurrTerm() && e.vote != nil {
 		e.vote = nil // a round at a term that is about to be left behind
 	}
@@ -404,7 +404,7 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 		e.log.Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.vote, e.hb, e.peers = nil, nil, nil
+	e.vote, e.hb, e.peers, e.mem.acks = nil, nil, nil, nil
 	e.lastLeaderHeartBeat = now
 	// As DLedger's changeRoleToFollower does: forget a lost round's WAIT_TO_VOTE_NEXT, or a
 	// follower cut off later would start the next term on its first candidate pass and, on

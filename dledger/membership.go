@@ -211,7 +211,7 @@ type membership struct {
 	removed   bool // beside the other flags: one word
 	hints     []memberstate.Peer
 	why       string    // why removed
-	acks      []confAck // leader: per member (ms.Peers order), the versions it last reported
+	acks      []confAck // leader: per member (ms.Peers order), the versions it last reported; nil unless leading (leadMembership)
 	change    *changeOp // nil: none in flight (a leader's, rare: not kept in every member)
 	// force is the forced recovery in flight (force.go), nil while none runs: a pointer, as
 	// it is rare and its 144 bytes took every member of a host past an allocation size class.
@@ -273,7 +273,7 @@ func (e *Elector) campaigns() bool {
 // initial one, every member of peers a voter at epoch 0.
 func (e *Elector) initMembership(m Member) error {
 	mem := &e.mem
-	mem.committed = Configuration{Voters: slices.Clone(m.Peers)}
+	mem.committed = Configuration{Voters: e.ms.Peers()} // the member state's list, shared: nothing writes into either
 	cs, ok := m.Store.(memberstate.ConfigStore)
 	if !ok {
 		return nil
@@ -364,13 +364,16 @@ func (e *Elector) applyMembers() error {
 	if e.peers != nil {
 		status = make([]peerStatus, len(peers))
 	}
-	acks := make([]confAck, len(peers))
+	var acks []confAck // likewise only a leader's
+	if e.mem.acks != nil {
+		acks = make([]confAck, len(peers))
+	}
 	for i, p := range peers {
 		if j := slices.IndexFunc(old, func(q memberstate.Peer) bool { return q.ID == p.ID }); j >= 0 {
 			if status != nil {
 				status[i] = e.peers[j]
 			}
-			if j < len(e.mem.acks) {
+			if acks != nil && j < len(e.mem.acks) {
 				acks[i] = e.mem.acks[j]
 			}
 		}
@@ -662,9 +665,9 @@ func (e *Elector) changeDeadline(now time.Time) deadline {
 // (docs/protocol.md 13.5: never commit a proposal of an earlier term by counting its copies).
 func (e *Elector) leadMembership() {
 	m := &e.mem
-	for i := range m.acks {
-		m.acks[i] = confAck{}
-	}
+	// A fresh table, as the peers' (becomeLeader): only a leader keeps one, 128 bytes a member
+	// of a host that two thirds of them (followers) never read (issue 29).
+	m.acks = make([]confAck, len(e.ms.Peers()))
 	e.restampPending()
 }
 

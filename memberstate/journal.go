@@ -59,11 +59,12 @@ type Journal struct {
 
 	mu     sync.Mutex
 	cond   *sync.Cond
-	states map[Owner]Durable       // the newest state of each member handed to the file system
-	live   map[Owner]*JournalStore // the open members
-	// sized: every member the files are sized for (those with a state, and those opened),
-	// so that no Save can make the snapshot outgrow them.
-	sized    map[Owner]struct{}
+	states map[Owner]Durable // the newest state of each member handed to the file system
+	// members: every member the files are sized for (those with a state, and those opened),
+	// so that no Save can make the snapshot outgrow them, each with its open store (nil: not
+	// open). One map, not one of the open members and one of those sized: a host keeps an
+	// entry of each kind per member (issue 29, docs/design.md "What a member costs").
+	members  map[Owner]*JournalStore
 	cur      *jbatch // the batch being filled
 	flushing bool    // a flush or growth runs; it alone touches the files
 	closed   bool
@@ -144,7 +145,7 @@ func openJournalWith(dir string, ops fsOps) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &Journal{dir: dir, lock: lock, ops: ops, states: map[Owner]Durable{}, live: map[Owner]*JournalStore{}, sized: map[Owner]struct{}{}, cur: &jbatch{}}
+	j := &Journal{dir: dir, lock: lock, ops: ops, states: map[Owner]Durable{}, members: map[Owner]*JournalStore{}, cur: &jbatch{}}
 	j.cond = sync.NewCond(&j.mu)
 	if err := j.open(); err != nil {
 		j.closeFiles()
@@ -243,7 +244,9 @@ func (j *Journal) adopt(files [2]journalFile, from int) {
 		j.states = files[from].scan.states
 	}
 	for o := range j.states {
-		j.sized[o] = struct{}{}
+		if _, ok := j.members[o]; !ok {
+			j.members[o] = nil
+		}
 	}
 	// An epoch is never written twice, not even by an attempt a crash cut short: a snapshot's
 	// bytes could otherwise be read with an older attempt's lines after them.
@@ -404,13 +407,12 @@ func (j *Journal) Member(owner Owner) (*JournalStore, error) {
 		return nil, fmt.Errorf("vote journal %s is closed", j.dir)
 	}
 	for {
-		if j.live[owner] != nil {
+		if j.members[owner] != nil {
 			return nil, fmt.Errorf("vote journal %s: member %s of group %s is already open", j.dir, owner.SelfID, owner.Group)
 		}
-		_, known := j.sized[owner]
-		need := j.needSize(len(j.sized) + 1)
+		_, known := j.members[owner]
+		need := j.needSize(len(j.members) + 1)
 		if known || need <= j.size {
-			j.sized[owner] = struct{}{}
 			break
 		}
 		if err := j.grow(max(need, 2*j.size)); err != nil { // releases j.mu: look again
@@ -421,7 +423,7 @@ func (j *Journal) Member(owner Owner) (*JournalStore, error) {
 		}
 	}
 	s := &JournalStore{j: j, owner: owner}
-	j.live[owner] = s
+	j.members[owner] = s // sized, and open
 	return s, nil
 }
 
@@ -679,8 +681,8 @@ func (s *JournalStore) Close() error {
 	defer s.j.mu.Unlock()
 	if !s.closed {
 		s.closed = true
-		if s.j.live[s.owner] == s {
-			delete(s.j.live, s.owner)
+		if s.j.members[s.owner] == s {
+			s.j.members[s.owner] = nil // still sized for: its state stays in the snapshot
 		}
 	}
 	return nil

@@ -51,7 +51,9 @@ type MemberState struct {
 // New builds a member's state, loading term and vote from store. The member starts as
 // CANDIDATE with an empty ledger. peers get the checks ParsePeers makes (validatePeers), since
 // a caller may build the list itself: a duplicate id would count one member twice towards a
-// quorum.
+// quorum. New keeps peers, not a copy: neither it nor its caller may change the list's
+// elements afterwards (SetMembers replaces the list), so that a host's members configured
+// alike share one (issue 29).
 func New(group, selfID string, peers []Peer, store Store) (*MemberState, error) {
 	if err := ValidateGroup(group); err != nil {
 		return nil, err
@@ -77,7 +79,7 @@ func New(group, selfID string, peers []Peer, store Store) (*MemberState, error) 
 		return nil, fmt.Errorf("stored state: %w", err)
 	}
 	return &MemberState{
-		group: group, selfID: selfID, peers: append([]Peer(nil), peers...), store: store,
+		group: group, selfID: selfID, peers: peers[:len(peers):len(peers)], store: store,
 		role: protocol.CANDIDATE, term: d.Term, voteFor: d.VoteFor,
 		ledger: EmptyLedger, knownMaxTerm: d.Term, voters: len(peers),
 	}, nil

@@ -110,9 +110,15 @@ func ParseLedgerMode(s string) (LedgerMode, error) {
 }
 
 // settings are everything a member runs with: the resolved Config (the process's settings,
-// the admin API and hooks, are package server/daemon's).
+// the admin API and hooks, are package server/daemon's). A member keeps its own Group, SelfID
+// and DataDir here and the rest behind Config, which the members of a host with equal
+// settings share (Host.shareSettings; issue 29: a Config is 320 bytes, and a host of 10,000
+// members kept as many copies of one). The fields here shadow Config's: read them through
+// settings, never through Config (whose are empty when shared). Nothing changes a Config
+// once New returns.
 type settings struct {
-	Config
+	Group, SelfID, DataDir string
+	*Config
 }
 
 // resolved is a Config checked and parsed once: what New builds the member from.
@@ -152,7 +158,7 @@ func (c Config) resolveFor(hosted bool) (resolved, error) {
 	if err != nil {
 		return resolved{}, err
 	}
-	r := resolved{settings: settings{Config: c}, peers: peers}
+	r := resolved{settings: settings{Group: c.Group, SelfID: c.SelfID, DataDir: c.DataDir, Config: &c}, peers: peers}
 	ids, selfAddr, err := indexPeers(peers, c.SelfID, hosted)
 	if err != nil {
 		return resolved{}, err

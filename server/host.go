@@ -133,9 +133,11 @@ type Host struct {
 	// new member of that group with (samePeers) without walking every member.
 	groupOne map[string]*Server
 	// votes is the host's vote journal (host_votes.go), opened by the first member that
-	// needs it; voteStores are its members' stores, closed when they leave.
-	votes      *memberstate.Journal
-	voteStores map[memberKey]*memberstate.JournalStore
+	// needs it; its members' stores are their Server.journaled, closed when they leave.
+	votes *memberstate.Journal
+
+	// settings are the members' shared settings (host_settings.go).
+	settings sharedSettings
 
 	bal     *balancer     // nil: NoBalance (host_balance.go)
 	drained atomic.Bool   // Drain is in force (host_drain.go)
@@ -164,7 +166,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
 		maint: driver.NewMaintainer(), campaigns: newCampaignGate(cfg), members: map[memberKey]*Server{},
-		groupOne: map[string]*Server{}, voteStores: map[memberKey]*memberstate.JournalStore{}}
+		groupOne: map[string]*Server{}}
 	for _, a := range o.attachers {
 		h.memberOpts = append(h.memberOpts, WithAttacher(a))
 	}
@@ -380,7 +382,7 @@ func (h *Host) memberStore(cfg *Config, store memberstate.Store) (*memberstate.J
 // file, the host's gatherer, and a drained host's withdrawal. Called with h.mu held.
 func (h *Host) admit(key memberKey, s *Server, journaled *memberstate.JournalStore) {
 	if journaled != nil {
-		h.voteStores[key] = journaled
+		s.journaled = journaled
 		journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
 	}
 	if s.gatherer == nil {
@@ -522,9 +524,9 @@ func (h *Host) forget(s *Server) {
 		if h.groupOne[k.group] == s {
 			h.forgetGroupOne(s)
 		}
-		if js := h.voteStores[k]; js != nil {
-			js.Close()
-			delete(h.voteStores, k)
+		if s.journaled != nil {
+			s.journaled.Close()
+			s.journaled = nil
 		}
 	}
 }

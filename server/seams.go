@@ -85,7 +85,11 @@ func (s *Server) ServesAsLeader(st dledger.Status) bool { return s.servesAsLeade
 
 // Config is the member's resolved Config: the one New was given, with the profile's values in
 // the zero Election fields (and, on a host, the host's keys and data dir).
-func (s *Server) Config() Config { return s.cfg.Config }
+func (s *Server) Config() Config {
+	c := *s.cfg.Config
+	c.Group, c.SelfID, c.DataDir = s.cfg.Group, s.cfg.SelfID, s.cfg.DataDir
+	return c
+}
 
 // PeerMetadata is one member of the group as it answered this member's METADATA request.
 type PeerMetadata struct {

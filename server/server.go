@@ -109,6 +109,9 @@ type Server struct {
 	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
 	// the data dir's lock.
 	fileStore *memberstate.FileStore
+	// journaled is its store in its host's vote journal (host.go admit and forget, under the
+	// host's mu): a field, not a host map keyed by member, which cost a map entry a member.
+	journaled *memberstate.JournalStore
 
 	// ownMetrics: the metrics live on a registry of the member's own, which dies with it, so
 	// Stop leaves them there (a stopped member's counters can still be read); metrics on a
@@ -146,9 +149,12 @@ func New(config Config, opts ...Option) (*Server, error) {
 	cfg, peers := r.settings, r.peers
 	// Member keys: this member's own, or its host's checked for it (keys.go); before the data
 	// dir, so that a key that does not fit creates nothing.
-	peerKeys, err := memberPeerKeys(cfg.Config, peers, o.host, o.store)
+	peerKeys, err := memberPeerKeys(*cfg.Config, peers, o.host, o.store)
 	if err != nil {
 		return nil, err
+	}
+	if o.host != nil {
+		cfg.Config, peers = o.host.shareSettings(cfg.Config, peers) // host_settings.go
 	}
 	// From the data dir's lock on, every error path must release what was taken.
 	ok := false

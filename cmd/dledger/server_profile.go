@@ -2,8 +2,10 @@ package main
 
 // Profiles of a server process, for diagnosis only: with DLEDGERPPROF=DIR,SECONDS in its
 // environment (not a DLEDGER_ setting: nothing a deployment configures), a server writes a CPU
-// profile of its first SECONDS and, at their end, its mutex and block profiles and a goroutine
-// dump, to DIR/<pid>-{cpu,mutex,block,goroutine}.pprof. `dledger bench groups` starts its hosts
+// profile of its first SECONDS and, at their end, its mutex and block profiles, a goroutine
+// dump and a heap profile (after a collection: the live heap by owner), to
+// DIR/<pid>-{cpu,mutex,block,goroutine,heap}.pprof, and its memory every 250 ms over those
+// SECONDS to DIR/<pid>-mem.tsv (server_profile_mem.go). `dledger bench groups` starts its hosts
 // with its own environment, so a cold start's three hosts can be profiled without an admin
 // endpoint (issue 29: where a mass election's time and waits go; BENCHMARKS.md).
 
@@ -25,6 +27,8 @@ import (
 const (
 	profileEnv = "DLEDGERPPROF"
 	blockRate  = 10_000
+	// memProfileRate samples an allocation of about every 4 KiB for the heap profile.
+	memProfileRate = 4096
 )
 
 // startProfiles starts the profiles DLEDGERPPROF asks for, if any; a value it cannot use is
@@ -51,10 +55,29 @@ func startProfiles(log *zap.Logger) {
 	}
 	runtime.SetMutexProfileFraction(1)
 	runtime.SetBlockProfileRate(blockRate)
+	// Before the members are made: a heap profile sampled every 512 KiB (the default) cannot
+	// tell apart the few hundred bytes each of 10,000 members keeps.
+	runtime.MemProfileRate = memProfileRate
+	memDone, memWritten := make(chan struct{}), make(chan struct{})
+	if mem, err := os.Create(prefix + "-mem.tsv"); err != nil {
+		log.Warn("memory not sampled", zap.Error(err))
+		close(memWritten)
+	} else {
+		go func() {
+			defer close(memWritten)
+			if err := sampleMemory(mem, memDone); err != nil {
+				log.Warn("memory samples not written", zap.Error(err))
+			}
+			_ = mem.Close()
+		}()
+	}
 	time.AfterFunc(time.Duration(n)*time.Second, func() {
 		pprof.StopCPUProfile()
 		_ = cpu.Close()
-		for _, p := range []string{"mutex", "block", "goroutine"} {
+		close(memDone)
+		<-memWritten
+		runtime.GC() // the heap profile is as of the last collection: make it now
+		for _, p := range []string{"mutex", "block", "goroutine", "heap"} {
 			if err := writeProfile(p, prefix+"-"+p+".pprof"); err != nil {
 				log.Warn("profile not written", zap.String("profile", p), zap.Error(err))
 			}

@@ -26,7 +26,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,11 +75,12 @@ type watchHub struct {
 	// ring holds the last watchRingSize events, ring[head] the oldest of n. It grows as events
 	// come: a host's thousands of members each see a few events, and a full ring per member
 	// (about 100 KiB) would be most of a host's memory.
-	ring     []dledger.RoleEvent
+	ring     []ringEvent
+	leaders  []string // the leader ids the ring's events name (ringEvent.leader)
 	head, n  int
 	watchers map[*watcher]struct{}
 	polls    int           // long polls waiting
-	changed  chan struct{} // closed and replaced on every event (wakes long polls)
+	changed  chan struct{} // closed on every event (wakes long polls); nil: no one waits (changedLocked makes it)
 	ended    bool          // the member stopped: its last event (UNKNOWN) was published
 }
 
@@ -90,20 +93,82 @@ type watcher struct {
 func newWatchHub(group, member string) *watchHub {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
-	return &watchHub{instance: hex.EncodeToString(b[:]), group: group, member: member, keepalive: watchKeepalive,
-		watchers: map[*watcher]struct{}{}, changed: make(chan struct{})}
+	return &watchHub{instance: hex.EncodeToString(b[:]), group: group, member: member, keepalive: watchKeepalive}
 }
 
 // growRing makes room for one more event: by a quarter, not append's doubling, as a member of
 // a host saw 17-32 events in a cold start of 1,000 groups, and a ring doubled to 32 held
 // 1.4 KiB unused, times the host's members.
-func growRing(ring []dledger.RoleEvent) []dledger.RoleEvent {
+func growRing(ring []ringEvent) []ringEvent {
 	if len(ring) < cap(ring) {
 		return ring
 	}
-	grown := make([]dledger.RoleEvent, len(ring), len(ring)+min(max(4, len(ring)/4), watchRingSize-len(ring)))
+	grown := make([]ringEvent, len(ring), len(ring)+min(max(4, len(ring)/4), watchRingSize-len(ring)))
 	copy(grown, ring)
 	return grown
+}
+
+// ringEvent is a RoleEvent as the ring keeps it, in 32 bytes instead of 88: a churning cold
+// start of 3,000 groups left each member's ring some 36 events, 3.2 KiB a member and a quarter
+// of a host's live heap (issue 29, BENCHMARKS.md "where a host's RSS goes"). Its group is the
+// hub's (every event of a member is of its group), Missed is never kept (a marker clears the
+// ring instead), of At the wall clock is all that is read (eventJSON writes it in UTC), and the
+// leader is an index into the hub's leaders, the few ids its group's leaders had.
+type ringEvent struct {
+	seq    uint64
+	term   int64
+	at     int64 // At in Unix nanoseconds; noTime for the zero time
+	leader uint16
+	role   protocol.Role
+}
+
+// noTime stands for the zero time.Time, whose Unix nanoseconds int64 cannot hold.
+const noTime = math.MinInt64
+
+// maxLeaders bounds a hub's table of leader ids (leaderLocked compacts it when full); a
+// variable only so that a test can reach it.
+var maxLeaders = math.MaxUint16 + 1
+
+// toRingLocked is ev as the ring keeps it.
+func (h *watchHub) toRingLocked(ev dledger.RoleEvent) ringEvent {
+	at := int64(noTime)
+	if !ev.At.IsZero() {
+		at = ev.At.UnixNano()
+	}
+	return ringEvent{seq: ev.Seq, term: ev.Term, at: at, leader: h.leaderLocked(ev.LeaderID), role: ev.Role}
+}
+
+// leaderLocked is id's index in h.leaders, added if new. A full table (65,536 ids, which only
+// a group whose membership changed tens of thousands of times could reach) is rebuilt from
+// the ids the ring still holds, at most watchRingSize, before a new one is added.
+func (h *watchHub) leaderLocked(id string) uint16 {
+	if len(h.leaders) >= maxLeaders && slices.Index(h.leaders, id) < 0 {
+		old := h.leaders
+		h.leaders = nil
+		for i := 0; i < h.n; i++ {
+			r := &h.ring[(h.head+i)%watchRingSize]
+			r.leader = indexOf(&h.leaders, old[r.leader])
+		}
+	}
+	return indexOf(&h.leaders, id)
+}
+
+// indexOf is id's index in *ids, appended if new.
+func indexOf(ids *[]string, id string) uint16 {
+	if i := slices.Index(*ids, id); i >= 0 {
+		return uint16(i)
+	}
+	*ids = append(*ids, id)
+	return uint16(len(*ids) - 1)
+}
+
+// eventLocked is the RoleEvent r keeps.
+func (h *watchHub) eventLocked(r ringEvent) dledger.RoleEvent {
+	ev := dledger.RoleEvent{Group: h.group, Seq: r.seq, Term: r.term, Role: r.role, LeaderID: h.leaders[r.leader]}
+	if r.at != noTime {
+		ev.At = time.Unix(0, r.at)
+	}
+	return ev
 }
 
 // publish is the hub's role-event listener. It never blocks.
@@ -118,13 +183,14 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 		return
 	}
 	if h.n == watchRingSize {
-		h.ring[h.head] = ev
+		h.ring[h.head] = h.toRingLocked(ev)
 		h.head = (h.head + 1) % watchRingSize
 	} else {
 		if p := (h.head + h.n) % watchRingSize; p < len(h.ring) {
-			h.ring[p] = ev
+			h.ring[p] = h.toRingLocked(ev)
 		} else { // not full, so head is 0 and p is len(ring)
-			h.ring = append(growRing(h.ring), ev)
+			r := h.toRingLocked(ev) // before growRing: a compaction of leaders walks the ring
+			h.ring = append(growRing(h.ring), r)
 		}
 		h.n++
 	}
@@ -136,8 +202,7 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 			close(w.ch)
 		}
 	}
-	close(h.changed)
-	h.changed = make(chan struct{})
+	h.wakeLocked()
 	// UNKNOWN is never an election event: the member stopped, and nothing follows. Ending the
 	// streams also lets the HTTP server's Shutdown finish (it waits for idle connections).
 	if ev.Role == protocol.UNKNOWN {
@@ -154,7 +219,7 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 func (h *watchHub) awaitEnd(ctx context.Context) bool {
 	for {
 		h.mu.Lock()
-		ended, changed := h.ended, h.changed
+		ended, changed := h.ended, h.changedLocked()
 		h.mu.Unlock()
 		if ended {
 			return true
@@ -180,8 +245,24 @@ func (h *watchHub) end() {
 		delete(h.watchers, w)
 		close(w.ch)
 	}
-	close(h.changed)
-	h.changed = make(chan struct{})
+	h.wakeLocked()
+}
+
+// changedLocked is the channel the next event closes, made when first asked for: a host's
+// thousands of members are mostly never long-polled, and a channel is 96 bytes (issue 29).
+func (h *watchHub) changedLocked() chan struct{} {
+	if h.changed == nil {
+		h.changed = make(chan struct{})
+	}
+	return h.changed
+}
+
+// wakeLocked wakes whoever waits on changed; the next waiter gets a new channel.
+func (h *watchHub) wakeLocked() {
+	if h.changed != nil {
+		close(h.changed)
+		h.changed = nil
+	}
 }
 
 // missedLocked is the hub's answer to a marker (its listener queue overflowed, so events are
@@ -189,7 +270,7 @@ func (h *watchHub) end() {
 // before the gap is told it missed events (FirstKept is then the next event, the current
 // state), and every open stream is ended after what it has buffered, to resume that way.
 func (h *watchHub) missedLocked() {
-	h.ring, h.head, h.n = nil, 0, 0
+	h.ring, h.head, h.n, h.leaders = nil, 0, 0, nil
 	for w := range h.watchers {
 		delete(h.watchers, w)
 		close(w.ch)
@@ -197,7 +278,7 @@ func (h *watchHub) missedLocked() {
 }
 
 func (h *watchHub) latestLocked() dledger.RoleEvent {
-	return h.ring[(h.head+h.n-1)%watchRingSize]
+	return h.eventLocked(h.ring[(h.head+h.n-1)%watchRingSize])
 }
 
 // resumePoint is where a client says it stopped: Last-Event-ID or ?since=, as "SEQ@INSTANCE"
@@ -237,6 +318,9 @@ func (h *watchHub) subscribe(p resumePoint) (*watcher, *adminclient.MissedJSON, 
 	if h.ended {
 		close(w.ch)
 	} else {
+		if h.watchers == nil { // made by the first stream: most members of a host have none
+			h.watchers = map[*watcher]struct{}{}
+		}
 		h.watchers[w] = struct{}{}
 	}
 	return w, missed, replay, nil
@@ -260,22 +344,22 @@ func (h *watchHub) replayLocked(p resumePoint) (*adminclient.MissedJSON, []dledg
 		(h.n > 0 && p.seq > h.latestLocked().Seq) {
 		missed.Restarted = true
 		if h.n > 0 {
-			missed.FirstKept = h.ring[h.head].Seq
+			missed.FirstKept = h.ring[h.head].seq
 		}
 		return missed, current()
 	}
 	if h.n == 0 {
 		return nil, nil
 	}
-	first := h.ring[h.head].Seq
+	first := h.ring[h.head].seq
 	if p.seq+1 < first {
 		missed.FirstKept = first
 		return missed, current()
 	}
 	var out []dledger.RoleEvent
 	for i := 0; i < h.n; i++ {
-		if ev := h.ring[(h.head+i)%watchRingSize]; ev.Seq > p.seq {
-			out = append(out, ev)
+		if ev := h.ring[(h.head+i)%watchRingSize]; ev.seq > p.seq {
+			out = append(out, h.eventLocked(ev))
 		}
 	}
 	return nil, out
@@ -307,7 +391,7 @@ func (h *watchHub) await(index uint64) (ev dledger.RoleEvent, ok bool, changed <
 		return ev, false, nil, nil, errTooManyWatchers
 	}
 	h.polls++
-	return ev, false, h.changed, func() {
+	return ev, false, h.changedLocked(), func() {
 		h.mu.Lock()
 		h.polls--
 		h.mu.Unlock()

@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"fmt"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// TestWatchRingKeepsWhatIsRead: the ring keeps a member's events in 32 bytes each (issue 29:
+// a churning cold start left a ring of some 36 88-byte RoleEvents per member of a host),
+// and what a stream, a resume and a long poll read of them comes back as published: seq, term,
+// role, leader, the time as eventJSON writes it, the hub's group, and the zero time. A hub no
+// one watched keeps neither a wake channel nor a map of streams.
+func TestWatchRingKeepsWhatIsRead(t *testing.T) {
+	if s := unsafe.Sizeof(ringEvent{}); s > 32 {
+		t.Errorf("a ring event is %d bytes; the ring is kept per member of a host (32 or less)", s)
+	}
+	h := newWatchHub("g7", "n1")
+	at := time.Date(2026, 11, 27, 13, 40, 1, 123456789, time.FixedZone("X", 3600))
+	sent := []dledger.RoleEvent{
+		{Group: "g7", Seq: 1, Term: 3, Role: protocol.CANDIDATE, At: at},
+		{Group: "g7", Seq: 2, Term: 4, Role: protocol.FOLLOWER, LeaderID: "n2", At: at.Add(time.Millisecond)},
+		{Group: "g7", Seq: 3, Term: 4, Role: protocol.LEADER, LeaderID: "n1"}, // the zero time
+	}
+	for _, ev := range sent {
+		h.publish(ev)
+	}
+	if h.changed != nil || h.watchers != nil {
+		t.Errorf("a hub no one watched keeps a channel (%v) or a map of streams (%v)", h.changed != nil, h.watchers != nil)
+	}
+	_, missed, replay, err := h.subscribe(resumePoint{given: true, seq: 0})
+	if err != nil || missed != nil {
+		t.Fatalf("resume from 0: missed %+v, err %v", missed, err)
+	}
+	if len(replay) != len(sent) {
+		t.Fatalf("replayed %d events, want %d", len(replay), len(sent))
+	}
+	for i, got := range replay {
+		want := sent[i]
+		if got.Group != want.Group || got.Seq != want.Seq || got.Term != want.Term || got.Role != want.Role ||
+			got.LeaderID != want.LeaderID || got.At.IsZero() != want.At.IsZero() || h.eventJSON(got) != h.eventJSON(want) {
+			t.Errorf("event %d: kept %+v (%+v), published %+v (%+v)", i, got, h.eventJSON(got), want, h.eventJSON(want))
+		}
+	}
+	if got, _ := h.latest(); got.Seq != 3 || !got.At.IsZero() || got.LeaderID != "n1" {
+		t.Errorf("latest: %+v", got)
+	}
+}
+
+// TestWatchRingLeadersCompacted: a hub's table of leader ids, full, is rebuilt from the ids
+// the ring still holds when a new one comes, and every kept event still names its own leader.
+// Without the rebuild the table would keep every id a long-lived group's leaders ever had (and
+// outgrow its index).
+func TestWatchRingLeadersCompacted(t *testing.T) {
+	defer func(n int) { maxLeaders = n }(maxLeaders)
+	maxLeaders = 8
+	h := newWatchHub("g", "n0")
+	seq := uint64(0)
+	publish := func(leader string) {
+		seq++
+		h.publish(dledger.RoleEvent{Group: "g", Seq: seq, Term: int64(seq), Role: protocol.FOLLOWER, LeaderID: leader,
+			At: time.Unix(int64(seq), 0)})
+	}
+	for i := range 20 { // more ids than the bound, all still in the ring: none can go
+		publish(fmt.Sprintf("d%d", i))
+	}
+	for i := range watchRingSize { // the ring forgets them
+		publish(fmt.Sprintf("n%d", i%3))
+	}
+	publish("x") // a new id into a full table: rebuilt from n0-n2
+	if len(h.leaders) > 4 {
+		t.Errorf("the table holds %d ids %v, want n0, n1, n2 and x", len(h.leaders), h.leaders)
+	}
+	_, missed, replay, err := h.subscribe(resumePoint{given: true, seq: seq - 5})
+	if err != nil || missed != nil || len(replay) != 5 {
+		t.Fatalf("resume: %d events, missed %+v, err %v", len(replay), missed, err)
+	}
+	for i, got := range replay {
+		want := fmt.Sprintf("n%d", (watchRingSize-4+i)%3)
+		if i == 4 {
+			want = "x"
+		}
+		if got.LeaderID != want || got.Seq != seq-4+uint64(i) {
+			t.Errorf("event %d: seq %d leader %q, want seq %d leader %q", i, got.Seq, got.LeaderID, seq-4+uint64(i), want)
+		}
+	}
+}
