@@ -154,8 +154,10 @@ func gcReport() string {
 // Then (hmem4: the settings and peers a host's members share, the journal's one map, the
 // leader-only acks) 5,212-5,711 B in 22 -race runs at a load of 7-9 (median 5,322), against
 // 6,283-6,478 for 4fe173c (no -race, 300 groups: 5,414-5,472 after). The bound keeps 15 % over
-// the worst of those 22 runs.
-const memPerMemberBound = 6592
+// the worst of those 22 runs; merged with the session's other branches it read 5,333 B, and
+// the bound is 7,168 B (34 % over that), as CI's machine has not measured this tree yet and a
+// flaky bound would stop every landing: a regression of about 2 KiB a member still fails it.
+const memPerMemberBound = 7168
 
 // TestHostMemoryPerMember measures what a group member costs a host (docs/design.md, "What a
 // member costs"): heap bytes and goroutines per member added to three running hosts, once
