@@ -45,6 +45,7 @@ type Gate struct {
 	max     int       // the configured places
 	limit   int       // the bound now, in [min(minPlaces, max), max]: adapted (package comment)
 	cut     time.Time // the last halving
+	quiet   time.Time // since when no place has been held and nobody waited (zero: busy)
 	held    heldHeap  // the places taken, at most max, earliest until first
 	head    *Slot     // the first in line as last told (woken to plan its retry, RetryAt)
 	waiting []*Slot   // in order of arrival; a slot at most once (queued)
@@ -102,6 +103,9 @@ func (s *Slot) Begin(now, until time.Time) bool {
 	if s.queued.Load() {
 		s.left = false // asking again: back at its old place in line
 	}
+	if !g.quiet.IsZero() && now.Sub(g.quiet) >= restoreAfter*until.Sub(now) {
+		g.limit = g.max // quiet for a while: what slowed the last burst is likely gone
+	}
 	if len(g.held) >= g.limit {
 		// Only the first in line, or an asker with nobody in line, takes back expired places:
 		// they go to the line in order, and a pass of a later one run early must not find one
@@ -128,6 +132,7 @@ func (s *Slot) Begin(now, until time.Time) bool {
 		}
 	}
 	wake = g.newHeadLocked(s, wake)
+	g.noteQuietLocked(now)
 	g.mu.Unlock()
 	wakeAll(wake)
 	return ok
@@ -149,6 +154,7 @@ func (s *Slot) End(now time.Time) {
 	s.left = s.queued.Load()
 	wake := g.grantLocked(now)
 	wake = g.newHeadLocked(nil, wake)
+	g.noteQuietLocked(now)
 	g.mu.Unlock()
 	wakeAll(wake)
 }
@@ -164,6 +170,7 @@ func (s *Slot) Close(now time.Time) {
 	}
 	wake := g.grantLocked(now)
 	wake = g.newHeadLocked(nil, wake)
+	g.noteQuietLocked(now)
 	g.mu.Unlock()
 	wakeAll(wake)
 }
@@ -222,6 +229,21 @@ func (g *Gate) expireLocked(now time.Time) {
 		s := g.held[0]
 		g.slowLocked(s, now)
 		g.releaseLocked(s)
+	}
+}
+
+// restoreAfter is how many of a round's leases the gate must have been quiet (no place held,
+// nobody in line) before a round's Begin restores the full bound: a bound cut in a cold start
+// must not hold back the failover of a host crash minutes later.
+const restoreAfter = 4
+
+// noteQuietLocked records when the gate became quiet, or that it is busy.
+func (g *Gate) noteQuietLocked(now time.Time) {
+	switch {
+	case len(g.held) > 0 || g.firstLocked() != nil:
+		g.quiet = time.Time{}
+	case g.quiet.IsZero():
+		g.quiet = now
 	}
 }
 

@@ -298,4 +298,18 @@ func TestGateBoundFollowsTheRounds(t *testing.T) {
 	if !ss[64].Begin(after, after.Add(round)) || g.Limit() != 32 {
 		t.Fatalf("after the places ran out their time: bound %d, want 32", g.Limit())
 	}
+	// Quiet (nothing held, nobody in line) for less than four leases, the bound stays cut;
+	// for four, the next round finds it whole again.
+	ss[64].End(after)
+	soon := after.Add(3 * round)
+	ss[65].Begin(soon, soon.Add(round))
+	ss[65].End(soon)
+	if g.Limit() >= 64 {
+		t.Fatalf("quiet for three leases: bound %d, want it still cut (32, and one per fast round since)", g.Limit())
+	}
+	later := soon.Add(4 * round)
+	ss[66].Begin(later, later.Add(round))
+	if g.Limit() != 64 {
+		t.Fatalf("quiet for four leases: bound %d, want the configured 64", g.Limit())
+	}
 }
