@@ -243,8 +243,11 @@ func (a *frameAnswer) part(r *protocol.HostHeartBeatResponse, err error) {
 	switch {
 	case a.err != nil && errors.Is(a.err, rpc.ErrPeerDown), errors.Is(a.err, rpc.ErrClosed):
 		a.l.table.Failed(a.to, now) // the link is down or closed (ErrConnLost matches ErrPeerDown)
+		a.l.table.Lost(a.to, a.ack.Seq)
 	case a.err != nil, a.refuse:
-		// A timeout or a withheld answer: no acknowledgement; staleness takes its course.
+		// A timeout or a withheld answer: no acknowledgement, staleness takes its course, and
+		// the changes the frame carried go again.
+		a.l.table.Lost(a.to, a.ack.Seq)
 	default:
 		a.l.count(&a.l.answered, "answered")
 		a.l.table.Answered(a.to, a.sentAt, a.ack, now)

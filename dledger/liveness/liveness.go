@@ -544,6 +544,21 @@ func (t *Table) placed(k key, id string) bool {
 	return false
 }
 
+// Lost records that frame seq to host to got no acknowledgement: its call failed or timed out,
+// or its answer was refused. The changes it carried are sent again, in the next frame, due at
+// once (Config.Kick): unlike Received, Answered and Failed, Lost can make NextDue earlier.
+func (t *Table) Lost(to string, seq uint64) {
+	t.mu.Lock()
+	kick := false
+	if h := t.hosts[to]; h != nil && h.pending.lost(seq) {
+		h.unsent, kick = true, true
+	}
+	t.mu.Unlock()
+	if kick && t.cfg.Kick != nil {
+		t.cfg.Kick()
+	}
+}
+
 // HostView is what the table knows of a peer host, for logs and status: whether it is fresh at
 // the time asked, when it was last heard from, the send time of the newest frame it
 // acknowledged, whether its link failed since, and the changes of ours it has not acknowledged.

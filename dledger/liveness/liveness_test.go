@@ -231,9 +231,9 @@ func TestNewIncarnation(t *testing.T) {
 	}
 }
 
-// A change is sent again until acknowledged; the acknowledgement of a frame carries the
-// answering host's own pending changes.
-func TestChangesResentUntilAckedAndPiggybacked(t *testing.T) {
+// A change is sent once, and again only when its frame is lost (Lost: its call failed or timed
+// out); an acknowledged one is not sent again.
+func TestChangesSentOnceAndAgainWhenLost(t *testing.T) {
 	p := newPair(t, 1, 1)
 	p.both(t0)
 	ea := p.a.For("g1", "a").Changed()
@@ -241,16 +241,25 @@ func TestChangesResentUntilAckedAndPiggybacked(t *testing.T) {
 	if len(out) != 1 || len(out[0].Frame.Changes) != 1 || out[0].Frame.Changes[0].Epoch != ea {
 		t.Fatalf("frame %+v", out)
 	}
+	lostSeq := out[0].Frame.Seq
 	if n := len(p.a.Due(t0.Add(gap + time.Millisecond))); n != 0 {
 		t.Fatalf("a sent change went out again before the interval: %d frames", n)
 	}
 	out = p.a.Due(t0.Add(gap + iv))
-	if len(out) != 1 || len(out[0].Frame.Changes) != 1 {
-		t.Fatalf("the unacknowledged change was not resent: %+v", out)
+	if len(out) != 1 || len(out[0].Frame.Changes) != 0 || out[0].Frame.Upto != ea-1 {
+		t.Fatalf("a change in flight was sent again, or the frame claims it: %+v", out)
 	}
-	ack := p.b.Received("A", out[0].Frame, t0.Add(gap+iv))
-	p.a.Answered("B", t0.Add(gap+iv), ack, t0.Add(gap+gap+iv))
-	out = p.a.Due(t0.Add(gap + 2*iv))
+	p.a.Lost("B", lostSeq)
+	if next := p.a.NextDue(t0.Add(gap + iv)); next.After(t0.Add(2*gap + iv)) {
+		t.Fatalf("a lost change waits until %v, want MinGap", next.Sub(t0))
+	}
+	out = p.a.Due(t0.Add(2*gap + iv))
+	if len(out) != 1 || len(out[0].Frame.Changes) != 1 || out[0].Frame.Upto != ea {
+		t.Fatalf("the lost change was not sent again: %+v", out)
+	}
+	ack := p.b.Received("A", out[0].Frame, t0.Add(2*gap+iv))
+	p.a.Answered("B", t0.Add(2*gap+iv), ack, t0.Add(3*gap+iv))
+	out = p.a.Due(t0.Add(2*gap + 2*iv))
 	if len(out) != 1 || len(out[0].Frame.Changes) != 0 {
 		t.Fatalf("an acknowledged change was resent: %+v", out)
 	}
@@ -300,7 +309,8 @@ func TestAckCountsOnceTheAnsweringHostsChangesArrived(t *testing.T) {
 }
 
 // A frame carries at most MaxChanges changes, oldest first, and its Upto stops below the
-// first left out: the receiver must not take the frame as bringing the ones after it.
+// first it does not carry, left out or in flight in an earlier frame: the receiver must not take
+// the frame as bringing the ones after it.
 func TestFrameBoundedOldestFirst(t *testing.T) {
 	a, err := New(Config{Self: "A", Incarnation: 1, Interval: iv, MaxChanges: 2})
 	if err != nil {
@@ -318,17 +328,24 @@ func TestFrameBoundedOldestFirst(t *testing.T) {
 	if len(f.Changes) != 2 || f.Changes[0] != (Change{"g3", "a", eps[0]}) || f.Changes[1] != (Change{"g1", "a", eps[1]}) || f.Upto != eps[2]-1 {
 		t.Fatalf("frame %+v: want the two oldest changes and Upto %d", f, eps[2]-1)
 	}
+	first := f.Seq
 	if next := a.NextDue(t0); next.After(t0.Add(gap)) {
 		t.Fatalf("the change left out waits until %v, want MinGap", next.Sub(t0))
 	}
 	f = frame0(a.Due(t0.Add(gap)))
-	if len(f.Changes) != 2 || f.Changes[0].Epoch != eps[0] || f.Upto != eps[2]-1 {
-		t.Fatalf("next frame %+v: want the two oldest again (not acknowledged), Upto %d", f, eps[2]-1)
+	if len(f.Changes) != 1 || f.Changes[0] != (Change{"g2", "a", eps[2]}) || f.Upto != eps[0]-1 {
+		t.Fatalf("next frame %+v: want the one not in flight, Upto below the oldest in flight (%d)", f, eps[0]-1)
 	}
-	a.Answered("B", t0.Add(gap), Ack{Incarnation: 7, Seq: f.Seq, Upto: 1}, t0.Add(gap))
-	f = frame0(a.Due(t0.Add(2 * gap)))
-	if len(f.Changes) != 1 || f.Changes[0] != (Change{"g2", "a", eps[2]}) || f.Upto != eps[2] {
-		t.Fatalf("frame after the ack %+v: want the last change, Upto %d", f, eps[2])
+	second := f.Seq
+	a.Answered("B", t0.Add(gap), Ack{Incarnation: 7, Seq: first, Upto: 1}, t0.Add(gap))
+	f = frame0(a.Due(t0.Add(gap + iv)))
+	if len(f.Changes) != 0 || f.Upto != eps[2]-1 {
+		t.Fatalf("frame after the first ack %+v: want none, Upto below the one still in flight (%d)", f, eps[2]-1)
+	}
+	a.Answered("B", t0.Add(gap), Ack{Incarnation: 7, Seq: second, Upto: 1}, t0.Add(gap))
+	f = frame0(a.Due(t0.Add(gap + 2*iv)))
+	if len(f.Changes) != 0 || f.Upto != eps[2] {
+		t.Fatalf("frame after both acks %+v: want none, Upto %d", f, eps[2])
 	}
 }
 

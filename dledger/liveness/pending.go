@@ -16,18 +16,25 @@ import (
 // An entry superseded by a newer epoch of its member, acknowledged, or dropped is marked gone
 // and left in the queue until it reaches the front or the queue is compacted.
 //
-// An ack walks the queue from the front only as far as the last change ever sent (sent counts
-// them): every frame carries the first live entries of the queue, as many as fit, so the sent
-// ones are at the front, and with a host's fixed bounds they are exactly the last frame's.
-// TestPendingSetAgreesWithAMap checks it against a map that is sorted and scanned whole.
+// A change is sent once: a frame carries the oldest changes not in flight, as many as fit,
+// and a change stays in flight until the frame that carried it is acknowledged (acked: it is
+// gone) or lost (lost: its call failed or timed out, or its answer was withheld; it is sent
+// again). A frame's upto stops below the oldest change it does not carry, in flight or left
+// out, so "every change up to upto is in this frame or was acknowledged" holds whatever
+// happened to the frames in flight. Resending every waiting change in every frame until a frame
+// carrying it was acknowledged, as before, drained a backlog by one frame's worth per round
+// trip: a 10,000-group cold start's thousands of changes waited seconds, acknowledgements came
+// after the freshness bound, and hosts turned each other stale (BENCHMARKS.md, "a change sent
+// once"). Now a backlog drains by one frame per MinGap.
+// TestPendingSetAgreesWithAModel checks it against a map scanned whole.
 type pendingSet struct {
-	byKey map[key]*pending
-	queue []*pending // in epoch order; gone entries included
-	gone  int        // gone entries in queue
-	sent  int        // live entries with seq != 0
+	byKey    map[key]*pending
+	queue    []*pending // in epoch order; gone entries included
+	gone     int        // gone entries in queue
+	inflight map[uint64][]*pending
 }
 
-// pending is a change waiting: seq is the last frame that carried it (0: not sent yet).
+// pending is a change waiting: seq is the frame it is in flight in (0: to be sent).
 type pending struct {
 	key
 	epoch uint64
@@ -60,9 +67,6 @@ func (ps *pendingSet) drop(k key) {
 func (ps *pendingSet) markGone(p *pending) {
 	p.gone = true
 	ps.gone++
-	if p.seq != 0 {
-		ps.sent--
-	}
 	delete(ps.byKey, p.key)
 }
 
@@ -87,59 +91,87 @@ func (ps *pendingSet) tidy() {
 	}
 }
 
-// frame lists the changes for frame seq, oldest epoch first, within the bounds (0: none), and
-// marks them as sent in it. upto is the frame's Upto: last (the table's last epoch) if every
-// pending change fits, else just below the first that does not. more says some pending change
-// is left unsent.
+// frame lists the changes for frame seq: the oldest not in flight, within the bounds (0: none),
+// and puts them in flight in it. upto is the frame's Upto: last (the table's last epoch) if it
+// carries every change waiting and none is in flight, else just below the oldest change it
+// does not carry. more says some change to be sent is left out.
 func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change, upto uint64, more bool) {
 	if ps.len() == 0 {
 		return nil, last, false
 	}
-	out = make([]Change, 0, min(ps.len(), max(maxN, 16)))
+	upto = last
+	held := false // upto stops below a change this frame does not carry
+	var carried []*pending
 	cost := 0
 	for _, p := range ps.queue {
 		if p.gone {
 			continue
 		}
+		if p.seq != 0 { // in flight in an earlier frame
+			if !held {
+				upto, held = p.epoch-1, true
+			}
+			continue
+		}
 		c := Change{Group: p.group, Member: p.member, Epoch: p.epoch}
 		cost += ChangeCost(c)
 		if (maxN > 0 && len(out) == maxN) || (maxBytes > 0 && cost > maxBytes && len(out) > 0) {
-			return out, c.Epoch - 1, true
-		}
-		if p.seq == 0 {
-			ps.sent++
+			if !held {
+				upto = p.epoch - 1
+			}
+			more = true
+			break
 		}
 		p.seq = seq
 		out = append(out, c)
+		carried = append(carried, p)
 	}
-	return out, last, false
+	if len(carried) > 0 {
+		if ps.inflight == nil {
+			ps.inflight = map[uint64][]*pending{}
+		}
+		ps.inflight[seq] = carried
+	}
+	return out, upto, more
 }
 
-// acked drops the changes that frame seq or an earlier one carried last.
+// acked drops the changes frame seq carried, still in flight in it.
 func (ps *pendingSet) acked(seq uint64) {
-	seen := 0
-	for _, p := range ps.queue {
-		if seen == ps.sent {
-			break
-		}
-		if p.gone || p.seq == 0 {
-			continue
-		}
-		if p.seq <= seq {
+	carried, ok := ps.inflight[seq]
+	if !ok {
+		return
+	}
+	delete(ps.inflight, seq)
+	for _, p := range carried {
+		if !p.gone && p.seq == seq {
 			ps.markGone(p)
-		} else {
-			seen++
 		}
 	}
 	ps.tidy()
 }
 
-// unsend marks every change as not sent (a new incarnation of the peer host heard none).
+// lost puts the changes frame seq carried back to be sent, and says whether there were any.
+func (ps *pendingSet) lost(seq uint64) bool {
+	carried, ok := ps.inflight[seq]
+	if !ok {
+		return false
+	}
+	delete(ps.inflight, seq)
+	back := false
+	for _, p := range carried {
+		if !p.gone && p.seq == seq {
+			p.seq, back = 0, true
+		}
+	}
+	return back
+}
+
+// unsend marks every change as to be sent (a new incarnation of the peer host heard none).
 func (ps *pendingSet) unsend() {
 	for _, p := range ps.byKey {
 		p.seq = 0
 	}
-	ps.sent = 0
+	ps.inflight = nil
 }
 
 // sorted lists the changes by group and member (the ack of a frame of a version before Upto).

@@ -368,8 +368,22 @@ func (hr *hostRun) sendFrame(a, b *simHost, f hostlive.Frame, sentAt time.Time) 
 	aInc, bInc := a.inc, b.inc
 	if !b.up && !hr.cut[a.idx][b.idx] {
 		a.table.Failed(b.id, sentAt)
+		a.table.Lost(b.id, f.Seq)
 		return
 	}
+	// A frame not answered within the call timeout is lost to its sender (the changes it
+	// carried go again), as a host heartbeat's call that times out.
+	answered := false
+	hr.at(hr.opt.RPCTimeout, func() {
+		if !answered && a.up && a.inc == aInc {
+			a.runOrHold(func() {
+				if !answered && a.up && a.inc == aInc {
+					answered = true // a later answer is dropped, as a timed-out call's is
+					a.table.Lost(b.id, f.Seq)
+				}
+			})
+		}
+	})
 	d, lost := hr.fate()
 	if lost {
 		return
@@ -392,7 +406,8 @@ func (hr *hostRun) sendFrame(a, b *simHost, f hostlive.Frame, sentAt time.Time) 
 					return
 				}
 				a.runOrHold(func() {
-					if a.up && a.inc == aInc {
+					if a.up && a.inc == aInc && !answered {
+						answered = true
 						a.table.Answered(b.id, sentAt, ack, epoch.Add(hr.now))
 					}
 				})
