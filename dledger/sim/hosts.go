@@ -365,55 +365,70 @@ func (hr *hostRun) fate() (time.Duration, bool) {
 // (and not behind a cut) fails at once: nothing listens there, the link is closed (Failed).
 func (hr *hostRun) sendFrame(a, b *simHost, f hostlive.Frame, sentAt time.Time) {
 	hr.frames++
-	aInc, bInc := a.inc, b.inc
 	if !b.up && !hr.cut[a.idx][b.idx] {
 		a.table.Failed(b.id, sentAt)
 		a.table.Lost(b.id, f.Seq)
 		return
 	}
-	// A frame not answered within the call timeout is lost to its sender (the changes it
-	// carried go again), as a host heartbeat's call that times out.
-	answered := false
-	hr.at(hr.opt.RPCTimeout, func() {
-		if !answered && a.up && a.inc == aInc {
-			a.runOrHold(func() {
-				if !answered && a.up && a.inc == aInc {
-					answered = true // a later answer is dropped, as a timed-out call's is
-					a.table.Lost(b.id, f.Seq)
-				}
-			})
+	c := &frameCall{hr: hr, a: a, b: b, f: f, sentAt: sentAt, aInc: a.inc, bInc: b.inc}
+	hr.at(hr.opt.RPCTimeout, c.timeout)
+	if d, lost := hr.fate(); !lost {
+		hr.at(d, c.arrive)
+	}
+}
+
+// frameCall is one frame's call from host a to host b: its arrival, its answer's, and the call
+// timeout after which the frame is lost to a (the changes it carried go again), as a host
+// heartbeat's call that times out; a later answer is then dropped, as a timed-out call's is.
+type frameCall struct {
+	hr         *hostRun
+	a, b       *simHost
+	f          hostlive.Frame
+	sentAt     time.Time
+	aInc, bInc uint64
+	done       bool // answered, or timed out
+}
+
+func (c *frameCall) aliveAt(h *simHost, inc uint64) bool { return h.up && h.inc == inc }
+
+func (c *frameCall) timeout() {
+	if c.done || !c.aliveAt(c.a, c.aInc) {
+		return
+	}
+	c.a.runOrHold(func() {
+		if !c.done && c.aliveAt(c.a, c.aInc) {
+			c.done = true
+			c.a.table.Lost(c.b.id, c.f.Seq)
 		}
 	})
-	d, lost := hr.fate()
+}
+
+func (c *frameCall) arrive() {
+	if !c.aliveAt(c.b, c.bInc) || c.hr.cut[c.a.idx][c.b.idx] {
+		return
+	}
+	c.b.runOrHold(c.deliver)
+}
+
+func (c *frameCall) deliver() {
+	if !c.aliveAt(c.b, c.bInc) {
+		return
+	}
+	ack := c.b.table.Received(c.a.id, c.f, epoch.Add(c.hr.now))
+	d, lost := c.hr.fate()
 	if lost {
 		return
 	}
-	hr.at(d, func() {
-		if !b.up || b.inc != bInc || hr.cut[a.idx][b.idx] {
+	c.hr.at(d, func() {
+		if !c.aliveAt(c.a, c.aInc) || c.hr.cut[c.b.idx][c.a.idx] {
 			return
 		}
-		deliver := func() {
-			if !b.up || b.inc != bInc {
-				return
+		c.a.runOrHold(func() {
+			if c.aliveAt(c.a, c.aInc) && !c.done {
+				c.done = true
+				c.a.table.Answered(c.b.id, c.sentAt, ack, epoch.Add(c.hr.now))
 			}
-			ack := b.table.Received(a.id, f, epoch.Add(hr.now))
-			d, lost := hr.fate()
-			if lost {
-				return
-			}
-			hr.at(d, func() {
-				if !a.up || a.inc != aInc || hr.cut[b.idx][a.idx] {
-					return
-				}
-				a.runOrHold(func() {
-					if a.up && a.inc == aInc && !answered {
-						answered = true
-						a.table.Answered(b.id, sentAt, ack, epoch.Add(hr.now))
-					}
-				})
-			})
-		}
-		b.runOrHold(deliver)
+		})
 	})
 }
 
