@@ -231,8 +231,6 @@ func TestCampaignBoundGivenPlaceIsDueAtOnce(t *testing.T) {
 	}
 }
 
-// firstHoldsSecondWaits runs a's pass, which takes the gate's one place and campaigns, then
-// b's, which is refused and sends nothing; it returns a's vote requests.
 // settle answers the first heartbeat round of u, a new leader at term, SUCCESS from every
 // follower: the end of its election.
 func settle(t *testing.T, u *unit, term int64) {
@@ -279,6 +277,8 @@ func TestCampaignBoundNewLeaderKeepsItsPlaceUntilHeard(t *testing.T) {
 	}
 }
 
+// firstHoldsSecondWaits runs a's pass, which takes the gate's one place and campaigns, then
+// b's, which is refused and sends nothing; it returns a's vote requests.
 func firstHoldsSecondWaits(t *testing.T, a, b *unit) []sentVote {
 	t.Helper()
 	a.e.Tick()

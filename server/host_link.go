@@ -48,7 +48,7 @@ type hostLinks struct {
 }
 
 // link is the connection to one peer host and the members that use it, and the connection the
-// host heartbeats go on (live, made by the first frame to that host: hostLinks.liveClient).
+// host heartbeats go on (live, dialled with it on a host with a liveness table: newLink).
 type link struct {
 	host    string
 	cl      *rpc.Client
@@ -216,6 +216,9 @@ func (hl *hostLinks) kick(host string) {
 	hl.mu.Unlock()
 	if l != nil {
 		l.cl.Kick(host)
+		if l.live != nil {
+			l.live.Kick(host)
+		}
 	}
 }
 

@@ -186,7 +186,11 @@ func fits(changes []liveness.Change) bool {
 func (l *hostLive) send(out liveness.Outgoing, sentAt time.Time) {
 	cl := l.links.liveClient(out.To)
 	if cl == nil {
+		// No link to that host (its last member left, or the first is joining): the frame
+		// goes nowhere, so it is lost, and its changes go again (every path that starts no
+		// call must say so, or they would stay in flight for good).
 		l.table.Failed(out.To, time.Now())
+		l.table.Lost(out.To, out.Frame.Seq)
 		return
 	}
 	changes := make([]protocol.HostChange, len(out.Frame.Changes))

@@ -43,9 +43,9 @@ type Config struct {
 	// lost frame.
 	Fresh time.Duration
 	// MinGap is the least time between two frames to one peer host: a change is sent at once,
-	// but at most one frame per MinGap (0 means Interval / 20; lan: 10 ms). Every frame and
-	// every ack carries all the changes not yet acknowledged, so without it a mass election
-	// (10,000 groups starting at once) sent a frame per change, each carrying thousands.
+	// but at most one frame per MinGap (0 means Interval / 20; lan: 10 ms). When every frame
+	// and every ack carried all the changes not yet acknowledged, a mass election (10,000
+	// groups starting at once) without it sent a frame per change, each carrying thousands.
 	MinGap time.Duration
 	// Kick, if set, is called when NextDue may have moved earlier (a change waits to be sent).
 	// It may run under an elector's lock: it must only schedule a call of Due.
@@ -211,7 +211,9 @@ func New(cfg Config) (*Table, error) {
 	if cfg.MinGap <= 0 {
 		cfg.MinGap = cfg.Interval / 20
 	}
-	return &Table{cfg: cfg, locals: map[key]*local{}, byGroup: map[string][]*local{}, hosts: map[string]*host{}}, nil
+	// Epochs start at 2: a frame's Upto is an epoch minus one, or the last epoch, and 0 means
+	// "a frame of a version before Upto" (Received), so no Upto of this version may be 0.
+	return &Table{cfg: cfg, epoch: 1, locals: map[key]*local{}, byGroup: map[string][]*local{}, hosts: map[string]*host{}}, nil
 }
 
 // Config returns the table's configuration, defaults filled in.
@@ -303,7 +305,7 @@ func (t *Table) Due(now time.Time) []Outgoing {
 	t.promised = time.Time{}
 	for _, id := range t.order {
 		h := t.hosts[id]
-		if now.Before(h.nextSend) && (!h.unsent || now.Before(h.lastSent.Add(t.cfg.MinGap))) {
+		if now.Before(h.nextSend) && (!h.unsent || h.failed || now.Before(h.lastSent.Add(t.cfg.MinGap))) {
 			continue
 		}
 		h.seq++
@@ -327,7 +329,7 @@ func (t *Table) NextDue(now time.Time) time.Time {
 	next := now.Add(t.cfg.Interval)
 	for _, id := range t.order {
 		h := t.hosts[id]
-		if h.unsent {
+		if h.unsent && !h.failed { // into a failed link, a frame at the interval only
 			next = earliestOf(next, latestOf(now, h.lastSent.Add(t.cfg.MinGap)))
 		}
 		if h.nextSend.Before(next) {
@@ -546,12 +548,14 @@ func (t *Table) placed(k key, id string) bool {
 
 // Lost records that frame seq to host to got no acknowledgement: its call failed or timed out,
 // or its answer was refused. The changes it carried are sent again, in the next frame, due at
-// once (Config.Kick): unlike Received, Answered and Failed, Lost can make NextDue earlier.
+// once (Config.Kick) unless the host's link has failed (then at the interval, not every
+// MinGap into a link that is down): unlike Received, Answered and Failed, Lost can make
+// NextDue earlier.
 func (t *Table) Lost(to string, seq uint64) {
 	t.mu.Lock()
 	kick := false
 	if h := t.hosts[to]; h != nil && h.pending.lost(seq) {
-		h.unsent, kick = true, true
+		h.unsent, kick = true, !h.failed
 	}
 	t.mu.Unlock()
 	if kick && t.cfg.Kick != nil {

@@ -6,27 +6,29 @@ import (
 )
 
 // pendingSet is a host's changes waiting for a peer host's acknowledgement: the latest epoch
-// of each local member that changed, in epoch order. Frames send the oldest first, and an
-// acknowledged frame takes them off the front, so the set is a queue in the order Changed made
-// the epochs (they only grow) plus an index by member: a frame costs the changes it carries
-// and an ack the changes it acknowledges, not a sort and a scan of every change waiting. A
-// 10,000-group cold start keeps thousands waiting, and every frame (one per MinGap per peer
-// host) sorted them all: more than a quarter of each host's CPU.
+// of each local member that changed, with the member's place in line where its first change
+// not yet acknowledged put it (floor: that change's epoch). A newer change of the member takes
+// the entry's epoch and keeps its place, so the line is in floor order, and an entry stands for
+// every change of its member from its floor on. The set is that line plus an index by member:
+// a frame costs the changes it carries and an ack the changes it acknowledges, not a sort and
+// a scan of every change waiting (a 10,000-group cold start keeps thousands waiting, and every
+// frame, one per MinGap per peer host, sorted them all: more than a quarter of each host's CPU).
 //
-// An entry superseded by a newer epoch of its member, acknowledged, or dropped is marked gone
-// and left in the queue until it reaches the front or the queue is compacted.
+// A change is sent once: a frame carries the entries not in flight, in line order, as many as
+// fit, and an entry stays in flight until the frame that carried it is acknowledged (acked: it
+// is gone) or lost (lost: its call failed or timed out, or its answer was withheld; it is sent
+// again). A newer change of an entry in flight puts it back to be sent, with the newer epoch;
+// the old frame's fate then no longer concerns it. A frame's upto stops below the floor of the
+// first entry it does not carry, in flight or left out, so "every change up to upto is in this
+// frame or was acknowledged" holds whatever happened to the frames in flight, and to changes a
+// newer one replaced before they were acknowledged. Resending every waiting change in every
+// frame until a frame carrying it was acknowledged, as before, drained a backlog by one frame's
+// worth per round trip: a 10,000-group cold start's thousands of changes waited seconds, and
+// acknowledgements came after the freshness bound (BENCHMARKS.md, "a change sent once").
 //
-// A change is sent once: a frame carries the oldest changes not in flight, as many as fit,
-// and a change stays in flight until the frame that carried it is acknowledged (acked: it is
-// gone) or lost (lost: its call failed or timed out, or its answer was withheld; it is sent
-// again). A frame's upto stops below the oldest change it does not carry, in flight or left
-// out, so "every change up to upto is in this frame or was acknowledged" holds whatever
-// happened to the frames in flight. Resending every waiting change in every frame until a frame
-// carrying it was acknowledged, as before, drained a backlog by one frame's worth per round
-// trip: a 10,000-group cold start's thousands of changes waited seconds, acknowledgements came
-// after the freshness bound, and hosts turned each other stale (BENCHMARKS.md, "a change sent
-// once"). Now a backlog drains by one frame per MinGap.
-// TestPendingSetAgreesWithAModel checks it against a map scanned whole.
+// An entry acknowledged or dropped is marked gone and left in the line until it reaches the
+// front or the line is compacted. TestPendingSetAgreesWithAModel checks it against a map
+// scanned whole.
 type pendingSet struct {
 	byKey    map[key]*pending
 	queue    []*pending // in epoch order; gone entries included
@@ -34,23 +36,28 @@ type pendingSet struct {
 	inflight map[uint64][]*pending
 }
 
-// pending is a change waiting: seq is the frame it is in flight in (0: to be sent).
+// pending is a member's changes waiting: the latest epoch, the floor (the epoch of its first
+// change not acknowledged, its place in line), and the frame it is in flight in (0: to be sent).
 type pending struct {
 	key
-	epoch uint64
-	seq   uint64
-	gone  bool
+	epoch, floor uint64
+	seq          uint64
+	gone         bool
 }
 
 func (ps *pendingSet) len() int { return len(ps.byKey) }
 
-// set records member k's new epoch, newer than every epoch in the set.
+// set records member k's new epoch, newer than every epoch in the set: in its entry, which
+// keeps its place and is to be sent again, or in a new one at the end of the line.
 func (ps *pendingSet) set(k key, epoch uint64) {
-	ps.drop(k)
+	if p := ps.byKey[k]; p != nil {
+		p.epoch, p.seq = epoch, 0
+		return
+	}
 	if ps.byKey == nil {
 		ps.byKey = map[key]*pending{}
 	}
-	p := &pending{key: k, epoch: epoch}
+	p := &pending{key: k, epoch: epoch, floor: epoch}
 	ps.byKey[k] = p
 	ps.queue = append(ps.queue, p)
 }
@@ -91,10 +98,10 @@ func (ps *pendingSet) tidy() {
 	}
 }
 
-// frame lists the changes for frame seq: the oldest not in flight, within the bounds (0: none),
-// and puts them in flight in it. upto is the frame's Upto: last (the table's last epoch) if it
-// carries every change waiting and none is in flight, else just below the oldest change it
-// does not carry. more says some change to be sent is left out.
+// frame lists the changes for frame seq: the first in line not in flight, within the bounds
+// (0: none), and puts them in flight in it. upto is the frame's Upto: last (the table's last
+// epoch) if it carries every change waiting and none is in flight, else just below the floor
+// of the first entry it does not carry. more says some change to be sent is left out.
 func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change, upto uint64, more bool) {
 	if ps.len() == 0 {
 		return nil, last, false
@@ -109,7 +116,7 @@ func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change,
 		}
 		if p.seq != 0 { // in flight in an earlier frame
 			if !held {
-				upto, held = p.epoch-1, true
+				upto, held = p.floor-1, true
 			}
 			continue
 		}
@@ -117,7 +124,7 @@ func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change,
 		cost += ChangeCost(c)
 		if (maxN > 0 && len(out) == maxN) || (maxBytes > 0 && cost > maxBytes && len(out) > 0) {
 			if !held {
-				upto = p.epoch - 1
+				upto = p.floor - 1
 			}
 			more = true
 			break

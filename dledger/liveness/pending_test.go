@@ -7,38 +7,47 @@ import (
 	"testing"
 )
 
-// modelPending is the set as a map scanned whole: each member's latest epoch and the frame it
-// is in flight in (0: to be sent).
-type modelPending map[key][2]uint64
+// modelPending is the set as a map scanned whole: each member's latest epoch, the frame it is
+// in flight in (0: to be sent), and its floor (the epoch of its first change not acknowledged).
+type modelPending map[key][3]uint64
+
+func (m modelPending) set(k key, epoch uint64) {
+	floor := epoch
+	if p, ok := m[k]; ok {
+		floor = p[2]
+	}
+	m[k] = [3]uint64{epoch, 0, floor}
+}
 
 func (m modelPending) frame(seq, last uint64, maxN, maxBytes int) ([]Change, uint64, bool) {
 	if len(m) == 0 {
 		return nil, last, false
 	}
-	var all []Change
-	for k, p := range m {
-		all = append(all, Change{Group: k.group, Member: k.member, Epoch: p[0]})
+	var ks []key
+	for k := range m {
+		ks = append(ks, k)
 	}
-	slices.SortFunc(all, func(a, b Change) int { return int(a.Epoch) - int(b.Epoch) })
+	slices.SortFunc(ks, func(a, b key) int { return int(m[a][2]) - int(m[b][2]) })
 	var out []Change
 	upto, held, more, cost := last, false, false, 0
-	for _, c := range all {
-		k := key{c.Group, c.Member}
-		if m[k][1] != 0 {
+	for _, k := range ks {
+		p := m[k]
+		if p[1] != 0 {
 			if !held {
-				upto, held = c.Epoch-1, true
+				upto, held = p[2]-1, true
 			}
 			continue
 		}
+		c := Change{Group: k.group, Member: k.member, Epoch: p[0]}
 		cost += ChangeCost(c)
 		if (maxN > 0 && len(out) == maxN) || (maxBytes > 0 && cost > maxBytes && len(out) > 0) {
 			if !held {
-				upto = c.Epoch - 1
+				upto = p[2] - 1
 			}
 			more = true
 			break
 		}
-		m[k] = [2]uint64{c.Epoch, seq}
+		m[k] = [3]uint64{p[0], seq, p[2]}
 		out = append(out, c)
 	}
 	return out, upto, more
@@ -50,7 +59,7 @@ func (m modelPending) end(seq uint64, acked bool) {
 			if acked {
 				delete(m, k)
 			} else {
-				m[k] = [2]uint64{p[0], 0}
+				m[k] = [3]uint64{p[0], 0, p[2]}
 			}
 		}
 	}
@@ -59,8 +68,9 @@ func (m modelPending) end(seq uint64, acked bool) {
 // TestPendingSetAgreesWithAModel: over random changes, drops, frames of random bounds, frames
 // acknowledged or lost in any order and restarts of the peer, the queue sends exactly the frames,
 // and keeps exactly the changes, of a map scanned whole; and every frame's upto holds: each
-// change waiting with an epoch up to it is in that frame. A change resent while in flight, one
-// dropped by another frame's acknowledgement, or an upto above a change in flight fails it.
+// member with a change not acknowledged at an epoch up to it (its floor) is in that frame. A
+// change resent while in flight, one dropped by another frame's acknowledgement, an upto above
+// a change in flight, or above one a newer change replaced before it was acknowledged, fails it.
 func TestPendingSetAgreesWithAModel(t *testing.T) {
 	for seed := uint64(1); seed <= 50; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -74,7 +84,7 @@ func TestPendingSetAgreesWithAModel(t *testing.T) {
 			case op < 8:
 				epoch++
 				ps.set(k, epoch)
-				model[k] = [2]uint64{epoch, 0}
+				model.set(k, epoch)
 			case op < 9:
 				ps.drop(k)
 				delete(model, k)
@@ -88,8 +98,8 @@ func TestPendingSetAgreesWithAModel(t *testing.T) {
 						seed, step, got, gotUpto, gotMore, want, wantUpto, wantMore)
 				}
 				for k, p := range model {
-					if p[0] <= gotUpto && p[1] != seq {
-						t.Fatalf("seed %d step %d: frame %d claims upto %d, but %v (epoch %d) is not in it", seed, step, seq, gotUpto, k, p[0])
+					if p[2] <= gotUpto && p[1] != seq {
+						t.Fatalf("seed %d step %d: frame %d claims upto %d, but %v (changes from epoch %d) is not in it", seed, step, seq, gotUpto, k, p[2])
 					}
 				}
 				open = append(open, seq)
@@ -108,7 +118,7 @@ func TestPendingSetAgreesWithAModel(t *testing.T) {
 			default:
 				ps.unsend()
 				for k, p := range model {
-					model[k] = [2]uint64{p[0], 0}
+					model[k] = [3]uint64{p[0], 0, p[2]}
 				}
 				open = nil
 			}
@@ -116,7 +126,7 @@ func TestPendingSetAgreesWithAModel(t *testing.T) {
 				t.Fatalf("seed %d step %d: %d changes kept, the model keeps %d", seed, step, ps.len(), len(model))
 			}
 			for k, p := range ps.byKey {
-				if r, ok := model[k]; !ok || r != [2]uint64{p.epoch, p.seq} {
+				if r, ok := model[k]; !ok || r != [3]uint64{p.epoch, p.seq, p.floor} {
 					t.Fatalf("seed %d step %d: %v kept as epoch %d seq %d, the model has %v (%v)", seed, step, k, p.epoch, p.seq, r, ok)
 				}
 			}
@@ -130,5 +140,26 @@ func TestPendingSetAgreesWithAModel(t *testing.T) {
 				t.Fatalf("seed %d step %d: queue of %d with %d live, %d counted gone, %d in the index", seed, step, len(ps.queue), live, ps.gone, ps.len())
 			}
 		}
+	}
+}
+
+// TestPendingSupersededInFlightHoldsUpto: a member's change in flight, replaced by a newer one
+// before its frame is acknowledged, and that frame lost: a frame that leaves the newer change
+// out must not claim the older one (review of 2026-11-27).
+func TestPendingSupersededInFlightHoldsUpto(t *testing.T) {
+	var ps pendingSet
+	ka, kb := key{"g1", "a"}, key{"g2", "a"}
+	ps.set(ka, 1)
+	ps.frame(1, 1, 1, 0) // a@1 in flight in frame 1
+	ps.set(kb, 2)
+	ps.set(ka, 3) // a@1 replaced while in flight
+	ps.lost(1)
+	out, upto, _ := ps.frame(2, 3, 1, 0)
+	if len(out) != 1 || out[0].Epoch != 3 || upto != 1 {
+		t.Fatalf("frame 2 carries %+v, upto %d: want a@3 first in line, upto 1 (below b's floor)", out, upto)
+	}
+	out, upto, _ = ps.frame(3, 3, 1, 0)
+	if len(out) != 1 || out[0].Epoch != 2 || upto != 0 {
+		t.Fatalf("frame 3 carries %+v, upto %d: want b@2, upto below a's floor", out, upto)
 	}
 }
