@@ -5,7 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -38,5 +43,33 @@ func TestSplitFitsEveryPart(t *testing.T) {
 		if !slices.Equal(joined, changes) {
 			t.Fatalf("%d changes: parts do not join back to the frame", tc.n)
 		}
+	}
+}
+
+// TestFrameWithNoLinkIsLost: a frame due to a host no link reaches (its last member left, or
+// the first is still joining) is lost, so its changes are sent again by a later frame instead
+// of staying in flight for good (review of 2026-11-27).
+func TestFrameWithNoLinkIsLost(t *testing.T) {
+	links := newHostLinks("h1", KeySet{}, true, zap.NewNop(), rpc.Hooks{})
+	l, err := newHostLive("h1", 100*time.Millisecond, links, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	links.live = l
+	peers := []memberstate.Peer{{ID: "a", Addr: "h1"}, {ID: "b", Addr: "h2"}}
+	if err := l.addMember("g", "a", peers, nil); err != nil {
+		t.Fatal(err)
+	}
+	l.table.For("g", "a").Changed()
+	now := time.Now()
+	for _, out := range l.table.Due(now) {
+		l.send(out, now) // no link to h2
+	}
+	sent := 0
+	for _, out := range l.table.Due(now.Add(time.Second)) {
+		sent += len(out.Frame.Changes)
+	}
+	if sent != 1 {
+		t.Fatalf("the change of a frame that could not be sent went again %d times, want 1", sent)
 	}
 }
