@@ -70,14 +70,7 @@ func TestCampaignBoundHoldsASecondRound(t *testing.T) {
 	if len(*woken) != 0 {
 		t.Fatalf("woken before the first round ended: %d", len(*woken))
 	}
-	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil) // a wins
-	if st := a.e.Status(); st.Role != protocol.LEADER {
-		t.Fatalf("first candidate: role %v, want LEADER", st.Role)
-	}
-	settle(t, a, 1) // and its first heartbeats are answered: its election ends
-	if len(*woken) != 1 || (*woken)[0] != b {
-		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
-	}
+	winAndGiveOver(t, a, b, votesA, woken)
 	b.e.Tick()
 	if v := b.tr.takeVotes(); len(v) != 2 || b.ms.CurrTerm() != 2 {
 		t.Fatalf("second candidate once woken: %d vote requests at term %d, want 2 at term 2", len(v), b.ms.CurrTerm())
@@ -184,11 +177,7 @@ func TestCampaignBoundGivenPlacePlansTheReVote(t *testing.T) {
 	b.e.mu.Lock()
 	revote := b.e.nextTimeToRequestVote
 	b.e.mu.Unlock()
-	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil)
-	settle(t, a, 1) // a's election ends: b is given the place
-	if len(*woken) != 1 || (*woken)[0] != b {
-		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
-	}
+	winAndGiveOver(t, a, b, votesA, woken)
 	b.clock.Advance(10 * time.Millisecond)
 	if !b.clock.Now().Before(revote) {
 		t.Fatal("the test needs the re-vote time ahead of the woken pass")
@@ -217,17 +206,27 @@ func TestCampaignBoundGivenPlaceIsDueAtOnce(t *testing.T) {
 	votesA := firstHoldsSecondWaits(t, a, b)
 	a.clock.Advance(100 * time.Millisecond)
 	b.clock.Advance(100 * time.Millisecond)
-	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil)
-	settle(t, a, 1) // b is given the place
-	if len(*woken) != 1 || (*woken)[0] != b {
-		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
-	}
+	winAndGiveOver(t, a, b, votesA, woken)
 	if next := b.e.NextPassAt(); next.After(b.clock.Now()) { // any entry point plans so
 		t.Fatalf("candidate given its place plans its next pass %v ahead; a pass now campaigns", next.Sub(b.clock.Now()))
 	}
 	b.e.Tick()
 	if v := b.tr.takeVotes(); len(v) != 2 {
 		t.Fatalf("the pass given the place: %d vote requests, want 2", len(v))
+	}
+}
+
+// winAndGiveOver makes a, which holds the gate's one place, win its round (votesA's first
+// grant) and end its election (settle), and checks that the gate then woke b, waiting in line.
+func winAndGiveOver(t *testing.T, a, b *unit, votesA []sentVote, woken *[]*unit) {
+	t.Helper()
+	votesA[0].done(voteResp(votesA[0].to, protocol.VoteAccept, 1), nil)
+	if st := a.e.Status(); st.Role != protocol.LEADER {
+		t.Fatalf("first candidate: role %v, want LEADER", st.Role)
+	}
+	settle(t, a, 1)
+	if len(*woken) != 1 || (*woken)[0] != b {
+		t.Fatalf("the gate woke %d members, want the second candidate", len(*woken))
 	}
 }
 
