@@ -204,7 +204,10 @@ func (l *hostLive) send(out liveness.Outgoing, sentAt time.Time) {
 		req := &protocol.HostHeartBeatRequest{Header: protocol.Header{LocalID: l.links.self, RemoteID: out.To},
 			Incarnation: out.Frame.Incarnation, Seq: out.Frame.Seq, Changes: part}
 		if len(parts) == 1 {
-			req.Upto = out.Frame.Upto // a part must not claim the changes of the others
+			// A part must not claim the changes of the others: a frame split over parts goes
+			// without claims, as a frame of a version before them (the receiver answers it the
+			// old way, and counts its number as one it may not have whole).
+			req.Upto, req.Sent, req.From = out.Frame.Upto, out.Frame.Sent, out.Frame.From
 		}
 		l.count(&l.sent, "sent")
 		caller.SendHostHeartBeat(out.To, req, agg.part)
@@ -261,7 +264,8 @@ func (a *frameAnswer) part(r *protocol.HostHeartBeatResponse, err error) {
 // received answers a host heartbeat from another host (the Mux's host handler). Its
 // LocalID is the sending host, authenticated on a host link (rpc checks it).
 func (l *hostLive) answer(req *protocol.HostHeartBeatRequest) *protocol.HostHeartBeatResponse {
-	f := liveness.Frame{Incarnation: req.Incarnation, Seq: req.Seq, Changes: make([]liveness.Change, len(req.Changes)), Upto: req.Upto}
+	f := liveness.Frame{Incarnation: req.Incarnation, Seq: req.Seq, Changes: make([]liveness.Change, len(req.Changes)),
+		Upto: req.Upto, Sent: req.Sent, From: req.From}
 	for i, c := range req.Changes {
 		f.Changes[i] = liveness.Change(c)
 	}

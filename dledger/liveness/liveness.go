@@ -75,11 +75,19 @@ func ChangeCost(c Change) int { return len(c.Group) + len(c.Member) + 20 }
 // Upto says that every change of the sender for this peer host with an epoch up to it is in
 // this frame or was acknowledged (the changes are sent oldest first); 0 in a frame of a
 // version before it, whose ack must then carry the answering host's changes (Ack).
+//
+// Sent and From say more, for a receiver that has every frame numbered From to Seq: every
+// change up to Sent is in one of them or was acknowledged. Upto waits for the
+// acknowledgements of the frames in flight, a round trip; Sent does not, so under continuous
+// change an ack is recorded a round trip sooner (Received, docs/protocol.md 12.1). 0 in a
+// frame of a version before them.
 type Frame struct {
 	Incarnation uint64   `msgpack:"inc"`
 	Seq         uint64   `msgpack:"seq"`
 	Changes     []Change `msgpack:"changes,omitempty"`
 	Upto        uint64   `msgpack:"upto,omitempty"`
+	Sent        uint64   `msgpack:"sent,omitempty"`
+	From        uint64   `msgpack:"from,omitempty"`
 }
 
 // Ack answers a Frame. It echoes the frame's Seq and names the answering host's incarnation.
@@ -133,10 +141,15 @@ type host struct {
 	pending      pendingSet // this host's changes the peer host has not acknowledged
 	remotes      map[key]*remote
 	// complete: every change of this host for us up to this epoch has arrived (its frames'
-	// Upto, this incarnation); waiting: its acks whose Upto is above complete, newest last,
-	// recorded as acknowledged once complete reaches them.
+	// Upto and Sent, this incarnation); waiting: its acks whose Upto is above complete, newest
+	// last, recorded as acknowledged once complete reaches them.
 	complete uint64
 	waiting  []waitingAck
+	// top: the highest Seq of its frames received (this incarnation); hole: the highest Seq
+	// not known to have arrived whole, below or at top (0: none). Every frame numbered above
+	// hole and up to top has arrived and been applied, so a frame's Sent counts when its From
+	// is above hole (arrivedFrom).
+	top, hole uint64
 }
 
 // waitingAck is an ack recorded once its host's changes up to upto have arrived.
@@ -311,7 +324,9 @@ func (t *Table) Due(now time.Time) []Outgoing {
 		h.seq++
 		h.lastSent = now
 		f := Frame{Incarnation: t.cfg.Incarnation, Seq: h.seq}
-		f.Changes, f.Upto, h.unsent = h.pending.frame(h.seq, t.epoch, t.cfg.MaxChanges, t.cfg.MaxChangeBytes)
+		var c claims
+		f.Changes, c, h.unsent = h.pending.frame(h.seq, t.epoch, t.cfg.MaxChanges, t.cfg.MaxChangeBytes)
+		f.Upto, f.Sent, f.From = c.upto, c.sent, c.from
 		h.nextSend = now.Add(t.cfg.Interval)
 		out = append(out, Outgoing{To: id, Frame: f})
 	}
@@ -430,19 +445,42 @@ func (t *Table) Received(from string, f Frame, now time.Time) Ack {
 		return ack
 	}
 	wakes := t.hear(h, f.Incarnation, f.Changes, now)
+	if f.Incarnation == h.inc {
+		h.arrived(f)
+	}
 	if f.Upto == 0 {
 		ack.Changes = h.pending.sorted() // an asker of a version before Upto
 	} else {
 		ack.Upto = t.epoch
-		if f.Incarnation == h.inc && f.Upto > h.complete {
-			h.complete = f.Upto
-			h.resolve()
+		if f.Incarnation == h.inc {
+			reach := f.Upto
+			if f.From != 0 && f.From <= f.Seq && f.From > h.hole {
+				reach = max(reach, f.Sent)
+			}
+			if reach > h.complete {
+				h.complete = reach
+				h.resolve()
+			}
 		}
 	}
 	wakes = append(wakes, t.checkStale(now)...)
 	t.mu.Unlock()
 	run(wakes)
 	return ack
+}
+
+// arrived records frame f's arrival (its changes applied): a frame that skips numbers makes the
+// skipped ones a hole, and so does a frame without Upto (an older version's, or one part of a
+// frame split over several heartbeats: the rest may not have arrived). A frame arriving late,
+// below top, fills nothing; the hole only makes Sent count less often, never wrongly.
+func (h *host) arrived(f Frame) {
+	if f.Seq > h.top+1 {
+		h.hole = f.Seq - 1
+	}
+	if f.Upto == 0 {
+		h.hole = max(h.hole, f.Seq)
+	}
+	h.top = max(h.top, f.Seq)
 }
 
 // Answered takes host to's answer to the frame sent at sentAt (the time Due was called with).
@@ -509,7 +547,7 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 		h.stale = true // woken now, if it was fresh: not again when checkStale sees it stale
 		h.inc, h.since = inc, now
 		h.heard, h.acked = time.Time{}, time.Time{}
-		h.complete, h.waiting = 0, nil
+		h.complete, h.waiting, h.top, h.hole = 0, nil, 0, 0
 		clear(h.remotes)
 		h.pending.unsend() // the new run has heard none of them
 	}

@@ -510,3 +510,44 @@ func TestHostViewSaysWhyStale(t *testing.T) {
 		t.Fatalf("a freshness bound later with a change waiting: %+v, want stale, heard over 2 intervals ago, 1 unacknowledged", v)
 	}
 }
+
+// Under continuous change on B, B always has a frame in flight when it answers A, so the Upto
+// of B's next frame stops below the change it carried, until A's acknowledgement of that frame
+// is back at B: A would record B's ack a round trip late (twice the round trip after A's frame
+// left, which at 10,000 groups used up the freshness bound). Sent and From let A record it as
+// soon as it has every frame B's claim rests on; a frame of them that never arrived (a hole)
+// makes A wait for Upto as before.
+func TestAckRecordedWithoutWaitingForFramesInFlight(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		p := newPair(t, 1, 1)
+		p.a.For("g1", "a").Changed()
+		p.b.For("g1", "b").Changed()
+		p.both(t0)
+		p.both(t0.Add(iv))
+		at := t0.Add(2 * iv)
+		p.b.For("g1", "b").Changed()
+		inFlight := frame0(p.b.Due(at)) // B's change, not yet answered by A
+		eb := p.b.For("g2", "b").Changed()
+		fa := frame0(p.a.Due(at))
+		ack := p.b.Received("A", fa, at.Add(gap/2)) // B answers: Upto eb, newer than any frame of B's says
+		if ack.Upto != eb {
+			t.Fatalf("ack %+v: want Upto %d", ack, eb)
+		}
+		next := frame0(p.b.Due(at.Add(gap)))
+		if next.Upto >= eb || next.Sent != eb || next.From != inFlight.Seq {
+			t.Fatalf("B's next frame %+v: want Upto below %d (a change in flight), Sent %d from frame %d", next, eb, eb, inFlight.Seq)
+		}
+		if !lose {
+			p.a.Received("B", inFlight, at.Add(gap))
+		}
+		p.a.Received("B", next, at.Add(gap))
+		p.a.Answered("B", at, ack, at.Add(gap))
+		got, want := p.a.hosts["B"].acked, at
+		if lose {
+			want = t0.Add(iv) // the hole: B's change in the lost frame may be missing on A
+		}
+		if !got.Equal(want) {
+			t.Fatalf("lost %v: A records B's acknowledgement of %v, want %v", lose, got.Sub(t0), want.Sub(t0))
+		}
+	}
+}

@@ -21,7 +21,10 @@ import (
 // the old frame's fate then no longer concerns it. A frame's upto stops below the floor of the
 // first entry it does not carry, in flight or left out, so "every change up to upto is in this
 // frame or was acknowledged" holds whatever happened to the frames in flight, and to changes a
-// newer one replaced before they were acknowledged. Resending every waiting change in every
+// newer one replaced before they were acknowledged. Its sent stops only below the first entry
+// it leaves out, and names the oldest frame the entries before it are in flight in (from): a
+// receiver that has every frame from from on has every change up to sent, one round trip
+// before upto says so (claims). Resending every waiting change in every
 // frame until a frame carrying it was acknowledged, as before, drained a backlog by one frame's
 // worth per round trip: a 10,000-group cold start's thousands of changes waited seconds, and
 // acknowledgements came after the freshness bound (BENCHMARKS.md, "a change sent once").
@@ -98,15 +101,26 @@ func (ps *pendingSet) tidy() {
 	}
 }
 
+// claims are what a frame says of the changes it does not carry (Frame.Upto, Sent, From).
+type claims struct {
+	// upto: every change up to it is in this frame or was acknowledged.
+	upto uint64
+	// sent, from: every change up to sent is in this frame, in flight in a frame numbered from
+	// from on, or was acknowledged; from is the frame's own seq when none is in flight.
+	sent, from uint64
+}
+
 // frame lists the changes for frame seq: the first in line not in flight, within the bounds
-// (0: none), and puts them in flight in it. upto is the frame's Upto: last (the table's last
-// epoch) if it carries every change waiting and none is in flight, else just below the floor
-// of the first entry it does not carry. more says some change to be sent is left out.
-func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change, upto uint64, more bool) {
+// (0: none), and puts them in flight in it. Its claims: upto is last (the table's last epoch)
+// if it carries every change waiting and none is in flight, else just below the floor of the
+// first entry it does not carry; sent is last if it carries every change not in flight, else
+// just below the floor of the first one it leaves out, and from the oldest frame an entry up
+// to sent is in flight in. more says some change to be sent is left out.
+func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change, c claims, more bool) {
+	c = claims{upto: last, sent: last, from: seq}
 	if ps.len() == 0 {
-		return nil, last, false
+		return nil, c, false
 	}
-	upto = last
 	held := false // upto stops below a change this frame does not carry
 	var carried []*pending
 	cost := 0
@@ -116,21 +130,23 @@ func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change,
 		}
 		if p.seq != 0 { // in flight in an earlier frame
 			if !held {
-				upto, held = p.floor-1, true
+				c.upto, held = p.floor-1, true
 			}
+			c.from = min(c.from, p.seq)
 			continue
 		}
-		c := Change{Group: p.group, Member: p.member, Epoch: p.epoch}
-		cost += ChangeCost(c)
+		ch := Change{Group: p.group, Member: p.member, Epoch: p.epoch}
+		cost += ChangeCost(ch)
 		if (maxN > 0 && len(out) == maxN) || (maxBytes > 0 && cost > maxBytes && len(out) > 0) {
 			if !held {
-				upto = p.floor - 1
+				c.upto = p.floor - 1
 			}
+			c.sent = p.floor - 1
 			more = true
 			break
 		}
 		p.seq = seq
-		out = append(out, c)
+		out = append(out, ch)
 		carried = append(carried, p)
 	}
 	if len(carried) > 0 {
@@ -139,7 +155,7 @@ func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change,
 		}
 		ps.inflight[seq] = carried
 	}
-	return out, upto, more
+	return out, c, more
 }
 
 // acked drops the changes frame seq carried, still in flight in it.

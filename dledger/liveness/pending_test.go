@@ -19,9 +19,9 @@ func (m modelPending) set(k key, epoch uint64) {
 	m[k] = [3]uint64{epoch, 0, floor}
 }
 
-func (m modelPending) frame(seq, last uint64, maxN, maxBytes int) ([]Change, uint64, bool) {
+func (m modelPending) frame(seq, last uint64, maxN, maxBytes int) ([]Change, claims, bool) {
 	if len(m) == 0 {
-		return nil, last, false
+		return nil, claims{last, last, seq}, false
 	}
 	var ks []key
 	for k := range m {
@@ -29,13 +29,14 @@ func (m modelPending) frame(seq, last uint64, maxN, maxBytes int) ([]Change, uin
 	}
 	slices.SortFunc(ks, func(a, b key) int { return int(m[a][2]) - int(m[b][2]) })
 	var out []Change
-	upto, held, more, cost := last, false, false, 0
+	upto, sent, from, held, more, cost := last, last, seq, false, false, 0
 	for _, k := range ks {
 		p := m[k]
 		if p[1] != 0 {
 			if !held {
 				upto, held = p[2]-1, true
 			}
+			from = min(from, p[1])
 			continue
 		}
 		c := Change{Group: k.group, Member: k.member, Epoch: p[0]}
@@ -44,13 +45,14 @@ func (m modelPending) frame(seq, last uint64, maxN, maxBytes int) ([]Change, uin
 			if !held {
 				upto = p[2] - 1
 			}
+			sent = p[2] - 1
 			more = true
 			break
 		}
 		m[k] = [3]uint64{p[0], seq, p[2]}
 		out = append(out, c)
 	}
-	return out, upto, more
+	return out, claims{upto, sent, from}, more
 }
 
 func (m modelPending) end(seq uint64, acked bool) {
@@ -67,10 +69,12 @@ func (m modelPending) end(seq uint64, acked bool) {
 
 // TestPendingSetAgreesWithAModel: over random changes, drops, frames of random bounds, frames
 // acknowledged or lost in any order and restarts of the peer, the queue sends exactly the frames,
-// and keeps exactly the changes, of a map scanned whole; and every frame's upto holds: each
-// member with a change not acknowledged at an epoch up to it (its floor) is in that frame. A
-// change resent while in flight, one dropped by another frame's acknowledgement, an upto above
-// a change in flight, or above one a newer change replaced before it was acknowledged, fails it.
+// and keeps exactly the changes, of a map scanned whole; and every frame's claims hold: each
+// member with a change not acknowledged at an epoch up to upto (its floor) is in that frame,
+// and each up to sent is in that frame or in flight in one numbered from from on. A change
+// resent while in flight, one dropped by another frame's acknowledgement, an upto above a
+// change in flight, or above one a newer change replaced before it was acknowledged, a sent
+// above a change left out, or a from above a frame a claimed change is in flight in, fails it.
 func TestPendingSetAgreesWithAModel(t *testing.T) {
 	for seed := uint64(1); seed <= 50; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
@@ -98,8 +102,11 @@ func TestPendingSetAgreesWithAModel(t *testing.T) {
 						seed, step, got, gotUpto, gotMore, want, wantUpto, wantMore)
 				}
 				for k, p := range model {
-					if p[2] <= gotUpto && p[1] != seq {
-						t.Fatalf("seed %d step %d: frame %d claims upto %d, but %v (changes from epoch %d) is not in it", seed, step, seq, gotUpto, k, p[2])
+					if p[2] <= gotUpto.upto && p[1] != seq {
+						t.Fatalf("seed %d step %d: frame %d claims upto %d, but %v (changes from epoch %d) is not in it", seed, step, seq, gotUpto.upto, k, p[2])
+					}
+					if p[2] <= gotUpto.sent && (p[1] == 0 || p[1] < gotUpto.from) {
+						t.Fatalf("seed %d step %d: frame %d claims sent %d from frame %d, but %v (changes from epoch %d) is in flight in frame %d", seed, step, seq, gotUpto.sent, gotUpto.from, k, p[2], p[1])
 					}
 				}
 				open = append(open, seq)
@@ -154,12 +161,12 @@ func TestPendingSupersededInFlightHoldsUpto(t *testing.T) {
 	ps.set(kb, 2)
 	ps.set(ka, 3) // a@1 replaced while in flight
 	ps.lost(1)
-	out, upto, _ := ps.frame(2, 3, 1, 0)
-	if len(out) != 1 || out[0].Epoch != 3 || upto != 1 {
-		t.Fatalf("frame 2 carries %+v, upto %d: want a@3 first in line, upto 1 (below b's floor)", out, upto)
+	out, c, _ := ps.frame(2, 3, 1, 0)
+	if len(out) != 1 || out[0].Epoch != 3 || c.upto != 1 || c.sent != 1 {
+		t.Fatalf("frame 2 carries %+v, claims %+v: want a@3 first in line, upto and sent 1 (below b's floor)", out, c)
 	}
-	out, upto, _ = ps.frame(3, 3, 1, 0)
-	if len(out) != 1 || out[0].Epoch != 2 || upto != 0 {
-		t.Fatalf("frame 3 carries %+v, upto %d: want b@2, upto below a's floor", out, upto)
+	out, c, _ = ps.frame(3, 3, 1, 0)
+	if len(out) != 1 || out[0].Epoch != 2 || c.upto != 0 || c.sent != 3 || c.from != 2 {
+		t.Fatalf("frame 3 carries %+v, claims %+v: want b@2, upto below a's floor, sent 3 from frame 2 (a@3 in flight)", out, c)
 	}
 }

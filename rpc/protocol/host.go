@@ -32,6 +32,11 @@ type HostHeartBeatRequest struct {
 	// Upto (issue 29, liveness.Frame.Upto): every change of the sender for the receiver up to
 	// this epoch is in this frame or was acknowledged. 0 from a version before it.
 	Upto uint64 `msgpack:"upto,omitempty"`
+	// Sent and From (liveness.Frame.Sent, From): every change of the sender for the receiver
+	// up to Sent is in one of its frames numbered From to Seq, or was acknowledged. 0 from a
+	// version before them.
+	Sent uint64 `msgpack:"sent,omitempty"`
+	From uint64 `msgpack:"from,omitempty"`
 }
 
 // HostHeartBeatResponse is the answer (liveness.Ack): Code SUCCESS, the answering host's
