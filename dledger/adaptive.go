@@ -310,8 +310,15 @@ func (e *Elector) sticky(now time.Time) bool {
 // profile's) then neither counts nor shortens the window of those that answer, as one window
 // for all, the quorum's smallest, would: a cut-off follower's reset link made a leader on a
 // slow WAN step down (the simulator's rejoin scenario, seed 96).
+//
+// A member with a host's liveness table does not adapt, but a follower on a peer host counts
+// for the window its host's acknowledgements need (HostLiveness.Window, the table's adapted
+// freshness bound), never less than DW and never more than the check-quorum ceiling: the
+// table keeps vouching for a host that answers late, and its leaders must not step down for it
+// (docs/protocol.md 12.2).
 func (e *Elector) quorumExpiry(now time.Time) time.Time {
-	if !e.adapts() || e.det.rtts == nil {
+	adapted := e.adapts() && e.det.rtts != nil
+	if !adapted && e.live == nil {
 		return e.quorumAck(now).Add(e.cfg.DetectionWindow())
 	}
 	b := e.cfg.DetectorBounds()
@@ -324,7 +331,11 @@ func (e *Elector) quorumExpiry(now time.Time) time.Time {
 		if ack.Before(e.leaderSince) {
 			ack = e.leaderSince
 		}
-		exp = append(exp, ack.Add(e.det.rtts[i].QuorumWindow(b)))
+		if adapted {
+			exp = append(exp, ack.Add(e.det.rtts[i].QuorumWindow(b)))
+		} else {
+			exp = append(exp, ack.Add(e.hostQuorumWindow(p.ID, b)))
+		}
 	}
 	e.det.expScratch = exp
 	need := memberstate.QuorumSize(len(exp)+1) - 1 // followers, besides this member
@@ -335,18 +346,30 @@ func (e *Elector) quorumExpiry(now time.Time) time.Time {
 	return exp[need-1]
 }
 
+// hostQuorumWindow is a table member's check-quorum window for follower id: DW, or the
+// window its host's acknowledgements need if longer, up to the check-quorum ceiling.
+func (e *Elector) hostQuorumWindow(id string, b detect.Bounds) time.Duration {
+	w := e.cfg.DetectionWindow()
+	return max(w, min(e.live.Window(id), max(b.Ceiling, b.QuorumCeiling)))
+}
+
 // quorumWindow is the check-quorum window (7.5, 14): the quorum-th smallest of the followers'
 // links' windows (detect.QuorumWindow).
 func (e *Elector) quorumWindow() time.Duration {
 	w := e.cfg.DetectionWindow()
-	if !e.adapts() || e.det.rtts == nil {
+	adapted := e.adapts() && e.det.rtts != nil
+	if !adapted && e.live == nil {
 		return w
 	}
 	b := e.cfg.DetectorBounds()
 	ws := e.det.scratch[:0]
 	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
-		if p.ID != e.ms.SelfID() {
+		switch {
+		case p.ID == e.ms.SelfID():
+		case adapted:
 			ws = append(ws, e.det.rtts[i].QuorumWindow(b))
+		default:
+			ws = append(ws, e.hostQuorumWindow(p.ID, b))
 		}
 	}
 	e.det.scratch = ws

@@ -204,7 +204,7 @@ func (e *Elector) checkQuorumDeadline(now time.Time) deadline {
 	if e.ms.Quorum(vouched) {
 		return never
 	}
-	return dueAfter(e.quorumAck(now).Add(e.cfg.DetectionWindow()))
+	return dueAfter(e.quorumExpiry(now)) // at least DW after the quorum acknowledgement (hostQuorumWindow)
 }
 
 // passGap is how far ahead a pass may be planned when nothing is due: maxPassGap, or with a

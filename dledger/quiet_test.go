@@ -20,7 +20,8 @@ type fakeLive struct {
 	ok           bool
 	changed      map[string]bool
 	stalled      time.Time
-	asked        []string // "id@epoch" per Peer call with an epoch
+	asked        []string      // "id@epoch" per Peer call with an epoch
+	window       time.Duration // every peer host's adapted freshness bound (Window)
 }
 
 func (f *fakeLive) Changed() uint64 {
@@ -46,6 +47,12 @@ func (f *fakeLive) StalledAt(time.Time) time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.stalled
+}
+
+func (f *fakeLive) Window(string) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.window
 }
 
 func (f *fakeLive) set(heard, acked time.Time, ok bool) {
@@ -290,6 +297,41 @@ func TestQuietCheckQuorumUsesTheHostAck(t *testing.T) {
 	u.e.Tick()
 	if u.e.Status().Role == protocol.LEADER {
 		t.Fatal("still leads DW after the last acknowledgement")
+	}
+}
+
+// Check-quorum of a quiet leader whose followers' host answers late: the table's adapted
+// freshness bound for that host (Window) is the window, when above DW and up to the
+// check-quorum ceiling. Without it, a saturated host's late acknowledgements stepped down the
+// leaders of groups that nothing had happened to (10,000 groups, a crash of a third host).
+func TestQuietCheckQuorumWaitsForASlowHost(t *testing.T) {
+	dw := testConfig().DetectionWindow()
+	ceiling := testConfig().DetectorBounds().QuorumCeiling
+	for _, tc := range []struct {
+		window, want time.Duration
+	}{{0, dw}, {dw / 2, dw}, {dw + 300*time.Millisecond, dw + 300*time.Millisecond}, {10 * ceiling, ceiling}} {
+		u, live := quietLeader(t)
+		live.mu.Lock()
+		live.window = tc.window
+		live.mu.Unlock()
+		ack := u.clock.Now()
+		live.set(ack, ack, false)
+		u.e.Tick()
+		for range u.tr.takeHeartBeats() {
+		}
+		if w := u.e.DetectionWindows().Quorum; w != tc.want {
+			t.Fatalf("host window %v: check-quorum window %v, want %v", tc.window, w, tc.want)
+		}
+		u.clock.Set(ack.Add(tc.want))
+		u.e.Tick()
+		if u.e.Status().Role != protocol.LEADER {
+			t.Fatalf("host window %v: stepped down at exactly ack + %v", tc.window, tc.want)
+		}
+		u.clock.Set(ack.Add(tc.want + u.cfg.MaintainInterval))
+		u.e.Tick()
+		if u.e.Status().Role == protocol.LEADER {
+			t.Fatalf("host window %v: still leads %v after the last acknowledgement", tc.window, tc.want)
+		}
 	}
 }
 

@@ -80,4 +80,8 @@ type HostLiveness interface {
 	Peer(id string, epoch uint64, since, now time.Time) (heard, acked time.Time, ok bool)
 	// StalledAt is when the host's process was last seen to stall, as of now (zero: never).
 	StalledAt(now time.Time) time.Time
+	// Window is how old the acknowledgements of peer id's host may be while the table
+	// vouches for it (its freshness bound, adapted to their delays; 0: none known). A leader's
+	// check-quorum window for that follower is at least this (docs/protocol.md 12.2).
+	Window(id string) time.Duration
 }

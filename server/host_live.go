@@ -54,7 +54,11 @@ func (l *hostLive) count(n *atomic.Uint64, event string) {
 // newHostLive builds the table for host self; interval is its frame interval.
 func newHostLive(self string, interval time.Duration, links *hostLinks, log *zap.Logger) (*hostLive, error) {
 	l := &hostLive{links: links, log: log, kick: make(chan struct{}, 1)}
+	// A peer host's freshness bound adapts to the delays of its acknowledgements, up to the
+	// latest an answer can count: a host frame's call timeout (the link's default, 1 s) plus an
+	// interval, as a leader's check-quorum window does (docs/protocol.md 12.1, 14.2).
 	t, err := liveness.New(liveness.Config{Self: self, Incarnation: uint64(time.Now().UnixNano()), Interval: interval,
+		FreshMax: frameCallTimeout + interval,
 		Kick: func() {
 			select {
 			case l.kick <- struct{}{}:
@@ -143,6 +147,10 @@ func (l *hostLive) run(ctx context.Context) {
 		}
 	}
 }
+
+// frameCallTimeout is how long a host frame's call waits for its answer: the host link's
+// default call timeout (rpc.ClientOptions.CallTimeout), as send asks for no other.
+const frameCallTimeout = time.Second
 
 // frameBudget bounds the change bytes of one host heartbeat, well inside a frame (64 KiB):
 // a change costs its names and about 20 bytes of keys and integers.

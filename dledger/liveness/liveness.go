@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dledger-go/dledger/dledger/detect"
 )
 
 // Config is a table's identity and timing.
@@ -42,6 +44,18 @@ type Config struct {
 	// send time of the last frame it acknowledged; 0 means 2 x Interval, which tolerates one
 	// lost frame.
 	Fresh time.Duration
+	// FreshMax, if above Fresh, lets the bound on a peer host's acknowledgements adapt to their
+	// delays (from a frame's send time to the moment its ack is recorded), as a leader's
+	// check-quorum window adapts to its followers' round trips (docs/protocol.md 12.1, 14.2):
+	// Interval + the largest of the last 32 delays + two margins of at least Margin (or 4
+	// standard deviations), between Fresh and FreshMax. A host whose process is saturated
+	// (thousands of elections at once on two cores) answers late but answers: a fixed bound of
+	// two intervals turned such hosts stale while they were heard every few milliseconds, and
+	// every leader then stepped down or sent explicit heartbeats to every follower there. The
+	// bound on hearing from the host stays Fresh. 0 (or at most Fresh): both are Fresh.
+	FreshMax time.Duration
+	// Margin is the least margin of an adapted bound (FreshMax); 0 means Interval / 2.
+	Margin time.Duration
 	// MinGap is the least time between two frames to one peer host: a change is sent at once,
 	// but at most one frame per MinGap (0 means Interval / 20; lan: 10 ms). When every frame
 	// and every ack carried all the changes not yet acknowledged, a mass election (10,000
@@ -150,6 +164,10 @@ type host struct {
 	// hole and up to top has arrived and been applied, so a frame's Sent counts when its From
 	// is above hole (arrivedFrom).
 	top, hole uint64
+	// delays: from a frame's send time to the recording of its acknowledgement (Config.FreshMax);
+	// fresh: the bound on the acked time's age they give, updated at each.
+	delays detect.RoundTrips
+	fresh  time.Duration
 }
 
 // waitingAck is an ack recorded once its host's changes up to upto have arrived.
@@ -224,6 +242,9 @@ func New(cfg Config) (*Table, error) {
 	if cfg.MinGap <= 0 {
 		cfg.MinGap = cfg.Interval / 20
 	}
+	if cfg.Margin <= 0 {
+		cfg.Margin = cfg.Interval / 2
+	}
 	// Epochs start at 2: a frame's Upto is an epoch minus one, or the last epoch, and 0 means
 	// "a frame of a version before Upto" (Received), so no Upto of this version may be 0.
 	return &Table{cfg: cfg, epoch: 1, locals: map[key]*local{}, byGroup: map[string][]*local{}, hosts: map[string]*host{}}, nil
@@ -248,7 +269,7 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 	for _, h := range l.hostSet(t.cfg.Self) {
 		hs := t.hosts[h]
 		if hs == nil {
-			hs = &host{id: h, remotes: map[key]*remote{}, stale: true}
+			hs = &host{id: h, remotes: map[key]*remote{}, stale: true, fresh: t.cfg.Fresh}
 			t.hosts[h] = hs
 			t.order = append(t.order, h)
 			slices.Sort(t.order)
@@ -363,17 +384,36 @@ func (t *Table) NextDue(now time.Time) time.Time {
 	return next
 }
 
-// staleAt is when h turns stale if nothing more is heard: Fresh after the older of its heard
-// and acked times (strictly after: fresh at exactly that time).
+// staleAt is when h turns stale if nothing more is heard: Fresh after its heard time or its
+// acknowledgement bound after its acked time, whichever comes first (strictly after: fresh at
+// exactly that time).
 func (h *host) staleAt(fresh time.Duration) time.Time {
-	return minTime(h.heard, h.acked).Add(fresh + time.Nanosecond)
+	return minTime(h.heard.Add(fresh), h.acked.Add(h.fresh)).Add(time.Nanosecond)
 }
 
-// freshAt says whether h is fresh at now: heard from and acknowledging, both within Fresh, in
-// a known incarnation, and its link has not failed since.
+// freshAt says whether h is fresh at now: heard from within Fresh and acknowledging within its
+// acknowledgement bound, in a known incarnation, and its link has not failed since. Only the
+// acknowledgement's bound adapts (Config.FreshMax): a host heard within Fresh is running, and a
+// follower trusts its leader's host no longer than it would its leader's heartbeats (a host
+// that stops is stale within Fresh, whatever its acknowledgements' delays were).
 func (h *host) freshAt(now time.Time, fresh time.Duration) bool {
 	return h.inc != 0 && !h.failed && !h.heard.IsZero() && !h.acked.IsZero() &&
-		now.Sub(h.heard) <= fresh && now.Sub(h.acked) <= fresh
+		now.Sub(h.heard) <= fresh && now.Sub(h.acked) <= h.fresh
+}
+
+// bounds are the detector's bounds for the freshness bound (Config.FreshMax): at least Fresh
+// until 8 delays were measured since the link was new or failed, at most FreshMax.
+func (t *Table) bounds() detect.Bounds {
+	return detect.Bounds{Interval: t.cfg.Interval, QuorumMargin: t.cfg.Margin, Ceiling: t.cfg.Fresh, QuorumCeiling: t.cfg.FreshMax}
+}
+
+// delayed records the delay of an acknowledgement of the frame sent at sentAt, recorded at now.
+func (t *Table) delayed(h *host, sentAt, now time.Time) {
+	if t.cfg.FreshMax <= t.cfg.Fresh {
+		return
+	}
+	h.delays.Answered(sentAt, now)
+	h.fresh = max(t.cfg.Fresh, h.delays.QuorumWindow(t.bounds()))
 }
 
 // checkStale updates every host's stale flag and returns the wakes of the fresh -> stale edges.
@@ -459,7 +499,7 @@ func (t *Table) Received(from string, f Frame, now time.Time) Ack {
 			}
 			if reach > h.complete {
 				h.complete = reach
-				h.resolve()
+				t.resolve(h, now)
 			}
 		}
 	}
@@ -494,7 +534,7 @@ func (t *Table) Answered(to string, sentAt time.Time, a Ack, now time.Time) {
 	wakes := t.hear(h, a.Incarnation, a.Changes, now)
 	if h.inc == a.Incarnation {
 		if !sentAt.After(now) {
-			h.acknowledged(sentAt, a.Upto)
+			t.acknowledged(h, sentAt, a.Upto, now)
 		}
 		h.pending.acked(a.Seq)
 	}
@@ -504,10 +544,11 @@ func (t *Table) Answered(to string, sentAt time.Time, a Ack, now time.Time) {
 }
 
 // acknowledged records the ack of the frame sent at sentAt whose Upto is upto (0: an ack of
-// a version before Upto, which carried the host's changes itself): now, if every change of
-// the host up to upto has arrived, else once it has (resolve).
-func (h *host) acknowledged(sentAt time.Time, upto uint64) {
+// a version before Upto, which carried the host's changes itself), arrived at now: now, if
+// every change of the host up to upto has arrived, else once it has (resolve).
+func (t *Table) acknowledged(h *host, sentAt time.Time, upto uint64, now time.Time) {
 	if upto <= h.complete {
+		t.delayed(h, sentAt, now)
 		if sentAt.After(h.acked) {
 			h.acked = sentAt
 		}
@@ -519,13 +560,16 @@ func (h *host) acknowledged(sentAt time.Time, upto uint64) {
 	h.waiting = append(h.waiting, waitingAck{sentAt: sentAt, upto: upto})
 }
 
-// resolve records the waiting acks that complete now covers.
-func (h *host) resolve() {
+// resolve records, at now, the waiting acks that complete now covers.
+func (t *Table) resolve(h *host, now time.Time) {
 	kept := h.waiting[:0]
 	for _, w := range h.waiting {
 		if w.upto > h.complete {
 			kept = append(kept, w)
-		} else if w.sentAt.After(h.acked) {
+			continue
+		}
+		t.delayed(h, w.sentAt, now)
+		if w.sentAt.After(h.acked) {
 			h.acked = w.sentAt
 		}
 	}
@@ -548,6 +592,7 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 		h.inc, h.since = inc, now
 		h.heard, h.acked = time.Time{}, time.Time{}
 		h.complete, h.waiting, h.top, h.hole = 0, nil, 0, 0
+		h.delays.Restart() // kept, as a repaired link's (detect.Sample.Restart): never lowered by a restart
 		clear(h.remotes)
 		h.pending.unsend() // the new run has heard none of them
 	}
@@ -608,6 +653,8 @@ type HostView struct {
 	Fresh, Failed bool
 	Heard, Acked  time.Time
 	Unacked       int
+	// Bound is the bound on its acknowledgements' age (Config.FreshMax).
+	Bound time.Duration
 }
 
 // Host returns the table's view of peer host id at now; ok is false for a host it does not know.
@@ -619,7 +666,7 @@ func (t *Table) Host(id string, now time.Time) (v HostView, ok bool) {
 		return v, false
 	}
 	return HostView{Fresh: h.freshAt(now, t.cfg.Fresh), Failed: h.failed, Heard: h.heard, Acked: h.acked,
-		Unacked: h.pending.len()}, true
+		Unacked: h.pending.len(), Bound: h.fresh}, true
 }
 
 // Failed records that the link to host to failed or closed (the process may be gone): the
@@ -629,6 +676,7 @@ func (t *Table) Failed(to string, now time.Time) {
 	var wakes []func()
 	if h := t.hosts[to]; h != nil {
 		h.failed = true
+		h.delays.Restart()
 		wakes = t.checkStale(now)
 	}
 	t.mu.Unlock()
@@ -694,6 +742,25 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 		return minTime(heard, r.heardBefore), minTime(acked, r.ackedBefore), false
 	}
 	return heard, acked, h.freshAt(now, t.cfg.Fresh)
+}
+
+// Window is how old the acknowledgements of peer id's host may be before the table stops
+// vouching for it: the bound adapted to their delays (Config.FreshMax); 0 for a peer on this host or one the table does not know. A leader's
+// check-quorum window for that peer is at least this (docs/protocol.md 12.2): a table that
+// still vouches for a follower on a slow host must not leave its leader to step down.
+func (m *Member) Window(id string) time.Duration {
+	t := m.t
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l := t.locals[m.k]
+	if l == nil {
+		return 0
+	}
+	hid := l.hostOf(id)
+	if h := t.hosts[hid]; h != nil && hid != t.cfg.Self {
+		return h.fresh
+	}
+	return 0
 }
 
 // StalledAt is when the table last saw its host's own process stall (zero: never): now, if the

@@ -551,3 +551,67 @@ func TestAckRecordedWithoutWaitingForFramesInFlight(t *testing.T) {
 		}
 	}
 }
+
+// The bound on a peer host's acknowledgements adapts to their delays (Config.FreshMax): a host
+// that answered frames 500 ms late, and is heard within Fresh, stays fresh with an
+// acknowledgement 450 ms old (the bound: interval + 500 ms + two margins), where the fixed bound
+// (two intervals) made it stale; the bound never passes FreshMax, and hearing from the host
+// keeps its fixed bound: a host not heard for Fresh is stale whatever its acknowledgements'
+// delays.
+func TestAckBoundAdaptsToDelays(t *testing.T) {
+	const slow, quick = 500 * time.Millisecond, 100 * time.Millisecond
+	for _, adapt := range []bool{false, true} {
+		cfg := Config{Self: "A", Incarnation: 1, Interval: iv}
+		if adapt {
+			cfg.FreshMax = time.Second + iv
+		}
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, a.AddMember("g1", "a", map[string]string{"a": "A", "b": "B"}, nil))
+		a.For("g1", "a").Changed()
+		now := t0
+		var last time.Time
+		for i := range 12 { // a frame every interval, answered 500 ms later, the last 100 ms later
+			out := a.Due(now)
+			if len(out) != 1 {
+				t.Fatalf("frames %+v", out)
+			}
+			delay := slow
+			if i == 11 {
+				delay = quick
+			}
+			a.Received("B", Frame{Incarnation: 7, Seq: out[0].Frame.Seq, Upto: 1}, now)
+			a.Answered("B", now, Ack{Incarnation: 7, Seq: out[0].Frame.Seq, Upto: 1}, now.Add(delay))
+			last = now
+			now = now.Add(iv)
+		}
+		v, _ := a.Host("B", last.Add(450*time.Millisecond)) // acknowledged 450 ms ago, heard 350
+		// Adapted: interval + the largest delay + two margins of 4 standard deviations (the
+		// one quick answer makes the delays spread), up to FreshMax.
+		lo, hi := 2*iv, 2*iv
+		if adapt {
+			lo, hi = iv+slow+2*(iv/2), cfg.FreshMax
+		}
+		if v.Bound < lo || v.Bound > hi || v.Fresh != adapt {
+			t.Fatalf("adapt %v: an acknowledgement 450 ms old with bound %v: fresh %v (want a bound in [%v, %v], fresh %v)", adapt, v.Bound, v.Fresh, lo, hi, adapt)
+		}
+		if v, _ := a.Host("B", last.Add(quick+2*iv+time.Millisecond)); v.Fresh {
+			t.Fatalf("adapt %v: fresh though not heard for more than Fresh (acknowledged within %v)", adapt, v.Bound)
+		}
+		if !adapt {
+			continue
+		}
+		a.Failed("B", now)
+		for range 12 { // after a failed link, acknowledgements 50 s late: the bound stops at FreshMax
+			a.Received("B", Frame{Incarnation: 7, Seq: 100, Upto: 1}, now)
+			out := a.Due(now)
+			a.Answered("B", now, Ack{Incarnation: 7, Seq: out[0].Frame.Seq, Upto: 1}, now.Add(50*time.Second))
+			now = now.Add(iv)
+		}
+		if v, _ := a.Host("B", now); v.Bound != cfg.FreshMax {
+			t.Fatalf("a delay of 50 s gives a bound of %v, want FreshMax %v", v.Bound, cfg.FreshMax)
+		}
+	}
+}
