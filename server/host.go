@@ -60,9 +60,11 @@ type HostConfig struct {
 	PerMemberLinks bool
 	// LivenessInterval is how often the host sends each peer host a host heartbeat, its
 	// liveness table's frame (host_live.go; default the lan profile's heartbeat interval,
-	// 200 ms). A peer host is fresh for two intervals, which bounds how long a quiet follower
-	// trusts its leader's host: keep it at most the smallest heartbeat interval of the groups
-	// hosted, or their failover waits for the table rather than their own detection window.
+	// 200 ms). A peer host is fresh while heard within three intervals (the lan profile's
+	// detection window), which bounds how long a quiet follower trusts its leader's host:
+	// keep it at most the smallest heartbeat interval of the groups hosted (with a leak of 3
+	// or more, as both profiles have), or their failover waits for the table rather than
+	// their own detection window.
 	LivenessInterval time.Duration
 	// Workers is the number of rpc handler goroutines (default 256; a member's own port has
 	// 8). A vote request's handler waits for the grant's durable write, so after a host crash

@@ -54,11 +54,16 @@ func (l *hostLive) count(n *atomic.Uint64, event string) {
 // newHostLive builds the table for host self; interval is its frame interval.
 func newHostLive(self string, interval time.Duration, links *hostLinks, log *zap.Logger) (*hostLive, error) {
 	l := &hostLive{links: links, log: log, kick: make(chan struct{}, 1)}
-	// A peer host's freshness bound adapts to the delays of its acknowledgements, up to the
-	// latest an answer can count: a host frame's call timeout (the link's default, 1 s) plus an
-	// interval, as a leader's check-quorum window does (docs/protocol.md 12.1, 14.2).
+	// A peer host is fresh while heard within the lan profile's detection window (leak x
+	// interval): a quiet follower here times out that long after its leader's host was last
+	// heard anyway (docs/protocol.md 12.3), so a host stale sooner only woke every member early,
+	// and made every leader send explicit heartbeats into a host that was merely slow. The bound
+	// on its acknowledgements adapts to their delays, up to the latest an answer can count: a
+	// host frame's call timeout (the link's default, 1 s) plus an interval, as a leader's
+	// check-quorum window does (docs/protocol.md 12.1, 14.2).
+	leak := time.Duration(dledger.DefaultConfig().MaxHeartBeatLeak)
 	t, err := liveness.New(liveness.Config{Self: self, Incarnation: uint64(time.Now().UnixNano()), Interval: interval,
-		FreshMax: frameCallTimeout + interval,
+		Fresh: leak * interval, FreshMax: frameCallTimeout + interval,
 		Kick: func() {
 			select {
 			case l.kick <- struct{}{}:

@@ -269,7 +269,7 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 	for _, h := range l.hostSet(t.cfg.Self) {
 		hs := t.hosts[h]
 		if hs == nil {
-			hs = &host{id: h, remotes: map[key]*remote{}, stale: true, fresh: t.cfg.Fresh}
+			hs = &host{id: h, remotes: map[key]*remote{}, stale: true, fresh: t.ackFloor()}
 			t.hosts[h] = hs
 			t.order = append(t.order, h)
 			slices.Sort(t.order)
@@ -401,10 +401,24 @@ func (h *host) freshAt(now time.Time, fresh time.Duration) bool {
 		now.Sub(h.heard) <= fresh && now.Sub(h.acked) <= h.fresh
 }
 
-// bounds are the detector's bounds for the freshness bound (Config.FreshMax): at least Fresh
-// until 8 delays were measured since the link was new or failed, at most FreshMax.
+// bounds are the detector's bounds for the acknowledgement bound (Config.FreshMax): at least
+// ackFloor until 8 delays were measured since the link was new or failed, at most FreshMax.
 func (t *Table) bounds() detect.Bounds {
-	return detect.Bounds{Interval: t.cfg.Interval, QuorumMargin: t.cfg.Margin, Ceiling: t.cfg.Fresh, QuorumCeiling: t.cfg.FreshMax}
+	return detect.Bounds{Interval: t.cfg.Interval, QuorumMargin: t.cfg.Margin, Ceiling: t.ackFloor(), QuorumCeiling: t.cfg.FreshMax}
+}
+
+// ackFloor is the least acknowledgement bound: Fresh, and adapting (Config.FreshMax), Fresh +
+// Interval, at most FreshMax. The send time of the newest frame a host acknowledged runs up to an
+// interval behind the last message heard from it (an idle host's frames and acks both come every
+// interval, and an ack names a frame sent a round trip before it arrived), so the bound on
+// it is an interval longer than the bound on hearing from the host: with both at two intervals a
+// delay of 200 ms more than usual (a host saturated by a mass election) turned hosts stale
+// while they were heard.
+func (t *Table) ackFloor() time.Duration {
+	if t.cfg.FreshMax <= t.cfg.Fresh {
+		return t.cfg.Fresh
+	}
+	return min(t.cfg.Fresh+t.cfg.Interval, t.cfg.FreshMax)
 }
 
 // delayed records the delay of an acknowledgement of the frame sent at sentAt, recorded at now.
@@ -413,7 +427,7 @@ func (t *Table) delayed(h *host, sentAt, now time.Time) {
 		return
 	}
 	h.delays.Answered(sentAt, now)
-	h.fresh = max(t.cfg.Fresh, h.delays.QuorumWindow(t.bounds()))
+	h.fresh = max(t.ackFloor(), h.delays.QuorumWindow(t.bounds()))
 }
 
 // checkStale updates every host's stale flag and returns the wakes of the fresh -> stale edges.

@@ -239,7 +239,7 @@ func (hr *hostRun) startHost(h *simHost) {
 	h.gate = campaign.New(hr.campaignBound())
 	if !hr.opt.NoTable {
 		t, err := hostlive.New(hostlive.Config{Self: h.id, Incarnation: h.inc, Interval: hr.cfg.HeartBeatInterval,
-			FreshMax: hr.opt.RPCTimeout + hr.cfg.HeartBeatInterval, // as server.Host's (host_live.go)
+			Fresh: hr.cfg.DetectionWindow(), FreshMax: hr.opt.RPCTimeout + hr.cfg.HeartBeatInterval, // as server.Host's (host_live.go)
 			Kick: func() {
 				if h.up && h.inc == inc {
 					hr.scheduleDue(h, 0)
