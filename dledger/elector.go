@@ -219,6 +219,11 @@ type peerStatus struct {
 	ledger  memberstate.LedgerEnd // as of the round ackSent
 	known   bool                  // ledger reported at least once
 	quiet   quietPeer             // quiet.go
+	// seen is what the newest answer of this leadership said of the member's epoch, for
+	// check-quorum through the host's table (peerAck): unlike quiet, a round it did not answer
+	// in time keeps it (a late answer is no change of the member; the table caps its
+	// acknowledgements at any newer epoch of it).
+	seen seenEpoch
 }
 
 // Member is who an Elector is: its group, its own id, every member of the group (itself

@@ -180,6 +180,7 @@ func (p *peerStatus) noteAnswer(current bool, sentAt, now time.Time, resp *proto
 	}
 	p.alive = true
 	p.lastAck = now
+	p.seen.note(sentAt, resp)
 	if resp.Code == protocol.CodeSuccess && !sentAt.Before(p.ackSent) {
 		// The newest round answered wins: a reordered older answer carries an older ledger.
 		p.ackSent = sentAt

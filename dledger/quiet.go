@@ -64,6 +64,25 @@ type quietPeer struct {
 	want bool
 }
 
+// seenEpoch is the epoch the newest answered round of this leadership reported (0: it
+// answered other than SUCCESS with an epoch), and that round's send time.
+type seenEpoch struct {
+	epoch  uint64
+	sentAt time.Time
+}
+
+// note records an answer to a round sent at sentAt; an answer to an older round than the one
+// recorded changes nothing (answers may arrive out of order).
+func (s *seenEpoch) note(sentAt time.Time, resp *protocol.HeartBeatResponse) {
+	if sentAt.Before(s.sentAt) {
+		return
+	}
+	s.sentAt, s.epoch = sentAt, 0
+	if resp.Code == protocol.CodeSuccess {
+		s.epoch = resp.Epoch
+	}
+}
+
 // note records the answer of the current round, sent at sentAt with successors.
 func (q *quietPeer) note(code protocol.ResponseCode, sentAt time.Time, resp *protocol.HeartBeatResponse, successors string) {
 	if code != protocol.CodeSuccess || resp == nil || resp.Epoch == 0 {
@@ -142,11 +161,15 @@ func (e *Elector) fetchLedger(i int) {
 
 // peerAck is follower i's check-quorum acknowledgement: the send time of the newest round it
 // answered SUCCESS, or later, the send time of the newest host frame its host acknowledged while
-// the table could vouch for it as it was at its last explicit heartbeat.
+// the table could vouch for it as it was at its newest explicit answer (seenEpoch). That
+// answer, not the quiet state, is the evidence: a follower whose rounds are answered late (a
+// saturated host) is explicit again (quiet resets at a round it did not answer in time), but
+// its host's acknowledgements still say it has not changed, and without them its leader
+// stepped down on the late answers alone (10,000 groups, the crash of a third host).
 func (e *Elector) peerAck(i int, now time.Time) time.Time {
 	ack := e.peers[i].ackSent
-	if q := &e.peers[i].quiet; e.live != nil && q.epoch != 0 {
-		if _, a, _ := e.live.Peer(e.ms.Peers()[i].ID, q.epoch, q.sentAt, now); a.After(ack) {
+	if s := &e.peers[i].seen; e.live != nil && s.epoch != 0 {
+		if _, a, _ := e.live.Peer(e.ms.Peers()[i].ID, s.epoch, s.sentAt, now); a.After(ack) {
 			ack = a
 		}
 	}

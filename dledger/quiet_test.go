@@ -335,6 +335,43 @@ func TestQuietCheckQuorumWaitsForASlowHost(t *testing.T) {
 	}
 }
 
+// A leader whose followers answer its rounds late (a saturated host): a round they did not
+// answer in time makes them explicit again (quiet resets), but their host's acknowledgements
+// still count for check-quorum, at the epoch of their newest answer: the leader stays in office
+// while the table acknowledges them, many detection windows after their last explicit answer.
+// An answer that reports no epoch (or another code) ends that: then only explicit answers count.
+func TestCheckQuorumKeepsTheHostAckWhenRoundsAreLate(t *testing.T) {
+	for _, epochless := range []bool{false, true} {
+		u, live := quietLeader(t)
+		u.e.mu.Lock()
+		u.e.fetchLedger(1) // n1 and n2 (index 0 is n0 itself)
+		u.e.fetchLedger(2)
+		u.e.mu.Unlock()
+		u.e.Tick()
+		hs := u.tr.takeHeartBeats() // explicit to both, answered only after the round's deadline
+		if len(hs) != 2 {
+			t.Fatalf("epochless %v: the fetch went to %d followers", epochless, len(hs))
+		}
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+		u.e.Tick()
+		if epochless {
+			answerWithEpoch(hs, 0)
+		} else {
+			answerWithEpoch(hs, 7)
+		}
+		for range 5 * u.cfg.MaxHeartBeatLeak { // rounds go on, none answered; the table acknowledges
+			live.set(u.clock.Now(), u.clock.Now(), true)
+			u.clock.Advance(u.cfg.HeartBeatInterval)
+			u.e.Tick()
+			u.tr.takeHeartBeats()
+		}
+		leads := u.e.Status().Role == protocol.LEADER
+		if leads == epochless {
+			t.Fatalf("epochless %v: leads %v after %d detection windows of late rounds, the table acknowledging", epochless, leads, 5)
+		}
+	}
+}
+
 // The follower's side: while the table vouches for its leader it plans no timeout pass; when
 // the table stops (woken), it times out DW after the last time the table heard the leader's
 // host, not before.
@@ -494,6 +531,7 @@ func TestQuietVouchedQuorumCountsVotersOnly(t *testing.T) {
 	u.e.live = live
 	for i := range u.e.peers {
 		u.e.peers[i].quiet = quietPeer{epoch: 7, sentAt: u.e.peers[i].ackSent}
+		u.e.peers[i].seen = seenEpoch{epoch: 7, sentAt: u.e.peers[i].ackSent}
 	}
 	u.e.mu.Unlock()
 	live.set(u.clock.Now(), u.clock.Now(), true)
@@ -521,6 +559,7 @@ func TestQuietPromotionFetchesTheLedgerEnds(t *testing.T) {
 	u.e.live = live
 	for i := range u.e.peers {
 		u.e.peers[i].quiet = quietPeer{epoch: 7, sentAt: u.e.peers[i].ackSent}
+		u.e.peers[i].seen = seenEpoch{epoch: 7, sentAt: u.e.peers[i].ackSent}
 	}
 	u.e.mu.Unlock()
 	u.clock.Advance(3 * u.cfg.HeartBeatInterval) // older than LedgerFreshness, nothing sent since
