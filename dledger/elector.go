@@ -516,7 +516,13 @@ func (e *Elector) SetEventsAlarm(set func()) {
 // maintainAsFollower is the follower pass (docs/protocol.md 7.7): no valid heartbeat for more
 // than DW (leak x interval) → candidate at the same term, remembering the lost leader (E5).
 func (e *Elector) maintainAsFollower(now time.Time) {
-	heard, _ := e.leaderHeard(now)
+	heard, vouched := e.leaderHeard(now)
+	if vouched {
+		// The host's table vouches for the leader: no timeout, as followerDeadline plans none
+		// (a table fresher than this group's window, a leak below 3 with the host's interval,
+		// makes this group wait for the table: server.HostConfig.LivenessInterval).
+		return
+	}
 	if now.Sub(heard) > e.followerTimeout() {
 		e.loseLeader(now, "no heartbeat from leader "+e.ms.LeaderID())
 	} else if due, ok := e.suspicionDue(heard); ok && now.After(due) { // adaptive.go

@@ -97,8 +97,13 @@ func (e *Elector) quorumAck(now time.Time) time.Time {
 // leader a round trip after its round was sent, so a link keeps its leader as long as the round
 // trip stays below DetectionWindow - HeartBeatInterval (lan: 400 ms; dledger: 4 s), and below
 // the transport's call timeout.
+//
+// With a host's table, a quorum the table vouches for is never lost (checkQuorumDeadline plans
+// no pass then, and the two must agree: a table whose acknowledgement bound is above this
+// group's check-quorum ceiling would otherwise step it down in a pass planned for something
+// else).
 func (e *Elector) lostQuorum(now time.Time) bool {
-	return now.After(e.quorumExpiry(now)) // adaptive.go
+	return !e.quorumVouched(now) && now.After(e.quorumExpiry(now)) // adaptive.go
 }
 
 func (e *Elector) startHeartBeatRound(now time.Time) {

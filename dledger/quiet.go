@@ -165,10 +165,13 @@ func (e *Elector) fetchLedger(i int) {
 // answer, not the quiet state, is the evidence: a follower whose rounds are answered late (a
 // saturated host) is explicit again (quiet resets at a round it did not answer in time), but
 // its host's acknowledgements still say it has not changed, and without them its leader
-// stepped down on the late answers alone (10,000 groups, the crash of a third host).
+// stepped down on the late answers alone (10,000 groups, the crash of a third host). Like a
+// quiet follower's (rule 3), that evidence lasts QuietRefresh: a follower whose every round
+// fails for that long (its elector wedged while its host's table runs) no longer keeps its
+// leader in office through the table.
 func (e *Elector) peerAck(i int, now time.Time) time.Time {
 	ack := e.peers[i].ackSent
-	if s := &e.peers[i].seen; e.live != nil && s.epoch != 0 {
+	if s := &e.peers[i].seen; e.live != nil && s.epoch != 0 && now.Sub(s.sentAt) < e.cfg.QuietRefresh() {
 		if _, a, _ := e.live.Peer(e.ms.Peers()[i].ID, s.epoch, s.sentAt, now); a.After(ack) {
 			ack = a
 		}
@@ -213,6 +216,19 @@ func (e *Elector) checkQuorumDeadline(now time.Time) deadline {
 	if e.live == nil {
 		return dueAfter(e.quorumExpiry(now)) // adaptive.go: lostQuorum is true after it
 	}
+	if e.quorumVouched(now) {
+		return never
+	}
+	return dueAfter(e.quorumExpiry(now)) // at least DW after the quorum acknowledgement (hostQuorumWindow)
+}
+
+// quorumVouched says whether the host's table vouches for a quorum of voters (this member
+// counted) at the epochs of their quiet states: then check-quorum neither plans a pass nor
+// steps down (lostQuorum), and the table wakes this member when it stops vouching.
+func (e *Elector) quorumVouched(now time.Time) bool {
+	if e.live == nil {
+		return false
+	}
 	vouched := 1 // this member; a non-voter counts in no quorum (docs/protocol.md 13)
 	for i, p := range e.ms.Peers()[:e.ms.Voters()] {
 		if p.ID == e.ms.SelfID() {
@@ -224,10 +240,7 @@ func (e *Elector) checkQuorumDeadline(now time.Time) deadline {
 			}
 		}
 	}
-	if e.ms.Quorum(vouched) {
-		return never
-	}
-	return dueAfter(e.quorumExpiry(now)) // at least DW after the quorum acknowledgement (hostQuorumWindow)
+	return e.ms.Quorum(vouched)
 }
 
 // passGap is how far ahead a pass may be planned when nothing is due: maxPassGap, or with a

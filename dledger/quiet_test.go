@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -574,5 +575,83 @@ func TestQuietPromotionFetchesTheLedgerEnds(t *testing.T) {
 	u.heartbeatRound(all("n1", "n2", "n3"), caught)
 	if got == nil || got.Err != nil || !got.Config.IsVoter("n3") {
 		t.Fatalf("answer %+v after the fetch, want n3 a voter", got)
+	}
+}
+
+// checkQuorumDeadline plans at quorumExpiry (the host window): planned at ack + DW, a leader whose
+// follower's host window is above DW ran a pass that changed nothing and planned the same
+// instant again, a spin (review of 2026-11-27).
+func TestCheckQuorumPlanFollowsTheHostWindow(t *testing.T) {
+	dw := testConfig().DetectionWindow()
+	u, live := quietLeader(t)
+	live.mu.Lock()
+	live.window = dw + 300*time.Millisecond
+	live.mu.Unlock()
+	ack := u.clock.Now()
+	live.set(ack, ack, false)
+	u.e.Tick()
+	u.tr.takeHeartBeats()
+	u.clock.Set(ack.Add(dw + time.Millisecond))
+	u.e.Tick()
+	u.tr.takeHeartBeats()
+	now := u.clock.Now()
+	if next := u.e.NextPassAt(); !next.After(now) {
+		t.Fatalf("at ack + DW + 1ms the next pass is planned at %v, not after now (%v): a spin", next.Sub(ack), now.Sub(ack))
+	}
+}
+
+// The epoch of a follower's newest answer counts for check-quorum through the table for
+// QuietRefresh, as a quiet follower does (rule 3): followers whose every explicit round fails
+// (their electors wedged while their host's table runs) do not keep their leader in office
+// through the table for ever (review of 2026-11-27).
+func TestSeenEpochLastsQuietRefresh(t *testing.T) {
+	u, live := quietLeader(t)
+	u.e.mu.Lock()
+	u.e.fetchLedger(1)
+	u.e.fetchLedger(2)
+	u.e.mu.Unlock()
+	start := u.clock.Now()
+	for u.clock.Now().Sub(start) < 2*u.cfg.QuietRefresh() {
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		u.clock.Advance(u.cfg.HeartBeatInterval)
+		u.e.Tick()
+		for _, h := range u.tr.takeHeartBeats() {
+			h.done(nil, errors.New("call timed out"))
+		}
+	}
+	if u.e.Status().Role == protocol.LEADER {
+		t.Fatalf("still leads %v after its followers' last explicit answer, every round since failed", u.clock.Now().Sub(start))
+	}
+}
+
+// Planned and done agree with a table (docs/protocol.md 12.4): a leader for which the table
+// vouches for a quorum plans no check-quorum pass, so no pass steps it down either, even with
+// acknowledgements older than its own check-quorum ceiling (a table whose bounds are wider
+// than this group's window); and a follower whose leader the table vouches for plans no
+// timeout, so no pass times it out, even when the leader's host was heard longer than DW ago.
+func TestVouchedMembersKeepWhatTheyPlanned(t *testing.T) {
+	u, live := quietLeader(t)
+	old := u.clock.Now()
+	ceiling := u.cfg.DetectorBounds().QuorumCeiling
+	u.clock.Advance(2 * ceiling)
+	live.set(old, old, true) // vouched, its acknowledgements older than any window
+	if d := u.e.NextPassAt(); d.Sub(u.clock.Now()) < u.cfg.HeartBeatInterval {
+		t.Fatalf("a leader with a vouched quorum plans a pass in %v", d.Sub(u.clock.Now()))
+	}
+	u.e.Tick() // a pass for something else
+	if u.e.Status().Role != protocol.LEADER {
+		t.Fatal("a pass stepped down a leader whose quorum the table vouches for, which planned no check-quorum")
+	}
+
+	f, flive := newQuietUnit(t, 3)
+	req := hbReq("n1", 1)
+	req.Epoch = 42
+	f.e.HandleHeartBeat(req)
+	heard := f.clock.Now()
+	f.clock.Advance(2 * f.cfg.DetectionWindow())
+	flive.set(heard, heard, true) // vouched, though heard two windows ago
+	f.e.Tick()
+	if st := f.e.Status(); st.Role != protocol.FOLLOWER {
+		t.Fatalf("a follower whose leader the table vouches for timed out (role %v)", st.Role)
 	}
 }

@@ -40,15 +40,15 @@ type Config struct {
 	Incarnation uint64
 	// Interval is how often a frame goes to each peer host while nothing changes.
 	Interval time.Duration
-	// Fresh is how long a peer host stays fresh after it was last heard from and after the
-	// send time of the last frame it acknowledged; 0 means 2 x Interval, which tolerates one
-	// lost frame.
+	// Fresh is how long a peer host stays fresh after it was last heard from, and (unless
+	// FreshMax adapts it) after the send time of the last frame it acknowledged; 0 means 2 x
+	// Interval, which tolerates one lost frame.
 	Fresh time.Duration
 	// FreshMax, if above Fresh, lets the bound on a peer host's acknowledgements adapt to their
 	// delays (from a frame's send time to the moment its ack is recorded), as a leader's
 	// check-quorum window adapts to its followers' round trips (docs/protocol.md 12.1, 14.2):
 	// Interval + the largest of the last 32 delays + two margins of at least Margin (or 4
-	// standard deviations), between Fresh and FreshMax. A host whose process is saturated
+	// standard deviations), between Fresh + Interval (ackFloor) and FreshMax. A host whose process is saturated
 	// (thousands of elections at once on two cores) answers late but answers: a fixed bound of
 	// two intervals turned such hosts stale while they were heard every few milliseconds, and
 	// every leader then stepped down or sent explicit heartbeats to every follower there. The
@@ -162,7 +162,7 @@ type host struct {
 	// top: the highest Seq of its frames received (this incarnation); hole: the highest Seq
 	// not known to have arrived whole, below or at top (0: none). Every frame numbered above
 	// hole and up to top has arrived and been applied, so a frame's Sent counts when its From
-	// is above hole (arrivedFrom).
+	// is above hole (Received).
 	top, hole uint64
 	// delays: from a frame's send time to the recording of its acknowledgement (Config.FreshMax);
 	// fresh: the bound on the acked time's age they give, updated at each.
@@ -229,6 +229,8 @@ type Table struct {
 	// promised is the NextDue last returned; stallAt the last Due that came more than
 	// Interval/2 after it (the host's own process stalled: a stop, a long pause).
 	promised, stallAt time.Time
+	// lastSeq is the highest frame number sent to any host (hostFor).
+	lastSeq uint64
 }
 
 // New builds an empty table. Interval must be positive and Incarnation non-zero.
@@ -267,16 +269,26 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 	t.locals[k] = l
 	t.byGroup[group] = append(t.byGroup[group], l)
 	for _, h := range l.hostSet(t.cfg.Self) {
-		hs := t.hosts[h]
-		if hs == nil {
-			hs = &host{id: h, remotes: map[key]*remote{}, stale: true, fresh: t.ackFloor()}
-			t.hosts[h] = hs
-			t.order = append(t.order, h)
-			slices.Sort(t.order)
-		}
-		hs.refs++
+		t.hostFor(h).refs++
 	}
 	return nil
+}
+
+// hostFor is peer host id's entry, made if there is none: stale, its acknowledgement bound at
+// its floor, and its frames numbered after every frame this table has sent to any host. An
+// entry is dropped when no local member needs the host and made again when one does: numbering
+// its frames from 1 again would reuse numbers the peer host has already seen in this
+// incarnation, so a lost frame would not show as a hole there and a later frame's Sent would
+// count over it (review of 2026-11-27).
+func (t *Table) hostFor(id string) *host {
+	hs := t.hosts[id]
+	if hs == nil {
+		hs = &host{id: id, remotes: map[key]*remote{}, stale: true, fresh: t.ackFloor(), seq: t.lastSeq}
+		t.hosts[id] = hs
+		t.order = append(t.order, id)
+		slices.Sort(t.order)
+	}
+	return hs
 }
 
 // hostSet is the distinct peer hosts of l's group, other than self, sorted.
@@ -343,6 +355,7 @@ func (t *Table) Due(now time.Time) []Outgoing {
 			continue
 		}
 		h.seq++
+		t.lastSeq = max(t.lastSeq, h.seq)
 		h.lastSent = now
 		f := Frame{Incarnation: t.cfg.Incarnation, Seq: h.seq}
 		var c claims
@@ -402,7 +415,9 @@ func (h *host) freshAt(now time.Time, fresh time.Duration) bool {
 }
 
 // bounds are the detector's bounds for the acknowledgement bound (Config.FreshMax): at least
-// ackFloor until 8 delays were measured since the link was new or failed, at most FreshMax.
+// ackFloor, at most FreshMax. The delays are kept through a failed link and a restart of the
+// host, as a repaired link's round trips are (detect.Sample.Restart): a bound they held up is
+// not lowered by a repair.
 func (t *Table) bounds() detect.Bounds {
 	return detect.Bounds{Interval: t.cfg.Interval, QuorumMargin: t.cfg.Margin, Ceiling: t.ackFloor(), QuorumCeiling: t.cfg.FreshMax}
 }
@@ -606,7 +621,6 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 		h.inc, h.since = inc, now
 		h.heard, h.acked = time.Time{}, time.Time{}
 		h.complete, h.waiting, h.top, h.hole = 0, nil, 0, 0
-		h.delays.Restart() // kept, as a repaired link's (detect.Sample.Restart): never lowered by a restart
 		clear(h.remotes)
 		h.pending.unsend() // the new run has heard none of them
 	}
@@ -690,7 +704,6 @@ func (t *Table) Failed(to string, now time.Time) {
 	var wakes []func()
 	if h := t.hosts[to]; h != nil {
 		h.failed = true
-		h.delays.Restart()
 		wakes = t.checkStale(now)
 	}
 	t.mu.Unlock()

@@ -615,3 +615,153 @@ func TestAckBoundAdaptsToDelays(t *testing.T) {
 		}
 	}
 }
+
+// A host entry removed (its last local member with a peer there removed) and made again numbers
+// its frames on, after every frame the table sent: numbered from 1 again, in the same
+// incarnation, the receiver's top stayed at the old numbers, a lost new frame was no hole, and
+// a later frame's Sent covered the change it carried (review of 2026-11-27).
+func TestRecreatedHostEntryNumbersItsFramesOn(t *testing.T) {
+	p := newPair(t, 1, 1)
+	p.a.For("g1", "a").Changed()
+	p.b.For("g1", "b").Changed()
+	now := t0
+	for range 20 { // B's top for A climbs to ~20
+		p.both(now)
+		now = now.Add(iv)
+	}
+	old := p.b.hosts["A"].remotes[key{"g1", "a"}].epoch
+	since := now.Add(-iv) // b's last explicit exchange with a, at epoch old
+	// a restarts on the running host A: it was A's only... here both members go, then g1/a returns.
+	p.a.RemoveMember("g1", "a")
+	p.a.RemoveMember("g2", "a")
+	must(t, p.a.AddMember("g1", "a", map[string]string{"a": "A", "b": "B"}, nil))
+	changedAt := now
+	ea := p.a.For("g1", "a").Changed() // a's new epoch: (term, role, leader) changed
+	lost := frame0(p.a.Due(now))       // carries (g1, a, ea): lost on the wire
+	if lost.Seq <= p.b.hosts["A"].top {
+		t.Fatalf("recreated host entry's first frame has seq %d, not above the %d frames B had", lost.Seq, p.b.hosts["A"].top)
+	}
+	now = now.Add(iv)
+	next := frame0(p.a.Due(now)) // Sent covers ea, From names the lost frame
+	p.b.Received("A", next, now)
+	// B asks A; A answers with its epoch (ea); B records the ack if it believes it has ea.
+	fb := frame0(p.b.Due(now.Add(gap)))
+	ack := p.a.Received("B", fb, now.Add(gap))
+	p.b.Answered("A", now.Add(gap), ack, now.Add(gap))
+	_, acked, ok := p.b.For("g1", "b").Peer("a", old, since, now.Add(gap))
+	if ok && acked.After(changedAt) {
+		t.Fatalf("B vouches for a at epoch %d, acknowledged at +%v, though a changed to %d at +%v and B never got it (complete %d)",
+			old, acked.Sub(t0), ea, changedAt.Sub(t0), p.b.hosts["A"].complete)
+	}
+}
+
+// A host entry SetPeers makes has its acknowledgement bound, as AddMember's has: with a bound of
+// 0 and no FreshMax, nothing ever set it, and that host was never fresh (review of 2026-11-27).
+func TestSetPeersHostGetsABound(t *testing.T) {
+	a, err := New(Config{Self: "A", Incarnation: 1, Interval: iv})
+	must(t, err)
+	c, err := New(Config{Self: "C", Incarnation: 3, Interval: iv})
+	must(t, err)
+	must(t, a.AddMember("g1", "a", map[string]string{"a": "A", "b": "B"}, nil))
+	must(t, c.AddMember("g1", "c", map[string]string{"a": "A", "c": "C"}, nil))
+	must(t, a.SetPeers("g1", "a", map[string]string{"a": "A", "b": "B", "c": "C"}))
+	a.For("g1", "a").Changed()
+	c.For("g1", "c").Changed()
+	now := t0
+	for range 5 {
+		for _, o := range a.Due(now) {
+			if o.To == "C" {
+				a.Answered("C", now, c.Received("A", o.Frame, now), now)
+			}
+		}
+		exchange(c, a, "C", now)
+		now = now.Add(iv)
+	}
+	if v, _ := a.Host("C", now.Add(-iv+time.Millisecond)); !v.Fresh {
+		t.Fatalf("host C added by SetPeers, exchanging every interval: %+v, want fresh", v)
+	}
+}
+
+// A frame split over parts (server/host_live.go send) goes without claims; a part that arrived
+// while another is lost leaves the frame in the hole, or the next frame's Sent (From naming it)
+// would claim the lost part's changes (review of 2026-11-27).
+func TestSplitFrameIsAHole(t *testing.T) {
+	p := newPair(t, 1, 1)
+	p.a.For("g1", "a").Changed()
+	p.b.For("g1", "b").Changed()
+	p.both(t0)
+	at := t0.Add(iv)
+	since := at
+	old := p.b.hosts["A"].remotes[key{"g1", "a"}].epoch
+	p.a.For("g2", "a").Changed()
+	ea := p.a.For("g1", "a").Changed()
+	whole := frame0(p.a.Due(at)) // two changes: sent as two parts, the second (g1/a) lost
+	if len(whole.Changes) != 2 {
+		t.Fatalf("frame %+v", whole)
+	}
+	p.b.Received("A", Frame{Incarnation: whole.Incarnation, Seq: whole.Seq, Changes: whole.Changes[1:]}, at)
+	next := frame0(p.a.Due(at.Add(iv)))
+	p.b.Received("A", next, at.Add(iv))
+	fb := frame0(p.b.Due(at.Add(iv)))
+	ack := p.a.Received("B", fb, at.Add(iv))
+	p.b.Answered("A", at.Add(iv), ack, at.Add(iv))
+	_, acked, ok := p.b.For("g1", "b").Peer("a", old, since, at.Add(iv))
+	if ok && acked.After(at) {
+		t.Fatalf("B vouches for a at %d acknowledged at +%v, though a changed to %d at +%v in the lost part", old, acked.Sub(t0), ea, at.Sub(t0))
+	}
+}
+
+// A restarted host numbers its frames from 1 again; the receiver resets top and hole with the
+// incarnation, or a lost frame of the new run would be no hole (review of 2026-11-27).
+func TestNewIncarnationResetsHoles(t *testing.T) {
+	p := newPair(t, 1, 1)
+	p.a.For("g1", "a").Changed()
+	p.b.For("g1", "b").Changed()
+	now := t0
+	for range 20 {
+		p.both(now)
+		now = now.Add(iv)
+	}
+	a2, err := New(Config{Self: "A", Incarnation: 2, Interval: iv})
+	must(t, err)
+	must(t, a2.AddMember("g1", "a", map[string]string{"a": "A", "b": "B"}, nil))
+	a2.For("g1", "a").Changed()
+	first := frame0(a2.Due(now)) // brings B the new run and a's epoch: delivered
+	p.b.Received("A", first, now)
+	since := now // b's explicit exchange with the restarted a
+	old := p.b.hosts["A"].remotes[key{"g1", "a"}].epoch
+	now = now.Add(iv)
+	ea := a2.For("g1", "a").Changed()
+	frame0(a2.Due(now)) // carries a's change: lost
+	now = now.Add(iv)
+	p.b.Received("A", frame0(a2.Due(now)), now)
+	ack := a2.Received("B", frame0(p.b.Due(now)), now)
+	p.b.Answered("A", now, ack, now)
+	if _, acked, ok := p.b.For("g1", "b").Peer("a", old, since, now); ok && acked.After(since) {
+		t.Fatalf("B vouches for a at %d acknowledged at +%v, though a changed to %d in a lost frame", old, acked.Sub(t0), ea)
+	}
+}
+
+// Adapting, the acknowledgement bound starts an interval above Fresh (ackFloor): an idle host's
+// newest acknowledged frame was sent up to an interval before the last message heard from it,
+// so with both bounds at Fresh a delay a little above the usual turned hosts stale while heard.
+func TestAckFloorIsAnIntervalAboveFresh(t *testing.T) {
+	for _, adapt := range []bool{false, true} {
+		cfg := Config{Self: "A", Incarnation: 1, Interval: iv}
+		if adapt {
+			cfg.FreshMax = time.Second + iv
+		}
+		a, err := New(cfg)
+		must(t, err)
+		must(t, a.AddMember("g1", "a", map[string]string{"a": "A", "b": "B"}, nil))
+		a.For("g1", "a").Changed()
+		out := a.Due(t0)
+		a.Received("B", Frame{Incarnation: 7, Seq: 1, Upto: 1}, t0)
+		a.Answered("B", t0, Ack{Incarnation: 7, Seq: out[0].Frame.Seq, Upto: 1}, t0)
+		late := t0.Add(2*iv + iv/2)                                   // acknowledged 2.5 intervals ago
+		a.Received("B", Frame{Incarnation: 7, Seq: 2, Upto: 1}, late) // heard just now
+		if v, _ := a.Host("B", late); v.Fresh != adapt {
+			t.Fatalf("adapt %v: acknowledged 2.5 intervals ago, heard now: fresh %v (bound %v)", adapt, v.Fresh, v.Bound)
+		}
+	}
+}

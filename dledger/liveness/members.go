@@ -25,14 +25,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 		if slices.Contains(before, h) {
 			continue
 		}
-		hs := t.hosts[h]
-		if hs == nil {
-			hs = &host{id: h, remotes: map[key]*remote{}, stale: true}
-			t.hosts[h] = hs
-			t.order = append(t.order, h)
-			slices.Sort(t.order)
-		}
-		hs.refs++
+		t.hostFor(h).refs++
 	}
 	for _, h := range before {
 		if slices.Contains(after, h) {
