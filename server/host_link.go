@@ -160,7 +160,7 @@ func (hl *hostLinks) newLink(host string) (*link, error) {
 // reports nothing to the members: the group link does (PeerGone, PeerReachable), and a frame
 // that fails tells the table (frameAnswer).
 func (hl *hostLinks) newLiveClient(host string) (*rpc.Client, error) {
-	return rpc.NewClient(rpc.ClientOptions{Peers: map[string]string{host: host}, Auth: hl.auth,
+	return rpc.NewClient(rpc.ClientOptions{Peers: map[string]string{host: host}, Auth: hl.auth, CallTimeout: frameCallTimeout,
 		Logger: hl.log.With(zap.String("peerHost", host), zap.Bool("liveness", true)), Hooks: hl.hooks})
 }
 
