@@ -45,7 +45,7 @@ const ProfileDLedger = "dledger"
 const ProfileLAN = "lan"
 
 // ProfileFast is "lan" with a 75 ms heartbeat and leak 8 (see FastConfig): a silent leader
-// is detected in interval + 60 ms instead of 260 ms, for about twice an idle member's CPU.
+// is detected in interval + 60 ms instead of 260 ms, for 2-2.5 times an idle member's CPU.
 const ProfileFast = "fast"
 
 // Profiles lists the profile names Profile accepts.
@@ -114,8 +114,8 @@ func DefaultConfig() Config {
 //   - Everything else is lan's: the vote rounds and intervals are sized by round trips, not
 //     by the heartbeat. The stall threshold becomes 37.5 ms (interval / 2, its own rule), and
 //     the check-quorum margin stays 100 ms (QuorumMargin's floor of ten passes).
-//   - The cost: 2.7 times the heartbeats, measured at 1.8-2.1 times an idle member's CPU of
-//     lan (BENCHMARKS.md, "The idle cost of a 75 ms heartbeat"), which is why it is not the
+//   - The cost: 2.7 times the heartbeats, measured at 2.0-2.5 times an idle member's CPU of
+//     lan (BENCHMARKS.md, "Pause failover with the fast profile"), which is why it is not the
 //     default.
 func FastConfig() Config {
 	c := DefaultConfig()

@@ -77,7 +77,7 @@ func addTimingFlags(fs *flag.FlagSet) *timingFlags {
 			dledger.ProfileLAN, a, dledger.ProfileDLedger, b, dledger.ProfileFast, c)
 	}
 	fs.StringVar(&t.profile, "profile", dledger.ProfileLAN, "timing profile: lan (our LAN defaults), dledger (Java DLedger's defaults) "+
-		"or fast (lan with a 75 ms heartbeat: a silent leader replaced in about 150 ms, for about twice the idle CPU)")
+		"or fast (lan with a 75 ms heartbeat: a silent leader replaced in about 150 ms, for 2-2.5 times the idle CPU)")
 	fs.StringVar(&t.preferred, "preferred-leader-ids", "", "preferred leaders, ';'-separated (preferredLeaderIds)")
 	fs.Func("max-heartbeat-leak", "heartbeats a follower may miss before it campaigns (maxHeartBeatLeak)"+
 		fromProfile(lan.MaxHeartBeatLeak, dl.MaxHeartBeatLeak, fast.MaxHeartBeatLeak), func(s string) error {
