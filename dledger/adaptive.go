@@ -63,11 +63,15 @@ func (c Config) DetectorBounds() detect.Bounds {
 func (c Config) DetectionMargin() time.Duration { return 6 * c.MaintainInterval }
 
 // QuorumMargin is the smallest of the check-quorum window's two margins: the larger of the
-// stall threshold and DetectionMargin (lan 100 ms, dledger 1 s). The check-quorum window is not
-// on a failover's path (followers detect a silent leader), and its second margin is what
-// absorbs a round trip's step no sample has shown yet (a noisy neighbour's 100 ms: 2 x 60 ms
-// would leave 20 ms of slack, 2 x 100 ms leaves 100).
-func (c Config) QuorumMargin() time.Duration { return max(c.StallThreshold(), c.DetectionMargin()) }
+// stall threshold and ten passes, 10 x maintainInterval (lan and fast 100 ms, dledger 1 s).
+// The check-quorum window is not on a failover's path (followers detect a silent leader), and
+// its second margin is what absorbs a round trip's step no sample has shown yet (a noisy
+// neighbour's 100 ms: 2 x 60 ms would leave 20 ms of slack, 2 x 100 ms leaves 100). Ten
+// passes, not the stall threshold alone: the stall threshold is half an interval, and the
+// step, like DetectionMargin's scheduling noise, does not shrink with the interval (the fast
+// profile's 75 ms heartbeat would make it 37.5 ms, and the slack 20 ms). Ten passes is always
+// above DetectionMargin's six.
+func (c Config) QuorumMargin() time.Duration { return max(c.StallThreshold(), 10*c.MaintainInterval) }
 
 // adapts says whether this member adapts its windows: not with a liveness table (above).
 func (e *Elector) adapts() bool { return e.live == nil }

@@ -466,13 +466,12 @@ func TestAHeldSuspicionTimesOutWhenTheLeaderBecomesOverdue(t *testing.T) {
 
 // TestAStopTheWorldOfTheLeaderIsNoSilenceAtAnyInterval: the follower timeout's margin floor
 // (DetectionMargin, docs/protocol.md 14.2) does not shrink with the heartbeat interval. With
-// a 75 ms heartbeat (leak 8, DW 600 ms), a follower settled on steady gaps still waits out a
+// the fast profile's 75 ms heartbeat (leak 8, DW 600 ms), a follower settled on steady gaps still waits out a
 // heartbeat that a 50 ms stop-the-world of the leader delayed (the calm set's leader-stw,
 // before any sample showed one), and times out once the leader is silent beyond the floor.
 // With the stall threshold as the margin (37.5 ms at 75 ms) it timed out during the stop.
 func TestAStopTheWorldOfTheLeaderIsNoSilenceAtAnyInterval(t *testing.T) {
-	cfg := testConfig()
-	cfg.HeartBeatInterval, cfg.MaxHeartBeatLeak = 75*time.Millisecond, 8
+	cfg := FastConfig()
 	u := newUnitWithConfig(t, 3, nil, cfg)
 	u.setTerm(1, "")
 	for range 9 {

@@ -44,8 +44,12 @@ const ProfileDLedger = "dledger"
 // ProfileLAN is our default, chosen for members on one LAN (see DefaultConfig).
 const ProfileLAN = "lan"
 
+// ProfileFast is "lan" with a 75 ms heartbeat and leak 8 (see FastConfig): a silent leader
+// is detected in interval + 60 ms instead of 260 ms, for 2-2.5 times an idle member's CPU.
+const ProfileFast = "fast"
+
 // Profiles lists the profile names Profile accepts.
-func Profiles() []string { return []string{ProfileLAN, ProfileDLedger} }
+func Profiles() []string { return []string{ProfileLAN, ProfileDLedger, ProfileFast} }
 
 // Profile returns the named timing profile.
 func Profile(name string) (Config, error) {
@@ -65,6 +69,8 @@ func Profile(name string) (Config, error) {
 		}, nil
 	case ProfileLAN, "":
 		return DefaultConfig(), nil
+	case ProfileFast:
+		return FastConfig(), nil
 	}
 	return Config{}, fmt.Errorf("unknown profile %q (known: %s)", name, strings.Join(Profiles(), ", "))
 }
@@ -92,6 +98,30 @@ func DefaultConfig() Config {
 		LeadershipTransferWaitTimeout:  1000 * time.Millisecond,
 		MaintainInterval:               10 * time.Millisecond,
 	}
+}
+
+// FastConfig is the "fast" profile: "lan" with a heartbeat every 75 ms and MaxHeartBeatLeak 8,
+// for an operator who wants a silent leader (SIGSTOP, a hung disk, a paused VM, a black-holed
+// link) replaced within about 150 ms and pays for it in idle CPU (docs/protocol.md 6.1, 14.4).
+// The reasons:
+//   - An adapted follower timeout cannot be shorter than interval + DetectionMargin (60 ms):
+//     until then a silent leader looks like the gap before its next heartbeat. 75 + 60 = 135
+//     ms leaves about 15 ms for the election within 150 ms; lan's 200 ms interval gives 260.
+//   - Leak 8 keeps the detection window at 600 ms (8 x 75), lan's: so the fixed window until a
+//     link is measured, the ceiling of every adapted window, the rpc call timeout
+//     (max(1 s, DW - interval) = 1 s), the back-offs and the liveness bound are lan's, and
+//     the profile tolerates the same round trips (docs/protocol.md 6.2).
+//   - Everything else is lan's: the vote rounds and intervals are sized by round trips, not
+//     by the heartbeat. The stall threshold becomes 37.5 ms (interval / 2, its own rule), and
+//     the check-quorum margin stays 100 ms (QuorumMargin's floor of ten passes).
+//   - The cost: 2.7 times the heartbeats, measured at 2.0-2.5 times an idle member's CPU of
+//     lan (BENCHMARKS.md, "Pause failover with the fast profile"), which is why it is not the
+//     default.
+func FastConfig() Config {
+	c := DefaultConfig()
+	c.HeartBeatInterval = 75 * time.Millisecond
+	c.MaxHeartBeatLeak = 8
+	return c
 }
 
 // DetectionWindow is how long a follower waits without heartbeats: leak x interval.

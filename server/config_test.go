@@ -15,7 +15,7 @@ import (
 func TestElectionConfigFillsZeroFieldsFromTheProfile(t *testing.T) {
 	c := Config{Keys: testKeys, Group: "g", SelfID: "n0", Peers: "n0-127.0.0.1:1", Election: dledger.Config{
 		LeadershipTransferWaitTimeout: 7 * time.Second, MaxLeadershipTransferWaitIndex: 5}}
-	for _, profile := range []string{"", dledger.ProfileLAN, dledger.ProfileDLedger} {
+	for _, profile := range append([]string{""}, dledger.Profiles()...) {
 		c.Profile = profile
 		got, err := c.ElectionConfig()
 		if err != nil {
@@ -39,6 +39,21 @@ func TestElectionConfigFillsZeroFieldsFromTheProfile(t *testing.T) {
 	if got := s.elector.Config(); got.LeadershipTransferWaitTimeout != 7*time.Second ||
 		got.MaxLeadershipTransferWaitIndex != 5 || got.HeartBeatInterval != 2*time.Second {
 		t.Fatalf("the elector runs with %+v", got)
+	}
+}
+
+// The detector's check-quorum ceiling is the call timeout plus an interval (docs/protocol.md
+// 14.2): dledger.Config.DetectorBounds assumes the call timeout this package gives the rpc
+// client, for every profile, so a late answer it counts can still arrive.
+func TestDetectorBoundsAssumeTheCallTimeout(t *testing.T) {
+	for _, name := range dledger.Profiles() {
+		cfg, _ := dledger.Profile(name)
+		for _, c := range []dledger.Config{cfg, dledger.Config{HeartBeatInterval: 50 * time.Millisecond, MaxHeartBeatLeak: 30}.WithDefaults(cfg)} {
+			if b := c.DetectorBounds(); b.QuorumCeiling != callTimeout(c)+c.HeartBeatInterval {
+				t.Errorf("profile %s, interval %v, leak %d: check-quorum ceiling %v, call timeout %v + interval",
+					name, c.HeartBeatInterval, c.MaxHeartBeatLeak, b.QuorumCeiling, callTimeout(c))
+			}
+		}
 	}
 }
 

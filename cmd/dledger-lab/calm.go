@@ -14,7 +14,7 @@ import (
 // `dledger-lab calm`: the flags are parsed here; the benchmark is package
 // cmd/dledger-lab/internal/calm.
 
-const calmUsage = `usage: dledger-lab calm [--scenario all|NAME[,NAME...]] [--members 3] [--duration 60s] [--profile lan|dledger] [flags]
+const calmUsage = `usage: dledger-lab calm [--scenario all|NAME[,NAME...]] [--members 3] [--duration 60s] [--profile lan|dledger|fast] [flags]
 
 Faults that must not move leadership. Each scenario runs a fresh group of real 'dledger server'
 processes on 127.0.0.1, injects its fault again and again for --duration, and counts leader
@@ -54,7 +54,7 @@ func runCalm(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Members, "members", 3, "group size, 3 to 9")
 	fs.DurationVar(&o.Duration, "duration", 60*time.Second, "how long each scenario injects faults")
 	fs.DurationVar(&o.Settle, "settle", 0, "keep counting this long after the last fault (default 2 x detection window)")
-	fs.StringVar(&o.Profile, "profile", dledger.ProfileLAN, "the members' timing profile: lan or dledger")
+	fs.StringVar(&o.Profile, "profile", dledger.ProfileLAN, "the members' timing profile: lan, dledger or fast")
 	fs.StringVar(&o.Binary, "binary", memberBinary(), "the dledger executable to run as members (default: dledger beside this executable, or on PATH)")
 	fs.DurationVar(&o.Poll, "poll", 2*time.Millisecond, "status polling period (1ms-10ms)")
 	fs.Float64Var(&o.CPUQuota, "cpu-quota", 0.05, "cpu-starved: the member's share of one CPU (cgroup method)")

@@ -18,7 +18,7 @@ import (
 // cmd/internal/harness. The lab's benchmarks (calm, compare) are in the second command,
 // dledger-lab: the product binary runs no ip netns, ss -K, cgroup writes or other systems.
 
-const benchUsage = `usage: dledger bench failover --members 3|5 --trials N --scenario crash|pause|cold-start [--profile lan|dledger] [flags]
+const benchUsage = `usage: dledger bench failover --members 3|5 --trials N --scenario crash|pause|cold-start [--profile lan|dledger|fast] [flags]
 
 Runs the group as real 'dledger server' processes on 127.0.0.1 and, per trial:
   crash       kill -9 the leader, then restart it and wait until the group is stable again
@@ -88,7 +88,7 @@ func parseBenchFlags(args []string, stderr io.Writer) (harness.Options, int, boo
 	fs.IntVar(&o.Members, "members", 3, "group size, 3 to 9 (3 and 5 are the standard set)")
 	fs.IntVar(&o.Trials, "trials", 10, "number of trials")
 	fs.StringVar(&o.Scenario, "scenario", harness.ScenarioCrash, "crash (kill -9 the leader), pause (SIGSTOP the leader) or cold-start")
-	fs.StringVar(&o.Profile, "profile", dledger.ProfileLAN, "the members' timing profile: lan or dledger")
+	fs.StringVar(&o.Profile, "profile", dledger.ProfileLAN, "the members' timing profile: lan, dledger or fast")
 	fs.StringVar(&o.Binary, "binary", "", "the dledger executable to run as members (default: this executable)")
 	fs.DurationVar(&o.Poll, "poll", 2*time.Millisecond, "status polling period while measuring (1ms-10ms)")
 	fs.DurationVar(&o.Settle, "settle", 0, "watch this long after convergence for needless leader changes (default 2 x detection window)")

@@ -9,7 +9,7 @@ import (
 	"github.com/dledger-go/dledger/dledger"
 )
 
-const benchReplaceUsage = `usage: dledger bench replace [--trials N] [--profile lan|dledger] [flags]
+const benchReplaceUsage = `usage: dledger bench replace [--trials N] [--profile lan|dledger|fast] [flags]
 
 Per trial, a 3-member group of real 'dledger server' processes on 127.0.0.1 loses a follower to
 kill -9, and a new process at a new address replaces it (issue 31): started with --join, then
@@ -24,7 +24,7 @@ func runBenchReplace(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench replace", flag.ContinueOnError)
 	o := harness.ReplaceOptions{}
 	fs.IntVar(&o.Trials, "trials", 10, "replacements, each on a fresh group")
-	fs.StringVar(&o.Profile, "profile", dledger.ProfileLAN, "the members' timing profile: lan or dledger")
+	fs.StringVar(&o.Profile, "profile", dledger.ProfileLAN, "the members' timing profile: lan, dledger or fast")
 	fs.StringVar(&o.Binary, "binary", "", "the dledger executable run as members (default: this one)")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "the members' --log-level")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the work dir (logs, data dirs) even on success")

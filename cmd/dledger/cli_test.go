@@ -73,7 +73,7 @@ func TestServerExitCodesAndOneLineErrors(t *testing.T) {
 		{"bad timings", 2, []string{"--id", "n0", "--peers", ok1, "--min-vote-interval", "500", "--max-vote-interval", "400"}, "minVoteInterval"},
 		{"bad duration", 2, []string{"--id", "n0", "--peers", ok1, "--heartbeat-interval", "soon"}, "heartbeat-interval"},
 		{"bad leak", 2, []string{"--id", "n0", "--peers", ok1, "--max-heartbeat-leak", "x"}, "max-heartbeat-leak"},
-		{"unknown profile", 2, []string{"--id", "n0", "--peers", ok1, "--profile", "wan"}, "wan"},
+		{"unknown profile", 2, []string{"--id", "n0", "--peers", ok1, "--profile", "wan"}, `unknown profile "wan" (known: lan, dledger, fast)`},
 		{"bad log level", 2, []string{"--id", "n0", "--peers", ok1, "--log-level", "loud"}, "log-level"},
 		{"bad log format", 2, []string{"--id", "n0", "--peers", ok1, "--log-format", "xml"}, "log-format"},
 		{"rpc port leaves no default http", 2, []string{"--id", "n0", "--peers", "n0-127.0.0.1:64600;n1-127.0.0.1:64601"}, "--http"},
@@ -122,7 +122,8 @@ func TestServerHelpShowsTheProfileDefaults(t *testing.T) {
 	if strings.Contains(help, "(default 0s)") || strings.Contains(help, "(default 0)") {
 		t.Fatalf("help shows a zero default:\n%s", help)
 	}
-	for _, want := range []string{"lan 200ms, dledger 2s", "lan 3, dledger 3", "lan 100ms, dledger 300ms", "lan 1000, dledger 1000"} {
+	for _, want := range []string{"lan 200ms, dledger 2s, fast 75ms", "lan 3, dledger 3, fast 8", "lan 100ms, dledger 300ms, fast 100ms",
+		"lan 1000, dledger 1000, fast 1000", "or fast (lan with a 75 ms heartbeat"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help lacks %q:\n%s", want, help)
 		}

@@ -77,6 +77,7 @@ func TestServerSettingsPrecedence(t *testing.T) {
 	base := []string{"--id", "n0", "--peers", cfgPeers2, "--data-dir", filepath.Join(dir, "data"), "--key-file", key}
 	file := writeFile(t, dir, "n0.yaml", "group: from-file\nheartBeatTimeIntervalMs: 300\nmaxHeartBeatLeak: 4\nmetrics: 127.0.0.1:30001\n", 0o644)
 	dledgerFile := writeFile(t, dir, "dl.yaml", "profile: dledger\nmaxVoteIntervalMs: 1500\n", 0o644)
+	fastFile := writeFile(t, dir, "fast.yaml", "profile: fast\n", 0o644)
 	for _, c := range []struct {
 		name        string
 		args, env   []string
@@ -107,6 +108,14 @@ func TestServerSettingsPrecedence(t *testing.T) {
 			"default", 200 * time.Millisecond, 3, "", 1500 * time.Millisecond, "--group"},
 		{"profile from flag over env", []string{"--config", dledgerFile, "--profile", "dledger"}, []string{"DLEDGER_PROFILE=lan"},
 			"default", 2 * time.Second, 3, "", 1500 * time.Millisecond, "--group"},
+		// The fast profile (docs/protocol.md 6.1) in every layer, and a timing over it.
+		{"fast profile from flag", []string{"--profile", "fast"}, nil, "default", 75 * time.Millisecond, 8, "", 300 * time.Millisecond, "--group"},
+		{"fast profile from env", nil, []string{"DLEDGER_PROFILE=fast"}, "default", 75 * time.Millisecond, 8, "", 300 * time.Millisecond, "--group"},
+		{"fast profile from file", []string{"--config", fastFile}, nil, "default", 75 * time.Millisecond, 8, "", 300 * time.Millisecond, "--group"},
+		{"fast profile, heartbeat from env", []string{"--config", fastFile}, []string{"DLEDGER_HEARTBEAT_INTERVAL=100"},
+			"default", 100 * time.Millisecond, 8, "", 300 * time.Millisecond, "--group"},
+		{"lan from flag over fast from file", []string{"--config", fastFile, "--profile", "lan"}, nil,
+			"default", 200 * time.Millisecond, 3, "", 300 * time.Millisecond, "--group"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			su := resolveOK(t, append(append([]string{}, base...), c.args...), c.env)

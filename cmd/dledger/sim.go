@@ -11,10 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/sim"
 )
 
-const simUsage = `usage: dledger sim --seeds N [--seed-start S] [--members K|mixed] [--profile lan|dledger|mixed]
+const simUsage = `usage: dledger sim --seeds N [--seed-start S] [--members K|mixed] [--profile lan|dledger|fast|mixed]
                   [--scenario chaos|rejoin|mixed] [--duration D] [--rpc-timeout D] [--workers W]
                   [--trace] [--hashes] [--broken MODE] [--reports R] [--hosts H [--groups G]]
                   [--reconfig]
@@ -24,9 +25,9 @@ event. A violation prints the seed, the invariant, the last trace events and a c
 replays it with the full trace. Exit status 0 only when no seed violated an invariant.
 
   mixed members   3 for even seeds, 5 for odd seeds
-  mixed profile   lan when seed/2 is even, dledger when it is odd
+  mixed profile   lan when seed/2 is even, dledger when it is odd (never fast)
   mixed scenario  rejoin (L2) when seed/4 is a multiple of 4, chaos otherwise
-  --duration 0    100 detection windows of the profile (lan 60s, dledger 10m) of virtual time
+  --duration 0    100 detection windows of the profile (lan and fast 60s, dledger 10m) of virtual time
   --hosts H       hosts of many groups (docs/protocol.md section 12): H hosts, each a member of
                   G groups (--groups, default 20; member k of group g on host (g+k) mod H), a
                   liveness table per host, host faults (crash, pause, restart, isolation, cut);
@@ -70,7 +71,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	seeds := fs.Int("seeds", 0, "number of seeds to run (required, >= 1)")
 	seedStart := fs.Uint64("seed-start", 1, "first seed")
 	members := fs.String("members", sim.Mixed, "members per group: 3..7, or mixed (3 and 5)")
-	profile := fs.String("profile", sim.Mixed, "timing profile: lan, dledger, or mixed")
+	profile := fs.String("profile", sim.Mixed, "timing profile: lan, dledger, fast, or mixed (lan and dledger by seed)")
 	scenario := fs.String("scenario", sim.Mixed, "chaos (faults and heals: S1-S5, L1, L3), rejoin (L2), or mixed")
 	duration := fs.Duration("duration", 0, "virtual time per seed before the final heal (0: 100 detection windows)")
 	rpcTimeout := fs.Duration("rpc-timeout", sim.DefaultRPCTimeout, "simulated rpc call timeout")
@@ -193,7 +194,7 @@ func simMembers(members string) (int, error) {
 // simProfiles and simScenarios are the values --profile and --scenario take, in the order
 // an error names them.
 var (
-	simProfiles  = []string{"lan", "dledger", sim.Mixed}
+	simProfiles  = append(dledger.Profiles(), sim.Mixed)
 	simScenarios = []string{string(sim.ScenarioChaos), string(sim.ScenarioRejoin), sim.Mixed}
 )
 

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/dledger-go/dledger/dledger/sim"
 )
 
 // TestSimReplayCommandReplays runs what a user would paste: the replay line a violation
@@ -110,5 +112,44 @@ func TestSimHashesOnePerSeedAndReplayed(t *testing.T) {
 		if two[i] != l {
 			t.Fatalf("seed %d: %q with one worker, %q with two", 3+i, l, two[i])
 		}
+	}
+}
+
+// TestSimFastProfile: --profile fast reaches the runs (the same seeds with lan run other
+// events), passes its seeds, and "mixed" never picks it (the CI campaign's trace hashes stay
+// those of lan and dledger); a profile that is not one is refused with the list.
+func TestSimFastProfile(t *testing.T) {
+	hashes := func(profile string) []string {
+		var out, errb bytes.Buffer
+		if code := run([]string{"sim", "--seeds", "4", "--seed-start", "1", "--members", "mixed", "--profile", profile,
+			"--scenario", "mixed", "--duration", "6s", "--hashes", "--workers", "1"}, &out, &errb); code != 0 {
+			t.Fatalf("--profile %s: exit %d\n%s%s", profile, code, out.String(), errb.String())
+		}
+		var got []string
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(l, "seed=") {
+				got = append(got, l)
+			}
+		}
+		if len(got) != 4 {
+			t.Fatalf("--profile %s: %d hash lines for 4 seeds", profile, len(got))
+		}
+		return got
+	}
+	fast, lan := hashes("fast"), hashes("lan")
+	for i := range fast {
+		if fast[i] == lan[i] {
+			t.Errorf("seed %d runs the same events with fast as with lan: %s", i+1, fast[i])
+		}
+	}
+	for seed := uint64(1); seed <= 64; seed++ {
+		if p := (sim.CampaignOptions{Profile: sim.Mixed}).OptionsFor(seed).Profile; p != "lan" && p != "dledger" {
+			t.Fatalf("mixed picks profile %q for seed %d", p, seed)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"sim", "--seeds", "1", "--profile", "wan"}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), `--profile must be lan, dledger, fast or mixed (got "wan")`) {
+		t.Fatalf("--profile wan: exit %d, stderr %q", code, errb.String())
 	}
 }

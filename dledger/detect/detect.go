@@ -20,7 +20,7 @@
 // without calling it a stall, three passes at each (docs/protocol.md 14.2): 60 ms. Check-quorum
 // differs in four ways: its samples are round trips, to which it adds the interval (the next
 // round goes an interval after the last); its margin floor is Bounds.QuorumMargin, the larger
-// of that and the stall threshold; it keeps two margins (QuorumMargins); and its ceiling is the
+// of the stall threshold and ten passes (100 ms with lan and fast); it keeps two margins (QuorumMargins); and its ceiling is the
 // rpc call timeout plus an interval: a late answer can arrive until the call timeout, and
 // counting it is what keeps a leader in office on a slow link. Until Min (8) samples have
 // been seen since the link was new or repaired (Restart), a window is never below the

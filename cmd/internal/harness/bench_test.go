@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,18 @@ func TestBenchOptionsResolve(t *testing.T) {
 	o.LogLevel = "loud"
 	if err := o.Resolve(); err == nil {
 		t.Fatal("--log-level loud accepted")
+	}
+	// The members run the profile named (cluster.go passes --profile on), and the bench's own
+	// bounds follow its timings: the fast profile's 75 ms heartbeat, its detection window lan's.
+	o.LogLevel, o.Profile, o.Settle, o.Timeout = "info", "fast", 0, 0
+	if err := o.Resolve(); err != nil {
+		t.Fatal(err)
+	}
+	if c := o.Timings(); c.HeartBeatInterval != 75*time.Millisecond || c.MaxHeartBeatLeak != 8 || o.Settle != 1200*time.Millisecond {
+		t.Fatalf("--profile fast: timings %+v, settle %v", c, o.Settle)
+	}
+	o.Profile = "wan"
+	if err := o.Resolve(); err == nil || !strings.Contains(err.Error(), "known: lan, dledger, fast") {
+		t.Fatalf("--profile wan: %v, want the known profiles named", err)
 	}
 }
