@@ -5,7 +5,9 @@ package main
 // profile of its first SECONDS and, at their end, its mutex and block profiles, a goroutine
 // dump and a heap profile (after a collection: the live heap by owner), to
 // DIR/<pid>-{cpu,mutex,block,goroutine,heap}.pprof, and its memory every 250 ms over those
-// SECONDS to DIR/<pid>-mem.tsv (server_profile_mem.go). `dledger bench groups` starts its hosts
+// SECONDS to DIR/<pid>-mem.tsv (server_profile_mem.go). DIR,SECONDS,FROM also writes a heap
+// profile at FROM seconds (<pid>-heap-from.pprof), the base for what a window allocated
+// (`go tool pprof -sample_index=alloc_space -base`: a settled host's allocations while idle). `dledger bench groups` starts its hosts
 // with its own environment, so a cold start's three hosts can be profiled without an admin
 // endpoint (issue 29: where a mass election's time and waits go; BENCHMARKS.md).
 
@@ -38,10 +40,9 @@ func startProfiles(log *zap.Logger) {
 	if v == "" {
 		return
 	}
-	dir, secs, _ := strings.Cut(v, ",")
-	n, err := strconv.Atoi(secs)
-	if err != nil || n <= 0 || dir == "" {
-		log.Warn("DLEDGERPPROF wants DIR,SECONDS; not profiling", zap.String("value", v))
+	dir, n, heapFrom, err := parseProfileEnv(v)
+	if err != nil {
+		log.Warn("DLEDGERPPROF wants DIR,SECONDS[,FROM]; not profiling", zap.String("value", v), zap.Error(err))
 		return
 	}
 	prefix := filepath.Join(dir, strconv.Itoa(os.Getpid()))
@@ -71,6 +72,14 @@ func startProfiles(log *zap.Logger) {
 			_ = mem.Close()
 		}()
 	}
+	if heapFrom > 0 { // what was allocated from FROM to SECONDS: pprof -base <pid>-heap-from.pprof
+		time.AfterFunc(time.Duration(heapFrom)*time.Second, func() {
+			runtime.GC()
+			if err := writeProfile("heap", prefix+"-heap-from.pprof"); err != nil {
+				log.Warn("profile not written", zap.String("profile", "heap-from"), zap.Error(err))
+			}
+		})
+	}
 	time.AfterFunc(time.Duration(n)*time.Second, func() {
 		pprof.StopCPUProfile()
 		_ = cpu.Close()
@@ -86,6 +95,21 @@ func startProfiles(log *zap.Logger) {
 		runtime.SetBlockProfileRate(0)
 		log.Info("profiles written", zap.String("prefix", prefix))
 	})
+}
+
+// parseProfileEnv reads DIR,SECONDS[,FROM]: FROM (0 when absent) within (0, SECONDS).
+func parseProfileEnv(v string) (dir string, secs, from int, err error) {
+	dir, rest, _ := strings.Cut(v, ",")
+	s, f, hasFrom := strings.Cut(rest, ",")
+	if secs, err = strconv.Atoi(s); err == nil && (secs <= 0 || dir == "") {
+		err = fmt.Errorf("no DIR or SECONDS %d not positive", secs)
+	}
+	if err == nil && hasFrom {
+		if from, err = strconv.Atoi(f); err == nil && (from <= 0 || from >= secs) {
+			err = fmt.Errorf("FROM %d not within (0, %d)", from, secs)
+		}
+	}
+	return dir, secs, from, err
 }
 
 func writeProfile(name, path string) error {

@@ -43,6 +43,7 @@ var memColumns = []struct {
 	{"total", []string{"/memory/classes/total:bytes"}},
 	{"goroutines", []string{"/sched/goroutines:goroutines"}},
 	{"gc_cycles", []string{"/gc/cycles/total:gc-cycles"}},
+	{"allocs", []string{"/gc/heap/allocs:bytes"}},
 }
 
 // memSampler reads memColumns and the process's RSS.

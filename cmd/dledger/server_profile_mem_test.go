@@ -42,3 +42,29 @@ func TestSampleMemoryLines(t *testing.T) {
 		}
 	}
 }
+
+// TestParseProfileEnv: DLEDGERPPROF's DIR,SECONDS and the optional FROM (a heap profile at FROM
+// seconds, the base of the window's allocations); a FROM outside (0, SECONDS) or anything
+// unreadable is refused (the server then does not profile).
+func TestParseProfileEnv(t *testing.T) {
+	for _, c := range []struct {
+		v          string
+		dir        string
+		secs, from int
+		ok         bool
+	}{
+		{"/tmp/p,40", "/tmp/p", 40, 0, true},
+		{"/tmp/p,40,25", "/tmp/p", 40, 25, true},
+		{"/tmp/p,40,40", "", 0, 0, false},
+		{"/tmp/p,40,0", "", 0, 0, false},
+		{"/tmp/p,40,x", "", 0, 0, false},
+		{"/tmp/p,0", "", 0, 0, false},
+		{",40", "", 0, 0, false},
+		{"/tmp/p", "", 0, 0, false},
+	} {
+		dir, secs, from, err := parseProfileEnv(c.v)
+		if (err == nil) != c.ok || c.ok && (dir != c.dir || secs != c.secs || from != c.from) {
+			t.Errorf("%q: %q %d %d %v, want %q %d %d ok=%v", c.v, dir, secs, from, err, c.dir, c.secs, c.from, c.ok)
+		}
+	}
+}
