@@ -85,8 +85,9 @@ func newHostLive(self string, interval time.Duration, links *hostLinks, log *zap
 }
 
 // logHost logs a peer host's turn fresh, stale or restarted, with what made it so: how long
-// ago it was last heard from and last acknowledged a frame (stale after the freshness bound,
-// twice the interval), a failed link, and the changes it has not acknowledged yet.
+// ago it was last heard from and last acknowledged a frame (stale when not heard within the
+// freshness bound, or acknowledging older than ackBound, the bound adapted to its delays), a
+// failed link, and the changes it has not acknowledged yet.
 func (l *hostLive) logHost(host string) {
 	now := time.Now()
 	v, _ := l.table.Host(host, now)
@@ -98,7 +99,7 @@ func (l *hostLive) logHost(host string) {
 	}
 	l.log.Info("peer host turned fresh, stale or restarted", zap.String("host", host), zap.Bool("fresh", v.Fresh),
 		zap.Duration("sinceHeard", age(v.Heard)), zap.Duration("sinceAcked", age(v.Acked)),
-		zap.Bool("linkFailed", v.Failed), zap.Int("unacked", v.Unacked))
+		zap.Bool("linkFailed", v.Failed), zap.Int("unacked", v.Unacked), zap.Duration("ackBound", v.Bound))
 }
 
 // addMember registers a hosted member; wake schedules its elector's pass now.
