@@ -134,6 +134,9 @@ type Host struct {
 	// groupOne is one member of each group on this host (any one), which AddGroup compares a
 	// new member of that group with (samePeers) without walking every member.
 	groupOne map[string]*Server
+	// membersGen counts the changes of members (admit, forget): the balancer keeps its ordered
+	// copy of them while it holds (host_balance.go).
+	membersGen uint64
 	// votes is the host's vote journal (host_votes.go), opened by the first member that
 	// needs it; its members' stores are their Server.journaled, closed when they leave.
 	votes *memberstate.Journal
@@ -394,6 +397,7 @@ func (h *Host) admit(key memberKey, s *Server, journaled *memberstate.JournalSto
 		s.elector.WithdrawCandidacy("host drained")
 	}
 	h.members[key] = s
+	h.membersGen++
 	if h.groupOne[key.group] == nil {
 		h.groupOne[key.group] = s
 	}
@@ -523,6 +527,7 @@ func (h *Host) forget(s *Server) {
 	defer h.mu.Unlock()
 	if k := (memberKey{s.cfg.Group, s.cfg.SelfID}); h.members[k] == s {
 		delete(h.members, k)
+		h.membersGen++
 		if h.groupOne[k.group] == s {
 			h.forgetGroupOne(s)
 		}

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,6 +102,8 @@ type balancer struct {
 	// the members' publishers write it, never waiting for a plan.
 	rmu   sync.Mutex
 	roles map[*Server]roleNote
+	// view is the plans' view, kept between them (balanceView).
+	view viewCache
 
 	// started, peak: transfers started, and the most in flight at once; lastErrs: the latest
 	// failures (tests, diagnostics).
@@ -270,12 +274,11 @@ func (h *Host) balanceOnce(ctx context.Context) {
 		b.mu.Unlock()
 		return
 	}
-	view, leaders := h.balanceView(time.Now())
-	plan := balance.PlanAll(view)
+	plan, lead := h.planOnce(time.Now())
 	b.mu.Lock()
 	b.queue = b.queue[:0]
-	for _, m := range plan.Moves {
-		b.queue = append(b.queue, queuedMove{m, leaders[m.Group]})
+	for i, m := range plan.Moves {
+		b.queue = append(b.queue, queuedMove{m, lead[i]})
 	}
 	if plan.Short > 0 && b.quiet <= b.quietPeriods {
 		after(&b.short, b.again, b.wake)
@@ -371,16 +374,69 @@ func (h *Host) selfHost(members []*Server) string {
 	return h.cfg.Listen
 }
 
-// balanceView is the balance.View of this host's started members at now, and the member that
-// leads each group this host leads. A group with several members here is one group, seen by the
-// one that leads (or any).
-func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
+// viewCache is the balancer's view of the host's groups, kept between plans and rewritten in
+// place by each (balanceView): its slices and each group's members slice keep their arrays, so
+// that a plan of a settled host allocates nothing. Rebuilt from nothing at every plan, the
+// view was 71 % of what a settled host of 10,000 groups allocated (about 30 MB a plan:
+// BENCHMARKS.md, "What allocates in a settled 10,000-group host"), which kept the collector's
+// heap goal at twice the live heap (docs/design.md, "What a settled host allocates").
+type viewCache struct {
+	// mu is held by whoever builds the view and reads it: the loop's plan, BalanceLoads.
+	mu sync.Mutex
+	// members: the host's members ordered as Host.Members, taken again only when the host's
+	// membersGen has moved past gen (a member added or removed).
+	members []*Server
+	gen     uint64
+	v       balance.View
+	lead    []*Server // per v.Groups: the member here that leads it, or nil
+	nLed    int       // the groups of v a member here leads
+	g       balance.Group
+	peers   []dledger.PeerBrief // a leader's Brief's buffer
+	// changed: the last balanceView wrote something the view before it did not have. idle: a
+	// plan of the view as it is found no move and no shortfall (PlanAll is a function of the
+	// view: planning it again would find the same), false again at any change.
+	changed, idle bool
+}
+
+// planOnce builds the balancer's view at now and plans it (balance.PlanAll), and returns the
+// plan with the member here that leads each move's group. A view that has not changed since a
+// plan of it found nothing to do is not planned again: the plan, a function of the view, would
+// be the same (no move, no shortfall), and a settled host plans for a few periods after each
+// change (periodDue), at 10,000 groups a few MB a plan.
+func (h *Host) planOnce(now time.Time) (balance.Schedule, []*Server) {
+	vc := &h.bal.view
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	h.balanceView(vc, now)
+	if vc.idle {
+		return balance.Schedule{}, nil
+	}
+	plan := balance.PlanAll(vc.v)
+	vc.idle = len(plan.Moves) == 0 && plan.Short == 0
+	var lead []*Server
+	for _, m := range plan.Moves {
+		lead = append(lead, vc.leaderOf(m.Group))
+	}
+	return plan, lead
+}
+
+// balanceView rewrites vc (the balancer's view, or a test's) with this host's started members
+// at now, and which member here leads each group this host leads (vc.lead), and says whether
+// anything in it changed. A group with several members here is one group, seen by the one
+// that leads (or any). The caller holds vc.mu, and reads the view only while it does.
+func (h *Host) balanceView(vc *viewCache, now time.Time) bool {
 	b := h.bal
-	members := h.Members()
-	self := h.selfHost(members)
-	v := balance.View{Self: self}
-	leaders := map[string]*Server{}
-	at := map[string]int{} // group -> index in v.Groups
+	h.mu.Lock()
+	gen := h.membersGen
+	h.mu.Unlock()
+	if vc.members == nil || gen != vc.gen {
+		vc.members, vc.gen = h.Members(), gen // a member added after gen was read: gen moves again
+	}
+	self := h.selfHost(vc.members)
+	vc.changed = vc.v.Self != self
+	vc.v.Self = self
+	old := len(vc.v.Groups)
+	vc.v.Groups, vc.lead, vc.nLed = vc.v.Groups[:0], vc.lead[:0], 0
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, until := range b.failed {
@@ -388,14 +444,14 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 			delete(b.failed, k)
 		}
 	}
-	for _, s := range members {
+	for _, s := range vc.members {
 		if !s.running() {
 			continue
 		}
-		g, leads := b.groupOf(s, self, now)
+		leads := b.groupOf(vc, s, self, now)
+		g := &vc.g
 		if leads {
 			g.Leader = self
-			leaders[g.Name] = s
 			if _, ok := b.leading[g.Name]; !ok {
 				b.leading[g.Name], b.lastGain = now, now
 			}
@@ -403,31 +459,83 @@ func (h *Host) balanceView(now time.Time) (balance.View, map[string]*Server) {
 		if to, ok := b.inFlight[g.Name]; ok {
 			g.Leader, g.Busy = to, true // counted as done: the next plan does not repeat it
 		}
-		if i, ok := at[g.Name]; ok {
+		// Members are ordered by group: another member of the same group is the last slot's.
+		if n := len(vc.v.Groups); n > 0 && vc.v.Groups[n-1].Name == g.Name {
 			if leads {
-				v.Groups[i] = g
+				if vc.lead[n-1] == nil {
+					vc.nLed++
+				}
+				vc.put(n-1, s)
 			}
 			continue
 		}
-		at[g.Name] = len(v.Groups)
-		v.Groups = append(v.Groups, g)
-	}
-	for g := range b.leading {
-		if leaders[g] == nil {
-			delete(b.leading, g)
+		if leads {
+			vc.nLed++
+			vc.put(len(vc.v.Groups), s)
+		} else {
+			vc.put(len(vc.v.Groups), nil)
 		}
 	}
-	return v, leaders
+	if len(vc.v.Groups) != old {
+		vc.changed = true
+	}
+	if len(b.leading) > vc.nLed { // a group this host no longer leads
+		for g := range b.leading {
+			if vc.leaderOf(g) == nil {
+				delete(b.leading, g)
+			}
+		}
+	}
+	if vc.changed {
+		vc.idle = false
+	}
+	return vc.changed
 }
 
-// groupOf is member s's group as the plan sees it, and whether s leads it. Under b.mu. A
-// member that leads (or whose role no event has told yet) is read from its elector's Status:
-// the plan needs what its leader knows of the other members (alive, ledger) and whether a
-// transfer is under way. Any other member's group needs only its leader, which its latest
-// role event names, and its members' hosts, from its peers: no lock of the elector and no
-// copy of its status, for two thirds of the members of a balanced host.
-func (b *balancer) groupOf(s *Server, self string, now time.Time) (balance.Group, bool) {
-	g := balance.Group{Name: s.cfg.Group, Pinned: len(s.elector.Config().PreferredLeaderIDs) > 0}
+// put writes the group built (vc.g) to slot i of the view, i at most its length, and lead as
+// the member here that leads it; a slot past the length is the last view's, reused, or a new
+// one. It notes whether the slot changed.
+func (vc *viewCache) put(i int, lead *Server) {
+	if i == len(vc.v.Groups) {
+		if i < cap(vc.v.Groups) {
+			vc.v.Groups = vc.v.Groups[:i+1]
+		} else {
+			vc.v.Groups = append(vc.v.Groups, balance.Group{})
+		}
+		vc.lead = append(vc.lead, nil)
+	}
+	d, g := &vc.v.Groups[i], &vc.g
+	vc.lead[i] = lead
+	if d.Name == g.Name && d.Leader == g.Leader && d.Pinned == g.Pinned && d.Busy == g.Busy && slices.Equal(d.Members, g.Members) {
+		return
+	}
+	vc.changed = true
+	d.Name, d.Leader, d.Pinned, d.Busy = g.Name, g.Leader, g.Pinned, g.Busy
+	d.Members = append(d.Members[:0], g.Members...)
+}
+
+// leaderOf is the member here that leads group in the view, or nil. The view's groups are
+// ordered by name (balanceView visits the members in Host.Members' order).
+func (vc *viewCache) leaderOf(group string) *Server {
+	i, ok := slices.BinarySearchFunc(vc.v.Groups, group, func(g balance.Group, name string) int {
+		return strings.Compare(g.Name, name)
+	})
+	if !ok {
+		return nil
+	}
+	return vc.lead[i]
+}
+
+// groupOf builds member s's group as the plan sees it into vc.g, and says whether s leads it.
+// Under b.mu. A member that leads (or whose role no event has told yet) is read from its
+// elector's Brief: the plan needs what its leader knows of the other members (alive, ledger)
+// and whether a transfer is under way. Any other member's group needs only its leader, which
+// its latest role event names, and its members' hosts, from its peers: no lock of the elector,
+// for two thirds of the members of a balanced host. Nothing is allocated: vc.g's members and
+// the Brief's peers are buffers kept between plans.
+func (b *balancer) groupOf(vc *viewCache, s *Server, self string, now time.Time) bool {
+	g := &vc.g
+	g.Name, g.Pinned, g.Leader, g.Busy, g.Members = s.cfg.Group, s.elector.Pinned(), "", false, g.Members[:0]
 	b.rmu.Lock()
 	ev, known := b.roles[s]
 	b.rmu.Unlock()
@@ -442,11 +550,12 @@ func (b *balancer) groupOf(s *Server, self string, now time.Time) (balance.Group
 			}
 			g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host})
 		}
-		return g, false
+		return false
 	}
-	st := s.elector.Status()
-	g.Busy = st.TransferringTo != "" || st.TakingLeadership
-	for _, p := range st.Peers {
+	st, peers := s.elector.Brief(vc.peers)
+	vc.peers = peers
+	g.Busy = st.Busy
+	for _, p := range peers {
 		host := p.Addr
 		if p.Self {
 			host = self
@@ -455,9 +564,9 @@ func (b *balancer) groupOf(s *Server, self string, now time.Time) (balance.Group
 			g.Leader = host
 		}
 		g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
-			Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{st.Group, p.ID}])})
+			Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{g.Name, p.ID}])})
 	}
-	return g, st.Role == protocol.LEADER
+	return st.Role == protocol.LEADER
 }
 
 // noteRoles records member s's latest role event (groupOf); a member's last event (role
@@ -490,6 +599,9 @@ func (h *Host) BalanceLoads() []balance.Load {
 	if h.bal == nil {
 		return nil
 	}
-	v, _ := h.balanceView(time.Now())
-	return balance.Totals(v)
+	vc := &h.bal.view
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	h.balanceView(vc, time.Now())
+	return balance.Totals(vc.v)
 }

@@ -590,7 +590,7 @@ func TestHostRejoinGetsItsShareBack(t *testing.T) {
 			}
 		}
 		for _, h := range r.hosts {
-			v, _ := h.balanceView(time.Now())
+			v := viewNow(h)
 			if len(v.Groups) != nGroups {
 				return false
 			}
