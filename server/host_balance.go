@@ -377,9 +377,10 @@ func (h *Host) selfHost(members []*Server) string {
 // viewCache is the balancer's view of the host's groups, kept between plans and rewritten in
 // place by each (balanceView): its slices and each group's members slice keep their arrays, so
 // that a plan of a settled host allocates nothing. Rebuilt from nothing at every plan, the
-// view was 71 % of what a settled host of 10,000 groups allocated (about 30 MB a plan:
-// BENCHMARKS.md, "What allocates in a settled 10,000-group host"), which kept the collector's
-// heap goal at twice the live heap (docs/design.md, "What a settled host allocates").
+// view was 71 % of what a settled host of 10,000 groups allocated (8.4 MiB a plan, three or
+// four plans after each change: BENCHMARKS.md, "What a settled host allocates"), which made a
+// heap goal below twice the live heap cost idle CPU (docs/design.md, "What a settled host
+// allocates").
 type viewCache struct {
 	// mu is held by whoever builds the view and reads it: the loop's plan, BalanceLoads.
 	mu sync.Mutex
