@@ -145,8 +145,8 @@ type Elector struct {
 	// dropped when the member steps down, so the followers of a host of thousands of groups
 	// (two thirds of its members) keep none (about 400 B each; issue 29). Read it only as
 	// leader.
-	peers      []peerStatus
-	ackScratch []time.Time // quorumAck's buffer, so a steady heartbeat does not allocate
+	peers []peerStatus
+	scr   *leaderScratch // quorumAck's, quorumWindow's and quorumExpiry's buffers (adaptive.go)
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
 	// preferred-leader check.
@@ -154,8 +154,9 @@ type Elector struct {
 	take      *take     // nil: no take under way
 	preferred preferredCheck
 
-	// Role events, waiting to be taken by the driver (or the simulator).
-	last    RoleEvent
+	// Role events, waiting to be taken by the driver (or the simulator); last is what emit
+	// compares and numbers the next one from.
+	last    lastEvent
 	pending []RoleEvent
 	notify  chan struct{}
 	// eventsAlarm, if set, is called with notify (SetEventsAlarm).
@@ -208,6 +209,16 @@ type Elector struct {
 
 	// Adaptive failure detection (adaptive.go, docs/protocol.md 14): per-link samples.
 	det adaptive
+}
+
+// lastEvent is what emit keeps of the last role event: its number and what it compares, in
+// 40 bytes instead of a RoleEvent's 88 (with the detector's samples and the leader's buffers
+// behind pointers, an Elector fits the 1,024-byte allocation class; issue 29).
+type lastEvent struct {
+	seq    uint64
+	term   int64
+	leader string
+	role   protocol.Role
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -307,7 +318,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 	// Start-up order (succession.go): the first probe waits this member's start-up rank in
 	// slots, so members started together do not all campaign at once.
 	e.setNextVote(e.startUp.at.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
-	e.last = RoleEvent{Term: ms.CurrTerm(), Role: protocol.UNKNOWN}
+	e.last = lastEvent{term: ms.CurrTerm(), role: protocol.UNKNOWN}
 	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
 	return e, nil
 }
@@ -459,11 +470,11 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 // currTerm, the term as adopted, never a term merely heard of (docs/protocol.md section 8).
 func (e *Elector) emit(now time.Time) {
 	ev := RoleEvent{Group: e.ms.Group(), Term: e.ms.CurrTerm(), Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
-	if ev.Term == e.last.Term && ev.Role == e.last.Role && ev.LeaderID == e.last.LeaderID {
+	if ev.Term == e.last.term && ev.Role == e.last.role && ev.LeaderID == e.last.leader {
 		return
 	}
-	ev.Seq = e.last.Seq + 1
-	e.last = ev
+	ev.Seq = e.last.seq + 1
+	e.last = lastEvent{seq: ev.Seq, term: ev.Term, leader: ev.LeaderID, role: ev.Role}
 	e.newEpoch()
 	e.pending = append(e.pending, ev)
 	e.onRoleEvent(ev)
