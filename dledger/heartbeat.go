@@ -322,7 +322,7 @@ func (e *Elector) handleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 		e.noteLeaderEpoch(req.Epoch, now)
 		resp.Code = protocol.CodeSuccess
 	case req.Term == ms.CurrTerm(): // row 6: two leaders in one term would be a safety bug
-		e.log.Error("heartbeat from a second leader in this term", e.fields(
+		e.logAt(zap.ErrorLevel).Error("heartbeat from a second leader in this term", e.fields(
 			zap.String("sender", sender), zap.String("leader", ms.LeaderID()))...)
 		resp.Code = protocol.CodeInconsistentLeader
 	default: // a higher term: follow the sender (followAtHigherTerm)
@@ -356,7 +356,7 @@ func (e *Elector) followAtHigherTerm(req *protocol.HeartBeatRequest, resp *proto
 		resp.Code = protocol.CodeSuccess
 		return
 	}
-	e.log.Error("cannot persist the leader's higher term", e.fields(zap.Error(err))...)
+	e.logAt(zap.ErrorLevel).Error("cannot persist the leader's higher term", e.fields(zap.Error(err))...)
 	// Row 7b: the write failed; the next pass adopts the term, as DLedger does.
 	e.needIncreaseTerm = true
 	resp.Code = protocol.CodeTermNotReady
