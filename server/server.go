@@ -389,13 +389,12 @@ func (s *Server) serveRPC(o options, listenAddr string, auth rpc.Auth, hooks rpc
 // attachers: last in New, since nothing can fail after it; on its error it stops the client
 // and the listeners' goroutines again.
 func (s *Server) subscribeAndAttach(o options) error {
-	s.unsubs = append(s.unsubs, s.dispatch.Subscribe(s.metrics.OnRoleEvent))
-	for _, fn := range o.listeners {
+	for _, fn := range o.listeners { // the metrics are told by publish (fencing.go)
 		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
 	}
 	if err := s.attach(o.attachers); err != nil {
 		s.client.Close()
-		for _, u := range s.unsubs { // the listeners' goroutines (metrics, WithListener)
+		for _, u := range s.unsubs { // the listeners' goroutines (WithListener)
 			u()
 		}
 		s.dispatch.Close()
