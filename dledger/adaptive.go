@@ -24,16 +24,62 @@ import (
 // keeps the profile's windows: its followers hear their leader through the table's frames,
 // whose own freshness bound is the detector there (section 12).
 
-// adaptive is an elector's per-link detector state, aligned with ms.Peers().
+// adaptive is an elector's detector state: its per-link samples, and a held suspicion.
 type adaptive struct {
-	arrivals []detect.Arrivals   // as a follower: gaps between heartbeats from member i
-	rtts     []detect.RoundTrips // as a leader: round trips of heartbeats to member i
-	scratch  []time.Duration     // quorumWindow's buffer, so a pass does not allocate
-	// expScratch is quorumExpiry's buffer.
-	expScratch []time.Time
+	// links is nil until a member that adapts keeps a sample: a host's members (a liveness
+	// table, no adaptation) never do, and its 48 bytes inline took every one of them past the
+	// 1,024-byte allocation class with the leader's scratch buffers below (issue 29).
+	links *detLinks
 	// suspected is when another member at this member's term last asked it for a vote while
 	// its leader was still within the stickiness window (corroborate, suspicionDue).
 	suspected time.Time
+}
+
+// detLinks are the samples per link, aligned with ms.Peers().
+type detLinks struct {
+	arrivals []detect.Arrivals   // as a follower: gaps between heartbeats from member i
+	rtts     []detect.RoundTrips // as a leader: round trips of heartbeats to member i
+}
+
+// arrivals is the follower's samples per link, nil while none is kept.
+func (d *adaptive) arrivals() []detect.Arrivals {
+	if d.links == nil {
+		return nil
+	}
+	return d.links.arrivals
+}
+
+// rtts is the leader's samples per link, nil while none is kept.
+func (d *adaptive) rtts() []detect.RoundTrips {
+	if d.links == nil {
+		return nil
+	}
+	return d.links.rtts
+}
+
+// kept is d's samples, made if none are.
+func (d *adaptive) kept() *detLinks {
+	if d.links == nil {
+		d.links = &detLinks{}
+	}
+	return d.links
+}
+
+// leaderScratch is a leader's buffers, made by its first use and kept, so that a steady
+// heartbeat does not allocate: only a leader uses them, and two thirds of a host's members
+// follow (a pointer, 8 bytes, in place of 72 in every Elector).
+type leaderScratch struct {
+	acks    []time.Time     // quorumAck's
+	windows []time.Duration // quorumWindow's
+	expiry  []time.Time     // quorumExpiry's
+}
+
+// scratch is e's leader buffers, made if none are.
+func (e *Elector) scratch() *leaderScratch {
+	if e.scr == nil {
+		e.scr = &leaderScratch{}
+	}
+	return e.scr
 }
 
 // DetectorBounds are the bounds detect clamps this configuration's windows to: the
@@ -80,21 +126,25 @@ func (e *Elector) adapts() bool { return e.live == nil }
 // 13): each link keeps what it measured, found by member id; a new member's link starts with
 // no samples, so its windows are the profile's until it has some.
 func (d *adaptive) remap(old, peers []memberstate.Peer) {
-	arrivals, rtts := d.arrivals, d.rtts
-	d.arrivals, d.rtts = nil, nil
+	if d.links == nil {
+		return // no samples to follow
+	}
+	l := d.links
+	arrivals, rtts := l.arrivals, l.rtts
+	l.arrivals, l.rtts = nil, nil
 	if arrivals != nil {
-		d.arrivals = make([]detect.Arrivals, len(peers))
+		l.arrivals = make([]detect.Arrivals, len(peers))
 	}
 	if rtts != nil {
-		d.rtts = make([]detect.RoundTrips, len(peers))
+		l.rtts = make([]detect.RoundTrips, len(peers))
 	}
 	for i, p := range peers {
 		j := slices.IndexFunc(old, func(q memberstate.Peer) bool { return q.ID == p.ID })
 		if j >= 0 && j < len(arrivals) {
-			d.arrivals[i] = arrivals[j]
+			l.arrivals[i] = arrivals[j]
 		}
 		if j >= 0 && j < len(rtts) {
-			d.rtts[i] = rtts[j]
+			l.rtts[i] = rtts[j]
 		}
 	}
 }
@@ -117,10 +167,11 @@ func (e *Elector) heardLeader(leader string, now time.Time, first bool) {
 	if i < 0 || !e.adapts() { // a member that does not adapt never reads a sample: none kept
 		return
 	}
-	if e.det.arrivals == nil {
-		e.det.arrivals = make([]detect.Arrivals, len(e.ms.Peers()))
+	l := e.det.kept()
+	if l.arrivals == nil {
+		l.arrivals = make([]detect.Arrivals, len(e.ms.Peers()))
 	}
-	a := &e.det.arrivals[i]
+	a := &l.arrivals[i]
 	if first {
 		a.Forget()
 	}
@@ -138,10 +189,11 @@ func (e *Elector) answeredAfter(idx int, sentAt, now time.Time, ok bool) {
 	if !e.adapts() { // as in heardLeader: about 1.5 KiB per member of a host, never read
 		return
 	}
-	if e.det.rtts == nil {
-		e.det.rtts = make([]detect.RoundTrips, len(e.ms.Peers()))
+	l := e.det.kept()
+	if l.rtts == nil {
+		l.rtts = make([]detect.RoundTrips, len(e.ms.Peers()))
 	}
-	e.det.rtts[idx].Answered(sentAt, now)
+	l.rtts[idx].Answered(sentAt, now)
 }
 
 // linkChanged marks the link to member idx repaired, so its windows are at least the
@@ -159,22 +211,23 @@ func (e *Elector) linkChanged(idx int) {
 	if idx < 0 {
 		return
 	}
-	if e.det.rtts != nil {
-		e.det.rtts[idx].Restart()
+	if rtts := e.det.rtts(); rtts != nil {
+		rtts[idx].Restart()
 	}
-	if e.det.arrivals != nil {
-		e.det.arrivals[idx].Restart()
+	if arrivals := e.det.arrivals(); arrivals != nil {
+		arrivals[idx].Restart()
 	}
 }
 
 // followerWindow is the follower timeout on the link to the current leader (7.7, 14).
 func (e *Elector) followerWindow() time.Duration {
 	w := e.cfg.DetectionWindow()
-	if !e.adapts() || e.det.arrivals == nil {
+	arrivals := e.det.arrivals()
+	if !e.adapts() || arrivals == nil {
 		return w
 	}
 	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 {
-		w = e.det.arrivals[i].Timeout(e.cfg.DetectorBounds())
+		w = arrivals[i].Timeout(e.cfg.DetectorBounds())
 	}
 	return w
 }
@@ -193,11 +246,12 @@ func (e *Elector) followerTimeout() time.Duration {
 // the leader it lost (if it lost one) is the soonest it could have found that leader gone.
 func (e *Elector) backoffWindow() time.Duration {
 	w := e.cfg.DetectionWindow()
-	if !e.adapts() || e.det.arrivals == nil || e.lost.id == "" {
+	arrivals := e.det.arrivals()
+	if !e.adapts() || arrivals == nil || e.lost.id == "" {
 		return w
 	}
 	if i := e.peerIndex(e.lost.id); i >= 0 {
-		w = e.det.arrivals[i].Timeout(e.cfg.DetectorBounds())
+		w = arrivals[i].Timeout(e.cfg.DetectorBounds())
 	}
 	return w
 }
@@ -242,11 +296,12 @@ func (e *Elector) probeGrace() time.Duration {
 // repaired (detect.Sample.Settled), and with a table.
 func (e *Elector) stickyWindow() time.Duration {
 	w := e.cfg.DetectionWindow()
-	if !e.adapts() || e.det.arrivals == nil {
+	arrivals := e.det.arrivals()
+	if !e.adapts() || arrivals == nil {
 		return w
 	}
-	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && e.det.arrivals[i].Gaps().Settled() {
-		w = min(w, e.det.arrivals[i].Gaps().Floor(e.cfg.DetectorBounds()))
+	if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && arrivals[i].Gaps().Settled() {
+		w = min(w, arrivals[i].Gaps().Floor(e.cfg.DetectorBounds()))
 	}
 	return w
 }
@@ -321,12 +376,14 @@ func (e *Elector) sticky(now time.Time) bool {
 // table keeps vouching for a host that answers late, and its leaders must not step down for it
 // (docs/protocol.md 12.2).
 func (e *Elector) quorumExpiry(now time.Time) time.Time {
-	adapted := e.adapts() && e.det.rtts != nil
+	rtts := e.det.rtts()
+	adapted := e.adapts() && rtts != nil
 	if !adapted && e.live == nil {
 		return e.quorumAck(now).Add(e.cfg.DetectionWindow())
 	}
 	b := e.cfg.DetectorBounds()
-	exp := e.det.expScratch[:0]
+	scr := e.scratch()
+	exp := scr.expiry[:0]
 	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
 		if p.ID == e.ms.SelfID() {
 			continue
@@ -336,12 +393,12 @@ func (e *Elector) quorumExpiry(now time.Time) time.Time {
 			ack = e.leaderSince
 		}
 		if adapted {
-			exp = append(exp, ack.Add(e.det.rtts[i].QuorumWindow(b)))
+			exp = append(exp, ack.Add(rtts[i].QuorumWindow(b)))
 		} else {
 			exp = append(exp, ack.Add(e.hostQuorumWindow(p.ID, b)))
 		}
 	}
-	e.det.expScratch = exp
+	scr.expiry = exp
 	need := memberstate.QuorumSize(len(exp)+1) - 1 // followers, besides this member
 	if need == 0 {
 		return now.Add(e.cfg.DetectionWindow()) // a quorum by itself: never steps down
@@ -361,22 +418,24 @@ func (e *Elector) hostQuorumWindow(id string, b detect.Bounds) time.Duration {
 // links' windows (detect.QuorumWindow).
 func (e *Elector) quorumWindow() time.Duration {
 	w := e.cfg.DetectionWindow()
-	adapted := e.adapts() && e.det.rtts != nil
+	rtts := e.det.rtts()
+	adapted := e.adapts() && rtts != nil
 	if !adapted && e.live == nil {
 		return w
 	}
 	b := e.cfg.DetectorBounds()
-	ws := e.det.scratch[:0]
+	scr := e.scratch()
+	ws := scr.windows[:0]
 	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
 		switch {
 		case p.ID == e.ms.SelfID():
 		case adapted:
-			ws = append(ws, e.det.rtts[i].QuorumWindow(b))
+			ws = append(ws, rtts[i].QuorumWindow(b))
 		default:
 			ws = append(ws, e.hostQuorumWindow(p.ID, b))
 		}
 	}
-	e.det.scratch = ws
+	scr.windows = ws
 	if q := detect.QuorumWindow(ws, memberstate.QuorumSize(len(ws)+1)); q > 0 {
 		w = q
 	}

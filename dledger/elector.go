@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/dledger-go/dledger/dledger/internal/bugs"
 	"github.com/dledger-go/dledger/dledger/logctx"
@@ -112,9 +113,11 @@ type Elector struct {
 	clock Clock
 	rnd   Rand
 	tr    Transport
-	log   *zap.Logger
-	obs   Observer
-	bugs  bugs.Bugs // deliberate bugs, for the simulator's checker tests only (bugs.go)
+	// log is the logger as Options gave it: logAt adds group and self at each line, so that
+	// the thousands of members of a host keep no logger each (issue 29).
+	log  *zap.Logger
+	obs  Observer
+	bugs bugs.Bugs // deliberate bugs, for the simulator's checker tests only (bugs.go)
 
 	// Candidate.
 	lastParseResult       protocol.ParseResult
@@ -145,8 +148,8 @@ type Elector struct {
 	// dropped when the member steps down, so the followers of a host of thousands of groups
 	// (two thirds of its members) keep none (about 400 B each; issue 29). Read it only as
 	// leader.
-	peers      []peerStatus
-	ackScratch []time.Time // quorumAck's buffer, so a steady heartbeat does not allocate
+	peers []peerStatus
+	scr   *leaderScratch // quorumAck's, quorumWindow's and quorumExpiry's buffers (adaptive.go)
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
 	// preferred-leader check.
@@ -154,8 +157,9 @@ type Elector struct {
 	take      *take     // nil: no take under way
 	preferred preferredCheck
 
-	// Role events, waiting to be taken by the driver (or the simulator).
-	last    RoleEvent
+	// Role events, waiting to be taken by the driver (or the simulator); last is what emit
+	// compares and numbers the next one from.
+	last    lastEvent
 	pending []RoleEvent
 	notify  chan struct{}
 	// eventsAlarm, if set, is called with notify (SetEventsAlarm).
@@ -208,6 +212,16 @@ type Elector struct {
 
 	// Adaptive failure detection (adaptive.go, docs/protocol.md 14): per-link samples.
 	det adaptive
+}
+
+// lastEvent is what emit keeps of the last role event: its number and what it compares, in
+// 40 bytes instead of a RoleEvent's 88 (with the detector's samples and the leader's buffers
+// behind pointers, an Elector fits the 1,024-byte allocation class; issue 29).
+type lastEvent struct {
+	seq    uint64
+	term   int64
+	leader string
+	role   protocol.Role
 }
 
 // peerStatus is the leader's liveness table entry for one member.
@@ -288,7 +302,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 	}
 	e := &Elector{
 		cfg: sharedConfig(cfg), ms: ms, clock: opt.Clock, rnd: opt.Rand, tr: opt.Transport,
-		log:       logctx.With(log, zap.String("group", ms.Group()), zap.String("self", ms.SelfID())), // no encoder per member
+		log:       log,
 		obs:       obs,
 		live:      opt.Liveness,
 		spread:    opt.SpreadStartup,
@@ -300,14 +314,14 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 	}
 	e.obs.LedgerKnown(e.ledgerKnown)
 	if !e.ledgerKnown {
-		e.log.Info("abstains until the storage reports the ledger: grants no vote, does not campaign", e.fields()...)
+		e.logAt(zap.InfoLevel).Info("abstains until the storage reports the ledger: grants no vote, does not campaign", e.fields()...)
 	}
 	e.lastPass = e.clock.Now() // a new elector has not stalled
 	e.startUp.at = e.lastPass
 	// Start-up order (succession.go): the first probe waits this member's start-up rank in
 	// slots, so members started together do not all campaign at once.
 	e.setNextVote(e.startUp.at.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
-	e.last = RoleEvent{Term: ms.CurrTerm(), Role: protocol.UNKNOWN}
+	e.last = lastEvent{term: ms.CurrTerm(), role: protocol.UNKNOWN}
 	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
 	return e, nil
 }
@@ -317,6 +331,18 @@ func (e *Elector) Config() Config {
 	c := *e.cfg
 	c.PreferredLeaderIDs = slices.Clone(c.PreferredLeaderIDs) // the shared copy's array stays untouched
 	return c
+}
+
+// logAt is the member's logger for a line at lvl: the elector's with group and self
+// (logctx.With, which returns a logger that carries them already as it is), built for the
+// line, as log lines are rare in a settled member and a logger kept per member cost some 300
+// bytes of each of a host's thousands (the Logger, its core and the fields). A line at a
+// level the logger leaves out builds nothing: it gets the bare logger, which drops it too.
+func (e *Elector) logAt(lvl zapcore.Level) *zap.Logger {
+	if !e.log.Core().Enabled(lvl) {
+		return e.log
+	}
+	return logctx.With(e.log, zap.String("group", e.ms.Group()), zap.String("self", e.ms.SelfID()))
 }
 
 // fields adds term and role to every election log line.
@@ -369,7 +395,7 @@ func (e *Elector) UpdateLedger(term, index int64) error {
 	if !e.ledgerKnown {
 		e.ledgerKnown = true
 		e.observe(observation{kind: obsLedgerKnown, arg: 1})
-		e.log.Info("ledger reported: votes and campaigns again", e.fields(zap.Int64("ledgerEndTerm", term), zap.Int64("ledgerEndIndex", index))...)
+		e.logAt(zap.InfoLevel).Info("ledger reported: votes and campaigns again", e.fields(zap.Int64("ledgerEndTerm", term), zap.Int64("ledgerEndIndex", index))...)
 	}
 	return nil
 }
@@ -380,7 +406,7 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	was := e.ms.Role()
 	wasLeader := was == protocol.LEADER
 	if err := e.ms.ChangeToCandidate(term); err != nil {
-		e.log.Error("refused role change", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
 	e.hb, e.peers, e.mem.acks = nil, nil, nil
@@ -391,13 +417,13 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	case wasLeader && e.handOver.busy() && why == voteRequestWhy(e.handOver.to):
 		// The transferee campaigns at term+1 as asked: the planned end of a hand-over, not a
 		// fault an operator should be warned of.
-		e.log.Info("leader hands over", e.fields(zap.Int64("seenTerm", term), zap.String("to", e.handOver.to))...)
+		e.logAt(zap.InfoLevel).Info("leader hands over", e.fields(zap.Int64("seenTerm", term), zap.String("to", e.handOver.to))...)
 	case wasLeader:
-		e.log.Warn("leader steps down", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+		e.logAt(zap.WarnLevel).Warn("leader steps down", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	case was != protocol.CANDIDATE:
-		e.log.Info(EventBecomesCandidate, e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+		e.logAt(zap.InfoLevel).Info(EventBecomesCandidate, e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 	default: // already a candidate: a repeated higher-term request is routine
-		if ce := e.log.Check(zap.DebugLevel, "candidate notes a term"); ce != nil {
+		if ce := e.logAt(zap.DebugLevel).Check(zap.DebugLevel, "candidate notes a term"); ce != nil {
 			ce.Write(e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
 		}
 	}
@@ -406,7 +432,7 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 
 func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	if err := e.ms.ChangeToFollower(term, leader); err != nil {
-		e.log.Error("refused role change", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
 	e.vote, e.hb, e.peers, e.mem.acks = nil, nil, nil, nil
@@ -426,13 +452,13 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	e.needIncreaseTerm = false
 	e.lost = lostLeader{}
 	e.startUp.hadLeader = true
-	e.log.Info("follows leader", e.fields(zap.String("leader", leader))...)
+	e.logAt(zap.InfoLevel).Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)
 }
 
 func (e *Elector) becomeLeader(term int64, now time.Time) {
 	if err := e.ms.ChangeToLeader(term); err != nil {
-		e.log.Error("refused role change", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
 	e.vote, e.hb = nil, nil
@@ -448,7 +474,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	e.peers = make([]peerStatus, len(e.ms.Peers())) // a fresh table: nothing known of this leadership yet
 	e.startUp.hadLeader = true
 	e.leadMembership()
-	e.log.Info(EventBecomesLeader, e.fields()...)
+	e.logAt(zap.InfoLevel).Info(EventBecomesLeader, e.fields()...)
 	e.emit(now)
 	// The first heartbeat round leaves at once, not at the next pass: until it arrives the
 	// other members do not know there is a leader (docs/protocol.md 7.5).
@@ -459,11 +485,11 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 // currTerm, the term as adopted, never a term merely heard of (docs/protocol.md section 8).
 func (e *Elector) emit(now time.Time) {
 	ev := RoleEvent{Group: e.ms.Group(), Term: e.ms.CurrTerm(), Role: e.ms.Role(), LeaderID: e.ms.LeaderID(), At: now}
-	if ev.Term == e.last.Term && ev.Role == e.last.Role && ev.LeaderID == e.last.LeaderID {
+	if ev.Term == e.last.term && ev.Role == e.last.role && ev.LeaderID == e.last.leader {
 		return
 	}
-	ev.Seq = e.last.Seq + 1
-	e.last = ev
+	ev.Seq = e.last.seq + 1
+	e.last = lastEvent{seq: ev.Seq, term: ev.Term, leader: ev.LeaderID, role: ev.Role}
 	e.newEpoch()
 	e.pending = append(e.pending, ev)
 	e.onRoleEvent(ev)

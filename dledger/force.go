@@ -61,7 +61,7 @@ func (e *Elector) ForceConfiguration(voters []string, reply func(ChangeResult)) 
 	e.roundSeq++
 	f := forceOp{active: true, seq: e.roundSeq, voters: surv, deadline: now.Add(e.cfg.ForceBound()),
 		reply: reply, maxSeen: e.mem.highest()}
-	e.log.Warn("FORCED RECOVERY requested: probing the members outside the survivors",
+	e.logAt(zap.WarnLevel).Warn("FORCED RECOVERY requested: probing the members outside the survivors",
 		e.fields(zap.String("survivors", memberstate.FormatPeers(surv)))...)
 	for _, p := range e.ms.Peers() {
 		if p.ID == e.ms.SelfID() {
@@ -154,7 +154,7 @@ func (e *Elector) finishForce(now time.Time) {
 		return
 	}
 	if len(f.alive) > 0 {
-		e.log.Warn("forced recovery refused: members outside the survivors answered", e.fields(zap.Strings("alive", f.alive))...)
+		e.logAt(zap.WarnLevel).Warn("forced recovery refused: members outside the survivors answered", e.fields(zap.Strings("alive", f.alive))...)
 		e.answerChange(f.reply, fmt.Errorf("%w: %v", ErrOldQuorumAlive, f.alive), e.ms.LeaderID())
 		return
 	}
@@ -174,10 +174,10 @@ func (e *Elector) finishForce(now time.Time) {
 	}
 	e.mem.committed, e.mem.pending = c, nil
 	if err := e.applyMembers(); err != nil {
-		e.log.Error("cannot apply the forced configuration", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot apply the forced configuration", e.fields(zap.Error(err))...)
 	}
 	e.noteRemoved("forced recovery")
-	e.log.Warn("FORCED RECOVERY: the survivors are the new configuration; the ledger rule decides who leads",
+	e.logAt(zap.WarnLevel).Warn("FORCED RECOVERY: the survivors are the new configuration; the ledger rule decides who leads",
 		e.fields(zap.Stringer("config", c))...)
 	e.setNextVote(now)
 	e.answerChange(f.reply, nil, "")

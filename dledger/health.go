@@ -22,7 +22,7 @@ func (e *Elector) ForgetLedger(why string) {
 	}
 	e.ledgerKnown = false
 	e.observe(observation{kind: obsLedgerKnown, arg: 0})
-	e.log.Warn("storage cannot vouch for its ledger: abstains until it reports again", e.fields(zap.String("why", why))...)
+	e.logAt(zap.WarnLevel).Warn("storage cannot vouch for its ledger: abstains until it reports again", e.fields(zap.String("why", why))...)
 	if e.ms.Role() == protocol.LEADER {
 		e.becomeCandidate(e.ms.CurrTerm(), e.clock.Now(), why)
 	}

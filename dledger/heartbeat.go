@@ -75,7 +75,8 @@ func (e *Elector) leaderDeadline(now time.Time) deadline {
 // overstates how recently a quorum followed. A member that is a quorum by itself is always
 // acknowledged now: it never steps down for lack of acks.
 func (e *Elector) quorumAck(now time.Time) time.Time {
-	acks := e.ackScratch[:0]
+	scr := e.scratch()
+	acks := scr.acks[:0]
 	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
 		if p.ID == e.ms.SelfID() {
 			acks = append(acks, now)
@@ -83,7 +84,7 @@ func (e *Elector) quorumAck(now time.Time) time.Time {
 			acks = append(acks, e.peerAck(i, now))
 		}
 	}
-	e.ackScratch = acks
+	scr.acks = acks
 	slices.SortFunc(acks, func(a, b time.Time) int { return b.Compare(a) }) // newest first
 	t := acks[memberstate.QuorumSize(len(acks))-1]
 	if t.Before(e.leaderSince) {
@@ -321,7 +322,7 @@ func (e *Elector) handleHeartBeat(req *protocol.HeartBeatRequest) *protocol.Hear
 		e.noteLeaderEpoch(req.Epoch, now)
 		resp.Code = protocol.CodeSuccess
 	case req.Term == ms.CurrTerm(): // row 6: two leaders in one term would be a safety bug
-		e.log.Error("heartbeat from a second leader in this term", e.fields(
+		e.logAt(zap.ErrorLevel).Error("heartbeat from a second leader in this term", e.fields(
 			zap.String("sender", sender), zap.String("leader", ms.LeaderID()))...)
 		resp.Code = protocol.CodeInconsistentLeader
 	default: // a higher term: follow the sender (followAtHigherTerm)
@@ -355,7 +356,7 @@ func (e *Elector) followAtHigherTerm(req *protocol.HeartBeatRequest, resp *proto
 		resp.Code = protocol.CodeSuccess
 		return
 	}
-	e.log.Error("cannot persist the leader's higher term", e.fields(zap.Error(err))...)
+	e.logAt(zap.ErrorLevel).Error("cannot persist the leader's higher term", e.fields(zap.Error(err))...)
 	// Row 7b: the write failed; the next pass adopts the term, as DLedger does.
 	e.needIncreaseTerm = true
 	resp.Code = protocol.CodeTermNotReady

@@ -290,13 +290,13 @@ func (e *Elector) initMembership(m Member) error {
 			p := configOf(*d.Pending)
 			mem.pending = &p
 		}
-		e.log.Info("starts from the stored configuration", e.fields(zap.Stringer("config", mem.committed),
+		e.logAt(zap.InfoLevel).Info("starts from the stored configuration", e.fields(zap.Stringer("config", mem.committed),
 			zap.Bool("peersDiffer", !samePeerSets(m.Peers, mem.committed)))...)
 	case m.Join:
 		mem.joining = true
 		mem.committed = Configuration{}
 		mem.hints = slices.Clone(m.Peers)
-		e.log.Info("joins: waits for a leader to send the configuration", e.fields()...)
+		e.logAt(zap.InfoLevel).Info("joins: waits for a leader to send the configuration", e.fields()...)
 	}
 	e.noteRemoved("it is not in its stored configuration")
 	return e.applyMembers()
@@ -399,11 +399,11 @@ func (e *Elector) noteRemoved(why string) {
 	switch {
 	case in && m.removed:
 		m.removed, m.why = false, ""
-		e.log.Info("is a member again", e.fields(zap.Stringer("config", m.committed))...)
+		e.logAt(zap.InfoLevel).Info("is a member again", e.fields(zap.Stringer("config", m.committed))...)
 	case !in && !m.removed:
 		m.removed = true
 		m.why = fmt.Sprintf("removed at epoch %d: %s", m.highest().epoch, why)
-		e.log.Warn("was removed from the group: stops campaigning", e.fields(zap.String("why", m.why))...)
+		e.logAt(zap.WarnLevel).Warn("was removed from the group: stops campaigning", e.fields(zap.String("why", m.why))...)
 	}
 }
 
@@ -605,11 +605,11 @@ func checkNewKey(cur Configuration, c Change) error {
 func (e *Elector) propose(next Configuration) error {
 	m := &e.mem
 	if err := m.store.SaveConfig(memberstate.DurableConfig{Committed: m.committed.record(), Pending: ptr(next.record())}); err != nil {
-		e.log.Error("cannot store the proposed configuration", e.fields(zap.Stringer("config", next), zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot store the proposed configuration", e.fields(zap.Stringer("config", next), zap.Error(err))...)
 		return fmt.Errorf("%w: %v", ErrStorage, err)
 	}
 	m.pending = &next
-	e.log.Info("proposes a configuration", e.fields(zap.Stringer("config", next))...)
+	e.logAt(zap.InfoLevel).Info("proposes a configuration", e.fields(zap.Stringer("config", next))...)
 	e.sendHeartBeatNow = true
 	return e.applyMembers()
 }
@@ -681,11 +681,11 @@ func (e *Elector) restampPending() {
 	next := m.pending.clone()
 	next.Term = e.ms.CurrTerm()
 	if err := m.store.SaveConfig(memberstate.DurableConfig{Committed: m.committed.record(), Pending: ptr(next.record())}); err != nil {
-		e.log.Error("cannot re-propose the pending configuration", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot re-propose the pending configuration", e.fields(zap.Error(err))...)
 		return
 	}
 	m.pending = &next
-	e.log.Info("proposes the pending configuration again in its term", e.fields(zap.Stringer("config", next))...)
+	e.logAt(zap.InfoLevel).Info("proposes the pending configuration again in its term", e.fields(zap.Stringer("config", next))...)
 }
 
 // noteConfAck records what member idx reported in a SUCCESS heartbeat answer of this
@@ -719,13 +719,13 @@ func (e *Elector) maybeCommit() {
 		return
 	}
 	if err := m.store.SaveConfig(memberstate.DurableConfig{Committed: p.record()}); err != nil {
-		e.log.Error("cannot store the committed configuration", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot store the committed configuration", e.fields(zap.Error(err))...)
 		return // the next answer tries again
 	}
 	m.committed, m.pending = *p, nil
-	e.log.Info("configuration committed", e.fields(zap.Stringer("config", m.committed))...)
+	e.logAt(zap.InfoLevel).Info("configuration committed", e.fields(zap.Stringer("config", m.committed))...)
 	if err := e.applyMembers(); err != nil {
-		e.log.Error("cannot apply the committed configuration", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot apply the committed configuration", e.fields(zap.Error(err))...)
 	}
 	e.finishChange(nil)
 	if !m.committed.IsVoter(ms.SelfID()) { // never proposed by this leader; a guard

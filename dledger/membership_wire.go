@@ -91,21 +91,21 @@ func (e *Elector) learnFromLeader(req *protocol.HeartBeatRequest) {
 func (e *Elector) learnConfig(wc, wp *protocol.WireConfig, sender, src string) {
 	newC, newP, learn, errs := e.configToLearn(wc, wp, sender)
 	if errs != nil {
-		e.log.Warn("ignores an invalid configuration", e.fields(zap.String("from", src), zap.Errors("errors", errs))...)
+		e.logAt(zap.WarnLevel).Warn("ignores an invalid configuration", e.fields(zap.String("from", src), zap.Errors("errors", errs))...)
 	}
 	if !learn {
 		return
 	}
 	m := &e.mem
 	if err := e.storeConfig(newC, newP); err != nil {
-		e.log.Error("cannot store a configuration; not adopting it", e.fields(zap.String("from", src), zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot store a configuration; not adopting it", e.fields(zap.String("from", src), zap.Error(err))...)
 		return
 	}
 	m.committed, m.pending, m.joining = newC, newP, false
-	e.log.Info("learns the configuration", e.fields(zap.String("from", src), zap.Stringer("committed", newC),
+	e.logAt(zap.InfoLevel).Info("learns the configuration", e.fields(zap.String("from", src), zap.Stringer("committed", newC),
 		zap.Bool("pending", newP != nil))...)
 	if err := e.applyMembers(); err != nil {
-		e.log.Error("cannot apply a configuration", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot apply a configuration", e.fields(zap.Error(err))...)
 	}
 	e.noteRemoved("told by " + src)
 }

@@ -213,7 +213,7 @@ func (e *Elector) PeerReachable(id string) {
 		return
 	}
 	e.setNextVote(now)
-	e.log.Debug("start-up retry at once: a member became reachable", e.fields(zap.String("peer", id))...)
+	e.logAt(zap.DebugLevel).Debug("start-up retry at once: a member became reachable", e.fields(zap.String("peer", id))...)
 }
 
 // PeerGone tells the elector that member id's process is not running: the transport saw the
@@ -238,7 +238,7 @@ func (e *Elector) PeerGone(id string) {
 		e.lost = lostLeader{id: id, term: term}
 		e.lastParseResult = protocol.WaitToVoteNext
 		e.setNextVote(now.Add(e.successionDelay(id)))
-		e.log.Info("leader gone: campaigns after its succession delay", e.fields(zap.String("lost", id),
+		e.logAt(zap.InfoLevel).Info("leader gone: campaigns after its succession delay", e.fields(zap.String("lost", id),
 			zap.Duration("delay", e.nextTimeToRequestVote.Sub(now)))...)
 	case protocol.LEADER:
 		for i, p := range e.ms.Peers() {

@@ -253,7 +253,7 @@ func (e *Elector) startTransfer(to string, term int64, now time.Time, by asker) 
 			LeaderID: ms.SelfID(), Term: term},
 		TransferID: ms.SelfID(), TransfereeID: to, TakeLeadershipLedgerIndex: ms.Ledger().Index,
 	}
-	e.log.Info("transfers leadership", e.fields(zap.String("to", to), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
+	e.logAt(zap.InfoLevel).Info("transfers leadership", e.fields(zap.String("to", to), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
 	e.post(transferRequest{req: req, seq: e.roundSeq})
 }
 
@@ -290,7 +290,7 @@ func (e *Elector) finishTransfer(seq uint64, code protocol.ResponseCode, answer 
 		return
 	}
 	by := e.handOver.asker
-	e.log.Info("transfer finished", e.fields(zap.String("to", e.handOver.to), zap.Stringer("code", code), zap.String("why", why))...)
+	e.logAt(zap.InfoLevel).Info("transfer finished", e.fields(zap.String("to", e.handOver.to), zap.Stringer("code", code), zap.String("why", why))...)
 	e.handOver = nil
 	e.observe(observation{kind: obsTransferFinished, arg: int64(code)})
 	r := e.transferResponse(code)
@@ -348,7 +348,7 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 		// request may have waited all that time, its leader may have given up on it, and the
 		// leader and term it was checked against above may be out of date. A final "no" is
 		// the truth; acting on it could make a transfer its leader no longer expects.
-		e.log.Warn("refuses to take leadership: stalled, the request may be stale", e.fields(
+		e.logAt(zap.WarnLevel).Warn("refuses to take leadership: stalled, the request may be stale", e.fields(
 			zap.String("from", req.TransferID), zap.Duration("sinceLastPass", now.Sub(e.lastPass)))...)
 		no(protocol.CodeTakeLeadershipFailed)
 		return
@@ -365,7 +365,7 @@ func (e *Elector) acceptTakeLeadership(req *protocol.LeadershipTransferRequest, 
 	}
 	e.take = &take{waiting: true, index: req.TakeLeadershipLedgerIndex, fromTerm: req.Term, // row 8
 		deadline: now.Add(e.cfg.LeadershipTransferWaitTimeout), from: req.TransferID, askers: []asker{by}}
-	e.log.Info("asked to take leadership", e.fields(zap.String("from", req.TransferID), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
+	e.logAt(zap.InfoLevel).Info("asked to take leadership", e.fields(zap.String("from", req.TransferID), zap.Int64("takeLeadershipLedgerIndex", req.TakeLeadershipLedgerIndex))...)
 	e.maintainTakeLeadership(now) // usually caught up already: start at once
 }
 
@@ -437,7 +437,7 @@ func (e *Elector) endTakeLeadership(code protocol.ResponseCode, why string) {
 	if !x.active() {
 		e.take = nil
 	}
-	e.log.Info("take leadership finished", e.fields(zap.Stringer("code", code), zap.String("why", why))...)
+	e.logAt(zap.InfoLevel).Info("take leadership finished", e.fields(zap.Stringer("code", code), zap.String("why", why))...)
 	for _, by := range askers {
 		e.answer(by, e.transferResponse(code))
 	}
@@ -492,7 +492,7 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 	if best == "" {
 		return
 	}
-	e.log.Info("hands over to a preferred leader", e.fields(zap.String("to", best))...)
+	e.logAt(zap.InfoLevel).Info("hands over to a preferred leader", e.fields(zap.String("to", best))...)
 	e.startTransfer(best, -1, now, asker{preferred: best})
 }
 
@@ -506,7 +506,7 @@ func (e *Elector) preferredTransferEnded(to string, code protocol.ResponseCode) 
 	e.preferred.failures++
 	wait := preferredBackoff(e.preferred.failures)
 	e.preferred.nextCheck = e.clock.Now().Add(wait)
-	e.log.Info("hand-over to a preferred leader failed; backing off", e.fields(zap.String("to", to),
+	e.logAt(zap.InfoLevel).Info("hand-over to a preferred leader failed; backing off", e.fields(zap.String("to", to),
 		zap.Stringer("code", code), zap.Duration("wait", wait))...)
 }
 

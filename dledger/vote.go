@@ -110,7 +110,7 @@ func (e *Elector) roundTerm(now time.Time) (term int64, ok bool) {
 			// Retry at the next re-vote time, not every pass: "increase immediately" bypasses
 			// the schedule, so it becomes a lost round, which also moves the term up (and
 			// votes) when the write succeeds.
-			e.log.Error("cannot persist the next term; not campaigning", e.fields(zap.Error(err))...)
+			e.logAt(zap.ErrorLevel).Error("cannot persist the next term; not campaigning", e.fields(zap.Error(err))...)
 			e.needIncreaseTerm = false
 			e.lastParseResult = protocol.WaitToVoteNext
 			e.setNextVote(now.Add(e.voteDelay()))
@@ -209,7 +209,7 @@ func (e *Elector) abstain(now time.Time) {
 	}
 	e.needIncreaseTerm = false
 	if _, err := e.ms.NextTerm(); err != nil {
-		e.log.Error("cannot persist a higher term", e.fields(zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot persist a higher term", e.fields(zap.Error(err))...)
 		return
 	}
 	e.emit(now)
@@ -240,7 +240,7 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 		}
 	}
 	e.vote = r
-	if ce := e.log.Check(zap.DebugLevel, "requests votes"); ce != nil { // no fields built at info: a mass election runs thousands
+	if ce := e.logAt(zap.DebugLevel).Check(zap.DebugLevel, "requests votes"); ce != nil { // no fields built at info: a mass election runs thousands
 		ce.Write(e.fields(zap.Int64("ledgerEndTerm", ledger.Term), zap.Int64("ledgerEndIndex", ledger.Index))...)
 	}
 	for i, p := range peers {
@@ -362,7 +362,7 @@ func (e *Elector) decideVote(now time.Time) {
 	}
 	e.lastParseResult = res
 	e.observe(observation{kind: obsVoteRoundDecided, arg: int64(res)})
-	if ce := e.log.Check(zap.DebugLevel, "vote round decided"); ce != nil {
+	if ce := e.logAt(zap.DebugLevel).Check(zap.DebugLevel, "vote round decided"); ce != nil {
 		ce.Write(e.fields(zap.Int64("roundTerm", r.term), zap.Stringer("result", res),
 			zap.Int("valid", r.valid), zap.Int("accepted", r.accepted), zap.Int("notReady", r.notReady),
 			zap.Int("biggerLedger", r.biggerLedger), zap.Bool("alreadyHasLeader", r.alreadyHasLeader))...)
@@ -399,7 +399,7 @@ func (e *Elector) voteAtHigherTerm(req *protocol.VoteRequest, resp *protocol.Vot
 			resp.Term = req.Term
 			return withResult(resp, protocol.VoteAccept)
 		}
-		e.log.Error("cannot persist the new term and vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot persist the new term and vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
 	}
 	// Row 8b: answer with the old term; the next pass adopts it without voting.
 	e.needIncreaseTerm = true
@@ -514,7 +514,7 @@ func (e *Elector) voteOnLedgerAndTerm(req *protocol.VoteRequest, resp *protocol.
 // grants nothing (INTERNAL_ERROR).
 func (e *Elector) grantVote(resp *protocol.VoteResponse, cand string, fromSelf bool) *protocol.VoteResponse {
 	if err := e.ms.Vote(cand); err != nil {
-		e.log.Error("cannot persist vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
+		e.logAt(zap.ErrorLevel).Error("cannot persist vote; not granting", e.fields(zap.String("candidate", cand), zap.Error(err))...)
 		resp.Code = protocol.CodeInternalError
 		return resp
 	}

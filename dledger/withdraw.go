@@ -40,7 +40,7 @@ func (e *Elector) WithdrawCandidacy(why string) {
 	}
 	e.withdrawn = true
 	e.newEpoch() // its heartbeat answers change (ledgerUnknown): a quiet leader must ask again (docs/protocol.md 12)
-	e.log.Info("candidacy withdrawn: takes no leadership, still votes", e.fields(zap.String("why", why))...)
+	e.logAt(zap.InfoLevel).Info("candidacy withdrawn: takes no leadership, still votes", e.fields(zap.String("why", why))...)
 	e.endTakeLeadership(protocol.CodeTakeLeadershipFailed, "candidacy withdrawn")
 	if e.ms.Role() == protocol.CANDIDATE {
 		e.vote = nil
@@ -58,7 +58,7 @@ func (e *Elector) RestoreCandidacy() {
 	}
 	e.withdrawn = false
 	e.newEpoch()
-	e.log.Info("candidacy restored", e.fields()...)
+	e.logAt(zap.InfoLevel).Info("candidacy restored", e.fields()...)
 	if e.ms.Role() == protocol.CANDIDATE {
 		e.setNextVote(e.clock.Now().Add(e.voteDelay()))
 	}

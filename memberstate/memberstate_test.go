@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -368,5 +369,28 @@ func TestMemStoreTornSave(t *testing.T) {
 	}
 	if st.Saves() != 4 {
 		t.Fatalf("Saves() = %d, want 4 (torn and failed Saves do not count)", st.Saves())
+	}
+}
+
+// TestMemberStateFitsItsAllocationClass: a host of 10,000 groups keeps 10,000 of these, each
+// rounded up to its allocation size class; voters is an int32 beside role so that it fits
+// 144 bytes instead of 160 (issue 29). Voters still reads what SetMembers set.
+func TestMemberStateFitsItsAllocationClass(t *testing.T) {
+	if n := unsafe.Sizeof(MemberState{}); n > 144 {
+		t.Fatalf("a MemberState is %d bytes, past the 144-byte allocation class", n)
+	}
+	peers := []Peer{{"n0", "a:1"}, {"n1", "a:2"}, {"n2", "a:3"}, {"n3", "a:4"}}
+	m, err := New("g", "n0", peers, NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Voters() != 4 || !m.Quorum(3) || m.Quorum(2) {
+		t.Fatalf("4 voters: Voters %d, Quorum(3) %v, Quorum(2) %v", m.Voters(), m.Quorum(3), m.Quorum(2))
+	}
+	if err := m.SetMembers(peers, 3); err != nil {
+		t.Fatal(err)
+	}
+	if m.Voters() != 3 || !m.Quorum(2) || m.Quorum(1) {
+		t.Fatalf("3 voters: Voters %d, Quorum(2) %v, Quorum(1) %v", m.Voters(), m.Quorum(2), m.Quorum(1))
 	}
 }

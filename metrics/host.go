@@ -91,7 +91,7 @@ func NewHostOnly(h *Host, now func() time.Time) *Metrics {
 	if now == nil {
 		now = time.Now
 	}
-	return &Metrics{hostOnly: true, host: h, now: now, leaderlessFrom: now(), registered: []prometheus.Collector{}}
+	return &Metrics{hostOnly: true, host: h, now: now, leaderlessFrom: now()}
 }
 
 // FeedHost makes m count into h too: its role and leader in h's gauges (from its next role

@@ -3,6 +3,7 @@ package metrics
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -145,5 +146,16 @@ func TestHostOnlyMemberCountsOnlyOnItsHost(t *testing.T) {
 	m.Unregister()
 	if got := testutil.ToFloat64(h.members.WithLabelValues(protocol.LEADER.String())); got != 0 {
 		t.Fatalf("leaders after the member left: %v", got)
+	}
+	// An event published after it left (its stop's last one) does not count it again.
+	m.OnRoleEvent(dledger.RoleEvent{Seq: 3, Term: 1, Role: protocol.FOLLOWER, LeaderID: "n1", At: at.Add(2 * time.Second)})
+	if got := testutil.ToFloat64(h.members.WithLabelValues(protocol.FOLLOWER.String())); got != 0 {
+		t.Fatalf("followers after the member left and published an event: %v", got)
+	}
+	m.Unregister() // harmless twice
+	// A host of 10,000 groups keeps 10,000 of these: the registry and the list of what is
+	// registered are the member's own series' (nil here), so it fits the 96-byte class.
+	if n := unsafe.Sizeof(*m); n > 96 {
+		t.Fatalf("a host-only Metrics is %d bytes, past the 96-byte allocation class", n)
 	}
 }

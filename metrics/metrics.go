@@ -21,9 +21,6 @@ type Metrics struct {
 	// the pointer keeps their 21 words out of every host-only member).
 	*series
 
-	reg        prometheus.Registerer
-	registered []prometheus.Collector
-
 	mu             sync.Mutex
 	leader         string // the last leader seen, and its term
 	leaderTerm     int64
@@ -37,6 +34,8 @@ type Metrics struct {
 	hostCounted   bool
 	hostRole      protocol.Role
 	hostHasLeader bool
+	// unregistered: Unregister was called (the member left the host's counts).
+	unregistered bool
 }
 
 // series is a member's own collectors (New).
@@ -62,6 +61,12 @@ type series struct {
 	voteStoreWrite     prometheus.Histogram
 	voteStoreFsync     *prometheus.HistogramVec
 	peerRTT            *prometheus.HistogramVec
+
+	// reg is the registry New registered them on, registered what Unregister takes off it
+	// (here, not in Metrics: a host-only member registers nothing, and the 40 bytes took every
+	// one of a host's thousands of Metrics into the 144-byte allocation class; issue 29).
+	reg        prometheus.Registerer
+	registered []prometheus.Collector
 }
 
 // Names lists every metric this package defines (docs/operations.md and tests use it).
@@ -218,8 +223,12 @@ func newBuildInfo(cl prometheus.Labels, b Build) prometheus.Gauge {
 // more than once is harmless.
 func (m *Metrics) Unregister() {
 	m.mu.Lock()
-	cols := m.registered
-	m.registered = nil
+	var cols []prometheus.Collector
+	if m.series != nil {
+		cols = m.registered
+		m.registered = nil
+	}
+	m.unregistered = true
 	m.hostRoleLocked(protocol.UNKNOWN, false, true) // the member leaves the host's counts
 	m.mu.Unlock()
 	for _, col := range cols {
@@ -256,7 +265,7 @@ func (m *Metrics) OnRoleEvent(ev dledger.RoleEvent) {
 	if ev.LeaderID != "" && (ev.LeaderID != m.leader || ev.Term != m.leaderTerm) {
 		m.leaderChangedLocked(ev.LeaderID, ev.Term)
 	}
-	if m.registered != nil { // not after Unregister: the member left the host's counts
+	if !m.unregistered { // not after Unregister: the member left the host's counts
 		m.hostRoleLocked(ev.Role, ev.LeaderID != "", false)
 	}
 }

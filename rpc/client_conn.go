@@ -125,7 +125,7 @@ func (p *peer) up(conn net.Conn) uint64 {
 	p.connected = !p.closed
 	p.setUsable()
 	p.mu.Unlock()
-	p.cl.obs.log.Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
+	p.cl.obs.logAt(zap.DebugLevel).Debug("rpc: connected", zap.String("peer", p.id), zap.String("addr", p.addr))
 	return gen
 }
 
@@ -216,10 +216,10 @@ func (p *peer) sweepFired(sweep *sweep, now time.Time, rc *readClock) error {
 	if n := p.expire(now); n > 0 {
 		if quiet := time.Duration(monoNow() - rc.last.Load()); quiet >= p.cl.opts.CallTimeout {
 			if unread := max(behind, rc.behind()); unread > 0 && quiet < stuckReader*p.cl.opts.CallTimeout {
-				p.cl.obs.log.Warn("rpc: calls timed out while answers wait unread; connection kept",
+				p.cl.obs.logAt(zap.WarnLevel).Warn("rpc: calls timed out while answers wait unread; connection kept",
 					zap.String("peer", p.id), zap.Int("timedOut", n), zap.Duration("sinceRead", quiet), zap.Int64("unreadBytes", unread))
 			} else {
-				p.cl.obs.log.Warn("rpc: calls timed out and nothing arrived; connection dropped",
+				p.cl.obs.logAt(zap.WarnLevel).Warn("rpc: calls timed out and nothing arrived; connection dropped",
 					zap.String("peer", p.id), zap.Int("timedOut", n), zap.Duration("sinceRead", quiet))
 				err = errSilent
 			}
@@ -251,7 +251,7 @@ func (p *peer) hangUp(conn net.Conn, err error, readerExited bool, readDone <-ch
 	}
 	p.disconnect()
 	if !errors.Is(err, ErrClosed) {
-		p.cl.obs.log.Debug("rpc: connection lost", zap.String("peer", p.id), zap.Error(err))
+		p.cl.obs.logAt(zap.DebugLevel).Debug("rpc: connection lost", zap.String("peer", p.id), zap.Error(err))
 	}
 }
 

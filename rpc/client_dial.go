@@ -65,7 +65,7 @@ func (p *peer) redialAtOnce(err error, resets *int) bool {
 		}
 	case peerGone:
 		if p.cl.opts.OnPeerGone != nil {
-			p.cl.obs.log.Debug("rpc: peer gone (connection closed, redial refused)", zap.String("peer", p.id))
+			p.cl.obs.logAt(zap.DebugLevel).Debug("rpc: peer gone (connection closed, redial refused)", zap.String("peer", p.id))
 			p.cl.opts.OnPeerGone(p.id)
 		}
 	}
@@ -84,7 +84,7 @@ func (p *peer) dialFailed(err error) (silentNet bool) {
 	if errors.As(err, &he) {
 		p.cl.obs.authFailure(authReason(he.err), p.addr, p.id, he.err)
 	} else {
-		p.cl.obs.log.Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
+		p.cl.obs.logAt(zap.DebugLevel).Debug("rpc: dial failed", zap.String("peer", p.id), zap.Error(err))
 	}
 	return silentNet
 }

@@ -77,7 +77,7 @@ func (p *peer) dialReplacement(old net.Conn, why error, done func()) {
 		case p.swap <- struct{}{}:
 		default:
 		}
-		p.cl.obs.log.Debug("rpc: replacement connection ready", zap.String("peer", p.id))
+		p.cl.obs.logAt(zap.DebugLevel).Debug("rpc: replacement connection ready", zap.String("peer", p.id))
 		return // done once the writer has handed over and the old connection is retired
 	case err == nil:
 		_ = conn.Close()

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -28,6 +30,9 @@ func TestHostileInput(t *testing.T) {
 		o.frameTimeout = frameTimeout
 	})
 	good := newClient(t, map[string]string{"srv": s.Addr()}, nil)
+	// The server's sampled logger is built by its first warning (observe.go: zap's sampler,
+	// 448 KiB, once per server), which is not what a hostile frame costs: build it now.
+	s.obs.logAt(zap.WarnLevel)
 
 	garbage := make([]byte, 48)
 	r := rand.New(rand.NewPCG(7, 8))

@@ -151,9 +151,16 @@ func callErrReason(err error) string {
 // observer counts, reports to the hooks and logs. Its logger is sampled: a peer sending
 // garbage in a loop must not be able to flood the log (at most logBurst lines per message
 // text per second; the counters and hooks still see every event).
+//
+// The sampled logger is built by the first line logged at an enabled level (logAt): zap's
+// sampler keeps its counters in 448 KiB, and a host has an rpc server and four clients whose
+// observers mostly never log (2.2 MiB of a settled host's live heap, some 220 bytes a member
+// at 10,000 groups; issue 29). A sampler counts from its first line alike whenever it is
+// built, so the lines logged are the same.
 type observer struct {
 	hooks     Hooks
-	log       *zap.Logger
+	base      *zap.Logger                // unsampled: only its level is read (logAt)
+	sampled   atomic.Pointer[zap.Logger] // nil until the first line at an enabled level
 	requests  atomic.Uint64
 	badFrames atomic.Uint64
 	rpcErrors atomic.Uint64
@@ -166,10 +173,32 @@ func newObserver(log *zap.Logger, hooks Hooks) *observer {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	sampled := log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+	o := &observer{hooks: hooks, base: log}
+	if log.Core().Enabled(zap.DebugLevel) {
+		// A debug logger logs every connection (a diagnosis, not a host of thousands of
+		// groups): its sampler is built now, not by the first connect's line, whose 448 KiB
+		// would delay that connection's reader (TestSilentConnectionRedialled).
+		o.logAt(zap.DebugLevel)
+	}
+	return o
+}
+
+// logAt is the observer's sampled logger for a line at lvl: base itself when lvl is disabled
+// (the line is dropped there as the sampler would drop it, and no sampler is built for it).
+func (o *observer) logAt(lvl zapcore.Level) *zap.Logger {
+	if !o.base.Core().Enabled(lvl) {
+		return o.base
+	}
+	if l := o.sampled.Load(); l != nil {
+		return l
+	}
+	l := o.base.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, logBurst, 0)
 	}))
-	return &observer{hooks: hooks, log: sampled}
+	if o.sampled.CompareAndSwap(nil, l) {
+		return l
+	}
+	return o.sampled.Load() // another goroutine's, so that every line counts in one sampler
 }
 
 func (o *observer) badFrame(reason, remote string, err error) {
@@ -177,7 +206,7 @@ func (o *observer) badFrame(reason, remote string, err error) {
 	if o.hooks.OnBadFrame != nil {
 		o.hooks.OnBadFrame(reason)
 	}
-	o.log.Warn("rpc: bad frame, closing connection",
+	o.logAt(zap.WarnLevel).Warn("rpc: bad frame, closing connection",
 		zap.String("reason", reason), zap.String("remote", remote), zap.Error(err))
 }
 
@@ -188,7 +217,7 @@ func (o *observer) authFailure(reason, remote, peer string, err error) {
 	if o.hooks.OnAuthFailure != nil {
 		o.hooks.OnAuthFailure(reason)
 	}
-	o.log.Warn("rpc: peer authentication failed, closing connection", zap.String("reason", reason),
+	o.logAt(zap.WarnLevel).Warn("rpc: peer authentication failed, closing connection", zap.String("reason", reason),
 		zap.String("remote", remote), zap.String("claimedId", peer), zap.Error(err))
 }
 
@@ -200,7 +229,7 @@ func (o *observer) rpcError(code protocol.RequestCode, reason, peer string) {
 	// Timeouts and a down peer are routine while a member is away; they are counted, and
 	// the elector logs what matters to it, so only the unusual reasons are logged here.
 	if reason != ReasonTimeout && reason != ReasonPeerDown && reason != ReasonClosed {
-		o.log.Warn("rpc: call failed", zap.Stringer("code", code),
+		o.logAt(zap.WarnLevel).Warn("rpc: call failed", zap.Stringer("code", code),
 			zap.String("reason", reason), zap.String("peer", peer))
 	}
 }

@@ -113,12 +113,12 @@ func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s := e.s
 	remote := c.RemoteAddr().String()
 	if s.conns.Add(1) > int64(s.opts.MaxConns) {
-		s.obs.log.Warn("rpc: too many connections, closing", zap.String("remote", remote))
+		s.obs.logAt(zap.WarnLevel).Warn("rpc: too many connections, closing", zap.String("remote", remote))
 		return nil, gnet.Close
 	}
 	ip := remoteIP(c)
 	if !s.addPerIP(ip) {
-		s.obs.log.Warn("rpc: too many connections from one address, closing", zap.String("remote", remote),
+		s.obs.logAt(zap.WarnLevel).Warn("rpc: too many connections from one address, closing", zap.String("remote", remote),
 			zap.Int("maxConnsPerIP", s.opts.MaxConnsPerIP))
 		return nil, gnet.Close
 	}

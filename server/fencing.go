@@ -172,10 +172,15 @@ func (s *Server) readyJSON(st dledger.Status) *bool {
 	return &r
 }
 
-// publish delivers role events to the listeners, each one after the fence has seen it.
+// publish delivers role events to the listeners, each one after the fence and the metrics
+// have seen it. The metrics are told here, not by a listener of their own: they never block
+// (a lock and a few counters), and a listener is a subscription and its cancel func, some
+// 150 bytes of each of a host's thousands of members (issue 29); they now see every event,
+// where a listener more than dledger/driver.ListenerQueue behind skipped some.
 func (s *Server) publish(evs ...dledger.RoleEvent) {
 	for _, ev := range evs {
 		s.fence.observe(ev)
+		s.metrics.OnRoleEvent(ev)
 		s.deliver([]dledger.RoleEvent{ev})
 	}
 }

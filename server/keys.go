@@ -89,7 +89,7 @@ func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err er
 		return 0, err
 	}
 	closed = s.peerKeys.Reload(next)
-	s.log.Info("peer keys reloaded", zap.String("memberKeyId", key.Public().ID()),
+	s.logAt(zap.InfoLevel).Info("peer keys reloaded", zap.String("memberKeyId", key.Public().ID()),
 		zap.Strings("trusted", trust.IDs()), zap.Int("closedConnections", closed))
 	return closed, nil
 }

@@ -19,7 +19,7 @@ func (s *Server) noteLedgerReport(endTerm, endIndex int64) {
 		return
 	}
 	s.metrics.LedgerReportAhead()
-	s.log.Warn("ledger report ahead of every term this member has seen: accepted; "+
+	s.logAt(zap.WarnLevel).Warn("ledger report ahead of every term this member has seen: accepted; "+
 		"if the group never reached this term, the reporter is wrong, and this member will win the next election with it",
 		zap.Int64("endTerm", endTerm), zap.Int64("endIndex", endIndex), zap.Int64("term", st.Term),
 		zap.Int64("knownMaxTermInGroup", st.KnownMaxTermInGroup))

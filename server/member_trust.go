@@ -158,7 +158,7 @@ func (s *Server) followTrust() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, err := s.applyTrust(t.key, t.file); err != nil {
-		s.log.Error("member keys: the trust list cannot follow the configuration; the one in force stays", zap.Error(err))
+		s.logAt(zap.ErrorLevel).Error("member keys: the trust list cannot follow the configuration; the one in force stays", zap.Error(err))
 	}
 }
 
@@ -169,7 +169,7 @@ func (s *Server) applyTrust(key secure.StaticKey, file *secure.Trust) (closed in
 	if err != nil {
 		return 0, err
 	}
-	return s.trust.apply(s.peerKeys, s.cfg.SelfID, key, trust, conflicts, s.log)
+	return s.trust.apply(s.peerKeys, s.cfg.SelfID, key, trust, conflicts, s.logger())
 }
 
 // apply makes key and trust (composed, with its conflicts) the identity in force of pk, for
@@ -358,7 +358,7 @@ func (s *Server) reloadTrust(key secure.StaticKey, file *secure.Trust) (int, err
 		return 0, err
 	}
 	t.key, t.file = key, file
-	s.log.Info("peer keys reloaded", zap.String("memberKeyId", key.Public().ID()),
+	s.logAt(zap.InfoLevel).Info("peer keys reloaded", zap.String("memberKeyId", key.Public().ID()),
 		zap.Strings("trusted", s.peerKeys.Identity().Trust().IDs()), zap.Int("closedConnections", closed))
 	return closed, nil
 }

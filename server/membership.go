@@ -144,7 +144,7 @@ func (s *Server) RemoveMember(ctx context.Context, id string) (Configuration, er
 // voter outside survivors answers this member within a vote round. The ledger rule still
 // decides who leads. Loudly logged; call it on one survivor only.
 func (s *Server) ForceConfiguration(ctx context.Context, survivors []string) (Configuration, error) {
-	s.log.Warn("FORCED RECOVERY requested: the survivors become the group's configuration without the old quorum's agreement",
+	s.logAt(zap.WarnLevel).Warn("FORCED RECOVERY requested: the survivors become the group's configuration without the old quorum's agreement",
 		zap.Strings("survivors", survivors), zap.Uint64("epochBefore", s.elector.Membership().Epoch))
 	return s.wait(ctx, "force-recover", "", func(reply func(dledger.ChangeResult)) {
 		s.elector.ForceConfiguration(survivors, reply)
@@ -177,7 +177,7 @@ func (s *Server) wait(ctx context.Context, op, id string, start func(func(dledge
 		if r.Err != nil {
 			return r.Config, &MembershipError{Op: op, ID: id, Err: r.Err, LeaderID: r.LeaderID, Term: r.Term, Config: r.Config}
 		}
-		s.log.Info("membership changed", zap.String("op", op), zap.String("id", id), zap.Stringer("configuration", r.Config))
+		s.logAt(zap.InfoLevel).Info("membership changed", zap.String("op", op), zap.String("id", id), zap.Stringer("configuration", r.Config))
 		return r.Config, nil
 	case <-ctx.Done():
 		st := s.elector.Status()
@@ -250,17 +250,17 @@ func (s *Server) applyMembership() {
 		err = c.setPeers(peers)
 	}
 	if err != nil {
-		s.log.Warn("the transport could not follow the configuration", zap.Error(err))
+		s.logAt(zap.WarnLevel).Warn("the transport could not follow the configuration", zap.Error(err))
 	}
 	if s.rpcSrv != nil {
 		s.rpcSrv.SetMembers(ids)
 	} else if s.host != nil {
 		if err := s.host.mux.SetPeers(s.cfg.Group, s.cfg.SelfID, hosts); err != nil {
-			s.log.Debug("the host's listener does not route this member yet", zap.Error(err))
+			s.logAt(zap.DebugLevel).Debug("the host's listener does not route this member yet", zap.Error(err))
 		}
 	}
 	s.metrics.DeclarePeers(ids)
-	s.log.Info("the transport follows the configuration", zap.Uint64("epoch", m.Epoch),
+	s.logAt(zap.InfoLevel).Info("the transport follows the configuration", zap.Uint64("epoch", m.Epoch),
 		zap.String("members", memberstate.FormatPeers(peers)))
 	s.peers = peers
 }
@@ -333,13 +333,13 @@ func (s *Server) startMembership(selfAddr string) {
 	switch {
 	case m.Joining:
 		s.mem.source = "join"
-		s.log.Info("member joins a running group: it waits for the leader to send the configuration",
+		s.logAt(zap.InfoLevel).Info("member joins a running group: it waits for the leader to send the configuration",
 			zap.String("reachable", memberstate.FormatPeers(s.peers)))
 	case s.mem.warning != "":
-		s.log.Warn("member started from its durable configuration, which the peers it was given contradict",
+		s.logAt(zap.WarnLevel).Warn("member started from its durable configuration, which the peers it was given contradict",
 			zap.Stringer("configuration", committed), zap.String("warning", s.mem.warning))
 	case m.StartedFrom == "store":
-		s.log.Info("member started from its durable configuration", zap.Stringer("configuration", committed))
+		s.logAt(zap.InfoLevel).Info("member started from its durable configuration", zap.Stringer("configuration", committed))
 	}
 	s.applyMembership()
 	if s.rpcSrv != nil { // applyMembership set the accepted ids only if they changed

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/dledger/campaign"
@@ -83,7 +84,7 @@ func WithStore(s memberstate.Store) Option { return func(o *options) { o.store =
 // Server is one running member.
 type Server struct {
 	cfg      settings
-	log      *zap.Logger
+	log      *zap.Logger // the process's: logAt adds the member's group and self at each line
 	elector  *dledger.Elector
 	dispatch *driver.Dispatcher
 	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
@@ -170,7 +171,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		}()
 	}
 	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
-		log: logctx.With(o.logger, zap.String("group", cfg.Group), zap.String("self", cfg.SelfID))} // no encoder per member
+		log: o.logger}
 	s.deliver = s.dispatch.Publish
 	if err := s.registerMetrics(o, cfg); err != nil {
 		return nil, err
@@ -323,7 +324,7 @@ func (s *Server) dialPeers(o options, cfg settings, peers []memberstate.Peer, au
 		}
 	}
 	s.client, err = newPeerClients(rpc.ClientOptions{Peers: others, Auth: auth, CallTimeout: callTimeout(cfg.Election),
-		TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.log.Named("rpc"), Hooks: hooks,
+		TransferTimeout: cfg.Election.TransferBound() + time.Second, Logger: s.logger().Named("rpc"), Hooks: hooks,
 		OnPeerGone: func(id string) {
 			if e := elector(); e != nil {
 				e.PeerGone(id)
@@ -353,8 +354,8 @@ func (s *Server) newElector(o options, cfg settings, peers []memberstate.Peer, s
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
 		Transport: learningTransport{s.client, s}, Observer: s.metrics,
-		// The member's logger: the elector adds group and self, which it has (logctx.With), so
-		// both log through one logger instead of one each.
+		// The process's logger: the elector adds group and self at each line (logAt), as
+		// the member does (Server.logAt).
 		Logger: s.log,
 		// A member whose ledger comes from storage abstains until it is reported (LedgerStorage
 		// reports before Start, so it never abstains in practice).
@@ -379,7 +380,7 @@ func (s *Server) serveRPC(o options, listenAddr string, auth rpc.Auth, hooks rpc
 		return nil
 	}
 	var err error
-	s.rpcSrv, err = rpc.NewServer(s.handler, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.log.Named("rpc"), Hooks: hooks,
+	s.rpcSrv, err = rpc.NewServer(s.handler, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.logger().Named("rpc"), Hooks: hooks,
 		OnPeerHello: s.client.Kick})
 	return err
 }
@@ -388,19 +389,34 @@ func (s *Server) serveRPC(o options, listenAddr string, auth rpc.Auth, hooks rpc
 // attachers: last in New, since nothing can fail after it; on its error it stops the client
 // and the listeners' goroutines again.
 func (s *Server) subscribeAndAttach(o options) error {
-	s.unsubs = append(s.unsubs, s.dispatch.Subscribe(s.metrics.OnRoleEvent))
-	for _, fn := range o.listeners {
+	for _, fn := range o.listeners { // the metrics are told by publish (fencing.go)
 		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
 	}
 	if err := s.attach(o.attachers); err != nil {
 		s.client.Close()
-		for _, u := range s.unsubs { // the listeners' goroutines (metrics, WithListener)
+		for _, u := range s.unsubs { // the listeners' goroutines (WithListener)
 			u()
 		}
 		s.dispatch.Close()
 		return err
 	}
 	return nil
+}
+
+// logger is the member's logger: the process's with its group and self, built when used,
+// as a member logs rarely once settled and a logger kept per member cost some 300 bytes of
+// each of a host's thousands (issue 29; the elector does the same, dledger's logAt).
+func (s *Server) logger() *zap.Logger {
+	return logctx.With(s.log, zap.String("group", s.cfg.Group), zap.String("self", s.cfg.SelfID))
+}
+
+// logAt is logger for a line at lvl, or the process's logger, which drops the line too, when
+// lvl is left out: a line that is not written builds nothing.
+func (s *Server) logAt(lvl zapcore.Level) *zap.Logger {
+	if !s.log.Core().Enabled(lvl) {
+		return s.log
+	}
+	return s.logger()
 }
 
 // callTimeout bounds vote and heartbeat calls. A late heartbeat answer still counts for the
@@ -470,12 +486,12 @@ func (s *Server) start() error {
 	s.state = 1
 	st := s.elector.Status()
 	admin, _ := s.advertised()
-	s.log.Info(dledger.EventMemberStarted, zap.String("rpc", s.RPCAddr()), zap.String("http", admin),
+	s.logAt(zap.InfoLevel).Info(dledger.EventMemberStarted, zap.String("rpc", s.RPCAddr()), zap.String("http", admin),
 		zap.Int64("term", st.Term), zap.String("voteFor", st.VoteFor), zap.Stringer("role", st.Role),
 		zap.Strings("peerKeyIds", s.cfg.Keys.IDs()), // the primary first; ids are safe to log
 		zap.String("memberKeyId", memberKeyID(s.peerKeys)))
 	if s.cfg.Insecure {
-		s.log.Warn("peer authentication is off (insecure): any host that can reach the rpc port " + s.RPCAddr() +
+		s.logAt(zap.WarnLevel).Warn("peer authentication is off (insecure): any host that can reach the rpc port " + s.RPCAddr() +
 			" can depose the leader, burn votes or stall the group")
 	}
 	return nil
@@ -559,7 +575,7 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 		}
 	}
 	if started {
-		s.log.Info("member stopped")
+		s.logAt(zap.InfoLevel).Info("member stopped")
 	}
 	return errors.Join(errs...)
 }
@@ -586,7 +602,7 @@ func (s *Server) handOver(ctx context.Context) {
 			return
 		}
 		res, err := s.transfer(ctx, to, false)
-		s.log.Info("hand-over before stopping", zap.String("to", to), zap.Int64("term", res.Term), zap.Error(err))
+		s.logAt(zap.InfoLevel).Info("hand-over before stopping", zap.String("to", to), zap.Int64("term", res.Term), zap.Error(err))
 		if !errors.Is(err, ErrTransferInProgress) {
 			return
 		}

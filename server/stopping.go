@@ -35,7 +35,7 @@ func (h metadataHandler) HandleLeadershipTransfer(req *protocol.LeadershipTransf
 		return
 	}
 	st := h.s.elector.Status()
-	h.s.log.Info("refuses to take leadership: stopping", zap.String("from", req.TransferID), zap.Int64("term", st.Term))
+	h.s.logAt(zap.InfoLevel).Info("refuses to take leadership: stopping", zap.String("from", req.TransferID), zap.Int64("term", st.Term))
 	reply(&protocol.LeadershipTransferResponse{Header: protocol.Header{Group: st.Group, RemoteID: req.LocalID,
 		LocalID: self, LeaderID: st.LeaderID, Term: st.Term, Code: protocol.CodeTakeLeadershipFailed}})
 }

@@ -73,6 +73,7 @@ const (
 // driven is one elector on a Maintainer. busy is held while a worker runs its pass or
 // publishes its events, so that removing it waits for that to end.
 type driven struct {
+	m     *Maintainer
 	e     *dledger.Elector
 	p     Publisher
 	at    atomic.Int64  // the planned pass (UnixNano), set by the pass alarm
@@ -84,6 +85,9 @@ type driven struct {
 	// d's place in the heap, -1 while not in it.
 	key   int64
 	index int
+	// removed runs remove's work once. The alarms and remove are d's methods, not closures
+	// over m and d (and remove's Once): some 64 bytes of each of a host's members (issue 29).
+	removed sync.Once
 }
 
 // NewMaintainer returns a maintainer with no elector and DefaultMaintainerWorkers; Run drives
@@ -101,32 +105,42 @@ func NewMaintainerWorkers(workers int) *Maintainer {
 // driving e and then publishes the events of its last pass, in order, as Run does when it
 // ends; it returns once the maintainer no longer touches e.
 func (m *Maintainer) Add(e *dledger.Elector, p Publisher) (remove func()) {
-	d := &driven{e: e, p: p, index: -1}
-	e.SetPassAlarm(func(at time.Time) { m.plan(d, at) })
-	e.SetEventsAlarm(func() { m.schedule(d, wantPublish) })
+	d := &driven{m: m, e: e, p: p, index: -1}
+	e.SetPassAlarm(d.passAlarm)
+	e.SetEventsAlarm(d.eventsAlarm)
 	m.emu.Lock()
 	m.byE[e] = d
 	m.emu.Unlock()
 	m.n.Add(1)
 	e.NextPassAt() // plans the first pass
 	m.schedule(d, wantPublish)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			d.busy.Lock()
-			defer d.busy.Unlock()
-			d.gone.Store(true) // Run drops d from its heap when it next meets it
-			e.SetPassAlarm(nil)
-			e.SetEventsAlarm(nil)
-			m.emu.Lock()
-			if m.byE[e] == d {
-				delete(m.byE, e)
-			}
-			m.emu.Unlock()
-			m.n.Add(-1)
-			p.Publish(e.TakeEvents())
-		})
+	return d.remove
+}
+
+// passAlarm is d's elector's pass alarm (plan).
+func (d *driven) passAlarm(at time.Time) { d.m.plan(d, at) }
+
+// eventsAlarm is d's elector's events alarm: its events are published by a worker.
+func (d *driven) eventsAlarm() { d.m.schedule(d, wantPublish) }
+
+// remove is Add's remove: the first call does removeNow, later ones wait for it.
+func (d *driven) remove() { d.removed.Do(d.removeNow) }
+
+// removeNow stops driving d's elector and publishes the events of its last pass.
+func (d *driven) removeNow() {
+	m, e := d.m, d.e
+	d.busy.Lock()
+	defer d.busy.Unlock()
+	d.gone.Store(true) // Run drops d from its heap when it next meets it
+	e.SetPassAlarm(nil)
+	e.SetEventsAlarm(nil)
+	m.emu.Lock()
+	if m.byE[e] == d {
+		delete(m.byE, e)
 	}
+	m.emu.Unlock()
+	m.n.Add(-1)
+	d.p.Publish(e.TakeEvents())
 }
 
 // plan is d's pass alarm: its next pass is at at. Called with d's elector locked, so it

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/memberstate"
@@ -152,5 +153,14 @@ func waitGoroutinesAtMost(t *testing.T, n int, what string) {
 			t.Fatalf("%d goroutines, want at most %d, %s", got, n, what)
 		}
 		time.Sleep(time.Millisecond) // polling interval
+	}
+}
+
+// TestDrivenFitsItsAllocationClass: a Maintainer keeps a driven per member of a host of
+// thousands; its alarms and remove are its methods, not closures over the maintainer, the
+// record and a Once (issue 29), and the record with its Once fits the 112-byte class.
+func TestDrivenFitsItsAllocationClass(t *testing.T) {
+	if n := unsafe.Sizeof(driven{}); n > 112 {
+		t.Fatalf("a driven is %d bytes, past the 112-byte allocation class", n)
 	}
 }

@@ -223,31 +223,34 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	}
 	d.members[k] = m
 	d.mu.Unlock()
-	return server.Attachment{
-		Advertise: m.advertised,
-		Detach: func(ctx context.Context, final *dledger.RoleEvent) {
-			// The final event may still be queued for the subscription, which unsub drops: wait
-			// a moment for the hub to have it in order, else hand it over here (streams then
-			// skip what was queued before it), so every stream ends with it and the listeners'
-			// Shutdown is not held up by them.
-			if final != nil {
-				wait, cancel := context.WithTimeout(ctx, finalEventWait)
-				if !m.watch.awaitEnd(wait) {
-					m.watch.publish(*final)
-				}
-				cancel()
-			} else {
-				m.watch.end()
-			}
-			unsub()
-			m.closeHooks(ctx, final)
-			d.mu.Lock()
-			if d.members[k] == m {
-				delete(d.members, k)
-			}
-			d.mu.Unlock()
-		},
-	}, nil
+	m.unsub = unsub
+	// Method values, not closures over m, k and d: 48 bytes less of each of a host's members.
+	return server.Attachment{Advertise: m.advertised, Detach: m.detach}, nil
+}
+
+// detach is the member's Attachment.Detach.
+func (m *member) detach(ctx context.Context, final *dledger.RoleEvent) {
+	// The final event may still be queued for the subscription, which unsub drops: wait
+	// a moment for the hub to have it in order, else hand it over here (streams then
+	// skip what was queued before it), so every stream ends with it and the listeners'
+	// Shutdown is not held up by them.
+	if final != nil {
+		wait, cancel := context.WithTimeout(ctx, finalEventWait)
+		if !m.watch.awaitEnd(wait) {
+			m.watch.publish(*final)
+		}
+		cancel()
+	} else {
+		m.watch.end()
+	}
+	m.unsub()
+	m.closeHooks(ctx, final)
+	d, k := m.d, memberKey{m.cfg.Group, m.cfg.SelfID}
+	d.mu.Lock()
+	if d.members[k] == m {
+		delete(d.members, k)
+	}
+	d.mu.Unlock()
 }
 
 // member returns the attached member self of group, or nil.

@@ -104,6 +104,9 @@ type hookRunner struct {
 	timeout, grace       time.Duration // grace: hookKillGrace when the runner was made
 	log                  *zap.Logger
 	obs                  hookObserver // nil: not counted
+	// series is obs as a daemon member registered it (startHooks), unregistered when the
+	// member stops (closeHooks): kept here, not in every member, as few members run hooks.
+	series *metrics.Hooks
 
 	base context.Context // every run's parent; kill ends them all (Stop's deadline)
 	kill context.CancelCauseFunc
@@ -149,8 +152,8 @@ func (m *member) startHooks(reg prometheus.Registerer) error {
 	if err != nil {
 		return fmt.Errorf("hook metrics: %w", err)
 	}
-	m.hookObs = obs
 	m.hooks = newHookRunner(m.cfg.Group, m.cfg.SelfID, c.OnRoleChange, c.OnStop, c.HookTimeout, m.logger().Named("hooks"), obs)
+	m.hooks.series = obs
 	return nil
 }
 
@@ -162,7 +165,7 @@ func (m *member) closeHooks(ctx context.Context, final *dledger.RoleEvent) {
 		return
 	}
 	m.hooks.finish(ctx, final)
-	m.hookObs.Unregister()
+	m.hooks.series.Unregister()
 }
 
 // onEvent hands the runner a role event. It never blocks: the event becomes the one to run

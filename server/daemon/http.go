@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
-	"github.com/dledger-go/dledger/metrics"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server"
 	"github.com/dledger-go/dledger/server/adminclient"
@@ -218,12 +217,33 @@ type member struct {
 	cfg      memberConfig // what the daemon reads of s.Config()
 	selfAddr string       // its own entry in the peers string
 	watch    *watchHub    // GET /v1/watch and the long poll (watch.go)
-	probes   probeGate    // GET /v1/members (members.go)
 	hooks    *hookRunner  // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
-	hookObs  *metrics.Hooks
+	unsub    func()       // its role-event subscription's cancel (detach)
+	// web is made by the first request for the member (webState): most of a host's thousands
+	// of members are never asked for by path, and its gate and routes were 56 bytes of each.
+	web atomic.Pointer[memberWeb]
+}
 
-	once              sync.Once
+// memberWeb is what a member's own routes keep: the discoveries' gate and the routes at
+// their single-member paths, every one (admin) or only those that read.
+type memberWeb struct {
+	probes            probeGate // GET /v1/members (members.go)
 	adminMux, readMux *http.ServeMux
+}
+
+// webState is m.web, made if it was not (by one of the requests racing to make it).
+func (m *member) webState() *memberWeb {
+	if w := m.web.Load(); w != nil {
+		return w
+	}
+	w := &memberWeb{readMux: http.NewServeMux(), adminMux: http.NewServeMux()}
+	m.readOnlyRoutes(w.readMux)
+	m.readOnlyRoutes(w.adminMux)
+	m.adminRoutes(w.adminMux)
+	if m.web.CompareAndSwap(nil, w) {
+		return w
+	}
+	return m.web.Load()
 }
 
 // memberConfig is what the daemon reads of a member's server.Config, kept instead of the whole
@@ -237,17 +257,11 @@ type memberConfig struct {
 // handler is the member's routes at their single-member paths: every one (admin) or only
 // those that read.
 func (m *member) handler(admin bool) http.Handler {
-	m.once.Do(func() {
-		m.readMux = http.NewServeMux()
-		m.readOnlyRoutes(m.readMux)
-		m.adminMux = http.NewServeMux()
-		m.readOnlyRoutes(m.adminMux)
-		m.adminRoutes(m.adminMux)
-	})
+	w := m.webState()
 	if admin {
-		return m.adminMux
+		return w.adminMux
 	}
-	return m.readMux
+	return w.readMux
 }
 
 // readyJSON is /v1/status's "ready": with Config.LeaderReadyGate, on a leader, whether it may

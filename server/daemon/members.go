@@ -155,11 +155,11 @@ func (m *member) membersRoute(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/members", func(w http.ResponseWriter, r *http.Request) {
 		wait, cancel := context.WithTimeout(r.Context(), 5*membersTimeout)
 		defer cancel()
-		if !m.probes.acquire(wait) {
+		if !m.webState().probes.acquire(wait) {
 			writeJSON(w, http.StatusServiceUnavailable, errorJSON{Error: "busy: other member discoveries are running"})
 			return
 		}
-		defer m.probes.release()
+		defer m.webState().probes.release()
 		ctx, cancel2 := context.WithTimeout(r.Context(), membersTimeout)
 		defer cancel2()
 		writeJSON(w, http.StatusOK, m.members(ctx))

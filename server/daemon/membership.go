@@ -191,10 +191,10 @@ func (m *member) changeError(ctx context.Context, err error) (int, adminclient.M
 func (m *member) adminAddrOf(ctx context.Context, id string) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*membersTimeout)
 	defer cancel()
-	if !m.probes.acquire(ctx) {
+	if !m.webState().probes.acquire(ctx) {
 		return ""
 	}
-	defer m.probes.release()
+	defer m.webState().probes.release()
 	for {
 		for _, p := range m.members(ctx) {
 			if p.ID == id && p.AdminAddr != "" {

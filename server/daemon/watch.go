@@ -66,7 +66,10 @@ var (
 
 // watchHub fans role events out to HTTP clients and keeps the recent ones.
 type watchHub struct {
-	instance  string
+	// instance names this incarnation of the member in event ids (instanceID): 8 random
+	// bytes, formatted when a client is sent one, not kept as a string of its own by each of
+	// a host's thousands of hubs.
+	instance  [8]byte
 	group     string
 	member    string
 	keepalive time.Duration // watchKeepalive (tests set it before serving)
@@ -79,8 +82,8 @@ type watchHub struct {
 	leaders  []string // the leader ids the ring's events name (ringEvent.leader)
 	head, n  int
 	watchers map[*watcher]struct{}
-	polls    int           // long polls waiting
 	changed  chan struct{} // closed on every event (wakes long polls); nil: no one waits (changedLocked makes it)
+	polls    int32         // long polls waiting (at most maxWatchers); beside ended: one word
 	ended    bool          // the member stopped: its last event (UNKNOWN) was published
 }
 
@@ -91,10 +94,13 @@ type watcher struct {
 }
 
 func newWatchHub(group, member string) *watchHub {
-	var b [8]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	return &watchHub{instance: hex.EncodeToString(b[:]), group: group, member: member, keepalive: watchKeepalive}
+	h := &watchHub{group: group, member: member, keepalive: watchKeepalive}
+	rand.Read(h.instance[:]) // never fails (crypto/rand)
+	return h
 }
+
+// instanceID is the member's incarnation as event ids name it: 16 hex digits.
+func (h *watchHub) instanceID() string { return hex.EncodeToString(h.instance[:]) }
 
 // growRing makes room for one more event: by a quarter, not append's doubling, as a member of
 // a host saw 17-32 events in a cold start of 1,000 groups, and a ring doubled to 32 held
@@ -310,7 +316,7 @@ var errTooManyWatchers = fmt.Errorf("too many watchers (at most %d streams and l
 func (h *watchHub) subscribe(p resumePoint) (*watcher, *adminclient.MissedJSON, []dledger.RoleEvent, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.watchers)+h.polls >= maxWatchers {
+	if len(h.watchers)+int(h.polls) >= maxWatchers {
 		return nil, nil, nil, errTooManyWatchers
 	}
 	missed, replay := h.replayLocked(p)
@@ -337,10 +343,10 @@ func (h *watchHub) replayLocked(p resumePoint) (*adminclient.MissedJSON, []dledg
 	if !p.given {
 		return nil, current()
 	}
-	missed := &adminclient.MissedJSON{Missed: true, Since: p.seq, Instance: h.instance}
+	missed := &adminclient.MissedJSON{Missed: true, Since: p.seq, Instance: h.instanceID()}
 	// Another incarnation's id, or a seq this incarnation has not reached (the member restarted
 	// since and its seqs began again): everything before now is unknown to the client.
-	if (p.instance != "" && p.instance != h.instance) || (h.n == 0 && p.seq > 0) ||
+	if (p.instance != "" && p.instance != h.instanceID()) || (h.n == 0 && p.seq > 0) ||
 		(h.n > 0 && p.seq > h.latestLocked().Seq) {
 		missed.Restarted = true
 		if h.n > 0 {
@@ -387,7 +393,7 @@ func (h *watchHub) await(index uint64) (ev dledger.RoleEvent, ok bool, changed <
 	if (h.n > 0 && ev.Seq != index) || h.ended {
 		return ev, true, nil, nil, nil
 	}
-	if len(h.watchers)+h.polls >= maxWatchers {
+	if len(h.watchers)+int(h.polls) >= maxWatchers {
 		return ev, false, nil, nil, errTooManyWatchers
 	}
 	h.polls++
@@ -410,7 +416,7 @@ func (h *watchHub) latest() (dledger.RoleEvent, bool) {
 
 func (h *watchHub) eventJSON(ev dledger.RoleEvent) adminclient.EventJSON {
 	return adminclient.EventJSON{Seq: ev.Seq, Term: ev.Term, Role: ev.Role.String(), Leader: ev.LeaderID,
-		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Group: h.group, Instance: h.instance}
+		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Group: h.group, Instance: h.instanceID()}
 }
 
 // watchRoutes adds GET /v1/watch to mux (both listeners: it only reads).
@@ -516,7 +522,7 @@ func (m *member) writeQueued(buf *strings.Builder, ch <-chan dledger.RoleEvent) 
 
 func (m *member) writeEvent(buf *strings.Builder, ev dledger.RoleEvent) {
 	b, _ := json.Marshal(m.watch.eventJSON(ev))
-	fmt.Fprintf(buf, "id: %d@%s\ndata: %s\n\n", ev.Seq, m.watch.instance, b)
+	fmt.Fprintf(buf, "id: %d@%s\ndata: %s\n\n", ev.Seq, m.watch.instanceID(), b)
 }
 
 // flushTo writes text within watchWriteTimeout and flushes it; false: the client is gone.

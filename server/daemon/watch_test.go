@@ -181,7 +181,7 @@ func TestWatchStartsWithTheCurrentStateThenFollowsInOrder(t *testing.T) {
 	publishN(s.watch, 1, 3)
 	st := openWatch(t, addr, "", "")
 	e, m := st.nextEvent(t)
-	inst := s.watch.instance
+	inst := s.watch.instanceID()
 	want := adminclient.EventJSON{Seq: 3, Term: 1, Role: "CANDIDATE", Leader: "", Time: time.Unix(1700000000, 3).UTC().Format(time.RFC3339Nano),
 		Member: "n0", Group: "g", Instance: inst}
 	if e != want || m.id != "3@"+inst {
@@ -197,7 +197,7 @@ func TestWatchStartsWithTheCurrentStateThenFollowsInOrder(t *testing.T) {
 // A client that reconnects with Last-Event-ID (or ?since=) gets exactly the events after it.
 func TestWatchResumesAfterTheLastEventID(t *testing.T) {
 	s, addr := watchOnly(t, 10*time.Second)
-	inst := s.watch.instance
+	inst := s.watch.instanceID()
 	publishN(s.watch, 1, 5)
 	st := openWatch(t, addr, "2@"+inst, "")
 	st.expectSeqs(t, inst, 3, 5)
@@ -214,7 +214,7 @@ func TestWatchResumesAfterTheLastEventID(t *testing.T) {
 // lost them, or the member restarted (another instance, or a seq it has not reached).
 func TestWatchSaysWhenEventsWereMissed(t *testing.T) {
 	s, addr := watchOnly(t, 10*time.Second)
-	inst := s.watch.instance
+	inst := s.watch.instanceID()
 	last := uint64(watchRingSize + 10)
 	publishN(s.watch, 1, last)
 	for _, c := range []struct {
@@ -330,7 +330,7 @@ func TestWatchersAreBounded(t *testing.T) {
 		t.Fatalf("long poll beyond the bound: HTTP %d Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	s.watch.unsubscribe(ws[0])
-	openWatch(t, addr, "", "").expectSeqs(t, s.watch.instance, 1, 1)
+	openWatch(t, addr, "", "").expectSeqs(t, s.watch.instanceID(), 1, 1)
 }
 
 // A stream lives past the listener's read and write timeouts (a member's metrics listener
@@ -344,7 +344,7 @@ func TestWatchStreamOutlivesTheListenerTimeouts(t *testing.T) {
 	s, addr := watchOnly(t, short, 50*time.Millisecond)
 	publishN(s.watch, 1, 1)
 	st := openWatch(t, addr, "", "")
-	st.expectSeqs(t, s.watch.instance, 1, 1)
+	st.expectSeqs(t, s.watch.instanceID(), 1, 1)
 	// Keep the stream open, by the client's own account, well past both timeouts.
 	since, keepalives := time.Now(), 0
 	for time.Since(since) < 5*short {
@@ -364,7 +364,7 @@ func TestWatchStreamOutlivesTheListenerTimeouts(t *testing.T) {
 		t.Fatal("no keepalive comment")
 	}
 	publishN(s.watch, 2, 2)
-	st.expectSeqs(t, s.watch.instance, 2, 2)
+	st.expectSeqs(t, s.watch.instanceID(), 2, 2)
 }
 
 // The member's last event (UNKNOWN: it stopped) ends every stream after it is sent, and a
@@ -373,7 +373,7 @@ func TestWatchStreamEndsAfterTheFinalEvent(t *testing.T) {
 	s, addr := watchOnly(t, 10*time.Second)
 	publishN(s.watch, 1, 1)
 	st := openWatch(t, addr, "", "")
-	st.expectSeqs(t, s.watch.instance, 1, 1)
+	st.expectSeqs(t, s.watch.instanceID(), 1, 1)
 	s.watch.publish(dledger.RoleEvent{Seq: 2, Term: 0, Role: protocol.UNKNOWN, At: time.Now()})
 	if e, _ := st.nextEvent(t); e.Seq != 2 || e.Role != "UNKNOWN" {
 		t.Fatalf("final event %+v", e)
@@ -382,7 +382,7 @@ func TestWatchStreamEndsAfterTheFinalEvent(t *testing.T) {
 		t.Fatalf("the stream went on after the final event: %+v", m)
 	}
 	late := openWatch(t, addr, "", "")
-	late.expectSeqs(t, s.watch.instance, 2, 2)
+	late.expectSeqs(t, s.watch.instanceID(), 2, 2)
 	if _, ok := late.next(t); ok {
 		t.Fatal("a stream opened after the final event did not end")
 	}
