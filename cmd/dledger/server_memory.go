@@ -22,11 +22,21 @@ import (
 // minute at most. It does not change GOGC: the heap still grows to twice what is live
 // between collections (GOGC and GOMEMLIMIT are the operator's).
 
-// idleHeapPoll is how often the free heap is looked at: rare enough to cost nothing idle.
-const idleHeapPoll = 5 * time.Second
+// idleHeapPoll is how often the free heap and the allocation rate (the GC pacer,
+// server_gcpace.go) are looked at while the heap goal is at least pacedHeapGoal: a read of a
+// few runtime metrics, a wake-up a second, and while the pacer paces. Otherwise (a member
+// process, whose heap of a few MiB the pacer leaves at GOGC=100) every idleHeapPollSmall, as
+// before the pacer: a member's idle cost is counted in wake-ups (docs/design.md, "What an
+// idle member costs").
+const (
+	idleHeapPoll      = time.Second
+	idleHeapPollSmall = 5 * time.Second
+	pacedHeapGoal     = 32 << 20
+)
 
-// idleHeapGap is the fewest polls between two releases (a minute).
-const idleHeapGap = 12
+// idleHeapGap is the fewest polls between two releases (a minute at idleHeapPoll, five at
+// idleHeapPollSmall, where the heap is small and a release rarely due).
+const idleHeapGap = 60
 
 // idleHeapMin is the free heap below which nothing is returned: a member process's heap is a
 // few MiB, and a release that small is not worth a collection.
@@ -39,8 +49,12 @@ type heapUse struct{ mapped, free, goal uint64 }
 
 // idleHeapExcess: the heap keeps more mapped than its next cycle can use, enough of it free.
 func idleHeapExcess(h heapUse) bool {
-	return h.free > idleHeapMin && h.mapped > h.goal+max(idleHeapMin, h.goal/4)
+	return h.free > idleHeapMin && aboveGoal(h)
 }
+
+// aboveGoal: the heap keeps more mapped than its next cycle can use, free or garbage (after the
+// pacer lowered the goal, the garbage above it is collected by the release's collection).
+func aboveGoal(h heapUse) bool { return h.mapped > h.goal+max(idleHeapMin, h.goal/4) }
 
 // readHeapUse reads the process's heapUse.
 func readHeapUse() heapUse {
@@ -53,26 +67,62 @@ func readHeapUse() heapUse {
 
 // returnIdleHeap polls at every tick until stop is closed, and calls release when read
 // reports an excess of free heap (idleHeapExcess), gap polls after the last release at the
-// earliest.
-func returnIdleHeap(stop <-chan struct{}, tick <-chan time.Time, gap int, read func() heapUse, release func()) {
-	since := gap // polls since the last release
+// earliest; or when pace (the GC pacer's poll, server_gcpace.go; nil without it) has just
+// lowered the heap goal and the heap is above the new goal (aboveGoal), gap polls after the
+// last such release at the earliest: a settled host's RSS then falls to the smaller goal now,
+// not as the background scavenger gets to it, and a pacer that lowers again and again (a host
+// between bursts) pays for one forced collection a minute at most.
+func returnIdleHeap(stop <-chan struct{}, tick <-chan time.Time, gap int, pace func() bool, read func() heapUse, release func()) {
+	since, sinceLowered := gap, gap // polls since the last release, and the last release on a lowering
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick:
-			if since++; since >= gap && idleHeapExcess(read()) {
-				release()
-				since = 0
+			since++
+			sinceLowered++
+			lowered := pace != nil && pace()
+			h := read()
+			switch {
+			case since >= gap && idleHeapExcess(h):
+			case lowered && sinceLowered >= gap && aboveGoal(h):
+				sinceLowered = 0
+			default:
+				continue
 			}
+			release()
+			since = 0
 		}
 	}
 }
 
-// startReturningIdleHeap runs returnIdleHeap on the process's heap; the returned func stops it.
+// startReturningIdleHeap runs returnIdleHeap on the process's heap, with the GC pacer
+// (startGCPacer) unless the operator set GOGC or GOMEMLIMIT; the returned func stops both.
 func startReturningIdleHeap() (stop func()) {
 	done := make(chan struct{})
-	t := time.NewTicker(idleHeapPoll)
-	go returnIdleHeap(done, t.C, idleHeapGap, readHeapUse, debug.FreeOSMemory)
-	return func() { t.Stop(); close(done) }
+	t := time.NewTicker(idleHeapPollSmall)
+	polled, paced, stopPacing := startGCPacer()
+	var pace func() bool
+	if polled != nil {
+		period := idleHeapPollSmall
+		pace = func() bool {
+			lowered := polled()
+			if p := idleHeapPollFor(readHeapUse().goal, paced()); p != period {
+				period = p
+				t.Reset(p)
+			}
+			return lowered
+		}
+	}
+	go returnIdleHeap(done, t.C, idleHeapGap, pace, readHeapUse, debug.FreeOSMemory)
+	return func() { t.Stop(); close(done); stopPacing() }
+}
+
+// idleHeapPollFor is the poll period for a heap goal: every second from pacedHeapGoal up, and
+// while the pacer paces (a burst must be seen within a second, whatever the goal).
+func idleHeapPollFor(goal uint64, paced bool) time.Duration {
+	if paced || goal >= pacedHeapGoal {
+		return idleHeapPoll
+	}
+	return idleHeapPollSmall
 }

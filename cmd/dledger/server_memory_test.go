@@ -73,7 +73,7 @@ func TestReturnIdleHeapReleasesOnExcess(t *testing.T) {
 		}
 		return heapUse{mapped: 43 * mib, free: 20 * mib, goal: 32 * mib} // a burst's excess
 	}
-	returnIdleHeap(stop, tick, gap, read, func() {
+	returnIdleHeap(stop, tick, gap, nil, read, func() {
 		if len(releasedAt) == 2 {
 			return // stopped; the loop may take a few more (ready) ticks before it sees stop
 		}
