@@ -28,7 +28,7 @@ import (
 type adaptive struct {
 	// links is nil until a member that adapts keeps a sample: a host's members (a liveness
 	// table, no adaptation) never do, and its 48 bytes inline took every one of them past the
-	// 1,024-byte allocation class with the leader's scratch buffers below (issue 29).
+	// 1,024-byte allocation class (issue 29).
 	links *detLinks
 	// suspected is when another member at this member's term last asked it for a vote while
 	// its leader was still within the stickiness window (corroborate, suspicionDue).
@@ -63,23 +63,6 @@ func (d *adaptive) kept() *detLinks {
 		d.links = &detLinks{}
 	}
 	return d.links
-}
-
-// leaderScratch is a leader's buffers, made by its first use and kept, so that a steady
-// heartbeat does not allocate: only a leader uses them, and two thirds of a host's members
-// follow (a pointer, 8 bytes, in place of 72 in every Elector).
-type leaderScratch struct {
-	acks    []time.Time     // quorumAck's
-	windows []time.Duration // quorumWindow's
-	expiry  []time.Time     // quorumExpiry's
-}
-
-// scratch is e's leader buffers, made if none are.
-func (e *Elector) scratch() *leaderScratch {
-	if e.scr == nil {
-		e.scr = &leaderScratch{}
-	}
-	return e.scr
 }
 
 // DetectorBounds are the bounds detect clamps this configuration's windows to: the
@@ -382,8 +365,8 @@ func (e *Elector) quorumExpiry(now time.Time) time.Time {
 		return e.quorumAck(now).Add(e.cfg.DetectionWindow())
 	}
 	b := e.cfg.DetectorBounds()
-	scr := e.scratch()
-	exp := scr.expiry[:0]
+	var buf [8]time.Time // on the stack: a group's voters, and nothing keeps them
+	exp := buf[:0]
 	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
 		if p.ID == e.ms.SelfID() {
 			continue
@@ -398,7 +381,6 @@ func (e *Elector) quorumExpiry(now time.Time) time.Time {
 			exp = append(exp, ack.Add(e.hostQuorumWindow(p.ID, b)))
 		}
 	}
-	scr.expiry = exp
 	need := memberstate.QuorumSize(len(exp)+1) - 1 // followers, besides this member
 	if need == 0 {
 		return now.Add(e.cfg.DetectionWindow()) // a quorum by itself: never steps down
@@ -424,8 +406,10 @@ func (e *Elector) quorumWindow() time.Duration {
 		return w
 	}
 	b := e.cfg.DetectorBounds()
-	scr := e.scratch()
-	ws := scr.windows[:0]
+	// On the stack (detect.QuorumWindow keeps nothing): Status asks every member, followers
+	// too, and an Elector keeps no buffers for it.
+	var buf [8]time.Duration
+	ws := buf[:0]
 	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
 		switch {
 		case p.ID == e.ms.SelfID():
@@ -435,7 +419,6 @@ func (e *Elector) quorumWindow() time.Duration {
 			ws = append(ws, e.hostQuorumWindow(p.ID, b))
 		}
 	}
-	scr.windows = ws
 	if q := detect.QuorumWindow(ws, memberstate.QuorumSize(len(ws)+1)); q > 0 {
 		w = q
 	}

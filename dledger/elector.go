@@ -149,7 +149,6 @@ type Elector struct {
 	// (two thirds of its members) keep none (about 400 B each; issue 29). Read it only as
 	// leader.
 	peers []peerStatus
-	scr   *leaderScratch // quorumAck's, quorumWindow's and quorumExpiry's buffers (adaptive.go)
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
 	// preferred-leader check.

@@ -75,8 +75,8 @@ func (e *Elector) leaderDeadline(now time.Time) deadline {
 // overstates how recently a quorum followed. A member that is a quorum by itself is always
 // acknowledged now: it never steps down for lack of acks.
 func (e *Elector) quorumAck(now time.Time) time.Time {
-	scr := e.scratch()
-	acks := scr.acks[:0]
+	var buf [8]time.Time // on the stack: a group's voters, and nothing keeps them
+	acks := buf[:0]
 	for i, p := range e.ms.Peers()[:e.ms.Voters()] { // voters only (docs/protocol.md 13)
 		if p.ID == e.ms.SelfID() {
 			acks = append(acks, now)
@@ -84,7 +84,6 @@ func (e *Elector) quorumAck(now time.Time) time.Time {
 			acks = append(acks, e.peerAck(i, now))
 		}
 	}
-	scr.acks = acks
 	slices.SortFunc(acks, func(a, b time.Time) int { return b.Compare(a) }) // newest first
 	t := acks[memberstate.QuorumSize(len(acks))-1]
 	if t.Before(e.leaderSince) {

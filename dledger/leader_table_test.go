@@ -82,8 +82,8 @@ func TestEventsReadyChannelMadeWhenAsked(t *testing.T) {
 
 // TestElectorFitsItsAllocationClass: a host of 10,000 groups keeps 10,000 Electors, and the
 // Go allocator rounds each up to its size class: one byte past 1,024 costs 128 more a member
-// (the 1,152-byte class). The detector's samples and the leader's buffers are behind
-// pointers, and emit keeps 40 bytes of the last event, for this (issue 29).
+// (the 1,152-byte class). The detector's samples are behind a pointer, a leader's quorum
+// buffers are on the stack, and emit keeps 40 bytes of the last event, for this (issue 29).
 func TestElectorFitsItsAllocationClass(t *testing.T) {
 	if n := unsafe.Sizeof(Elector{}); n > 1024 {
 		t.Fatalf("an Elector is %d bytes, past the 1,024-byte allocation class", n)
@@ -91,13 +91,13 @@ func TestElectorFitsItsAllocationClass(t *testing.T) {
 }
 
 // TestTableMemberKeepsNoSamples: a member with a host's liveness table never adapts, so it
-// keeps no detector samples however many heartbeats it hears, and as a follower no leader
-// buffers; a member with a process of its own makes its samples with its first heartbeat.
+// keeps no detector samples however many heartbeats it hears; a member with a process of its
+// own makes its samples with its first heartbeat.
 func TestTableMemberKeepsNoSamples(t *testing.T) {
-	kept := func(u *unit) (*detLinks, *leaderScratch) {
+	kept := func(u *unit) *detLinks {
 		u.e.mu.Lock()
 		defer u.e.mu.Unlock()
-		return u.e.det.links, u.e.scr
+		return u.e.det.links
 	}
 	q, live := newQuietUnit(t, 3)
 	live.set(q.clock.Now(), q.clock.Now(), true)
@@ -111,10 +111,10 @@ func TestTableMemberKeepsNoSamples(t *testing.T) {
 			u.e.Tick()
 		}
 	}
-	if l, scr := kept(q); l != nil || scr != nil {
-		t.Fatalf("a table member following n1 keeps samples %+v and leader buffers %+v", l, scr)
+	if l := kept(q); l != nil {
+		t.Fatalf("a table member following n1 keeps samples %+v", l)
 	}
-	if l, _ := kept(own); l == nil || l.arrivals == nil {
+	if l := kept(own); l == nil || l.arrivals == nil {
 		t.Fatal("a member of its own process keeps no heartbeat gaps after five heartbeats")
 	}
 }

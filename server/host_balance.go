@@ -272,6 +272,7 @@ func (h *Host) balanceOnce(ctx context.Context) {
 		b.mu.Lock()
 		b.queue = b.queue[:0]
 		b.mu.Unlock()
+		b.view.drop() // a drained host does not plan: its view would keep removed members
 		return
 	}
 	plan, lead := h.planOnce(time.Now())
@@ -399,6 +400,16 @@ type viewCache struct {
 	changed, idle bool
 }
 
+// drop forgets the view's members (and so the removed ones among them): the next plan takes
+// the host's members again and rewrites every slot.
+func (vc *viewCache) drop() {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	vc.members = nil
+	clear(vc.lead[:cap(vc.lead)])
+	vc.lead, vc.v.Groups, vc.idle = vc.lead[:0], vc.v.Groups[:0], false
+}
+
 // planOnce builds the balancer's view at now and plans it (balance.PlanAll), and returns the
 // plan with the member here that leads each move's group. A view that has not changed since a
 // plan of it found nothing to do is not planned again: the plan, a function of the view, would
@@ -480,6 +491,10 @@ func (h *Host) balanceView(vc *viewCache, now time.Time) bool {
 	if len(vc.v.Groups) != old {
 		vc.changed = true
 	}
+	// The slots past the view's length keep their arrays for the next plans, but no member: a
+	// removed member left there would stay reachable, its elector and all, as long as the view
+	// is no longer than it (the merge's review).
+	clear(vc.lead[len(vc.lead):cap(vc.lead)])
 	if len(b.leading) > vc.nLed { // a group this host no longer leads
 		for g := range b.leading {
 			if vc.leaderOf(g) == nil {

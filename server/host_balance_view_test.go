@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server/balance"
 )
 
@@ -121,6 +122,19 @@ func TestBalanceViewKeptEqualsFresh(t *testing.T) {
 		return true
 	})
 
+	// A view that shrinks keeps no member past its length (a removed member would stay
+	// reachable there): host 0, leading three groups, viewed as if it had no member left.
+	vc := &h.bal.view
+	vc.mu.Lock()
+	vc.members = vc.members[:0:0]
+	h.balanceView(vc, time.Now())
+	tail := slices.Clone(vc.lead[len(vc.lead):cap(vc.lead)])
+	vc.members = nil // the next plan takes the host's members again
+	vc.mu.Unlock()
+	if len(tail) == 0 || slices.ContainsFunc(tail, func(s *Server) bool { return s != nil }) {
+		t.Fatalf("a view shrunk to nothing keeps %v past its length", tail)
+	}
+
 	if err := r.hosts[2].Stop(r.ctx()); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +155,42 @@ func TestBalanceViewKeptEqualsFresh(t *testing.T) {
 
 	r.start(2, false)
 	awaitKept("host 2 back", []int{9, 10, 9})
+}
+
+// viewKeeps: h's kept view refers to member s anywhere in its buffers, past their lengths too.
+func viewKeeps(h *Host, s *Server) bool {
+	vc := &h.bal.view
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	return slices.Contains(vc.members, s) || slices.Contains(vc.lead[:cap(vc.lead)], s)
+}
+
+// TestDrainedHostsViewKeepsNoMember: a drained host does not plan, so its kept view is dropped
+// rather than left holding members that may be removed while it is drained.
+func TestDrainedHostsViewKeepsNoMember(t *testing.T) {
+	r := newBalanceRig(t, 3, 3)
+	r.start(0, false)
+	r.start(1, false)
+	r.start(2, false)
+	r.awaitLeads([]int{1, 1, 1}, balanceLimit)
+	h := r.hosts[0]
+	var s *Server
+	for _, m := range h.Members() {
+		if m.elector.Status().Role == protocol.LEADER {
+			s = m
+		}
+	}
+	viewNow(h)
+	if s == nil || !viewKeeps(h, s) {
+		t.Fatal("host 0's view holds none of its leaders before the drain")
+	}
+	if err := h.Drain(r.ctx()); err != nil {
+		t.Fatal(err)
+	}
+	r.log.await(t, balanceLimit, "the drained host's view holds no member", r.diagnose, func() bool {
+		h.bal.poke()
+		return !viewKeeps(h, s)
+	})
 }
 
 // TestBalancePlanOfASettledHostAllocatesNothing: a settled host's plan, its view rewritten in
