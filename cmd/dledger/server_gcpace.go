@@ -9,15 +9,15 @@ import (
 	"time"
 )
 
-// A quiet host's heap goal near its live heap (issue 29; docs/design.md, "A quiet host's heap
-// goal"). At GOGC=100 the collector lets the heap grow to twice what the last collection found
+// A quiet host's heap goal near its live heap (issue 29; docs/design.md, "A settled host's
+// heap goal"). At GOGC=100 the collector lets the heap grow to twice what the last collection found
 // live before it collects again, and the runtime keeps that heap mapped: a settled host of
 // 10,000 groups holds some 80 MiB live and so about 160 MiB of heap, most of a 187-224 MiB RSS.
 // On a settled host that allocates little (the liveness frames, a quiet refresh now and then, a
 // scrape) most of that headroom waits for garbage that comes slowly, and the collector would run
-// seldom with far less of it. (Today's settled 10,000-group host allocates 3-5 MB a second, most
-// of it the balancer's view of every group, and is not paced: BENCHMARKS.md, "RSS at 10,000
-// groups".) The pacer gives the heap the headroom its allocation rate needs:
+// seldom with far less of it. (A settled 10,000-group host allocates about 0.04 MB a second
+// since the balancer keeps its view between plans; before that, 3-5 MB a second kept every
+// host at GOGC=100: BENCHMARKS.md, "RSS at 10,000 groups".) The pacer gives the heap the headroom its allocation rate needs:
 // enough for gcPaceEvery of allocation at the rate it saw (the runtime collects at least every
 // two minutes anyway: a heap collected that often costs no more than an idle runtime's forced
 // collections), at least a tenth of the live heap and gcPaceHeadroomMin, and never more than

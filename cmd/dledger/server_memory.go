@@ -19,8 +19,8 @@ import (
 // per 10 MiB of live heap. A settled host keeps about its goal mapped, so this runs after a
 // burst, not every cycle; and at most once per idleHeapGap polls, so a long burst (a cold
 // start of 10,000 groups, churning on a loaded machine) pays for one forced collection a
-// minute at most. It does not change GOGC: the heap still grows to twice what is live
-// between collections (GOGC and GOMEMLIMIT are the operator's).
+// minute at most. By itself it does not change GOGC; the GC pacer (server_gcpace.go), polled
+// here, does, unless the operator set GOGC or GOMEMLIMIT.
 
 // idleHeapPoll is how often the free heap and the allocation rate (the GC pacer,
 // server_gcpace.go) are looked at while the heap goal is at least pacedHeapGoal: a read of a
