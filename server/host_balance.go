@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,9 @@ import (
 // once (no settle: its outcome is counted as done already). The bound is also what limits the
 // overshoot of hosts acting on each other's stale counts (balance's doc); and a host that has
 // just gained a group gives none away for balanceCooldown, so that it never hands back what it
-// received on a stale count before the views have caught up.
+// received on a stale count before the views have caught up, except what it leads above the
+// ceil of all its groups over the live hosts (balance.Move.AboveCeil: its own count decides
+// those, whatever it has just gained).
 //
 // It is on for every host unless HostConfig.NoBalance: a host of one group has nothing to move
 // (one group's quota is one on any host), so today's single-group deployment is unchanged. It
@@ -52,11 +55,16 @@ var (
 	// balanceCooldown: a host that has just gained leadership of a group gives none away for
 	// this long (ten lan heartbeat intervals), so that the other hosts' views of it are
 	// current when it next plans: a host that overshot on a stale count would otherwise hand
-	// groups straight back, paying a term each way.
+	// groups straight back, paying a term each way. Moves above the ceil
+	// (balance.Move.AboveCeil) are not held: a host above the ceil of every group over the
+	// hosts is above its share by its own count, not by anyone's stale one (at a rejoin, a
+	// survivor that the other had given a few groups, on a view where the returning host was
+	// not ready yet, gave the returning host nothing for 2 s).
 	balanceCooldown = 2 * time.Second
-	// balanceAgain: a plan that found part of the host's surplus no receiver ready plans again
+	// balanceAgain: a plan that found part of the host's surplus no receiver ready, or, just
+	// after a peer host's change of liveness, a host of its groups not live yet, plans again
 	// after this (a restarted host's members turn ready in its leaders' heartbeat rounds, which
-	// no role event here announces), while changes are recent (balanceQuietPeriods).
+	// no role event here announces), while changes are recent (balanceQuietPeriods; replanSoon).
 	balanceAgain = 500 * time.Millisecond
 	// balanceQuietPeriods: the slow wake-up plans only this many periods after the last
 	// change it could see (a role event of a member here, a peer host turning fresh, stale or
@@ -85,6 +93,9 @@ type balancer struct {
 	gen   atomic.Uint64
 	seen  uint64
 	quiet int
+	// hostAt: when a peer host last turned fresh or stale or restarted (UnixNano), for the
+	// plans that follow (replanSoon).
+	hostAt atomic.Int64
 
 	mu       sync.Mutex
 	inFlight map[string]string     // group -> host it is being handed to
@@ -239,9 +250,28 @@ func (h *Host) runBalancer(ctx context.Context) {
 // ready yet plans again soon, balanceOnce), and the next periods plan again (periodDue).
 func (b *balancer) hostChanged() {
 	if b != nil {
+		b.hostAt.Store(time.Now().UnixNano())
 		b.gen.Add(1)
 		b.poke()
 	}
+}
+
+// replanSoon says whether the plan p, made at now, calls for another after b.again rather than
+// at the slow period, while changes are recent (quietPeriods): part of this host's surplus
+// found no receiver ready (Short), or, within quietPeriods periods of a peer host's change of
+// liveness, a host of its groups is not counted live yet (Absent). A host that has just come
+// back turns live in this host's view only when its members have answered this host's
+// leaders' heartbeats, which no role event here announces: without it the plan that the
+// change woke, a settle after the host's first frame, finds none of its members ready, moves
+// nothing to it, and the next plan came at the slow period, up to 3 s later. (A crashed or
+// drained host is absent too: that costs a plan every b.again for a few periods after it
+// turned stale, while its groups' failovers plan on their role events anyway.) The loop's own.
+func (b *balancer) replanSoon(p balance.Schedule, now time.Time) bool {
+	if b.quiet > b.quietPeriods {
+		return false
+	}
+	recent := now.Sub(time.Unix(0, b.hostAt.Load())) < time.Duration(b.quietPeriods)*b.period
+	return p.Short > 0 || (p.Absent > 0 && recent)
 }
 
 // periodDue says whether the slow wake-up should plan: within quietPeriods of the last
@@ -260,8 +290,8 @@ func (b *balancer) periodDue() bool {
 
 // balanceOnce plans, queues the plan's moves (replacing the last plan's that have not started:
 // this plan knows better) and starts as many as the pace allows. A plan that found part of this
-// host's surplus no receiver ready plans again after balanceAgain, while changes are recent.
-// The loop's own.
+// host's surplus no receiver ready, or no member ready on a host that has just come back, plans
+// again after balanceAgain, while changes are recent (replanSoon). The loop's own.
 func (h *Host) balanceOnce(ctx context.Context) {
 	b := h.bal
 	if h.drained.Load() {
@@ -277,17 +307,25 @@ func (h *Host) balanceOnce(ctx context.Context) {
 	for _, m := range plan.Moves {
 		b.queue = append(b.queue, queuedMove{m, leaders[m.Group]})
 	}
-	if plan.Short > 0 && b.quiet <= b.quietPeriods {
+	if b.replanSoon(plan, time.Now()) {
 		after(&b.short, b.again, b.wake)
+	}
+	if len(plan.Moves) > 0 || plan.Short > 0 {
+		loads := map[string]int{}
+		for _, g := range view.Groups {
+			loads[g.Leader]++
+		}
+		h.log.Info("balance: plan", zap.Int("moves", len(plan.Moves)), zap.Int("short", plan.Short), zap.Int("inFlight", len(b.inFlight)),
+			zap.Int("limit", b.pace.Limit()), zap.Duration("cool", time.Until(b.lastGain.Add(b.cooldown))), zap.Any("loads", loads))
 	}
 	b.mu.Unlock()
 	h.pumpBalance(ctx)
 }
 
-// pumpBalance starts queued moves while fewer than the pace's bound are in flight, unless this
-// host is cooling down after a gain (the loop then starts them when the cooldown ends, from
-// the same queue: a plan that waited only for the cooldown is not made again) or drained or
-// stopping. Called by the loop, and by each transfer as it ends, so the next starts at once.
+// pumpBalance starts queued moves while fewer than the pace's bound are in flight (takeMoves),
+// unless drained or stopping; when moves wait for the cooldown, the loop starts them when it
+// ends, from the same queue (a plan that waited only for the cooldown is not made again).
+// Called by the loop, and by each transfer as it ends, so the next starts at once.
 func (h *Host) pumpBalance(ctx context.Context) {
 	b := h.bal
 	b.mu.Lock()
@@ -295,25 +333,54 @@ func (h *Host) pumpBalance(ctx context.Context) {
 	if ctx.Err() != nil || h.drained.Load() {
 		return
 	}
-	if wait := time.Until(b.lastGain.Add(b.cooldown)); wait > 0 {
-		if len(b.queue) > 0 {
-			after(&b.cool, wait, b.pump)
-		}
-		return
+	start, wait := b.takeMoves(time.Now())
+	if wait > 0 {
+		after(&b.cool, wait, b.pump)
 	}
-	for len(b.queue) > 0 && len(b.inFlight) < b.pace.Limit() {
-		m := b.queue[0]
-		b.queue = b.queue[1:]
+	for _, m := range start {
+		b.wg.Add(1)
+		go h.balanceTransfer(ctx, m.queuedMove, m.full)
+	}
+}
+
+// startMove is a queued move taken to start, and whether the pace's bound was in use when it
+// was (balance.Pace.Done's full).
+type startMove struct {
+	queuedMove
+	full bool
+}
+
+// takeMoves takes from the queue, in its order, the moves to start at now, while fewer than the
+// pace's bound are in flight (a group in flight already, or whose leader is gone, is dropped),
+// and marks them in flight. While this host cools down after a gain it takes only the moves
+// above the ceil (balance.Move.AboveCeil: its own count decides them, whatever it has just
+// gained) and leaves the rest queued; wait is then how long until the cooldown ends (0 if no
+// move waits for it). Under b.mu.
+func (b *balancer) takeMoves(now time.Time) (start []startMove, wait time.Duration) {
+	cooling := now.Before(b.lastGain.Add(b.cooldown))
+	kept := b.queue[:0]
+	for i, m := range b.queue {
+		if len(b.inFlight) >= b.pace.Limit() {
+			kept = append(kept, b.queue[i:]...)
+			break
+		}
 		if _, busy := b.inFlight[m.Group]; busy || m.s == nil {
 			continue
 		}
+		if cooling && !m.AboveCeil {
+			kept = append(kept, m)
+			continue
+		}
 		b.inFlight[m.Group] = m.Host
-		full := len(b.inFlight) >= b.pace.Limit()
 		b.started++
 		b.peak = max(b.peak, len(b.inFlight))
-		b.wg.Add(1)
-		go h.balanceTransfer(ctx, m, full)
+		start = append(start, startMove{m, len(b.inFlight) >= b.pace.Limit()})
 	}
+	b.queue = kept
+	if cooling && slices.ContainsFunc(b.queue, func(m queuedMove) bool { return !m.AboveCeil }) {
+		wait = b.lastGain.Add(b.cooldown).Sub(now)
+	}
+	return start, wait
 }
 
 // balanceTransfer is one queued move, carried out as a transfer by the group's leader here;

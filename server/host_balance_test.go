@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/server/balance"
 )
 
 // roleLog records every role event of every member of a test's hosts, and wakes whoever waits
@@ -602,4 +604,97 @@ func TestHostRejoinGetsItsShareBack(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// While a host cools down after a gain, it starts only the moves above the ceil (its own count
+// decides them, whatever it has just gained), up to the pace's bound, and keeps the others
+// queued, in order, until the cooldown ends: wait says when. Without the exemption a host that
+// a rejoin's first transfers reached (a survivor given a few groups by the other, on views
+// where the rejoined host was not ready yet) gave the rejoined host nothing for 2 s.
+func TestBalancerCooldownHoldsOnlyMovesNotAboveTheCeil(t *testing.T) {
+	b := newBalancer()
+	b.cooldown = 2 * time.Second
+	s := &Server{}
+	q := func(group string, above bool) queuedMove {
+		return queuedMove{balance.Move{Group: group, To: "n0", Host: "h0", AboveCeil: above}, s}
+	}
+	now := time.Unix(1000, 0)
+	b.lastGain = now.Add(-500 * time.Millisecond)
+	b.queue = []queuedMove{q("g1", false), q("g2", true), q("g3", true), q("g4", false), q("g5", true), q("g6", true), q("g7", true)}
+	names := func(ms []startMove) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.Group)
+		}
+		return out
+	}
+	queued := func() (out []string) {
+		for _, m := range b.queue {
+			out = append(out, m.Group)
+		}
+		return out
+	}
+	start, wait := b.takeMoves(now)
+	if got := names(start); !slices.Equal(got, []string{"g2", "g3", "g5", "g6"}) { // the pace's 4
+		t.Fatalf("cooling: started %v, want the first 4 above the ceil", got)
+	}
+	if !start[3].full || start[0].full {
+		t.Fatalf("cooling: full flags %v, want only the fourth (the bound then in use)", start)
+	}
+	if wait != 1500*time.Millisecond {
+		t.Fatalf("cooling: wait %v, want the 1.5 s left of the cooldown", wait)
+	}
+	if got := queued(); !slices.Equal(got, []string{"g1", "g4", "g7"}) {
+		t.Fatalf("cooling: queue %v, want g1 g4 g7 in order", got)
+	}
+	delete(b.inFlight, "g2")
+	start, wait = b.takeMoves(now)
+	if got := names(start); !slices.Equal(got, []string{"g7"}) || wait == 0 {
+		t.Fatalf("cooling, one slot: started %v (wait %v), want g7 and a wait", got, wait)
+	}
+	delete(b.inFlight, "g3")
+	delete(b.inFlight, "g5")
+	start, wait = b.takeMoves(now.Add(1500 * time.Millisecond)) // the cooldown's end
+	if got := names(start); !slices.Equal(got, []string{"g1", "g4"}) || wait != 0 || len(b.queue) != 0 {
+		t.Fatalf("cooled: started %v (wait %v, queue %v), want g1 g4 and nothing left", got, wait, queued())
+	}
+	b.queue = []queuedMove{q("g6", true), q("g8", true)} // g6 is in flight
+	b.lastGain = now.Add(1500 * time.Millisecond)
+	if start, wait = b.takeMoves(now.Add(1600 * time.Millisecond)); len(start) != 0 || wait != 0 || len(b.queue) != 2 {
+		t.Fatalf("full: started %v (wait %v, queue %v), want nothing started, both kept, no wait (none waits for the cooldown)", names(start), wait, queued())
+	}
+	delete(b.inFlight, "g1")
+	if start, _ = b.takeMoves(now.Add(1600 * time.Millisecond)); !slices.Equal(names(start), []string{"g8"}) || len(b.queue) != 0 {
+		t.Fatalf("one slot: started %v (queue %v), want g8 (g6, in flight, dropped)", names(start), queued())
+	}
+}
+
+// A plan that found a host of its groups not counted live (a host that has just restarted, its
+// members not yet heard by this host's leaders) plans again soon while a peer host's change of
+// liveness is recent, as one that found part of its surplus no receiver ready does; neither
+// once the changes are old (quietPeriods).
+func TestBalancerReplansSoonWhileAReturningHostIsNotReady(t *testing.T) {
+	b := newBalancer()
+	b.period, b.quietPeriods = 3*time.Second, 3
+	now := time.Now()
+	absent := balance.Schedule{Absent: 1}
+	if b.replanSoon(absent, now) {
+		t.Fatal("a host absent, no peer host ever changed: replans soon")
+	}
+	b.hostChanged()
+	if !b.replanSoon(absent, time.Now()) {
+		t.Fatal("a host absent just after a peer host changed: no replan")
+	}
+	if b.replanSoon(balance.Schedule{}, time.Now()) {
+		t.Fatal("nothing absent or short: replans soon")
+	}
+	if b.replanSoon(absent, time.Now().Add(10*time.Second)) {
+		t.Fatal("a host absent 10 s after the change (3 periods of 3 s): replans soon")
+	}
+	if !b.replanSoon(balance.Schedule{Short: 3}, time.Now().Add(time.Minute)) {
+		t.Fatal("short, changes recent: no replan")
+	}
+	b.quiet = 4
+	if b.replanSoon(balance.Schedule{Short: 3, Absent: 1}, time.Now()) {
+		t.Fatal("quiet for more than quietPeriods: replans soon")
+	}
 }
