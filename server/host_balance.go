@@ -400,20 +400,7 @@ func (h *Host) balanceTransfer(ctx context.Context, m queuedMove, full bool) {
 	h.log.Info("balance: hand-over", zap.String("group", m.Group), zap.String("to", m.To), zap.String("host", m.Host),
 		zap.Duration("took", took), zap.Error(err))
 	b.mu.Lock()
-	delete(b.inFlight, m.Group)
-	switch {
-	case err == nil:
-		b.pace.Done(took, budget, full)
-	case errors.Is(err, ErrOutcomeUnknown):
-		b.pace.Done(max(took, budget+1), budget, full) // no answer: as slow as it gets
-	}
-	if err != nil {
-		b.failed[moveKey{m.Group, m.To}] = time.Now().Add(b.retry)
-		if len(b.lastErrs) == 4 {
-			b.lastErrs = b.lastErrs[1:]
-		}
-		b.lastErrs = append(b.lastErrs, m.Group+": "+err.Error())
-	}
+	b.ended(m.Move, took, budget, full, err, time.Now())
 	idle := len(b.queue) == 0 && len(b.inFlight) == 0
 	b.mu.Unlock()
 	if idle {
@@ -421,6 +408,37 @@ func (h *Host) balanceTransfer(ctx context.Context, m queuedMove, full bool) {
 		return
 	}
 	h.pumpBalance(ctx)
+}
+
+// ended records the outcome of move m's transfer, ended at now after took: the pace's measure
+// of a success or of a transfer left unanswered (a refusal measures nothing), and a failure
+// not retried for b.retry, unless it was refused because the transferee is not ready as its
+// leader sees it now (not alive in the last heartbeat round, or its ledger unknown): the
+// plan picks only members its leaders see ready, so it asks again once the member is, and
+// nothing moved meanwhile (refused at row 5 of docs/protocol.md 7.8, before any term). A
+// host that has just restarted answers its first heartbeat rounds late under the load of
+// its 10,000 members catching up, so a member ready in a plan was often not in the round
+// before its transfer started; held back for 10 s, thousands of (group, member) pairs were
+// out of the plans at once, and a rejoin stalled at a few transfers a second for a minute
+// (a run on the loaded 2-core machine). Under b.mu.
+func (b *balancer) ended(m balance.Move, took, budget time.Duration, full bool, err error, now time.Time) {
+	delete(b.inFlight, m.Group)
+	switch {
+	case err == nil:
+		b.pace.Done(took, budget, full)
+	case errors.Is(err, ErrOutcomeUnknown):
+		b.pace.Done(max(took, budget+1), budget, full) // no answer: as slow as it gets
+	}
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, ErrTransfereeUnreachable) && !errors.Is(err, ErrTransfereeAbstaining) {
+		b.failed[moveKey{m.Group, m.To}] = now.Add(b.retry)
+	}
+	if len(b.lastErrs) == 4 {
+		b.lastErrs = b.lastErrs[1:]
+	}
+	b.lastErrs = append(b.lastErrs, m.Group+": "+err.Error())
 }
 
 // selfHost is this host's id as the other hosts know it: the address its members' own entries

@@ -698,3 +698,42 @@ func TestBalancerReplansSoonWhileAReturningHostIsNotReady(t *testing.T) {
 		t.Fatal("quiet for more than quietPeriods: replans soon")
 	}
 }
+
+// A transfer refused because its transferee is not ready as its leader sees it now (not alive
+// in the last heartbeat round, or its ledger unknown: refused before any term moved) is not
+// held back from the plans: the next plan asks again if the member is ready then. Any other
+// failure is (for retry), a success or an unanswered transfer is the pace's measure, a refusal
+// is not, and every one ends the move's time in flight.
+func TestBalancerRetriesATransfereeThatWasNotReady(t *testing.T) {
+	b := newBalancer()
+	b.retry = 10 * time.Second
+	now := time.Unix(1000, 0)
+	budget := 200 * time.Millisecond
+	for i, c := range []struct {
+		err   error
+		held  bool
+		limit int // the pace's bound after, from 4 in use
+	}{
+		{&TransferError{To: "n0", Reason: ErrTransfereeUnreachable, Code: protocol.CodeFallBehindTooMuch}, false, 4},
+		{&TransferError{To: "n0", Reason: ErrTransfereeAbstaining, Code: protocol.CodeFallBehindTooMuch}, false, 4},
+		{&TransferError{To: "n0", Reason: ErrTransfereeBehind, Code: protocol.CodeTakeLeadershipFailed}, true, 4},
+		{&TransferError{To: "n0", Reason: ErrTermChanged}, true, 4},
+		{nil, false, 5},
+		{&TransferError{To: "n0", Reason: ErrOutcomeUnknown, Code: protocol.CodeTimeout}, true, 4},
+	} {
+		b.pace = balance.NewPace(4, 64)
+		g := fmt.Sprintf("g%d", i)
+		b.inFlight[g] = "h0"
+		b.ended(balance.Move{Group: g, To: "n0", Host: "h0"}, 10*time.Millisecond, budget, true, c.err, now)
+		until, held := b.failed[moveKey{g, "n0"}]
+		if held != c.held || (held && !until.Equal(now.Add(b.retry))) {
+			t.Errorf("%v: held back %v until %v, want held %v", c.err, held, until, c.held)
+		}
+		if _, ok := b.inFlight[g]; ok {
+			t.Errorf("%v: still in flight", c.err)
+		}
+		if b.pace.Limit() != c.limit {
+			t.Errorf("%v: pace %d, want %d", c.err, b.pace.Limit(), c.limit)
+		}
+	}
+}
