@@ -737,3 +737,23 @@ func TestBalancerRetriesATransfereeThatWasNotReady(t *testing.T) {
 		}
 	}
 }
+
+// While the last plan's queue still holds moves, the loop plans again no sooner than busyGap
+// after it, however often role events wake it; with the queue empty (worked through, or a
+// plan that found nothing to move) a role event plans after the settle, as before.
+func TestBalancerPlansAtMostOncePerGapWhileItsQueueLasts(t *testing.T) {
+	b := newBalancer()
+	b.settle, b.busyGap = 200*time.Millisecond, time.Second
+	now := time.Unix(1000, 0)
+	b.lastPlan = now.Add(-300 * time.Millisecond)
+	if got := b.settleFor(now); got != b.settle {
+		t.Fatalf("queue empty: waits %v, want the settle", got)
+	}
+	b.queue = []queuedMove{{balance.Move{Group: "g1", To: "n0", Host: "h0"}, &Server{}}}
+	if got := b.settleFor(now); got != 700*time.Millisecond {
+		t.Fatalf("queue left, plan 300 ms ago: waits %v, want 700 ms (the gap's rest)", got)
+	}
+	if got := b.settleFor(now.Add(900 * time.Millisecond)); got != b.settle {
+		t.Fatalf("queue left, plan 1.2 s ago: waits %v, want the settle", got)
+	}
+}
