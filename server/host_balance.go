@@ -31,7 +31,9 @@ import (
 // once (no settle: its outcome is counted as done already). The bound is also what limits the
 // overshoot of hosts acting on each other's stale counts (balance's doc); and a host that has
 // just gained a group gives none away for balanceCooldown, so that it never hands back what it
-// received on a stale count before the views have caught up.
+// received on a stale count before the views have caught up, except what it leads above the
+// ceil of all its groups over the live hosts (balance.Move.AboveCeil: its own count decides
+// those, whatever it has just gained).
 //
 // It is on for every host unless HostConfig.NoBalance: a host of one group has nothing to move
 // (one group's quota is one on any host), so today's single-group deployment is unchanged. It
@@ -54,11 +56,16 @@ var (
 	// balanceCooldown: a host that has just gained leadership of a group gives none away for
 	// this long (ten lan heartbeat intervals), so that the other hosts' views of it are
 	// current when it next plans: a host that overshot on a stale count would otherwise hand
-	// groups straight back, paying a term each way.
+	// groups straight back, paying a term each way. Moves above the ceil
+	// (balance.Move.AboveCeil) are not held: a host above the ceil of every group over the
+	// hosts is above its share by its own count, not by anyone's stale one (at a rejoin, a
+	// survivor that the other had given a few groups, on a view where the returning host was
+	// not ready yet, gave the returning host nothing for 2 s).
 	balanceCooldown = 2 * time.Second
-	// balanceAgain: a plan that found part of the host's surplus no receiver ready plans again
+	// balanceAgain: a plan that found part of the host's surplus no receiver ready, or, just
+	// after a peer host's change of liveness, a host of its groups not live yet, plans again
 	// after this (a restarted host's members turn ready in its leaders' heartbeat rounds, which
-	// no role event here announces), while changes are recent (balanceQuietPeriods).
+	// no role event here announces), while changes are recent (balanceQuietPeriods; replanSoon).
 	balanceAgain = 500 * time.Millisecond
 	// balanceQuietPeriods: the slow wake-up plans only this many periods after the last
 	// change it could see (a role event of a member here, a peer host turning fresh, stale or
@@ -68,6 +75,15 @@ var (
 	// what shows in the leaders' statuses only a little later (a restarted host's members
 	// answering heartbeats).
 	balanceQuietPeriods = 3
+	// balanceBusyGap: while the last plan's queue still holds moves not started, the next plan
+	// comes at least this long after it (a role event's settle is stretched to it). A plan is
+	// the whole distribution, so a new one only refreshes what the queue has left, and one
+	// after every burst of role events (every 200-400 ms through a rejoin, each transfer
+	// being role events on every host) cost a survivor a fifth of its CPU in the rejoin's
+	// first 10 s at 10,000 groups (its view: every member, every leader's status), on a
+	// machine the rejoin keeps busy. Moves above the ceil are exact in a queue that old; the
+	// others are what the next plan corrects.
+	balanceBusyGap = time.Second
 )
 
 // balancer is the host's balancer state: the loop's, the transfers' under mu, and roles (fed by
@@ -79,14 +95,17 @@ type balancer struct {
 	cancel context.CancelFunc
 
 	// The pacing, from the variables above when the host was made.
-	period, settle, retry, cooldown, again time.Duration
-	quietPeriods                           int
+	period, settle, retry, cooldown, again, busyGap time.Duration
+	quietPeriods                                    int
 
 	// gen counts the changes the balancer could see (role events, peer hosts' freshness);
 	// seen is the gen of the last period, quiet the periods since it last moved (the loop's).
 	gen   atomic.Uint64
 	seen  uint64
 	quiet int
+	// hostAt: when a peer host last turned fresh or stale or restarted (UnixNano), for the
+	// plans that follow (replanSoon).
+	hostAt atomic.Int64
 
 	mu       sync.Mutex
 	inFlight map[string]string     // group -> host it is being handed to
@@ -95,6 +114,7 @@ type balancer struct {
 	failed   map[moveKey]time.Time // not before then
 	leading  map[string]time.Time  // group -> when a plan first saw this host lead it
 	lastGain time.Time             // the latest of leading
+	lastPlan time.Time             // when the last plan queued its moves
 	cool     *time.Timer           // starts the queue when the cooldown ends
 	short    *time.Timer           // wakes the loop to plan again soon (a short plan)
 	wg       sync.WaitGroup
@@ -128,7 +148,7 @@ type moveKey struct{ group, to string }
 func newBalancer() *balancer {
 	return &balancer{wake: make(chan struct{}, 1), pump: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
 		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, cooldown: balanceCooldown,
-		again: balanceAgain, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{}, roles: map[*Server]roleNote{},
+		again: balanceAgain, busyGap: balanceBusyGap, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{}, roles: map[*Server]roleNote{},
 		pace: balance.NewPace(balanceInFlight, balanceInFlightMax)}
 }
 
@@ -222,10 +242,13 @@ func (h *Host) runBalancer(ctx context.Context) {
 			h.pumpBalance(ctx)
 			continue
 		case <-b.wake:
+			b.mu.Lock()
+			wait := b.settleFor(time.Now())
+			b.mu.Unlock()
 			select { // settle: a burst of events is one plan
 			case <-ctx.Done():
 				return
-			case <-time.After(b.settle):
+			case <-time.After(wait):
 			}
 			select {
 			case <-b.wake:
@@ -236,6 +259,16 @@ func (h *Host) runBalancer(ctx context.Context) {
 	}
 }
 
+// settleFor is how long the loop waits, woken at now, before it plans: the settle, or while the
+// last plan's queue still holds moves, until busyGap after that plan (balanceBusyGap). Under
+// b.mu.
+func (b *balancer) settleFor(now time.Time) time.Duration {
+	if len(b.queue) > 0 {
+		return max(b.settle, b.lastPlan.Add(b.busyGap).Sub(now))
+	}
+	return b.settle
+}
+
 // hostChanged is the liveness table's HostChanged: a peer host turned fresh or stale or
 // restarted. The leaders' views of its members change in the heartbeats that follow, so it
 // wakes the loop (a restarted host, the one that leads nothing, is the one to give groups to:
@@ -243,9 +276,28 @@ func (h *Host) runBalancer(ctx context.Context) {
 // ready yet plans again soon, balanceOnce), and the next periods plan again (periodDue).
 func (b *balancer) hostChanged() {
 	if b != nil {
+		b.hostAt.Store(time.Now().UnixNano())
 		b.gen.Add(1)
 		b.poke()
 	}
+}
+
+// replanSoon says whether the plan p, made at now, calls for another after b.again rather than
+// at the slow period, while changes are recent (quietPeriods): part of this host's surplus
+// found no receiver ready (Short), or, within quietPeriods periods of a peer host's change of
+// liveness, a host of its groups is not counted live yet (Absent). A host that has just come
+// back turns live in this host's view only when its members have answered this host's
+// leaders' heartbeats, which no role event here announces: without it the plan that the
+// change woke, a settle after the host's first frame, finds none of its members ready, moves
+// nothing to it, and the next plan came at the slow period, up to 3 s later. (A crashed or
+// drained host is absent too: that costs a plan every b.again for a few periods after it
+// turned stale, while its groups' failovers plan on their role events anyway.) The loop's own.
+func (b *balancer) replanSoon(p balance.Schedule, now time.Time) bool {
+	if b.quiet > b.quietPeriods {
+		return false
+	}
+	recent := now.Sub(time.Unix(0, b.hostAt.Load())) < time.Duration(b.quietPeriods)*b.period
+	return p.Short > 0 || (p.Absent > 0 && recent)
 }
 
 // periodDue says whether the slow wake-up should plan: within quietPeriods of the last
@@ -264,8 +316,8 @@ func (b *balancer) periodDue() bool {
 
 // balanceOnce plans, queues the plan's moves (replacing the last plan's that have not started:
 // this plan knows better) and starts as many as the pace allows. A plan that found part of this
-// host's surplus no receiver ready plans again after balanceAgain, while changes are recent.
-// The loop's own.
+// host's surplus no receiver ready, or no member ready on a host that has just come back, plans
+// again after balanceAgain, while changes are recent (replanSoon). The loop's own.
 func (h *Host) balanceOnce(ctx context.Context) {
 	b := h.bal
 	if h.drained.Load() {
@@ -277,21 +329,26 @@ func (h *Host) balanceOnce(ctx context.Context) {
 	}
 	plan, lead := h.planOnce(time.Now())
 	b.mu.Lock()
+	b.lastPlan = time.Now()
 	b.queue = b.queue[:0]
 	for i, m := range plan.Moves {
 		b.queue = append(b.queue, queuedMove{m, lead[i]})
 	}
-	if plan.Short > 0 && b.quiet <= b.quietPeriods {
+	if b.replanSoon(plan, time.Now()) {
 		after(&b.short, b.again, b.wake)
+	}
+	if len(plan.Moves) > 0 || plan.Short > 0 {
+		h.log.Info("balance: plan", zap.Int("moves", len(plan.Moves)), zap.Int("short", plan.Short), zap.Int("absent", plan.Absent),
+			zap.Int("inFlight", len(b.inFlight)), zap.Int("limit", b.pace.Limit()), zap.Duration("cool", time.Until(b.lastGain.Add(b.cooldown))))
 	}
 	b.mu.Unlock()
 	h.pumpBalance(ctx)
 }
 
-// pumpBalance starts queued moves while fewer than the pace's bound are in flight, unless this
-// host is cooling down after a gain (the loop then starts them when the cooldown ends, from
-// the same queue: a plan that waited only for the cooldown is not made again) or drained or
-// stopping. Called by the loop, and by each transfer as it ends, so the next starts at once.
+// pumpBalance starts queued moves while fewer than the pace's bound are in flight (takeMoves),
+// unless drained or stopping; when moves wait for the cooldown, the loop starts them when it
+// ends, from the same queue (a plan that waited only for the cooldown is not made again).
+// Called by the loop, and by each transfer as it ends, so the next starts at once.
 func (h *Host) pumpBalance(ctx context.Context) {
 	b := h.bal
 	b.mu.Lock()
@@ -299,25 +356,54 @@ func (h *Host) pumpBalance(ctx context.Context) {
 	if ctx.Err() != nil || h.drained.Load() {
 		return
 	}
-	if wait := time.Until(b.lastGain.Add(b.cooldown)); wait > 0 {
-		if len(b.queue) > 0 {
-			after(&b.cool, wait, b.pump)
-		}
-		return
+	start, wait := b.takeMoves(time.Now())
+	if wait > 0 {
+		after(&b.cool, wait, b.pump)
 	}
-	for len(b.queue) > 0 && len(b.inFlight) < b.pace.Limit() {
-		m := b.queue[0]
-		b.queue = b.queue[1:]
+	for _, m := range start {
+		b.wg.Add(1)
+		go h.balanceTransfer(ctx, m.queuedMove, m.full)
+	}
+}
+
+// startMove is a queued move taken to start, and whether the pace's bound was in use when it
+// was (balance.Pace.Done's full).
+type startMove struct {
+	queuedMove
+	full bool
+}
+
+// takeMoves takes from the queue, in its order, the moves to start at now, while fewer than the
+// pace's bound are in flight (a group in flight already, or whose leader is gone, is dropped),
+// and marks them in flight. While this host cools down after a gain it takes only the moves
+// above the ceil (balance.Move.AboveCeil: its own count decides them, whatever it has just
+// gained) and leaves the rest queued; wait is then how long until the cooldown ends (0 if no
+// move waits for it). Under b.mu.
+func (b *balancer) takeMoves(now time.Time) (start []startMove, wait time.Duration) {
+	cooling := now.Before(b.lastGain.Add(b.cooldown))
+	kept := b.queue[:0]
+	for i, m := range b.queue {
+		if len(b.inFlight) >= b.pace.Limit() {
+			kept = append(kept, b.queue[i:]...)
+			break
+		}
 		if _, busy := b.inFlight[m.Group]; busy || m.s == nil {
 			continue
 		}
+		if cooling && !m.AboveCeil {
+			kept = append(kept, m)
+			continue
+		}
 		b.inFlight[m.Group] = m.Host
-		full := len(b.inFlight) >= b.pace.Limit()
 		b.started++
 		b.peak = max(b.peak, len(b.inFlight))
-		b.wg.Add(1)
-		go h.balanceTransfer(ctx, m, full)
+		start = append(start, startMove{m, len(b.inFlight) >= b.pace.Limit()})
 	}
+	b.queue = kept
+	if cooling && slices.ContainsFunc(b.queue, func(m queuedMove) bool { return !m.AboveCeil }) {
+		wait = b.lastGain.Add(b.cooldown).Sub(now)
+	}
+	return start, wait
 }
 
 // balanceTransfer is one queued move, carried out as a transfer by the group's leader here;
@@ -337,20 +423,7 @@ func (h *Host) balanceTransfer(ctx context.Context, m queuedMove, full bool) {
 	h.log.Info("balance: hand-over", zap.String("group", m.Group), zap.String("to", m.To), zap.String("host", m.Host),
 		zap.Duration("took", took), zap.Error(err))
 	b.mu.Lock()
-	delete(b.inFlight, m.Group)
-	switch {
-	case err == nil:
-		b.pace.Done(took, budget, full)
-	case errors.Is(err, ErrOutcomeUnknown):
-		b.pace.Done(max(took, budget+1), budget, full) // no answer: as slow as it gets
-	}
-	if err != nil {
-		b.failed[moveKey{m.Group, m.To}] = time.Now().Add(b.retry)
-		if len(b.lastErrs) == 4 {
-			b.lastErrs = b.lastErrs[1:]
-		}
-		b.lastErrs = append(b.lastErrs, m.Group+": "+err.Error())
-	}
+	b.ended(m.Move, took, budget, full, err, time.Now())
 	idle := len(b.queue) == 0 && len(b.inFlight) == 0
 	b.mu.Unlock()
 	if idle {
@@ -358,6 +431,37 @@ func (h *Host) balanceTransfer(ctx context.Context, m queuedMove, full bool) {
 		return
 	}
 	h.pumpBalance(ctx)
+}
+
+// ended records the outcome of move m's transfer, ended at now after took: the pace's measure
+// of a success or of a transfer left unanswered (a refusal measures nothing), and a failure
+// not retried for b.retry, unless it was refused because the transferee is not ready as its
+// leader sees it now (not alive in the last heartbeat round, or its ledger unknown): the
+// plan picks only members its leaders see ready, so it asks again once the member is, and
+// nothing moved meanwhile (refused at row 5 of docs/protocol.md 7.8, before any term). A
+// host that has just restarted answers its first heartbeat rounds late under the load of
+// its 10,000 members catching up, so a member ready in a plan was often not in the round
+// before its transfer started; held back for 10 s, thousands of (group, member) pairs were
+// out of the plans at once, and a rejoin stalled at a few transfers a second for a minute
+// (a run on the loaded 2-core machine). Under b.mu.
+func (b *balancer) ended(m balance.Move, took, budget time.Duration, full bool, err error, now time.Time) {
+	delete(b.inFlight, m.Group)
+	switch {
+	case err == nil:
+		b.pace.Done(took, budget, full)
+	case errors.Is(err, ErrOutcomeUnknown):
+		b.pace.Done(max(took, budget+1), budget, full) // no answer: as slow as it gets
+	}
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, ErrTransfereeUnreachable) && !errors.Is(err, ErrTransfereeAbstaining) {
+		b.failed[moveKey{m.Group, m.To}] = now.Add(b.retry)
+	}
+	if len(b.lastErrs) == 4 {
+		b.lastErrs = b.lastErrs[1:]
+	}
+	b.lastErrs = append(b.lastErrs, m.Group+": "+err.Error())
 }
 
 // selfHost is this host's id as the other hosts know it: the address its members' own entries
@@ -395,8 +499,8 @@ type viewCache struct {
 	g       balance.Group
 	peers   []dledger.PeerBrief // a leader's Brief's buffer
 	// changed: the last balanceView wrote something the view before it did not have. idle: a
-	// plan of the view as it is found no move and no shortfall (PlanAll is a function of the
-	// view: planning it again would find the same), false again at any change.
+	// plan of the view as it is found no move, no shortfall and no host absent (PlanAll is a
+	// function of the view: planning it again would find the same), false again at any change.
 	changed, idle bool
 }
 
@@ -413,7 +517,7 @@ func (vc *viewCache) drop() {
 // planOnce builds the balancer's view at now and plans it (balance.PlanAll), and returns the
 // plan with the member here that leads each move's group. A view that has not changed since a
 // plan of it found nothing to do is not planned again: the plan, a function of the view, would
-// be the same (no move, no shortfall), and a settled host plans for a few periods after each
+// be the same (no move, no shortfall, no host absent), and a settled host plans for a few periods after each
 // change (periodDue), at 10,000 groups a few MB a plan.
 func (h *Host) planOnce(now time.Time) (balance.Schedule, []*Server) {
 	vc := &h.bal.view
@@ -424,7 +528,9 @@ func (h *Host) planOnce(now time.Time) (balance.Schedule, []*Server) {
 		return balance.Schedule{}, nil
 	}
 	plan := balance.PlanAll(vc.v)
-	vc.idle = len(plan.Moves) == 0 && plan.Short == 0
+	// Absent too: a plan that counts a host not live yet asks for another soon (replanSoon),
+	// and a skipped one would say nothing of it.
+	vc.idle = len(plan.Moves) == 0 && plan.Short == 0 && plan.Absent == 0
 	var lead []*Server
 	for _, m := range plan.Moves {
 		lead = append(lead, vc.leaderOf(m.Group))

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dledger-go/dledger/dledger"
 	"github.com/dledger-go/dledger/rpc/protocol"
+	"github.com/dledger-go/dledger/server/balance"
 )
 
 // roleLog records every role event of every member of a test's hosts, and wakes whoever waits
@@ -602,4 +604,156 @@ func TestHostRejoinGetsItsShareBack(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// While a host cools down after a gain, it starts only the moves above the ceil (its own count
+// decides them, whatever it has just gained), up to the pace's bound, and keeps the others
+// queued, in order, until the cooldown ends: wait says when. Without the exemption a host that
+// a rejoin's first transfers reached (a survivor given a few groups by the other, on views
+// where the rejoined host was not ready yet) gave the rejoined host nothing for 2 s.
+func TestBalancerCooldownHoldsOnlyMovesNotAboveTheCeil(t *testing.T) {
+	b := newBalancer()
+	b.cooldown = 2 * time.Second
+	s := &Server{}
+	q := func(group string, above bool) queuedMove {
+		return queuedMove{balance.Move{Group: group, To: "n0", Host: "h0", AboveCeil: above}, s}
+	}
+	now := time.Unix(1000, 0)
+	b.lastGain = now.Add(-500 * time.Millisecond)
+	b.queue = []queuedMove{q("g1", false), q("g2", true), q("g3", true), q("g4", false), q("g5", true), q("g6", true), q("g7", true)}
+	names := func(ms []startMove) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.Group)
+		}
+		return out
+	}
+	queued := func() (out []string) {
+		for _, m := range b.queue {
+			out = append(out, m.Group)
+		}
+		return out
+	}
+	start, wait := b.takeMoves(now)
+	if got := names(start); !slices.Equal(got, []string{"g2", "g3", "g5", "g6"}) { // the pace's 4
+		t.Fatalf("cooling: started %v, want the first 4 above the ceil", got)
+	}
+	if !start[3].full || start[0].full {
+		t.Fatalf("cooling: full flags %v, want only the fourth (the bound then in use)", start)
+	}
+	if wait != 1500*time.Millisecond {
+		t.Fatalf("cooling: wait %v, want the 1.5 s left of the cooldown", wait)
+	}
+	if got := queued(); !slices.Equal(got, []string{"g1", "g4", "g7"}) {
+		t.Fatalf("cooling: queue %v, want g1 g4 g7 in order", got)
+	}
+	delete(b.inFlight, "g2")
+	start, wait = b.takeMoves(now)
+	if got := names(start); !slices.Equal(got, []string{"g7"}) || wait == 0 {
+		t.Fatalf("cooling, one slot: started %v (wait %v), want g7 and a wait", got, wait)
+	}
+	delete(b.inFlight, "g3")
+	delete(b.inFlight, "g5")
+	start, wait = b.takeMoves(now.Add(1500 * time.Millisecond)) // the cooldown's end
+	if got := names(start); !slices.Equal(got, []string{"g1", "g4"}) || wait != 0 || len(b.queue) != 0 {
+		t.Fatalf("cooled: started %v (wait %v, queue %v), want g1 g4 and nothing left", got, wait, queued())
+	}
+	b.queue = []queuedMove{q("g6", true), q("g8", true)} // g6 is in flight
+	b.lastGain = now.Add(1500 * time.Millisecond)
+	if start, wait = b.takeMoves(now.Add(1600 * time.Millisecond)); len(start) != 0 || wait != 0 || len(b.queue) != 2 {
+		t.Fatalf("full: started %v (wait %v, queue %v), want nothing started, both kept, no wait (none waits for the cooldown)", names(start), wait, queued())
+	}
+	delete(b.inFlight, "g1")
+	if start, _ = b.takeMoves(now.Add(1600 * time.Millisecond)); !slices.Equal(names(start), []string{"g8"}) || len(b.queue) != 0 {
+		t.Fatalf("one slot: started %v (queue %v), want g8 (g6, in flight, dropped)", names(start), queued())
+	}
+}
+
+// A plan that found a host of its groups not counted live (a host that has just restarted, its
+// members not yet heard by this host's leaders) plans again soon while a peer host's change of
+// liveness is recent, as one that found part of its surplus no receiver ready does; neither
+// once the changes are old (quietPeriods).
+func TestBalancerReplansSoonWhileAReturningHostIsNotReady(t *testing.T) {
+	b := newBalancer()
+	b.period, b.quietPeriods = 3*time.Second, 3
+	now := time.Now()
+	absent := balance.Schedule{Absent: 1}
+	if b.replanSoon(absent, now) {
+		t.Fatal("a host absent, no peer host ever changed: replans soon")
+	}
+	b.hostChanged()
+	if !b.replanSoon(absent, time.Now()) {
+		t.Fatal("a host absent just after a peer host changed: no replan")
+	}
+	if b.replanSoon(balance.Schedule{}, time.Now()) {
+		t.Fatal("nothing absent or short: replans soon")
+	}
+	if b.replanSoon(absent, time.Now().Add(10*time.Second)) {
+		t.Fatal("a host absent 10 s after the change (3 periods of 3 s): replans soon")
+	}
+	if !b.replanSoon(balance.Schedule{Short: 3}, time.Now().Add(time.Minute)) {
+		t.Fatal("short, changes recent: no replan")
+	}
+	b.quiet = 4
+	if b.replanSoon(balance.Schedule{Short: 3, Absent: 1}, time.Now()) {
+		t.Fatal("quiet for more than quietPeriods: replans soon")
+	}
+}
+
+// A transfer refused because its transferee is not ready as its leader sees it now (not alive
+// in the last heartbeat round, or its ledger unknown: refused before any term moved) is not
+// held back from the plans: the next plan asks again if the member is ready then. Any other
+// failure is (for retry), a success or an unanswered transfer is the pace's measure, a refusal
+// is not, and every one ends the move's time in flight.
+func TestBalancerRetriesATransfereeThatWasNotReady(t *testing.T) {
+	b := newBalancer()
+	b.retry = 10 * time.Second
+	now := time.Unix(1000, 0)
+	budget := 200 * time.Millisecond
+	for i, c := range []struct {
+		err   error
+		held  bool
+		limit int // the pace's bound after, from 4 in use
+	}{
+		{&TransferError{To: "n0", Reason: ErrTransfereeUnreachable, Code: protocol.CodeFallBehindTooMuch}, false, 4},
+		{&TransferError{To: "n0", Reason: ErrTransfereeAbstaining, Code: protocol.CodeFallBehindTooMuch}, false, 4},
+		{&TransferError{To: "n0", Reason: ErrTransfereeBehind, Code: protocol.CodeTakeLeadershipFailed}, true, 4},
+		{&TransferError{To: "n0", Reason: ErrTermChanged}, true, 4},
+		{nil, false, 5},
+		{&TransferError{To: "n0", Reason: ErrOutcomeUnknown, Code: protocol.CodeTimeout}, true, 4},
+	} {
+		b.pace = balance.NewPace(4, 64)
+		g := fmt.Sprintf("g%d", i)
+		b.inFlight[g] = "h0"
+		b.ended(balance.Move{Group: g, To: "n0", Host: "h0"}, 10*time.Millisecond, budget, true, c.err, now)
+		until, held := b.failed[moveKey{g, "n0"}]
+		if held != c.held || (held && !until.Equal(now.Add(b.retry))) {
+			t.Errorf("%v: held back %v until %v, want held %v", c.err, held, until, c.held)
+		}
+		if _, ok := b.inFlight[g]; ok {
+			t.Errorf("%v: still in flight", c.err)
+		}
+		if b.pace.Limit() != c.limit {
+			t.Errorf("%v: pace %d, want %d", c.err, b.pace.Limit(), c.limit)
+		}
+	}
+}
+
+// While the last plan's queue still holds moves, the loop plans again no sooner than busyGap
+// after it, however often role events wake it; with the queue empty (worked through, or a
+// plan that found nothing to move) a role event plans after the settle, as before.
+func TestBalancerPlansAtMostOncePerGapWhileItsQueueLasts(t *testing.T) {
+	b := newBalancer()
+	b.settle, b.busyGap = 200*time.Millisecond, time.Second
+	now := time.Unix(1000, 0)
+	b.lastPlan = now.Add(-300 * time.Millisecond)
+	if got := b.settleFor(now); got != b.settle {
+		t.Fatalf("queue empty: waits %v, want the settle", got)
+	}
+	b.queue = []queuedMove{{balance.Move{Group: "g1", To: "n0", Host: "h0"}, &Server{}}}
+	if got := b.settleFor(now); got != 700*time.Millisecond {
+		t.Fatalf("queue left, plan 300 ms ago: waits %v, want 700 ms (the gap's rest)", got)
+	}
+	if got := b.settleFor(now.Add(900 * time.Millisecond)); got != b.settle {
+		t.Fatalf("queue left, plan 1.2 s ago: waits %v, want the settle", got)
+	}
 }

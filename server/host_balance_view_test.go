@@ -141,6 +141,25 @@ func TestBalanceViewKeptEqualsFresh(t *testing.T) {
 	led := func() bool { l := r.leads(); return l[0]+l[1] == 9 }
 	r.log.await(t, balanceLimit, "hosts 0 and 1 lead every group", r.diagnose, led)
 	awaitKept("host 2 stopped", []int{9, 9, 0})
+	// A plan that counts a host absent is never skipped as idle: it asks for another soon
+	// while the host may be coming back (replanSoon), and a skipped plan would not.
+	r.log.await(t, balanceLimit, "two plans of an unchanged view with host 2 absent", r.diagnose, func() bool {
+		if first, _ := h.planOnce(time.Now()); first.Absent == 0 {
+			return false // host 0 does not see host 2 gone yet
+		}
+		plan, _ := h.planOnce(time.Now())
+		vc := &h.bal.view
+		vc.mu.Lock()
+		changed := vc.changed
+		vc.mu.Unlock()
+		if changed {
+			return false
+		}
+		if plan.Absent == 0 {
+			t.Fatalf("host 0's second plan of an unchanged view, host 2 stopped, counts no host absent: %+v", plan)
+		}
+		return true
+	})
 
 	// A group added on hosts 0 and 1 (two of its three members: a quorum), and one removed
 	// from host 0 (its member there hands over first if it leads).

@@ -22,7 +22,8 @@ DLedger's proxy list (configs:). Per run, on fresh data dirs:
               nothing: CPU (/proc/<pid>/stat), RSS, fds
   crash       kill -9 of the host leading the most groups; per group it led, kill -> a new leader
   rejoin      that host restarts; the leader balance --rejoin later, and how long after the
-              restart every host first led within 5 % of N/3 (rejoin_balanced_ms)
+              restart every host first led within 5 % of N/3 (rejoin_balanced_ms) and the
+              restarted host first led a group (rejoin_first_led_ms)
 Latencies are the hosts' own log events ("becomes leader", with group and term); the state
 checks are the hosts' admin API (GET /v1/groups). One summary line per run:
   bench-groups: groups=N hosts=3 profile=P idle_cpu_pct=A rss_mib_per_host=B cold_p99_ms=C

@@ -98,6 +98,14 @@ type Move struct {
 	Group string
 	To    string
 	Host  string
+	// AboveCeil: the move gives from what View.Self leads above the ceil of the average of its
+	// placement's groups over the live hosts, counting every group of the placement, led or
+	// not (planPlacement). The groups a host leads beyond that are above the ceil of the
+	// groups actually led, however many of the others' groups its view has seen between
+	// leaders (a transfer under way shows a bystander no leader), and whatever it has just
+	// gained: its own count decides them, in any view. A driver's cooldown after a gain
+	// (server/host_balance.go) does not hold them back.
+	AboveCeil bool
 }
 
 // Load is a host's count in a plan.
@@ -117,7 +125,7 @@ func Plan(v View, max int) []Move {
 		if len(out) >= max {
 			break
 		}
-		ms, _ := planPlacement(p, max-len(out))
+		ms, _, _ := planPlacement(p, max-len(out))
 		out = append(out, ms...)
 	}
 	return out
@@ -133,6 +141,13 @@ type Schedule struct {
 	// round after they start) or the groups left are pinned or busy. A driver plans again
 	// soon while it is not zero, rather than at its slow period.
 	Short int
+	// Absent: the hosts with members in v.Self's groups that the plan does not count as live
+	// (none of its leaders sees a member there alive with a known ledger, and it leads none
+	// of them), summed over placements: a crashed host, a drained one, or one that has just
+	// restarted and whose members have not answered this host's leaders yet. A driver that has
+	// just heard a peer host come back plans again soon while it is not zero (the host's
+	// members turn ready in its leaders' next heartbeat rounds, which no role event announces).
+	Absent int
 }
 
 // PlanAll is Plan with no cap: the moves that take v.Self to its quotas in one plan (the final
@@ -141,9 +156,10 @@ type Schedule struct {
 func PlanAll(v View) Schedule {
 	var s Schedule
 	for _, p := range placements(v) {
-		ms, short := planPlacement(p, math.MaxInt)
+		ms, short, absent := planPlacement(p, math.MaxInt)
 		s.Moves = append(s.Moves, ms...)
 		s.Short += short
+		s.Absent += absent
 	}
 	return s
 }
@@ -277,10 +293,28 @@ func Totals(v View) []Load {
 }
 
 // planPlacement is Plan within one placement; short is the flows' part it found no group or
-// member for (not counting what max cut).
-func planPlacement(v View, max int) (out []Move, short int) {
+// member for (not counting what max cut); absent, the hosts of the placement (its key) not
+// counted live.
+//
+// The first moves, as many as v.Self leads above the ceil of len(v.Groups) over the live
+// hosts, are AboveCeil. That ceil is at least the ceil the quotas use (the groups led, at most
+// all of them, over the same hosts; hosts held above the average by pinned groups only lower
+// the others' ceil), so v.Self is above the true ceil by at least that much, the first phase
+// holds, and it gives at least that many in any view that agrees with its own count of its own
+// groups, which every view does.
+func planPlacement(v View, max int) (out []Move, short, absent int) {
 	taken := map[string]bool{}
-	for _, f := range match(Loads(v)) {
+	loads := Loads(v)
+	if n := strings.Count(v.key, "\x00") + 1; n > len(loads) {
+		absent = n - len(loads)
+	}
+	above := 0
+	for _, l := range loads {
+		if l.Host == v.Self {
+			above = l.Load - (len(v.Groups)+len(loads)-1)/len(loads)
+		}
+	}
+	for _, f := range match(loads) {
 		if f.from != v.Self {
 			continue
 		}
@@ -294,7 +328,8 @@ func planPlacement(v View, max int) (out []Move, short int) {
 			}
 			for _, m := range g.Members {
 				if m.Host == f.to && m.Eligible {
-					out = append(out, Move{Group: g.Name, To: m.ID, Host: m.Host})
+					out = append(out, Move{Group: g.Name, To: m.ID, Host: m.Host, AboveCeil: above > 0})
+					above--
 					taken[g.Name] = true
 					n--
 					break
@@ -305,7 +340,7 @@ func planPlacement(v View, max int) (out []Move, short int) {
 			short += n
 		}
 	}
-	return out, short
+	return out, short, absent
 }
 
 // Loads is the load and quota of every live host of one placement of v (all of v, if it has

@@ -7,7 +7,9 @@ import "time"
 // transfer that completes within its budget while the bound was in use raises the bound by one
 // (so it doubles per round of transfers, as a window in slow start); one slower than its budget
 // halves it, once per round (the transfers of a round all saw the same load, and their slow
-// answers are one signal, not many). The bound stays within [min, max].
+// answers are one signal, not many: after a halving, the next waits until as many transfers
+// have ended as the bound allowed before it, the ones then in flight). The bound stays within
+// [min, max].
 //
 // Why this measure: a transfer is a campaign (a term written and fsynced, a vote round, the
 // voters' fsyncs, docs/protocol.md 7.8), so its duration is what the hosts' disks, CPUs and
@@ -23,9 +25,13 @@ import "time"
 type Pace struct {
 	min, max int
 	limit    int
-	// sinceCut counts the completions since the last halving: a halving waits for a round
-	// (limit completions) after the previous one.
-	sinceCut int
+	// sinceCut counts the completions since the last halving, and round is the bound when it
+	// halved: the transfers then in flight, at most that many, are the round whose slow
+	// answers were that halving's signal, so the next waits for round completions. (It waited
+	// for the halved bound's worth: one round of 64 slow transfers started together halved
+	// the bound four times, to 4, and a giver of a rejoin at 10,000 groups ran 4 at a time
+	// for 5 s while the other ran 60.)
+	sinceCut, round int
 }
 
 // NewPace is a pace starting at lo transfers at once, never below lo nor above hi (lo at
@@ -33,7 +39,7 @@ type Pace struct {
 func NewPace(lo, hi int) *Pace {
 	lo = max(lo, 1)
 	hi = max(hi, lo)
-	return &Pace{min: lo, max: hi, limit: lo, sinceCut: lo}
+	return &Pace{min: lo, max: hi, limit: lo, sinceCut: lo, round: lo}
 }
 
 // Limit is how many transfers may be in flight now.
@@ -50,7 +56,8 @@ func (p *Pace) Done(took, budget time.Duration, full bool) {
 	p.sinceCut++
 	switch {
 	case took > budget:
-		if p.sinceCut >= p.limit {
+		if p.sinceCut >= p.round {
+			p.round = p.limit
 			p.limit = max(p.limit/2, p.min)
 			p.sinceCut = 0
 		}

@@ -42,7 +42,9 @@ func TestPaceGrowsWhileTransfersAreFast(t *testing.T) {
 }
 
 // A slow transfer halves the bound, once per round: the slow answers of transfers that ran
-// together are one signal. It never goes below min.
+// together are one signal, and a round is the transfers in flight when the bound halved (the
+// bound before it), not the halved bound's worth: 64 slow transfers started together halve
+// it once, not four times. It never goes below min.
 func TestPaceHalvesOncePerRoundWhenSlow(t *testing.T) {
 	p := NewPace(4, 64)
 	for p.Limit() < 64 {
@@ -52,7 +54,7 @@ func TestPaceHalvesOncePerRoundWhenSlow(t *testing.T) {
 	if p.Limit() != 32 {
 		t.Fatalf("after a slow transfer: %d, want 32", p.Limit())
 	}
-	for range 31 { // the rest of the round, just as slow
+	for range 63 { // the rest of the round of 64, just as slow
 		p.Done(time.Second, budget, true)
 	}
 	if p.Limit() != 32 {
@@ -61,6 +63,12 @@ func TestPaceHalvesOncePerRoundWhenSlow(t *testing.T) {
 	p.Done(time.Second, budget, true) // the next round's first
 	if p.Limit() != 16 {
 		t.Fatalf("the next round's slow transfer: %d, want 16", p.Limit())
+	}
+	for range 31 { // the rest of the round of 32
+		p.Done(time.Second, budget, true)
+	}
+	if p.Limit() != 16 {
+		t.Fatalf("the round of 32's slow transfers cut again: %d, want 16", p.Limit())
 	}
 	for range 100 {
 		p.Done(time.Second, budget, true)

@@ -192,3 +192,63 @@ func BenchmarkPlanAllRejoin10000(b *testing.B) {
 		}
 	}
 }
+
+// The moves from what the giver leads above the ceil of all the placement's groups over the
+// live hosts say so (AboveCeil: its own count decides them, and a driver starts them even
+// while it cools down after a gain); the second phase's move, a host at the ceil that the
+// ranking leaves at the floor giving its last group, waits for the views and does not; nor do
+// the moves a view makes for groups it sees between leaders (its quotas' ceil too low). A host
+// that leads nothing and whose members no leader sees ready is absent from the plan (a host
+// that has just restarted), and stops being absent once one of its members is ready.
+func TestPlanAllSaysWhichMovesAreAboveTheCeil(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	gs := append(groups(0, 500, "a", all...), groups(500, 500, "b", all...)...)
+	s := PlanAll(View{Self: "a", Groups: gs})
+	if len(s.Moves) != 166 || s.Absent != 0 {
+		t.Fatalf("a, 500/500/0: %d moves, %d absent; want 166 and 0", len(s.Moves), s.Absent)
+	}
+	for _, m := range s.Moves {
+		if !m.AboveCeil {
+			t.Fatalf("a, 500/500/0: move %+v of the first phase not above the ceil", m)
+		}
+	}
+	// 334/334/332: no host above the ceil (334); the second phase gives one group.
+	second := append(append(groups(0, 334, "a", all...), groups(334, 334, "b", all...)...), groups(668, 332, "c", all...)...)
+	var moves []Move
+	for _, self := range all {
+		moves = append(moves, PlanAll(View{Self: self, Groups: second}).Moves...)
+	}
+	if len(moves) != 1 || moves[0].AboveCeil || moves[0].Host != "c" {
+		t.Fatalf("334/334/332: moves %+v; want one move to c, not above the ceil", moves)
+	}
+	// 200 of b's groups seen between leaders (b's transfers under way, as a bystander sees
+	// them): the quotas' ceil falls to 267 and a plans 233 moves, but only 166 are above the
+	// ceil of every group over the hosts, what a leads above any true ceil.
+	between := append(groups(0, 500, "a", all...), groups(500, 500, "b", all...)...)
+	for i := 500; i < 700; i++ {
+		between[i].Leader = ""
+	}
+	s = PlanAll(View{Self: "a", Groups: between})
+	above := 0
+	for i, m := range s.Moves {
+		if m.AboveCeil {
+			above++
+			if i >= 166 {
+				t.Fatalf("200 between leaders: move %d above the ceil after one that was not", i)
+			}
+		}
+	}
+	if len(s.Moves) != 233 || above != 166 {
+		t.Fatalf("200 between leaders: %d moves, %d above the ceil; want 233 and 166", len(s.Moves), above)
+	}
+	// c restarted: it leads nothing and none of a's leaders sees its member ready.
+	back := append(groups(0, 500, "a", "a", "b"), groups(500, 500, "b", "a", "b")...)
+	if s := PlanAll(View{Self: "a", Groups: back}); s.Absent != 1 || len(s.Moves) != 0 || s.Short != 0 {
+		t.Fatalf("c not ready anywhere: %d absent, %d moves, %d short; want 1, 0, 0", s.Absent, len(s.Moves), s.Short)
+	}
+	back[0].Members = slices.Clone(back[0].Members)
+	back[0].Members[2].Eligible = true // c's member of g00 answered a's heartbeat
+	if s := PlanAll(View{Self: "a", Groups: back}); s.Absent != 0 || len(s.Moves) != 1 || s.Short != 165 || !s.Moves[0].AboveCeil {
+		t.Fatalf("one member of c ready: %d absent, moves %+v, %d short; want 0, one move above the ceil, 165", s.Absent, s.Moves, s.Short)
+	}
+}

@@ -144,6 +144,11 @@ type GroupsReport struct {
 	// groups/hosts (NaN: not within Rejoin), from the leader events of the hosts' logs.
 	RejoinBalanced   float64
 	RejoinTermChange int // groups whose term changed from the survivors' stable state to then
+	// RejoinFirstLed: ms from the restart until the restarted host first led a group (NaN:
+	// not within Rejoin): the rejoin's time before any transfer to it landed (its start,
+	// its members heard, the givers' first plans), the rest of RejoinBalanced being the
+	// transfers.
+	RejoinFirstLed float64
 }
 
 func newGroupsReport(o GroupsOptions, hosts int) GroupsReport {
@@ -151,7 +156,7 @@ func newGroupsReport(o GroupsOptions, hosts int) GroupsReport {
 	return GroupsReport{Groups: o.Groups, Hosts: hosts, Profile: o.Profile, ColdP50: n, ColdP99: n, ColdMax: n, ColdCPU: n, ColdAllStarted: n,
 		IdleCPUPct: n, IdleUsPerMember: n, RSSMiB: n, BalanceDev: n, CrashHost: -1, CrashP50: n, CrashP99: n, CrashMax: n,
 		RejoinStable: n, BalanceRejoinDev: n, RejoinBalanced: n, FDs: -1, Threads: -1, IdleTermChanges: -1, OtherTermChanges: -1,
-		RejoinTermChange: -1, LedMin: -1, LedMax: -1, IdleSettle: n, IdleRoleEvents: -1}
+		RejoinTermChange: -1, LedMin: -1, LedMax: -1, IdleSettle: n, IdleRoleEvents: -1, RejoinFirstLed: n}
 }
 
 // fields are the summary's keys and values, in print order. Scripts parse the line: fields
@@ -170,7 +175,7 @@ func (r GroupsReport) fields() [][2]any {
 		{"rejoin_stable_ms", r.RejoinStable}, {"rejoin_term_changes", r.RejoinTermChange},
 		{"cold_all_started_ms", r.ColdAllStarted},
 		{"idle_settle_ms", r.IdleSettle}, {"idle_role_events", r.IdleRoleEvents},
-		{"rejoin_balanced_ms", r.RejoinBalanced},
+		{"rejoin_balanced_ms", r.RejoinBalanced}, {"rejoin_first_led_ms", r.RejoinFirstLed},
 	}
 }
 
@@ -644,8 +649,11 @@ func (g *groupsRun) rejoin(ctx context.Context, survivors []GroupState) error {
 	if at, ok := BalancedAt(survivors, g.logs.Events, t0, groupsHosts, g.o.Groups); ok && at.Sub(t0) <= g.o.Rejoin {
 		g.rep.RejoinBalanced = Ms(at.Sub(t0))
 	}
-	g.progress("host%d restarted: every group stable after %.0f ms; every host within %.0f %% after %.0f ms; %v later leaders per host %v; %d groups changed term",
-		victim, g.rep.RejoinStable, BalancedPct, g.rep.RejoinBalanced, g.o.Rejoin, led, g.rep.RejoinTermChange)
+	if at, ok := FirstLedAt(g.logs.Events, t0, victim); ok && at.Sub(t0) <= g.o.Rejoin {
+		g.rep.RejoinFirstLed = Ms(at.Sub(t0))
+	}
+	g.progress("host%d restarted: every group stable after %.0f ms; its first group led after %.0f ms; every host within %.0f %% after %.0f ms; %v later leaders per host %v; %d groups changed term",
+		victim, g.rep.RejoinStable, g.rep.RejoinFirstLed, BalancedPct, g.rep.RejoinBalanced, g.o.Rejoin, led, g.rep.RejoinTermChange)
 	return nil
 }
 
@@ -702,4 +710,16 @@ func BalancedAt(from []GroupState, evs []GroupEvent, since time.Time, hosts, gro
 		}
 	}
 	return time.Time{}, false
+}
+
+// FirstLedAt is the time of host's first leader event (EventBecomesLeader) from since; false if
+// it has none.
+func FirstLedAt(evs []GroupEvent, since time.Time, host int) (time.Time, bool) {
+	var first time.Time
+	for _, e := range evs {
+		if e.Msg == dledger.EventBecomesLeader && e.Host == host && !e.At.Before(since) && (first.IsZero() || e.At.Before(first)) {
+			first = e.At
+		}
+	}
+	return first, !first.IsZero()
 }

@@ -315,6 +315,14 @@ func TestBalancedAt(t *testing.T) {
 	if at, ok := BalancedAt(from, nil, t0, 2, 12); !ok || !at.Equal(t0) {
 		t.Fatalf("6/6 on two hosts: %v %v, want balanced at once", at, ok)
 	}
+	// The restarted host's first group: g1 at t0+10ms (the events are not in time order; the
+	// one before the restart and the member's start do not count), none for host 1.
+	if at, ok := FirstLedAt(evs, t0, 2); !ok || !at.Equal(t0.Add(10*time.Millisecond)) {
+		t.Fatalf("FirstLedAt(host 2) = %v %v, want t0+10ms", at.Sub(t0), ok)
+	}
+	if _, ok := FirstLedAt(evs, t0, 1); ok {
+		t.Fatal("host 1 led nothing after the restart, yet FirstLedAt found a time")
+	}
 }
 
 // The --one-failover layout: g0 prefers n0, and no other group does; the others alternate
