@@ -260,10 +260,12 @@ func (h *Host) runBalancer(ctx context.Context) {
 }
 
 // settleFor is how long the loop waits, woken at now, before it plans: the settle, or while the
-// last plan's queue still holds moves, until busyGap after that plan (balanceBusyGap). Under
-// b.mu.
+// last plan's queue still holds moves and no peer host changed since, until busyGap after that
+// plan (balanceBusyGap). Under b.mu.
 func (b *balancer) settleFor(now time.Time) time.Duration {
-	if len(b.queue) > 0 {
+	// Not after a peer host's change since that plan: the queue was planned for the hosts as
+	// they were (a crash makes its moves to the wrong hosts; the merge's review).
+	if len(b.queue) > 0 && b.hostAt.Load() <= b.lastPlan.UnixNano() {
 		return max(b.settle, b.lastPlan.Add(b.busyGap).Sub(now))
 	}
 	return b.settle
@@ -293,11 +295,11 @@ func (b *balancer) hostChanged() {
 // drained host is absent too: that costs a plan every b.again for a few periods after it
 // turned stale, while its groups' failovers plan on their role events anyway.) The loop's own.
 func (b *balancer) replanSoon(p balance.Schedule, now time.Time) bool {
-	if b.quiet > b.quietPeriods {
-		return false
-	}
+	// The host change's own clock, not the loop's quiet periods, bounds the absent case: a
+	// change wakes a plan without resetting b.quiet, and a host settled for long has it past
+	// quietPeriods when a peer comes back (the merge's review).
 	recent := now.Sub(time.Unix(0, b.hostAt.Load())) < time.Duration(b.quietPeriods)*b.period
-	return p.Short > 0 || (p.Absent > 0 && recent)
+	return (p.Short > 0 && b.quiet <= b.quietPeriods) || (p.Absent > 0 && recent)
 }
 
 // periodDue says whether the slow wake-up should plan: within quietPeriods of the last
@@ -573,6 +575,7 @@ func (h *Host) balanceView(vc *viewCache, now time.Time) bool {
 			if _, ok := b.leading[g.Name]; !ok {
 				b.leading[g.Name], b.lastGain = now, now
 			}
+			g.Gained = b.leading[g.Name] // the plan gives the groups gained last first
 		}
 		if to, ok := b.inFlight[g.Name]; ok {
 			g.Leader, g.Busy = to, true // counted as done: the next plan does not repeat it
@@ -628,11 +631,11 @@ func (vc *viewCache) put(i int, lead *Server) {
 	}
 	d, g := &vc.v.Groups[i], &vc.g
 	vc.lead[i] = lead
-	if d.Name == g.Name && d.Leader == g.Leader && d.Pinned == g.Pinned && d.Busy == g.Busy && slices.Equal(d.Members, g.Members) {
+	if d.Name == g.Name && d.Leader == g.Leader && d.Pinned == g.Pinned && d.Busy == g.Busy && d.Gained.Equal(g.Gained) && slices.Equal(d.Members, g.Members) {
 		return
 	}
 	vc.changed = true
-	d.Name, d.Leader, d.Pinned, d.Busy = g.Name, g.Leader, g.Pinned, g.Busy
+	d.Name, d.Leader, d.Pinned, d.Busy, d.Gained = g.Name, g.Leader, g.Pinned, g.Busy, g.Gained
 	d.Members = append(d.Members[:0], g.Members...)
 }
 
@@ -657,7 +660,7 @@ func (vc *viewCache) leaderOf(group string) *Server {
 // the Brief's peers are buffers kept between plans.
 func (b *balancer) groupOf(vc *viewCache, s *Server, self string, now time.Time) bool {
 	g := &vc.g
-	g.Name, g.Pinned, g.Leader, g.Busy, g.Members = s.cfg.Group, s.elector.Pinned(), "", false, g.Members[:0]
+	g.Name, g.Pinned, g.Leader, g.Busy, g.Gained, g.Members = s.cfg.Group, s.elector.Pinned(), "", false, time.Time{}, g.Members[:0]
 	b.rmu.Lock()
 	ev, known := b.roles[s]
 	b.rmu.Unlock()

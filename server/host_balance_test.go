@@ -694,8 +694,32 @@ func TestBalancerReplansSoonWhileAReturningHostIsNotReady(t *testing.T) {
 		t.Fatal("short, changes recent: no replan")
 	}
 	b.quiet = 4
-	if b.replanSoon(balance.Schedule{Short: 3, Absent: 1}, time.Now()) {
-		t.Fatal("quiet for more than quietPeriods: replans soon")
+	if b.replanSoon(balance.Schedule{Short: 3}, time.Now()) {
+		t.Fatal("short, quiet for more than quietPeriods: replans soon")
+	}
+	// A host settled for long (its quiet periods long past) whose peer comes back: the change
+	// is recent, whatever the loop's periods say.
+	b.quiet = 100
+	b.hostChanged()
+	if !b.replanSoon(absent, time.Now()) {
+		t.Fatal("a host absent just after a peer host changed, on a host quiet for long: no replan")
+	}
+}
+
+// A queue planned before a peer host changed (a crash) does not hold the next plan back by
+// busyGap: its moves were planned for the hosts as they were.
+func TestBalancerPlansSoonAfterAHostChangeWhateverItsQueue(t *testing.T) {
+	b := newBalancer()
+	b.settle, b.busyGap = 200*time.Millisecond, time.Second
+	now := time.Now()
+	b.queue = []queuedMove{{}}
+	b.lastPlan = now.Add(-100 * time.Millisecond)
+	if got := b.settleFor(now); got != 900*time.Millisecond {
+		t.Fatalf("a queue planned 100 ms ago, no host change: waits %v, want 900ms", got)
+	}
+	b.hostChanged()
+	if got := b.settleFor(time.Now()); got != b.settle {
+		t.Fatalf("a peer host changed after the queue's plan: waits %v, want the settle %v", got, b.settle)
 	}
 }
 

@@ -58,7 +58,7 @@ func diffViews(a, b balance.View) string {
 	}
 	for i := range a.Groups {
 		g, f := a.Groups[i], b.Groups[i]
-		if g.Name != f.Name || g.Leader != f.Leader || g.Pinned != f.Pinned || g.Busy != f.Busy || !slices.Equal(g.Members, f.Members) {
+		if g.Name != f.Name || g.Leader != f.Leader || g.Pinned != f.Pinned || g.Busy != f.Busy || !g.Gained.Equal(f.Gained) || !slices.Equal(g.Members, f.Members) {
 			return fmt.Sprintf("group %d: %+v, fresh %+v", i, g, f)
 		}
 	}

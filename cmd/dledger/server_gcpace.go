@@ -64,8 +64,8 @@ const gcPaceBurstCycles = 2
 // headroom, max(rate x gcPaceEvery, live/10, gcPaceHeadroomMin), as a percent of live, within
 // [gcPaceMinPercent, 100].
 func gcPercentFor(live uint64, rate float64) int {
-	if live == 0 || math.IsNaN(rate) || rate < 0 {
-		return 100
+	if live < pacedHeapGoal/2 || math.IsNaN(rate) || rate < 0 {
+		return 100 // a member process's heap of a few MiB: left alone, polled every 5 s
 	}
 	head := max(rate*gcPaceEvery.Seconds(), float64(gcPaceHeadroomMin))
 	p := math.Ceil(100 * head / float64(live))

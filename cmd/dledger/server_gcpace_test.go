@@ -34,6 +34,8 @@ func TestGCPercentFor(t *testing.T) {
 		{"a burst: a cold start", 80 * mib, 40 * mib, 100},
 		{"the balancer's rounds, 3 MiB/s", 80 * mib, 3 * mib, 100},
 		{"a member process: 4 MiB is more than its heap", 3 * mib, 1 * kib, 100},
+		{"a member process of 10 MiB: left alone (polled every 5 s)", 10 * mib, 1 * kib, 100},
+		{"the least heap paced: 16 MiB", 16 * mib, 1 * kib, 25},
 		{"a heap not measured yet", 0, 1 * kib, 100},
 		{"no rate", 80 * mib, -1, 100},
 	} {

@@ -56,6 +56,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Member is one member of a group: its id and the host it is on. A host id is the host's rpc
@@ -83,6 +84,10 @@ type Group struct {
 	Pinned bool
 	// Busy: a transfer of this group is under way; it is not moved again meanwhile.
 	Busy bool
+	// Gained: when View.Self started leading it (zero for a group it does not lead). A host
+	// gives the groups it gained last first: after a crash, the failed host's groups move on
+	// before the ones the survivor led already, whose terms then stay as they were.
+	Gained time.Time
 }
 
 // View is what one host knows: its own host id and the groups it has members in.
@@ -314,12 +319,17 @@ func planPlacement(v View, max int) (out []Move, short, absent int) {
 			above = l.Load - (len(v.Groups)+len(loads)-1)/len(loads)
 		}
 	}
+	var order []int // v.Groups' indexes, the groups gained last first (giveOrder)
 	for _, f := range match(loads) {
 		if f.from != v.Self {
 			continue
 		}
+		if order == nil {
+			order = giveOrder(v)
+		}
 		n := f.n
-		for _, g := range v.Groups {
+		for _, i := range order {
+			g := v.Groups[i]
 			if n == 0 || len(out) == max {
 				break
 			}
@@ -341,6 +351,21 @@ func planPlacement(v View, max int) (out []Move, short, absent int) {
 		}
 	}
 	return out, short, absent
+}
+
+// giveOrder is the indexes of the groups v.Self leads, in the order it gives them: the one it
+// gained last first, then group order (a stable sort of v's order). After a crash a survivor
+// above its quota gives away the groups it has just won from the failed host before any it led
+// already, so that the failover moves no other group's term (issue 29's target: zero).
+func giveOrder(v View) []int {
+	var order []int
+	for i, g := range v.Groups {
+		if g.Leader == v.Self {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return v.Groups[b].Gained.Compare(v.Groups[a].Gained) })
+	return order
 }
 
 // Loads is the load and quota of every live host of one placement of v (all of v, if it has

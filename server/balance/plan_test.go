@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 // groups builds n groups g<first>.. with members on hosts a, b, c (member ids "<host>1"), led
@@ -250,5 +251,32 @@ func TestPlanAllSaysWhichMovesAreAboveTheCeil(t *testing.T) {
 	back[0].Members[2].Eligible = true // c's member of g00 answered a's heartbeat
 	if s := PlanAll(View{Self: "a", Groups: back}); s.Absent != 0 || len(s.Moves) != 1 || s.Short != 165 || !s.Moves[0].AboveCeil {
 		t.Fatalf("one member of c ready: %d absent, moves %+v, %d short; want 0, one move above the ceil, 165", s.Absent, s.Moves, s.Short)
+	}
+}
+
+// TestPlanGivesTheGroupsGainedLastFirst: a host above its quota gives the groups it gained last
+// (after a crash, the failed host's groups) before those it led already, in group order among
+// equals, so that a crash's rebalancing moves no other group's term. Fails if the moves are
+// taken in group order alone.
+func TestPlanGivesTheGroupsGainedLastFirst(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	gs := groups(0, 8, "a", "a", "b")
+	gs = append(gs, groups(8, 2, "b", "a", "b")...)
+	for i := range 8 {
+		gs[i].Gained = t0
+	}
+	gs[5].Gained, gs[3].Gained, gs[6].Gained = t0.Add(2*time.Second), t0.Add(time.Second), t0.Add(time.Second)
+	for i := range gs {
+		gs[i].Members = gs[i].Members[:2] // hosts a and b: c is gone
+	}
+	s := PlanAll(View{Self: "a", Groups: gs})
+	var got []string
+	for _, m := range s.Moves {
+		got = append(got, m.Group)
+	}
+	// a leads 8 of 10 over a and b: it gives 3, the one gained last, then the two gained at
+	// t0+1s in group order.
+	if want := []string{"g05", "g03", "g06"}; !slices.Equal(got, want) {
+		t.Fatalf("a gives %v, want %v", got, want)
 	}
 }
