@@ -565,36 +565,8 @@ func (h *Host) balanceView(vc *viewCache, now time.Time) bool {
 		}
 	}
 	for _, s := range vc.members {
-		if !s.running() {
-			continue
-		}
-		leads := b.groupOf(vc, s, self, now)
-		g := &vc.g
-		if leads {
-			g.Leader = self
-			if _, ok := b.leading[g.Name]; !ok {
-				b.leading[g.Name], b.lastGain = now, now
-			}
-			g.Gained = b.leading[g.Name] // the plan gives the groups gained last first
-		}
-		if to, ok := b.inFlight[g.Name]; ok {
-			g.Leader, g.Busy = to, true // counted as done: the next plan does not repeat it
-		}
-		// Members are ordered by group: another member of the same group is the last slot's.
-		if n := len(vc.v.Groups); n > 0 && vc.v.Groups[n-1].Name == g.Name {
-			if leads {
-				if vc.lead[n-1] == nil {
-					vc.nLed++
-				}
-				vc.put(n-1, s)
-			}
-			continue
-		}
-		if leads {
-			vc.nLed++
-			vc.put(len(vc.v.Groups), s)
-		} else {
-			vc.put(len(vc.v.Groups), nil)
+		if s.running() {
+			b.viewMember(vc, s, self, now)
 		}
 	}
 	if len(vc.v.Groups) != old {
@@ -615,6 +587,40 @@ func (h *Host) balanceView(vc *viewCache, now time.Time) bool {
 		vc.idle = false
 	}
 	return vc.changed
+}
+
+// viewMember writes member s's group into the view vc (balanceView's loop, under b.mu): a new
+// slot, or the last one when s is another member here of the group just written (members are
+// ordered by group), which s then fills only if it leads.
+func (b *balancer) viewMember(vc *viewCache, s *Server, self string, now time.Time) {
+	leads := b.groupOf(vc, s, self, now)
+	g := &vc.g
+	if leads {
+		g.Leader = self
+		if _, ok := b.leading[g.Name]; !ok {
+			b.leading[g.Name], b.lastGain = now, now
+		}
+		g.Gained = b.leading[g.Name] // the plan gives the groups gained last first
+	}
+	if to, ok := b.inFlight[g.Name]; ok {
+		g.Leader, g.Busy = to, true // counted as done: the next plan does not repeat it
+	}
+	n := len(vc.v.Groups)
+	if n > 0 && vc.v.Groups[n-1].Name == g.Name {
+		if leads {
+			if vc.lead[n-1] == nil {
+				vc.nLed++
+			}
+			vc.put(n-1, s)
+		}
+		return
+	}
+	if !leads {
+		vc.put(n, nil)
+		return
+	}
+	vc.nLed++
+	vc.put(n, s)
 }
 
 // put writes the group built (vc.g) to slot i of the view, i at most its length, and lead as

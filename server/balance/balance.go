@@ -313,12 +313,7 @@ func planPlacement(v View, max int) (out []Move, short, absent int) {
 	if n := strings.Count(v.key, "\x00") + 1; n > len(loads) {
 		absent = n - len(loads)
 	}
-	above := 0
-	for _, l := range loads {
-		if l.Host == v.Self {
-			above = l.Load - (len(v.Groups)+len(loads)-1)/len(loads)
-		}
-	}
+	above := aboveCeil(v, loads)
 	var order []int // v.Groups' indexes, the groups gained last first (giveOrder)
 	for _, f := range match(loads) {
 		if f.from != v.Self {
@@ -336,14 +331,11 @@ func planPlacement(v View, max int) (out []Move, short, absent int) {
 			if g.Leader != v.Self || g.Pinned || g.Busy || taken[g.Name] {
 				continue
 			}
-			for _, m := range g.Members {
-				if m.Host == f.to && m.Eligible {
-					out = append(out, Move{Group: g.Name, To: m.ID, Host: m.Host, AboveCeil: above > 0})
-					above--
-					taken[g.Name] = true
-					n--
-					break
-				}
+			if m, ok := eligibleOn(g, f.to); ok {
+				out = append(out, Move{Group: g.Name, To: m.ID, Host: m.Host, AboveCeil: above > 0})
+				above--
+				taken[g.Name] = true
+				n--
 			}
 		}
 		if len(out) < max {
@@ -351,6 +343,27 @@ func planPlacement(v View, max int) (out []Move, short, absent int) {
 		}
 	}
 	return out, short, absent
+}
+
+// aboveCeil is how many groups v.Self leads above the ceil of v's groups over the live hosts
+// (loads), or 0 or less.
+func aboveCeil(v View, loads []Load) int {
+	for _, l := range loads {
+		if l.Host == v.Self {
+			return l.Load - (len(v.Groups)+len(loads)-1)/len(loads)
+		}
+	}
+	return 0
+}
+
+// eligibleOn is g's first member on host that can take leadership now, if any.
+func eligibleOn(g Group, host string) (Member, bool) {
+	for _, m := range g.Members {
+		if m.Host == host && m.Eligible {
+			return m, true
+		}
+	}
+	return Member{}, false
 }
 
 // giveOrder is the indexes of the groups v.Self leads, in the order it gives them: the one it
