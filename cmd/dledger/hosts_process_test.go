@@ -179,7 +179,14 @@ func failedOver(t *testing.T, before, after []harness.GroupState, victim int) {
 		skip[g] = true
 	}
 	if n := harness.TermChanges(before, after, skip); n != 0 {
-		t.Errorf("%d groups not led by host%d changed term", n, victim)
+		now := byName(after)
+		var moved []string
+		for _, g := range before {
+			if a := now[g.Group]; !skip[g.Group] && a.Term != g.Term {
+				moved = append(moved, fmt.Sprintf("%s: host%d at term %d, now host%d at %d", g.Group, g.LeaderHost, g.Term, a.LeaderHost, a.Term))
+			}
+		}
+		t.Errorf("%d groups not led by host%d changed term: %v", n, victim, moved)
 	}
 }
 
@@ -192,7 +199,9 @@ const manyGroups = 20
 func TestHostProcessesManyGroupsCrashRejoin(t *testing.T) {
 	h := newHostProcs(t, harness.HostLayout{Hosts: 3, Groups: rebalanceGroups})
 	h.startAll()
-	before := h.awaitStable("cold start", nil)
+	// From a balanced steady state (issue 29's target is for one): a crash while the cold
+	// start's balancing still moves groups would count those transfers' terms against it.
+	before := h.awaitBalanced("cold start", nil, 5)
 	victim, n := harness.MostLed(harness.LedBy(before, 3))
 	if n == 0 {
 		t.Fatalf("no host leads a group: %+v", before)
@@ -347,7 +356,10 @@ func (h *hostProcs) awaitBalanced(what string, hosts []int, maxDevPct float64) [
 func TestHostProcessesManyGroupsPause(t *testing.T) {
 	h := newHostProcs(t, harness.HostLayout{Hosts: 3, Groups: manyGroups})
 	h.startAll()
-	before := h.awaitStable("cold start", nil)
+	// From a balanced steady state (issue 29's target is for one): a pause while the cold
+	// start's balancing still moves groups would count those transfers' terms against it. (20
+	// groups over 3 hosts: 7, 7 and 6 is 10 % off, 15 % admits nothing more.)
+	before := h.awaitBalanced("cold start", nil, 15)
 	victim, n := harness.MostLed(harness.LedBy(before, 3))
 	if n == 0 {
 		t.Fatalf("no host leads a group: %+v", before)
