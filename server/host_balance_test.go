@@ -124,6 +124,21 @@ func newBalanceRig(t *testing.T, nHosts, nGroups int) *balanceRig {
 	return r
 }
 
+// balanceFromHost0 starts the rig's three hosts with every group led by host 0 (the others
+// drained, so they vote but lead nothing), then undrains them and waits until each leads a
+// third of the groups.
+func (r *balanceRig) balanceFromHost0() {
+	r.t.Helper()
+	n := len(r.groups)
+	r.start(0, false)
+	r.start(1, true)
+	r.start(2, true)
+	r.awaitLeads([]int{n, 0, 0}, electionLimit)
+	r.hosts[1].Undrain()
+	r.hosts[2].Undrain()
+	r.awaitLeads([]int{n / 3, n / 3, n / 3}, balanceLimit)
+}
+
 // start (re)starts host i, optionally drained before its members are added, with its members.
 func (r *balanceRig) start(i int, drained bool) {
 	r.t.Helper()
@@ -549,13 +564,7 @@ func TestHostRejoinGetsItsShareBack(t *testing.T) {
 	balancePeriod, balanceSettle, balanceInFlight = time.Minute, 1500*time.Millisecond, 1
 	const nGroups = 48
 	r := newBalanceRig(t, 3, nGroups)
-	r.start(0, false)
-	r.start(1, true)
-	r.start(2, true)
-	r.awaitLeads([]int{nGroups, 0, 0}, electionLimit)
-	r.hosts[1].Undrain()
-	r.hosts[2].Undrain()
-	r.awaitLeads([]int{16, 16, 16}, balanceLimit)
+	r.balanceFromHost0()
 	if err := r.hosts[0].Stop(r.ctx()); err != nil {
 		t.Fatal(err)
 	}

@@ -72,13 +72,7 @@ func diffViews(a, b balance.View) string {
 // host, unchanged, is not planned again.
 func TestBalanceViewKeptEqualsFresh(t *testing.T) {
 	r := newBalanceRig(t, 3, 9)
-	r.start(0, false)
-	r.start(1, true)
-	r.start(2, true)
-	r.awaitLeads([]int{9, 0, 0}, electionLimit)
-	r.hosts[1].Undrain()
-	r.hosts[2].Undrain()
-	r.awaitLeads([]int{3, 3, 3}, balanceLimit)
+	r.balanceFromHost0()
 	awaitKept := func(step string, wantGroups []int) {
 		t.Helper()
 		var last string
@@ -221,13 +215,7 @@ func TestDrainedHostsViewKeepsNoMember(t *testing.T) {
 func TestBalancePlanOfASettledHostAllocatesNothing(t *testing.T) {
 	const nGroups = 12
 	r := newBalanceRig(t, 3, nGroups)
-	r.start(0, false)
-	r.start(1, true)
-	r.start(2, true)
-	r.awaitLeads([]int{nGroups, 0, 0}, electionLimit)
-	r.hosts[1].Undrain()
-	r.hosts[2].Undrain()
-	r.awaitLeads([]int{4, 4, 4}, balanceLimit)
+	r.balanceFromHost0()
 	awaitNoMoves(t, r)
 	for i, h := range r.hosts {
 		fewest := math.Inf(1)
