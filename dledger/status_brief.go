@@ -49,3 +49,20 @@ func (e *Elector) Brief(peers []PeerBrief) (Brief, []PeerBrief) {
 // placement the preferred-leader check decides (docs/protocol.md 7.9). Config's copy of the
 // list, without a lock: the configuration never changes.
 func (e *Elector) Pinned() bool { return len(e.cfg.PreferredLeaderIDs) > 0 }
+
+// Summary is Status's role, term and leader under one lock, allocating nothing: what a host's
+// GET /v1/groups lists for each of its members (server/daemon), which at 10,000 members a page
+// of Status calls made a tenth of a host's CPU while a tool polled it in a failover (issue 29).
+type Summary struct {
+	Role     protocol.Role
+	Term     int64
+	LeaderID string
+}
+
+// Summary returns the member's Summary.
+func (e *Elector) Summary() Summary {
+	e.mu.Lock()
+	defer e.unlockQuiet()
+	ms := e.ms
+	return Summary{Role: ms.Role(), Term: ms.CurrTerm(), LeaderID: ms.LeaderID()}
+}

@@ -633,6 +633,20 @@ func (s *Server) publishStopped() {
 	s.publish(ev) // through the fence, like every event
 }
 
+// Summary is Status's role, term and leader, allocating nothing (dledger.Elector.Summary):
+// what GET /v1/groups lists. After a started member stopped it is the final event's, as
+// Status's.
+func (s *Server) Summary() dledger.Summary {
+	sum := s.elector.Summary()
+	s.mu.Lock()
+	final := s.final
+	s.mu.Unlock()
+	if final != nil {
+		sum = dledger.Summary{Role: final.Role, Term: final.Term, LeaderID: final.LeaderID}
+	}
+	return sum
+}
+
 // Status is a snapshot of the member. After a started member stopped it reports the final
 // event's role (UNKNOWN), no leader and its term, and none of the leader-only peer data: the
 // elector's own state is frozen at whatever it was, which may be LEADER.

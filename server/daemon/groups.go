@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -97,15 +98,23 @@ func (gq groupsQuery) past(g, id string) bool {
 	return gq.afterGroup == "" || g > gq.afterGroup || g == gq.afterGroup && id > gq.afterID
 }
 
-// groupsPage is the page of the process's members gq asks for.
+// groupsPage is the page of the process's members gq asks for. It starts at the cursor's
+// place in the order (the first member after it, and of the group asked for, found by binary
+// search) and reads each member's
+// Summary, which allocates nothing.
 func (d *Daemon) groupsPage(gq groupsQuery) adminclient.GroupsJSON {
 	out := adminclient.GroupsJSON{Groups: []adminclient.GroupJSON{}}
-	for _, m := range d.sorted() { // ordered by group, then id
+	order := d.sorted() // ordered by group, then id
+	from := sort.Search(len(order), func(i int) bool {
+		g := order[i].cfg.Group
+		return gq.past(g, order[i].cfg.SelfID) && (!gq.hasGroup || g >= gq.group)
+	})
+	for _, m := range order[from:] {
 		g, id := m.cfg.Group, m.cfg.SelfID
-		if !gq.past(g, id) || gq.hasGroup && g != gq.group {
-			continue
+		if gq.hasGroup && g != gq.group {
+			break // a group's members are together in the order, and it is past them
 		}
-		st := m.s.Status()
+		st := m.s.Summary()
 		if gq.hasRole && st.Role != gq.role {
 			continue
 		}
