@@ -47,7 +47,9 @@
 // second phase (a host at the ceil that the ranking leaves at the floor) wait until no host is
 // seen above the ceil, when the views have caught up. The property tests (balance_test.go) run
 // the rule with agreeing, one-at-a-time and stale views, with up to everything in flight at
-// once, a host that leaves and rejoins, and groups of three members spread over five hosts.
+// once, a host that leaves and rejoins, two hosts that rejoin at once under the driver's
+// cooldown (whose exemption for moves above the ceil hands a group on, never back), and groups
+// of three members spread over five hosts.
 package balance
 
 import (
