@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -141,4 +142,28 @@ func scrape(t *testing.T, addr string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// A host's file of 10,000 members with preferred leaders (about 1.1 MB, over the 1 MiB the
+// bound once was) makes a host of them; a file over the bound is refused with its size. The
+// bound is lowered for its half of the test, not written out at 64 MiB.
+func TestServerConfigsOfTenThousandMembers(t *testing.T) {
+	entries := make([]string, 10_000)
+	for i := range entries {
+		entries[i] = fmt.Sprintf(`{group: g%d, selfId: n0, peers: "%s", preferredLeaderIds: n%d}`, i, hostPeers, i%3)
+	}
+	file := hostFile(t, "listen: 127.0.0.1:20911\ndata-dir: "+filepath.Join(t.TempDir(), "data")+"\ninsecure-no-peer-auth: true\n", entries...)
+	if fi, err := os.Stat(file); err != nil || fi.Size() <= 1<<20 {
+		t.Fatalf("the file should be over 1 MiB: %v, %v", fi.Size(), err)
+	}
+	su := resolveOK(t, []string{"--config", file}, nil)
+	if cs := su.memberConfigs(); len(cs) != 10_000 || cs[9_999].Election.PreferredLeaderIDs[0] != "n0" {
+		t.Fatalf("%d members", len(cs))
+	}
+	defer func(was int64) { maxConfigFileSize = was }(maxConfigFileSize)
+	maxConfigFileSize = 1 << 20
+	var stderr bytes.Buffer
+	if _, code, ok := resolveServer([]string{"--config", file}, nil, &stderr); ok || code != 2 || !strings.Contains(stderr.String(), "is larger than 1048576 bytes") {
+		t.Fatalf("over the bound: ok %v, exit %d: %s", ok, code, stderr.String())
+	}
 }
