@@ -202,7 +202,7 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 			m.selfAddr = p.Addr
 		}
 	}
-	m.watch = newWatchHub(cfg.Group, cfg.SelfID)
+	m.watch = newWatchHub(&m.cfg)
 	if err := m.startHooks(d.reg); err != nil {
 		return server.Attachment{}, err
 	}
