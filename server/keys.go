@@ -78,7 +78,7 @@ func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err er
 	reloadMu.Lock()
 	defer reloadMu.Unlock()
 	defer awaitReplacements(s.peerKeys)
-	if s.trust != nil { // the trust follows the configuration too (member_trust.go)
+	if s.ownTrust() != nil { // the trust follows the configuration too (member_trust.go)
 		return s.reloadTrust(key, trust)
 	}
 	if err := checkTrust(key, trust, s.cfg.SelfID, s.currentPeers()); err != nil {

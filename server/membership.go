@@ -252,8 +252,8 @@ func (s *Server) applyMembership() {
 	if err != nil {
 		s.logAt(zap.WarnLevel).Warn("the transport could not follow the configuration", zap.Error(err))
 	}
-	if s.rpcSrv != nil {
-		s.rpcSrv.SetMembers(ids)
+	if srv := s.rpcServer(); srv != nil {
+		srv.SetMembers(ids)
 	} else if s.host != nil {
 		if err := s.host.mux.SetPeers(s.cfg.Group, s.cfg.SelfID, hosts); err != nil {
 			s.logAt(zap.DebugLevel).Debug("the host's listener does not route this member yet", zap.Error(err))
@@ -342,14 +342,14 @@ func (s *Server) startMembership(selfAddr string) {
 		s.logAt(zap.InfoLevel).Info("member started from its durable configuration", zap.Stringer("configuration", committed))
 	}
 	s.applyMembership()
-	if s.rpcSrv != nil { // applyMembership set the accepted ids only if they changed
+	if srv := s.rpcServer(); srv != nil { // applyMembership set the accepted ids only if they changed
 		var ids []string
 		for _, p := range s.currentPeers() {
 			if p.ID != s.cfg.SelfID {
 				ids = append(ids, p.ID)
 			}
 		}
-		s.rpcSrv.SetMembers(ids)
+		srv.SetMembers(ids)
 	}
 }
 

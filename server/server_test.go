@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -468,5 +469,39 @@ func TestStopHandsOverAfterAPreferredTransferInFlight(t *testing.T) {
 	}
 	if st := n1.Status(); st.Role != protocol.LEADER || st.Term != term+1 {
 		t.Fatalf("when Stop returned n1 was %v at term %d; want the hand-over to have made it leader at %d", st.Role, st.Term, term+1)
+	}
+}
+
+// TestServerFitsItsAllocationClass: a host of 10,000 groups keeps 10,000 Servers, each rounded
+// up to its allocation class. What a member of its own process has and a host's member has
+// not (its rpc server, trust, data dir store, listeners' subscriptions) and what only a Stop
+// makes are behind pointers, for the 448-byte class (issue 29): a host's member keeps neither
+// until it stops, and a member of its own keeps its rpc server and data dir there.
+func TestServerFitsItsAllocationClass(t *testing.T) {
+	if n := unsafe.Sizeof(Server{}); n > 448 {
+		t.Fatalf("a Server is %d bytes, past the 448-byte allocation class", n)
+	}
+	ports := freePorts(t, 1)
+	h := newTestHost(t, ports[0], t.TempDir())
+	peers := fmt.Sprintf("n0-127.0.0.1:%d;n1-127.0.0.1:1;n2-127.0.0.1:2", ports[0])
+	s := addStarted(t, h, "g", "n0", peers)
+	if s.solo != nil || s.halt != nil {
+		t.Fatalf("a started host member keeps solo parts %+v and stop state %+v", s.solo, s.halt)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.halt == nil || s.Status().Role != protocol.UNKNOWN || s.Stop(ctx) != nil {
+		t.Fatalf("a stopped host member: stop state %+v, status %+v", s.halt, s.Status())
+	}
+	solo, err := New(soloConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Stop(ctx)
+	if solo.solo == nil || solo.rpcServer() == nil || solo.solo.fileStore == nil {
+		t.Fatalf("a member of its own keeps no rpc server or data dir store: %+v", solo.solo)
 	}
 }
