@@ -230,17 +230,17 @@ func (s *Server) applyMembership() {
 		return
 	}
 	others := map[string]string{}
-	hosts := map[string]string{}
+	hosts := peers // the mux keeps it (rpc.Mux.AddMemberPeers): nothing writes into peers
 	var ids []string
 	for _, p := range peers {
-		hosts[p.ID] = p.Addr
 		if p.ID != s.cfg.SelfID {
 			others[p.ID] = p.Addr
 			ids = append(ids, p.ID)
 		}
 	}
-	if _, ok := hosts[s.cfg.SelfID]; !ok { // removed: still itself at its own address
-		hosts[s.cfg.SelfID] = s.mem.selfAddr
+	if !slices.ContainsFunc(peers, func(p memberstate.Peer) bool { return p.ID == s.cfg.SelfID }) {
+		// removed: still itself at its own address
+		hosts = append(slices.Clip(peers), memberstate.Peer{ID: s.cfg.SelfID, Addr: s.mem.selfAddr})
 	}
 	var err error
 	switch c := s.client.(type) {
@@ -255,7 +255,7 @@ func (s *Server) applyMembership() {
 	if srv := s.rpcServer(); srv != nil {
 		srv.SetMembers(ids)
 	} else if s.host != nil {
-		if err := s.host.mux.SetPeers(s.cfg.Group, s.cfg.SelfID, hosts); err != nil {
+		if err := s.host.mux.SetMemberPeers(s.cfg.Group, s.cfg.SelfID, hosts); err != nil {
 			s.logAt(zap.DebugLevel).Debug("the host's listener does not route this member yet", zap.Error(err))
 		}
 	}

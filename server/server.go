@@ -855,10 +855,7 @@ func (s *Server) startRPC() error {
 		}
 		return nil
 	}
-	peers := s.currentPeers()
-	hosts := make(map[string]string, len(peers))
-	for _, p := range peers {
-		hosts[p.ID] = p.Addr
-	}
-	return s.host.mux.AddMember(s.cfg.Group, s.cfg.SelfID, hosts, s.handler)
+	// The mux keeps the member's peers (ID, and Addr its host id), shared with the host's
+	// members of the same peers string: nothing writes into a peer list (memberstate.New).
+	return s.host.mux.AddMemberPeers(s.cfg.Group, s.cfg.SelfID, s.currentPeers(), s.handler)
 }
