@@ -364,7 +364,7 @@ func (s *Server) declareMetrics(fileStore *memberstate.FileStore, members []stri
 func (s *Server) dialPeers(o options, cfg settings, peers []memberstate.Peer, auth rpc.Auth, hooks rpc.Hooks, elector func() *dledger.Elector) error {
 	var err error
 	if o.host != nil && o.host.links != nil {
-		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, memberTimeouts(cfg.Election), elector)
+		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, &cfg.Election, elector)
 		return err
 	}
 	others := map[string]string{}
