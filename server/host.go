@@ -128,8 +128,8 @@ type Host struct {
 	// memberKinds counts the members by kind (membership.go); nil: not registered.
 	memberKinds *metrics.HostMembership
 
-	mu      sync.Mutex
-	state   int // 0 new, 1 started, 2 stopped
+	mu    sync.Mutex
+	state int // 0 new, 1 started, 2 stopped
 	// groups are the members on this host by group, a slice searched in order (a group has
 	// one member on a host, mostly), not a map keyed by group and id beside one of a member
 	// of each group (issue 29: two map entries a member). A group's first member is the one
