@@ -386,14 +386,11 @@ func (h *Host) memberStore(cfg *Config, store memberstate.Store) (*memberstate.J
 }
 
 // admit puts a member New built on the host: its journal store, timed as New times a vote
-// file, the host's gatherer, and a drained host's withdrawal. Called with h.mu held.
+// file, and a drained host's withdrawal. Called with h.mu held.
 func (h *Host) admit(key memberKey, s *Server, journaled *memberstate.JournalStore) {
 	if journaled != nil {
 		s.journaled = journaled
 		journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
-	}
-	if s.gatherer == nil {
-		s.gatherer = h.gatherer
 	}
 	if h.drained.Load() {
 		s.elector.WithdrawCandidacy("host drained")

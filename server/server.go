@@ -90,9 +90,7 @@ type Server struct {
 	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
 	fence    fence
 	metrics  *metrics.Metrics
-	gatherer prometheus.Gatherer
 	host     *Host
-	handler  rpc.Handler
 	client   peerClient     // its own *rpc.Client, or its share of its host's links (host_link.go)
 	peerKeys *rpc.PeerKeys  // member keys (keys.go), shared by its rpc server and client; nil otherwise
 	campaign *campaign.Slot // its share of its host's bound on rounds run at once; nil otherwise
@@ -134,6 +132,8 @@ type Server struct {
 // --config`): made by New for the first of them it sets, and not changed after New.
 type soloParts struct {
 	rpcSrv *rpc.Server  // its own rpc listener; nil on a host: host.mux routes to handler
+	// gatherer is the member's own registry (no WithRegisterer), or WithGatherer's.
+	gatherer prometheus.Gatherer
 	trust  *memberTrust // member keys of a member with a port of its own (member_trust.go); nil otherwise
 	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
 	// the data dir's lock.
@@ -307,12 +307,14 @@ func openMemberStore(cfg settings, given memberstate.Store) (store memberstate.S
 // of its own; on an error it leaves nothing registered, so New only undoes it once it
 // succeeded.
 func (s *Server) registerMetrics(o options, cfg settings) error {
-	reg := o.registerer
-	s.gatherer = o.gatherer
+	reg, gatherer := o.registerer, o.gatherer
 	if reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		reg, s.gatherer, s.ownMetrics = own, own, true
+		reg, gatherer, s.ownMetrics = own, own, true
+	}
+	if gatherer != nil && o.host == nil { // a host's gatherer is the host's (Host.Gatherer)
+		s.soloPart().gatherer = gatherer
 	}
 	var err error
 	if o.noMemberSeries {
@@ -424,17 +426,26 @@ func (s *Server) newElector(o options, cfg settings, peers []memberstate.Peer, s
 // A member that connects to us is up: stop backing off from it, so that our first request
 // to it (a new leader's first heartbeat) does not wait out a redial delay.
 func (s *Server) serveRPC(o options, listenAddr string, auth rpc.Auth, hooks rpc.Hooks) error {
-	s.handler = metadataHandler{Handler: s.elector, s: s}
 	if s.host = o.host; s.host != nil {
-		s.handler = hostedHandler{s.handler.(metadataHandler)}
-		return nil
+		return nil // its route on the host's mux is made by Start (startRPC)
 	}
-	srv, err := rpc.NewServer(s.handler, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.logger().Named("rpc"), Hooks: hooks,
+	srv, err := rpc.NewServer(s.rpcHandler(), rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.logger().Named("rpc"), Hooks: hooks,
 		OnPeerHello: s.client.Kick})
 	if err == nil {
 		s.soloPart().rpcSrv = srv
 	}
 	return err
+}
+
+// rpcHandler is the handler the member's requests reach: its elector, with the METADATA
+// answer of a member (hostedHandler on a host). Its rpc server or its host's mux keeps it;
+// the Server does not (16 bytes of each of a host's members, issue 29).
+func (s *Server) rpcHandler() rpc.Handler {
+	h := metadataHandler{Handler: s.elector, s: s}
+	if s.host != nil {
+		return hostedHandler{h}
+	}
+	return h
 }
 
 // subscribeAndAttach subscribes the metrics and WithListener's listeners, then runs the
@@ -857,5 +868,5 @@ func (s *Server) startRPC() error {
 	}
 	// The mux keeps the member's peers (ID, and Addr its host id), shared with the host's
 	// members of the same peers string: nothing writes into a peer list (memberstate.New).
-	return s.host.mux.AddMemberPeers(s.cfg.Group, s.cfg.SelfID, s.currentPeers(), s.handler)
+	return s.host.mux.AddMemberPeers(s.cfg.Group, s.cfg.SelfID, s.currentPeers(), s.rpcHandler())
 }
