@@ -131,10 +131,10 @@ type Server struct {
 // soloParts are a Server's parts that a member of a host has none of (`dledger server
 // --config`): made by New for the first of them it sets, and not changed after New.
 type soloParts struct {
-	rpcSrv *rpc.Server  // its own rpc listener; nil on a host: host.mux routes to handler
+	rpcSrv *rpc.Server // its own rpc listener; nil on a host: host.mux routes to handler
 	// gatherer is the member's own registry (no WithRegisterer), or WithGatherer's.
 	gatherer prometheus.Gatherer
-	trust  *memberTrust // member keys of a member with a port of its own (member_trust.go); nil otherwise
+	trust    *memberTrust // member keys of a member with a port of its own (member_trust.go); nil otherwise
 	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
 	// the data dir's lock.
 	fileStore *memberstate.FileStore
