@@ -197,7 +197,6 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	cfg := s.Config()
 	k := memberKey{cfg.Group, cfg.SelfID}
 	m := &member{d: d, s: s, cfg: memberConfig{Group: cfg.Group, SelfID: cfg.SelfID, Ledger: cfg.Ledger, LeaderReadyGate: cfg.LeaderReadyGate}}
-	m.selfAddr = s.SelfAddr() // its own entry in FullStatus's Peers, without a FullStatus
 	m.watch = newWatchHub(&m.cfg)
 	if err := m.startHooks(d.reg); err != nil {
 		return server.Attachment{}, err
