@@ -372,8 +372,8 @@ func (e *Elector) quorumExpiry(now time.Time) time.Time {
 			continue
 		}
 		ack := e.peerAck(i, now)
-		if ack.Before(e.leaderSince) {
-			ack = e.leaderSince
+		if ack.Before(e.lead.leaderSince) {
+			ack = e.lead.leaderSince
 		}
 		if adapted {
 			exp = append(exp, ack.Add(rtts[i].QuorumWindow(b)))

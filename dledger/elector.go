@@ -136,14 +136,10 @@ type Elector struct {
 	// Follower.
 	lastLeaderHeartBeat time.Time
 
-	// Leader.
-	lastSendHeartBeat time.Time
-	leaderSince       time.Time // D3: check-quorum counts from the election
-	// leadFromRound: rounds numbered above it belong to this leadership; answers to older ones
-	// (an earlier leadership, perhaps at the same term) are ignored.
-	leadFromRound    uint64
-	sendHeartBeatNow bool
-	hb               *heartBeatRound
+	// Leader: its rounds and clocks (leading), made by the member's first becomeLeader and
+	// kept from then on; nil while it has never led, as two thirds of a host's members (issue
+	// 29: 104 bytes that took every Elector past the 896-byte allocation class).
+	lead *leading
 	// peers is the leader's table, aligned with ms.Peers(): allocated by becomeLeader and
 	// dropped when the member steps down, so the followers of a host of thousands of groups
 	// (two thirds of its members) keep none (about 400 B each; issue 29). Read it only as
@@ -152,9 +148,8 @@ type Elector struct {
 
 	// Leadership transfer (transfer.go): the leader's side, the transferee's side, and the
 	// preferred-leader check.
-	handOver  *handOver // nil: no transfer in progress
-	take      *take     // nil: no take under way
-	preferred preferredCheck
+	handOver *handOver // nil: no transfer in progress
+	take     *take     // nil: no take under way
 
 	// Role events, waiting to be taken by the driver (or the simulator); last is what emit
 	// compares and numbers the next one from.
@@ -211,6 +206,37 @@ type Elector struct {
 
 	// Adaptive failure detection (adaptive.go, docs/protocol.md 14): per-link samples.
 	det adaptive
+}
+
+// leading is a leader's state, made by becomeLeader when the member first leads and kept
+// (every field is set afresh by each becomeLeader before it is read; a member that never led
+// reads none of them, its pass and deadlines being a follower's or a candidate's).
+type leading struct {
+	lastSendHeartBeat time.Time
+	leaderSince       time.Time // D3: check-quorum counts from the election
+	// leadFromRound: rounds numbered above it belong to this leadership; answers to older ones
+	// (an earlier leadership, perhaps at the same term) are ignored.
+	leadFromRound uint64
+	hb            *heartBeatRound
+	// preferred is the preferred-leader check (transfer.go), run while leading.
+	preferred        preferredCheck
+	sendHeartBeatNow bool
+}
+
+// leader is e.lead, made if the member never led: for the few writes that can come before a
+// first leadership (a proposal of a forced configuration).
+func (e *Elector) leader() *leading {
+	if e.lead == nil {
+		e.lead = new(leading)
+	}
+	return e.lead
+}
+
+// dropRound forgets the heartbeat round in flight, if any (a role change, a member list moved).
+func (e *Elector) dropRound() {
+	if e.lead != nil {
+		e.lead.hb = nil
+	}
 }
 
 // lastEvent is what emit keeps of the last role event: its number and what it compares, in
@@ -408,7 +434,8 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 		e.logAt(zap.ErrorLevel).Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.hb, e.peers, e.mem.acks = nil, nil, nil
+	e.dropRound()
+	e.peers, e.mem.acks = nil, nil
 	if term > e.ms.CurrTerm() && e.vote != nil {
 		e.vote = nil // a round at a term that is about to be left behind
 	}
@@ -434,7 +461,8 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 		e.logAt(zap.ErrorLevel).Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.vote, e.hb, e.peers, e.mem.acks = nil, nil, nil, nil
+	e.dropRound()
+	e.vote, e.peers, e.mem.acks = nil, nil, nil
 	e.lastLeaderHeartBeat = now
 	// As DLedger's changeRoleToFollower does: forget a lost round's WAIT_TO_VOTE_NEXT, or a
 	// follower cut off later would start the next term on its first candidate pass and, on
@@ -460,16 +488,18 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 		e.logAt(zap.ErrorLevel).Error("refused role change", e.fields(zap.Error(err))...)
 		return
 	}
-	e.vote, e.hb = nil, nil
+	e.vote = nil
+	l := e.leader()
+	l.hb = nil
 	e.lost = lostLeader{}
 	// A new leadership starts the preferred-leader checks afresh: a back-off earned in an
 	// earlier one (perhaps a minute) would otherwise delay the first hand-over of this one.
-	e.preferred.reset()
-	e.leaderSince = now // D3: the quorum-ack clock starts at election
+	l.preferred.reset()
+	l.leaderSince = now // D3: the quorum-ack clock starts at election
 	e.gateSettling = e.gateAsked
-	e.leadFromRound = e.roundSeq
-	e.lastSendHeartBeat = time.Time{}
-	e.sendHeartBeatNow = true
+	l.leadFromRound = e.roundSeq
+	l.lastSendHeartBeat = time.Time{}
+	l.sendHeartBeatNow = true
 	e.peers = make([]peerStatus, len(e.ms.Peers())) // a fresh table: nothing known of this leadership yet
 	e.startUp.hadLeader = true
 	e.leadMembership()

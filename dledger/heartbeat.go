@@ -27,7 +27,9 @@ type heartBeatRound struct {
 
 // maintainAsLeader is the leader pass of docs/protocol.md 7.5, step by step.
 func (e *Elector) maintainAsLeader(now time.Time) {
-	if e.hb != nil && !now.Before(e.hb.deadline) { // step 1
+	// A leader's pass: becomeLeader made lead.
+	l := e.lead
+	if l.hb != nil && !now.Before(l.hb.deadline) { // step 1
 		e.decideHeartBeat(now)
 	}
 	if e.ms.Role() != protocol.LEADER {
@@ -39,17 +41,17 @@ func (e *Elector) maintainAsLeader(now time.Time) {
 		e.becomeCandidate(e.ms.CurrTerm(), now, "no quorum of heartbeat acks within leak x interval")
 		return
 	}
-	if !e.sendHeartBeatNow && now.Before(e.nextRoundAt(now)) { // step 3
+	if !l.sendHeartBeatNow && now.Before(e.nextRoundAt(now)) { // step 3
 		return
 	}
-	if e.hb != nil { // step 4
+	if l.hb != nil { // step 4
 		e.decideHeartBeat(now) // the new round supersedes it; its late answers still count
 		if e.ms.Role() != protocol.LEADER {
 			return
 		}
 	}
-	e.sendHeartBeatNow = false // step 5
-	e.lastSendHeartBeat = now
+	l.sendHeartBeatNow = false // step 5
+	l.lastSendHeartBeat = now
 	e.startHeartBeatRound(now)
 }
 
@@ -57,12 +59,13 @@ func (e *Elector) maintainAsLeader(now time.Time) {
 // is asked for, step 3), the deadline of the round in flight (step 1), and the moment
 // check-quorum would step down (step 2).
 func (e *Elector) leaderDeadline(now time.Time) deadline {
+	l := e.lead // a leader's deadline: becomeLeader made it
 	d := dueAt(e.nextRoundAt(now))
-	if e.sendHeartBeatNow {
+	if l.sendHeartBeatNow {
 		d = dueAt(now)
 	}
-	if e.hb != nil {
-		d = earliest(d, dueAt(e.hb.deadline))
+	if l.hb != nil {
+		d = earliest(d, dueAt(l.hb.deadline))
 	}
 	return earliest(d, e.checkQuorumDeadline(now))
 }
@@ -86,8 +89,8 @@ func (e *Elector) quorumAck(now time.Time) time.Time {
 	}
 	slices.SortFunc(acks, func(a, b time.Time) int { return b.Compare(a) }) // newest first
 	t := acks[memberstate.QuorumSize(len(acks))-1]
-	if t.Before(e.leaderSince) {
-		t = e.leaderSince
+	if t.Before(e.lead.leaderSince) {
+		t = e.lead.leaderSince
 	}
 	return t
 }
@@ -112,7 +115,7 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 	e.roundSeq++
 	r := &heartBeatRound{id: e.roundSeq, term: term, sentAt: now, deadline: now.Add(e.cfg.HeartBeatInterval),
 		got: make([]bool, len(peers)), maxTerm: -1}
-	e.hb = r
+	e.lead.hb = r
 	successors := e.successorOrder()
 	r.successors = successors
 	for i, p := range peers {
@@ -143,10 +146,10 @@ func (e *Elector) heartBeatAnswered(roundID uint64, sentAt time.Time, idx int, r
 		code = resp.Code
 	}
 	e.observe(observation{kind: obsHeartBeatResponse, arg: int64(code)})
-	if e.ms.Role() != protocol.LEADER || roundID <= e.leadFromRound {
+	if e.ms.Role() != protocol.LEADER || roundID <= e.lead.leadFromRound {
 		return
 	}
-	r := e.hb
+	r := e.lead.hb
 	current := r != nil && r.id == roundID
 	if current && r.got[idx] {
 		return // a duplicate
@@ -221,8 +224,8 @@ func (e *Elector) noteHeartBeatProgress(r *heartBeatRound, now time.Time) {
 // decideHeartBeat is the heartbeat arbitration of docs/protocol.md 7.5; the first matching rule
 // wins.
 func (e *Elector) decideHeartBeat(now time.Time) {
-	r := e.hb
-	e.hb = nil
+	r := e.lead.hb
+	e.lead.hb = nil
 	for i, got := range r.got {
 		if !got {
 			e.peers[i].alive = false // no answer within the round (a late one revives it)
@@ -238,7 +241,7 @@ func (e *Elector) decideHeartBeat(now time.Time) {
 	case e.ms.Quorum(r.succ): // rule 2: the acks were recorded per member as they came
 		e.gateSettling = false // its election is over (campaignEnds)
 	case e.ms.Quorum(r.succ + r.notReady): // rule 3
-		e.sendHeartBeatNow = true
+		e.lead.sendHeartBeatNow = true
 	case r.inconsistentLeader: // rule 4
 		e.becomeCandidate(r.term, now, "a follower follows another leader in this term")
 	case e.lostQuorum(now): // rule 5 (check-quorum)

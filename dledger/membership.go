@@ -383,10 +383,13 @@ func (e *Elector) applyMembers() error {
 	if e.onMembers != nil {
 		e.post(membersChanged{tell: e.onMembers, peers: slices.Clone(peers)})
 	}
-	e.vote, e.hb = nil, nil
-	e.leadFromRound = e.roundSeq
-	if e.ms.Role() == protocol.LEADER {
-		e.sendHeartBeatNow = true
+	e.vote = nil
+	if l := e.lead; l != nil { // a member that never led has no rounds to number
+		l.hb = nil
+		l.leadFromRound = e.roundSeq
+		if e.ms.Role() == protocol.LEADER {
+			l.sendHeartBeatNow = true
+		}
 	}
 	return nil
 }
@@ -610,7 +613,7 @@ func (e *Elector) propose(next Configuration) error {
 	}
 	m.pending = &next
 	e.logAt(zap.InfoLevel).Info("proposes a configuration", e.fields(zap.Stringer("config", next))...)
-	e.sendHeartBeatNow = true
+	e.leader().sendHeartBeatNow = true
 	return e.applyMembers()
 }
 
@@ -697,9 +700,9 @@ func (e *Elector) noteConfAck(idx int, resp *protocol.HeartBeatResponse) bool {
 	}
 	e.mem.acks[idx] = confAck{known: true, highest: version{resp.ConfEpoch, resp.ConfTerm},
 		commited: version{resp.CommitEpoch, resp.CommitTerm}}
-	round := e.hb
+	round := e.lead.hb // acks are a leader's: becomeLeader made lead
 	e.maybeCommit()
-	return round != nil && e.hb == nil
+	return round != nil && e.lead.hb == nil
 }
 
 // maybeCommit commits this leader's pending configuration once a quorum of the committed

@@ -156,7 +156,7 @@ func (e *Elector) ledgerStale(i int, now time.Time) bool {
 // started at once. The decision that asked runs again when the answer came (or its round failed).
 func (e *Elector) fetchLedger(i int) {
 	e.peers[i].quiet.want = true
-	e.sendHeartBeatNow = true
+	e.lead.sendHeartBeatNow = true
 }
 
 // peerAck is follower i's check-quorum acknowledgement: the send time of the newest round it
@@ -183,7 +183,7 @@ func (e *Elector) peerAck(i int, now time.Time) time.Time {
 // interval after the last one, unless every follower is quiet; then when the first of them
 // needs its refresh.
 func (e *Elector) nextRoundAt(now time.Time) time.Time {
-	next := e.lastSendHeartBeat.Add(e.cfg.HeartBeatInterval)
+	next := e.lead.lastSendHeartBeat.Add(e.cfg.HeartBeatInterval)
 	if e.live == nil {
 		return next
 	}

@@ -501,7 +501,7 @@ func TestQuietPreferredCheckFetchesTheLedgerEnd(t *testing.T) {
 	cfg := *u.e.cfg // a copy: the elector's Config is shared with every elector of equal settings
 	cfg.PreferredLeaderIDs = []string{"n2"}
 	u.e.cfg = &cfg
-	u.e.preferred.reset()
+	u.e.leader().preferred.reset()
 	u.e.mu.Unlock()
 	live.set(u.clock.Now(), u.clock.Now(), true)
 	u.e.Tick()

@@ -121,7 +121,10 @@ func (e *Elector) nextPassAt(now time.Time) time.Time {
 
 // deadlines lists the next deadline of every part of the elector that a pass serves.
 func (e *Elector) deadlines(now time.Time) [9]deadline {
-	preferred := e.preferred.next(e.preferredOn())
+	preferred := never // the check runs while leading (preferredOn), and then lead is made
+	if e.preferredOn() {
+		preferred = e.lead.preferred.next(true)
+	}
 	if e.bugs.ForgetPreferredDeadline { // the PASS oracle's planted bug (dledger/sim/broken.go)
 		preferred = never
 	}

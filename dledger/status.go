@@ -114,6 +114,20 @@ type Status struct {
 }
 
 // Status returns a consistent snapshot.
+// SelfAddr is this member's own address in its member list, as Status's Peers names it (the
+// entry whose Self is set), "" if the list has none; without Status's copies (issue 29: a
+// host's daemon asks it of each of its thousands of members as it adds them).
+func (e *Elector) SelfAddr() string {
+	e.mu.Lock()
+	defer e.unlockQuiet()
+	for _, p := range e.ms.Peers() {
+		if p.ID == e.ms.SelfID() {
+			return p.Addr
+		}
+	}
+	return ""
+}
+
 func (e *Elector) Status() Status {
 	e.mu.Lock()
 	defer e.unlockQuiet()

@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/dledger-go/dledger/memberstate"
@@ -78,5 +79,34 @@ func TestBriefIsStatusProjected(t *testing.T) {
 	checkBrief(t, v, buf, "a transferee taking leadership")
 	if b, _ := v.e.Brief(buf); !b.Busy || b.Role == protocol.LEADER {
 		t.Fatalf("precondition: taking leadership: %+v", b)
+	}
+}
+
+// TestSelfAddrIsStatusSelf: SelfAddr says what Status's Peers say of the member's own entry
+// (a member list always has one: memberstate refuses a list without it), before and after
+// its list changes.
+func TestSelfAddrIsStatusSelf(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	self := func() string {
+		for _, p := range u.e.Status().Peers {
+			if p.Self {
+				return p.Addr
+			}
+		}
+		return ""
+	}
+	if got, want := u.e.SelfAddr(), self(); got != want || want == "" {
+		t.Fatalf("SelfAddr %q, Status says %q", got, want)
+	}
+	u.e.mu.Lock()
+	peers := append(slices.Clone(u.ms.Peers()), memberstate.Peer{ID: "n9", Addr: "127.0.0.1:9"})
+	slices.Reverse(peers)
+	err := u.ms.SetMembers(peers, len(peers))
+	u.e.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := u.e.SelfAddr(), self(); got != want || want == "" {
+		t.Fatalf("after a change: SelfAddr %q, Status says %q", got, want)
 	}
 }

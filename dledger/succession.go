@@ -29,9 +29,12 @@ import (
 // says so, so that nextPassAt lists every machine.
 
 // succession is the order of succession last announced by the leader `of`: raw as received,
-// order as parsed (empty when the list was invalid).
+// and n the number of ids in it once checked (0 when the list was invalid or empty). The ids
+// are read from raw when a leader is lost (successionDelay), not kept parsed: a slice of them
+// was an allocation of each follower of a host's thousands, made in the cold start and kept
+// (issue 29).
 type succession struct {
-	order   []string
+	n       int
 	of, raw string
 }
 
@@ -123,20 +126,32 @@ func (e *Elector) noteSuccessors(leader, list string) {
 		return
 	}
 	sc.of, sc.raw = leader, list
-	sc.order = sc.order[:0]
+	sc.n = 0
 	if list == "" {
 		return
 	}
-	ids := strings.Split(list, ";")
-	if len(ids) > len(e.ms.Peers()) {
-		return
-	}
-	for i, id := range ids {
-		if !e.ms.IsPeerMember(id) || slices.Contains(ids[:i], id) {
+	n := 0
+	for id := range strings.SplitSeq(list, ";") { // as strings.Split, without its slice
+		if n++; n > len(e.ms.Peers()) || !e.ms.IsPeerMember(id) || idAmong(list, n-1, id) {
 			return
 		}
 	}
-	sc.order = append(sc.order, ids...)
+	sc.n = n
+}
+
+// idAmong: id is one of the first k ids of the ';'-separated list.
+func idAmong(list string, k int, id string) bool {
+	i := 0
+	for prev := range strings.SplitSeq(list, ";") {
+		if i == k {
+			return false
+		}
+		if prev == id {
+			return true
+		}
+		i++
+	}
+	return false
 }
 
 // successionDelay is how long this member waits, after losing the leader lost, before its
@@ -145,14 +160,18 @@ func (e *Elector) noteSuccessors(leader, list string) {
 // from that leader (an older leader, or none heard yet), an ordinary re-vote delay.
 func (e *Elector) successionDelay(lost string) time.Duration {
 	sc := &e.succession
-	if lost == "" || sc.of != lost || len(sc.order) == 0 {
+	if lost == "" || sc.of != lost || sc.n == 0 {
 		return e.voteDelay()
 	}
 	slot := e.cfg.SuccessionSlot()
-	if k := slices.Index(sc.order, e.ms.SelfID()); k >= 0 {
-		return time.Duration(k) * slot
+	k := 0
+	for id := range strings.SplitSeq(sc.raw, ";") { // the n ids noteSuccessors checked
+		if id == e.ms.SelfID() {
+			return time.Duration(k) * slot
+		}
+		k++
 	}
-	return time.Duration(len(sc.order))*slot + e.voteDelay()
+	return time.Duration(sc.n)*slot + e.voteDelay()
 }
 
 // startupRank orders members that start without a leader: preferred leaders first, then

@@ -50,9 +50,12 @@ func TestSuccessionDelayByRank(t *testing.T) {
 		{"n0;n2", 0},
 		{"n2;n0", slot},
 		{"n2;n3;n4;n0", 3 * slot},
-		{"n2;n3", 2*slot + u.cfg.MinVoteInterval}, // left out: after every listed one (zeroRand)
-		{"n2;n9", u.cfg.MinVoteInterval},          // not a member: the list is ignored
-		{"n2;n2", u.cfg.MinVoteInterval},          // a duplicate: ignored
+		{"n2;n3", 2*slot + u.cfg.MinVoteInterval},    // left out: after every listed one (zeroRand)
+		{"n2;n9", u.cfg.MinVoteInterval},             // not a member: the list is ignored
+		{"n2;n2", u.cfg.MinVoteInterval},             // a duplicate: ignored
+		{"n2;n3;n2", u.cfg.MinVoteInterval},          // a later duplicate: ignored
+		{"n0;n1;n2;n3;n4;n0", u.cfg.MinVoteInterval}, // longer than the group: ignored
+		{"n2;", u.cfg.MinVoteInterval},               // an empty id: ignored
 		{"", u.cfg.MinVoteInterval},
 	}
 	for _, c := range cases {
@@ -361,5 +364,24 @@ func TestAPassDueAtOnceIsNoStall(t *testing.T) {
 	u.e.Tick()
 	if u.e.stalled(u.clock.Now()) {
 		t.Fatal("a pass that ran when it was due counted as the end of a stall")
+	}
+}
+
+// TestNotedSuccessionAllocatesNothing: a follower notes each new order of succession its leader
+// sends, thousands of them on a host in a cold start, and keeps it as received (the ids are read
+// from it when the leader is lost): a parsed copy was an allocation each follower kept (issue 29).
+func TestNotedSuccessionAllocatesNothing(t *testing.T) {
+	u := newUnit(t, 5, nil)
+	lists := []string{"n0;n2;n3", "n2;n3;n4;n0", "n2;n9", "n3;n3"}
+	i := 0
+	if a := testing.AllocsPerRun(100, func() {
+		u.e.noteSuccessors("n1", lists[i%len(lists)])
+		i++
+	}); a != 0 {
+		t.Fatalf("noting an order of succession made %v allocations", a)
+	}
+	u.e.noteSuccessors("n1", "n2;n3;n4;n0")
+	if got, want := u.e.successionDelay("n1"), 3*u.cfg.SuccessionSlot(); got != want {
+		t.Fatalf("delay %v, want %v", got, want)
 	}
 }

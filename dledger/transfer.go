@@ -469,10 +469,10 @@ func (e *Elector) preferredOn() bool {
 // preferred member with the newest ledger and a lag below maxLeadershipTransferWaitIndex
 // (docs/protocol.md 7.9).
 func (e *Elector) maintainPreferredLeader(now time.Time) {
-	if !e.preferredOn() || now.Before(e.preferred.nextCheck) {
+	if !e.preferredOn() || now.Before(e.lead.preferred.nextCheck) {
 		return
 	}
-	e.preferred.nextCheck = now.Add(preferredCheckInterval)
+	e.lead.preferred.nextCheck = now.Add(preferredCheckInterval)
 	for _, id := range e.cfg.PreferredLeaderIDs {
 		if id == e.ms.SelfID() {
 			return
@@ -485,7 +485,7 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 		// half a LedgerFreshness on, so that the fetched ends are still fresh then even if
 		// that pass runs late (at a full LedgerFreshness, one late by more than the fetch
 		// round's own delay found them stale again and fetched again, and again).
-		e.preferred.nextCheck = now.Add(e.cfg.LedgerFreshness() / 2)
+		e.lead.preferred.nextCheck = now.Add(e.cfg.LedgerFreshness() / 2)
 		return
 	}
 	best := e.bestTarget(preferred)
@@ -499,13 +499,14 @@ func (e *Elector) maintainPreferredLeader(now time.Time) {
 // preferredTransferEnded is the answer to a transfer the preferred-leader check started: a
 // failure backs the next check off, a success resets the back-off (docs/protocol.md 7.9).
 func (e *Elector) preferredTransferEnded(to string, code protocol.ResponseCode) {
+	p := &e.leader().preferred // the check that started the transfer ran as leader
 	if code == protocol.CodeSuccess {
-		e.preferred.failures = 0
+		p.failures = 0
 		return
 	}
-	e.preferred.failures++
-	wait := preferredBackoff(e.preferred.failures)
-	e.preferred.nextCheck = e.clock.Now().Add(wait)
+	p.failures++
+	wait := preferredBackoff(p.failures)
+	p.nextCheck = e.clock.Now().Add(wait)
 	e.logAt(zap.InfoLevel).Info("hand-over to a preferred leader failed; backing off", e.fields(zap.String("to", to),
 		zap.Stringer("code", code), zap.Duration("wait", wait))...)
 }

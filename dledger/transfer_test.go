@@ -320,14 +320,14 @@ func TestPreferredBackoffStartsAfreshWithEachLeadership(t *testing.T) {
 	u := newUnitWithConfig(t, 3, nil, cfg)
 	u.makeLeader()
 	u.e.mu.Lock()
-	u.e.preferred.failures, u.e.preferred.nextCheck = 5, u.clock.Now().Add(time.Minute)
+	u.e.lead.preferred.failures, u.e.lead.preferred.nextCheck = 5, u.clock.Now().Add(time.Minute)
 	u.e.mu.Unlock()
 	u.e.HandleHeartBeat(hbReq("n2", u.ms.CurrTerm()+1)) // steps down and follows n2
 	u.clock.Advance(u.cfg.DetectionWindow() + time.Millisecond)
 	u.e.Tick() // n2 went silent: a candidate again
 	u.makeLeader()
 	u.e.mu.Lock()
-	failures, next := u.e.preferred.failures, u.e.preferred.nextCheck
+	failures, next := u.e.lead.preferred.failures, u.e.lead.preferred.nextCheck
 	u.e.mu.Unlock()
 	if failures != 0 || !next.IsZero() {
 		t.Fatalf("new leadership kept the back-off: %d failures, next check %v", failures, next)

@@ -337,7 +337,7 @@ func (s *JournalStore) LoadConfig() (DurableConfig, bool, error) {
 // SaveConfig replaces this member's configuration, durably (a file of its own, as FileStore's).
 func (s *JournalStore) SaveConfig(d DurableConfig) error {
 	s.j.mu.Lock()
-	closed := s.closed
+	closed := s.closedLocked()
 	s.j.mu.Unlock()
 	if closed {
 		return errors.New("save configuration: the member's store is closed")

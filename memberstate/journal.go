@@ -87,9 +87,13 @@ type Journal struct {
 type JournalStore struct {
 	j       *Journal
 	owner   Owner
-	closed  bool                             // guarded by j.mu
 	observe func(op string, d time.Duration) // guarded by j.mu
 }
+
+// closedLocked says whether the store was closed: the journal's open store of its owner is
+// another one, or none (Close, or the store never was; j.mu held). A flag of its own took a
+// host's thousands of stores past the 48-byte allocation class (issue 29).
+func (s *JournalStore) closedLocked() bool { return s.j.members[s.owner] != s }
 
 // SetObserver has this member's later Saves report their durations to fn, as FileStore's
 // observer does: OpSave for the whole Save (its wait for the batch included) and OpFsync for
@@ -490,7 +494,7 @@ func (j *Journal) closeFiles() {
 func (s *JournalStore) Load() (Durable, error) {
 	s.j.mu.Lock()
 	defer s.j.mu.Unlock()
-	if s.closed {
+	if s.closedLocked() {
 		return Durable{}, fmt.Errorf("vote journal: member %s of group %s is closed", s.owner.SelfID, s.owner.Group)
 	}
 	return s.j.states[s.owner], nil
@@ -506,7 +510,7 @@ func (s *JournalStore) Save(d Durable) error {
 	j := s.j
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if s.closed || j.closed {
+	if j.closed || s.closedLocked() {
 		return fmt.Errorf("save vote state: member %s of group %s is closed", s.owner.SelfID, s.owner.Group)
 	}
 	var start time.Time
@@ -679,11 +683,8 @@ func writeFull(f slotFile, b []byte, off int64) error {
 func (s *JournalStore) Close() error {
 	s.j.mu.Lock()
 	defer s.j.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		if s.j.members[s.owner] == s {
-			s.j.members[s.owner] = nil // still sized for: its state stays in the snapshot
-		}
+	if !s.closedLocked() {
+		s.j.members[s.owner] = nil // closed; still sized for: its state stays in the snapshot
 	}
 	return nil
 }

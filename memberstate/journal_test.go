@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -137,6 +138,18 @@ func TestJournalOneOpenPerMember(t *testing.T) {
 	s2 := mustMember(t, j, "g", "n0")
 	if err := s2.Save(Durable{Term: 2}); err != nil {
 		t.Fatal(err)
+	}
+	// The first store stays closed once its member is open again, and closing it again does
+	// not close the second (a store is closed when it is not its owner's open one).
+	s.Close()
+	if _, err := s.Load(); err == nil || s.Save(Durable{Term: 3}) == nil {
+		t.Fatal("a closed store loads or saves once its member is open again")
+	}
+	if d, err := s2.Load(); err != nil || d.Term != 2 || s2.Save(Durable{Term: 3}) != nil {
+		t.Fatalf("the member open again: %+v, %v", d, err)
+	}
+	if n := unsafe.Sizeof(JournalStore{}); n > 48 {
+		t.Errorf("a JournalStore is %d bytes, past the 48-byte allocation class (one per member of a host)", n)
 	}
 	if _, err := j.Member(Owner{Group: "g g", SelfID: "n0"}); err == nil {
 		t.Fatal("a group name with a space was accepted")

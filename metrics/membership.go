@@ -53,45 +53,54 @@ func (h *HostMembership) Unregister() { h.reg.Unregister(h.kinds) }
 
 // Membership is one member's membership series, and its count in its host's.
 type Membership struct {
-	epoch   prometheus.Gauge     // nil: no series of its own
-	members *prometheus.GaugeVec // by kind
-	host    *HostMembership      // nil: no host count
-	reg     prometheus.Registerer
+	// own is the member's series, nil for none (a host's members without series of their
+	// own: 32 bytes of each of its thousands, issue 29).
+	own  *membershipSeries
+	host *HostMembership // nil: no host count
 
 	mu   sync.Mutex
 	kind string // what the host counts for this member; "" before the first Set and after Unregister
 }
 
+// membershipSeries are a member's own membership series and the registry they are on.
+type membershipSeries struct {
+	epoch   prometheus.Gauge
+	members *prometheus.GaugeVec // by kind
+	reg     prometheus.Registerer
+}
+
 // NewMembership creates member self of group's series on reg (reg nil: none, the host's count
 // only) and counts it in host (nil: no host).
 func NewMembership(reg prometheus.Registerer, group, selfID string, host *HostMembership) (*Membership, error) {
-	m := &Membership{host: host, reg: reg}
+	m := &Membership{host: host}
 	if reg == nil {
 		return m, nil
 	}
 	cl := prometheus.Labels{"group": group, "self_id": selfID}
-	m.epoch = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dledger_configuration_epoch", ConstLabels: cl,
+	s := &membershipSeries{reg: reg}
+	s.epoch = prometheus.NewGauge(prometheus.GaugeOpts{Name: "dledger_configuration_epoch", ConstLabels: cl,
 		Help: "Epoch of the group configuration this member holds: one higher with every membership change agreed."})
-	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dledger_configuration_members", ConstLabels: cl,
+	s.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "dledger_configuration_members", ConstLabels: cl,
 		Help: "Members of the configuration this member holds, by kind: voter or non_voter."}, []string{"kind"})
-	m.members.WithLabelValues(KindVoter)
-	m.members.WithLabelValues(KindNonVoter)
-	if err := reg.Register(m.epoch); err != nil {
+	s.members.WithLabelValues(KindVoter)
+	s.members.WithLabelValues(KindNonVoter)
+	if err := reg.Register(s.epoch); err != nil {
 		return nil, err
 	}
-	if err := reg.Register(m.members); err != nil {
-		reg.Unregister(m.epoch)
+	if err := reg.Register(s.members); err != nil {
+		reg.Unregister(s.epoch)
 		return nil, err
 	}
+	m.own = s
 	return m, nil
 }
 
 // Set records the configuration the member holds and its own kind in it.
 func (m *Membership) Set(epoch uint64, voters, nonVoters int, kind string) {
-	if m.epoch != nil {
-		m.epoch.Set(float64(epoch))
-		m.members.WithLabelValues(KindVoter).Set(float64(voters))
-		m.members.WithLabelValues(KindNonVoter).Set(float64(nonVoters))
+	if s := m.own; s != nil {
+		s.epoch.Set(float64(epoch))
+		s.members.WithLabelValues(KindVoter).Set(float64(voters))
+		s.members.WithLabelValues(KindNonVoter).Set(float64(nonVoters))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -117,8 +126,8 @@ func (m *Membership) Unregister() {
 	m.mu.Lock()
 	m.countLocked("")
 	m.mu.Unlock()
-	if m.epoch != nil {
-		m.reg.Unregister(m.epoch)
-		m.reg.Unregister(m.members)
+	if s := m.own; s != nil {
+		s.reg.Unregister(s.epoch)
+		s.reg.Unregister(s.members)
 	}
 }

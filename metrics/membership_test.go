@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -24,6 +25,9 @@ func TestMembershipSeriesAndHostCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if b.own != nil || unsafe.Sizeof(*b) > 48 {
+		t.Errorf("a member without series keeps %+v, %d bytes (a host's thousands: the 48-byte class)", b.own, unsafe.Sizeof(*b))
+	}
 	kinds := func(k string) float64 { return testutil.ToFloat64(host.kinds.WithLabelValues(k)) }
 	a.Set(0, 3, 0, KindVoter)
 	b.Set(0, 0, 0, KindJoining)
@@ -32,10 +36,10 @@ func TestMembershipSeriesAndHostCounts(t *testing.T) {
 		t.Fatalf("host counts voter %v non-voter %v joining %v", kinds(KindVoter), kinds(KindNonVoter), kinds(KindJoining))
 	}
 	a.Set(3, 3, 1, KindVoter)
-	if got := testutil.ToFloat64(a.epoch); got != 3 {
+	if got := testutil.ToFloat64(a.own.epoch); got != 3 {
 		t.Fatalf("epoch %v", got)
 	}
-	if got := testutil.ToFloat64(a.members.WithLabelValues(KindNonVoter)); got != 1 {
+	if got := testutil.ToFloat64(a.own.members.WithLabelValues(KindNonVoter)); got != 1 {
 		t.Fatalf("non-voters %v", got)
 	}
 	b.Set(3, 4, 0, KindVoter)

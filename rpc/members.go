@@ -3,6 +3,8 @@ package rpc
 import (
 	"fmt"
 	"slices"
+
+	"github.com/dledger-go/dledger/memberstate"
 )
 
 // Run-time changes of a group's members (issue 31, docs/protocol.md section 13). A member
@@ -26,6 +28,11 @@ func (s *Server) SetMembers(ids []string) {
 // AddMember took them. It fails if the member is not routed here, or if its own entry moved
 // (a member's own address is its identity on host links and cannot change while it runs).
 func (m *Mux) SetPeers(group, self string, peers map[string]string) error {
+	return m.SetMemberPeers(group, self, peersOf(peers))
+}
+
+// SetMemberPeers is SetPeers with the members as a list, kept as AddMemberPeers keeps it.
+func (m *Mux) SetMemberPeers(group, self string, peers []memberstate.Peer) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.groups[group]
@@ -33,9 +40,10 @@ func (m *Mux) SetPeers(group, self string, peers map[string]string) error {
 	if r == nil {
 		return fmt.Errorf("rpc: Mux.SetPeers: member %q of group %q is not served", self, group)
 	}
-	if addr := peers[self]; addr != r.self {
-		return fmt.Errorf("rpc: Mux.SetPeers: member %q of group %q is at %q, not %q", self, group, r.self, addr)
+	next := newRoute(r.h, self, peers)
+	if addr, was := next.self(), r.self(); addr != was {
+		return fmt.Errorf("rpc: Mux.SetPeers: member %q of group %q is at %q, not %q", self, group, was, addr)
 	}
-	g[slices.Index(g, r)] = newRoute(r.h, self, peers)
+	g[slices.Index(g, r)] = next
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/rpc/secure"
 )
@@ -62,33 +63,45 @@ func (m *Mux) hostHandler() func(*protocol.HostHeartBeatRequest) *protocol.HostH
 // route is one local member: its handler, the ids it accepts connections from, and the host
 // id of each (AddMember; empty: not accepted on a host link).
 type route struct {
-	h    Handler
-	id   string // the local member's id
-	self string // this member's own host id (its own peers entry), "" if unknown
-	// peers are the other members and their host ids: a slice searched in order, as a group
-	// has a handful of members and a host thousands of routes (two small maps per route were
-	// about 1 KiB of a host's memory each).
-	peers []routePeer
+	h  Handler
+	id string // the local member's id
+	// peers are the group's members and their host ids (Addr), the local member's own entry
+	// included if it has one: a slice searched in order, as a group has a handful of members
+	// and a host thousands of routes (two small maps per route were about 1 KiB of a host's
+	// memory each). AddMemberPeers keeps its caller's slice (a host's members share one per
+	// peers string), so nothing writes into it.
+	peers []memberstate.Peer
 }
 
-type routePeer struct{ id, host string }
-
 // newRoute is the route of member self to h, with the group's members and their host ids.
-func newRoute(h Handler, self string, peers map[string]string) *route {
-	r := &route{h: h, id: self, self: peers[self], peers: make([]routePeer, 0, max(len(peers)-1, 0))}
-	for p, addr := range peers {
-		if p != self {
-			r.peers = append(r.peers, routePeer{id: p, host: addr})
+func newRoute(h Handler, self string, peers []memberstate.Peer) *route {
+	return &route{h: h, id: self, peers: peers}
+}
+
+// peersOf is AddMember's map of peer ids to host ids as a route keeps them.
+func peersOf(peers map[string]string) []memberstate.Peer {
+	out := make([]memberstate.Peer, 0, len(peers))
+	for id, addr := range peers {
+		out = append(out, memberstate.Peer{ID: id, Addr: addr})
+	}
+	return out
+}
+
+// self is the local member's own host id (its own peers entry), "" if it has none.
+func (r *route) self() string {
+	for _, p := range r.peers {
+		if p.ID == r.id {
+			return p.Addr
 		}
 	}
-	return r
+	return ""
 }
 
 // peer says whether id is another member of the route's group, and its host id.
 func (r *route) peer(id string) (host string, ok bool) {
 	for _, p := range r.peers {
-		if p.id == id {
-			return p.host, true
+		if p.ID == id && id != r.id {
+			return p.Addr, true
 		}
 	}
 	return "", false
@@ -131,6 +144,14 @@ func (m *Mux) Add(group, self string, peers []string, h Handler) error {
 // its peers entry names, this member's own included): a request on a host link is served
 // only from a member whose host id is the link's.
 func (m *Mux) AddMember(group, self string, peers map[string]string, h Handler) error {
+	return m.AddMemberPeers(group, self, peersOf(peers), h)
+}
+
+// AddMemberPeers is AddMember with the group's members as a list (ID, and Addr its host id:
+// the rpc address its peers entry names), which the mux keeps instead of a copy of its own:
+// the caller must not write into it while the member is routed (issue 29: a host's members
+// share one list per peers string).
+func (m *Mux) AddMemberPeers(group, self string, peers []memberstate.Peer, h Handler) error {
 	if h == nil {
 		return errors.New("rpc: Mux.Add: nil handler")
 	}
@@ -142,8 +163,8 @@ func (m *Mux) AddMember(group, self string, peers map[string]string, h Handler) 
 		return fmt.Errorf("rpc: Mux.Add: member %q of group %q is already served", self, group)
 	}
 	m.groups[group] = append(g, r)
-	if r.self != "" {
-		m.selfHosts[r.self]++
+	if self := r.self(); self != "" {
+		m.selfHosts[self]++
 	}
 	return nil
 }
@@ -159,9 +180,9 @@ func (m *Mux) Remove(group, self string) {
 	if r == nil {
 		return
 	}
-	if r.self != "" {
-		if m.selfHosts[r.self]--; m.selfHosts[r.self] <= 0 {
-			delete(m.selfHosts, r.self)
+	if self := r.self(); self != "" {
+		if m.selfHosts[self]--; m.selfHosts[self] <= 0 {
+			delete(m.selfHosts, self)
 		}
 	}
 	rest := slices.DeleteFunc(g, func(x *route) bool { return x == r }) // with m.mu held: no reader sees g

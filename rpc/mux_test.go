@@ -5,7 +5,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -183,5 +185,45 @@ func TestMuxRemoveKeepsTheGroupsOtherMembers(t *testing.T) {
 	}
 	if _, code := mux.lookup("g2", "a"); code != 0 {
 		t.Fatalf("(g2, a) after g1 was emptied: code %v", code)
+	}
+}
+
+// TestMuxKeepsTheMembersPeerList: a host's members share their peers list (one per peers
+// string), and the mux keeps it as given instead of a copy of its own (issue 29: some 80
+// bytes of each of a host's thousands of routes); the route reads its own host id and its
+// peers' from it, never itself as a peer, and a list without its own entry gives it none.
+func TestMuxKeepsTheMembersPeerList(t *testing.T) {
+	if n := unsafe.Sizeof(route{}); n > 64 {
+		t.Errorf("a route is %d bytes, past the 64-byte allocation class", n)
+	}
+	mux := NewMux()
+	peers := []memberstate.Peer{{ID: "n0", Addr: "h0:1"}, {ID: "n1", Addr: "h1:1"}, {ID: "n2", Addr: "h2:1"}}
+	if err := mux.AddMemberPeers("g", "n1", peers, &memberHandler{group: "g", self: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	r := routeTo(mux.groups["g"], "n1")
+	if &r.peers[0] != &peers[0] {
+		t.Error("the mux copied the member's peers list")
+	}
+	if r.self() != "h1:1" || mux.selfHosts["h1:1"] != 1 {
+		t.Errorf("own host id %q, counted %d", r.self(), mux.selfHosts["h1:1"])
+	}
+	for id, want := range map[string]string{"n0": "h0:1", "n2": "h2:1", "n1": "", "n9": ""} {
+		if host, ok := r.peer(id); host != want || ok != (want != "") {
+			t.Errorf("peer %s: %q %v, want %q", id, host, ok, want)
+		}
+	}
+	if err := mux.SetMemberPeers("g", "n1", peers[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := routeTo(mux.groups["g"], "n1").peer("n2"); ok {
+		t.Error("n2 still a peer after SetMemberPeers left it out")
+	}
+	if err := mux.SetMemberPeers("g", "n1", peers[:1]); err == nil {
+		t.Error("SetMemberPeers without the member's own entry (its address moved to none) succeeded")
+	}
+	mux.Remove("g", "n1")
+	if len(mux.selfHosts) != 0 {
+		t.Errorf("own host ids still counted after the last route went: %v", mux.selfHosts)
 	}
 }

@@ -50,7 +50,7 @@ func (g *group) assertUnchanged(leader string, term int64, skip int) {
 }
 
 func (g *group) authFailures(i int, reason string) float64 {
-	return counterValue(g.t, g.servers[i].gatherer, "dledger_auth_failures_total", "reason", reason)
+	return counterValue(g.t, g.servers[i].solo.gatherer, "dledger_auth_failures_total", "reason", reason)
 }
 
 // others returns the two members other than leader, in order.

@@ -37,13 +37,13 @@ var ErrNoReadyGate = errors.New("server: the leader ready gate is off (Config.Le
 // fence is the member's leadership as its role events announce it, updated before listeners
 // hear of an event.
 type fence struct {
-	mu     sync.Mutex
-	leader bool  // the latest event says LEADER
-	term   int64 // its term (meaningful while leader)
-	ready  bool  // SetLeaderReady was called for this leadership's term
+	mu   sync.Mutex
+	term int64 // its term (meaningful while leader)
 	// children are the contexts LeadershipContext handed out for this term, cancelled when it
 	// ends.
 	children map[*leaseCtx]struct{}
+	leader   bool // the latest event says LEADER
+	ready    bool // SetLeaderReady was called for this leadership's term (beside leader: one word)
 }
 
 type leaseCtx struct{ cancel context.CancelCauseFunc }

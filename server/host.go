@@ -128,12 +128,14 @@ type Host struct {
 	// memberKinds counts the members by kind (membership.go); nil: not registered.
 	memberKinds *metrics.HostMembership
 
-	mu      sync.Mutex
-	state   int // 0 new, 1 started, 2 stopped
-	members map[memberKey]*Server
-	// groupOne is one member of each group on this host (any one), which AddGroup compares a
-	// new member of that group with (samePeers) without walking every member.
-	groupOne map[string]*Server
+	mu    sync.Mutex
+	state int // 0 new, 1 started, 2 stopped
+	// groups are the members on this host by group, a slice searched in order (a group has
+	// one member on a host, mostly), not a map keyed by group and id beside one of a member
+	// of each group (issue 29: two map entries a member). A group's first member is the one
+	// AddGroup compares a new member of that group with (samePeers); nmembers counts them all.
+	groups   map[string][]*Server
+	nmembers int
 	// membersGen counts the changes of members (admit, forget): the balancer keeps its ordered
 	// copy of them while it holds (host_balance.go).
 	membersGen uint64
@@ -170,8 +172,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{cfg: cfg, log: o.logger, reg: o.registerer, gatherer: o.gatherer, mux: rpc.NewMux(),
-		maint: driver.NewMaintainer(), campaigns: newCampaignGate(cfg), members: map[memberKey]*Server{},
-		groupOne: map[string]*Server{}}
+		maint: driver.NewMaintainer(), campaigns: newCampaignGate(cfg), groups: map[string][]*Server{}}
 	for _, a := range o.attachers {
 		h.memberOpts = append(h.memberOpts, WithAttacher(a))
 	}
@@ -270,7 +271,7 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 	if h.state == 2 {
 		return nil, fmt.Errorf("%w: AddGroup after the host stopped", ErrStopped)
 	}
-	if h.members[key] != nil {
+	if h.memberLocked(cfg.Group, cfg.SelfID) != nil {
 		return nil, fmt.Errorf("host: member %s of group %s is already on this host", cfg.SelfID, cfg.Group)
 	}
 	if err := h.samePeers(cfg); err != nil {
@@ -309,10 +310,11 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 // configuration. A peers string New would refuse is left to New's message.
 // Called with h.mu held.
 func (h *Host) samePeers(cfg Config) error {
-	other := h.groupOne[cfg.Group]
-	if other == nil || cfg.Join || other.cfg.Join {
+	g := h.groups[cfg.Group]
+	if len(g) == 0 || cfg.Join || g[0].cfg.Join {
 		return nil
 	}
+	other := g[0]
 	peers, err := memberstate.ParsePeers(cfg.Peers)
 	if err != nil {
 		return nil
@@ -384,23 +386,28 @@ func (h *Host) memberStore(cfg *Config, store memberstate.Store) (*memberstate.J
 }
 
 // admit puts a member New built on the host: its journal store, timed as New times a vote
-// file, the host's gatherer, and a drained host's withdrawal. Called with h.mu held.
+// file, and a drained host's withdrawal. Called with h.mu held.
 func (h *Host) admit(key memberKey, s *Server, journaled *memberstate.JournalStore) {
 	if journaled != nil {
 		s.journaled = journaled
 		journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
 	}
-	if s.gatherer == nil {
-		s.gatherer = h.gatherer
-	}
 	if h.drained.Load() {
 		s.elector.WithdrawCandidacy("host drained")
 	}
-	h.members[key] = s
+	h.groups[key.group] = append(h.groups[key.group], s)
+	h.nmembers++
 	h.membersGen++
-	if h.groupOne[key.group] == nil {
-		h.groupOne[key.group] = s
+}
+
+// memberLocked is member self of group on this host, or nil. Called with h.mu held.
+func (h *Host) memberLocked(group, self string) *Server {
+	for _, s := range h.groups[group] {
+		if s.cfg.SelfID == self {
+			return s
+		}
 	}
+	return nil
 }
 
 // memberDir is where member self of group keeps its vote file: the root itself if it is a
@@ -440,7 +447,7 @@ func pathSegment(s string) string {
 // from then on, and its data dir is released.
 func (h *Host) RemoveGroup(ctx context.Context, group, self string) error {
 	h.mu.Lock()
-	s := h.members[memberKey{group, self}]
+	s := h.memberLocked(group, self)
 	h.mu.Unlock()
 	if s == nil {
 		return fmt.Errorf("host: no member %s of group %s on this host", self, group)
@@ -452,15 +459,15 @@ func (h *Host) RemoveGroup(ctx context.Context, group, self string) error {
 func (h *Host) Member(group, self string) *Server {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.members[memberKey{group, self}]
+	return h.memberLocked(group, self)
 }
 
 // Members returns the hosted members, ordered by group then id.
 func (h *Host) Members() []*Server {
 	h.mu.Lock()
-	out := make([]*Server, 0, len(h.members))
-	for _, s := range h.members {
-		out = append(out, s)
+	out := make([]*Server, 0, h.nmembers)
+	for _, g := range h.groups {
+		out = append(out, g...)
 	}
 	h.mu.Unlock()
 	slices.SortFunc(out, func(a, b *Server) int {
@@ -525,12 +532,10 @@ func (h *Host) Stop(ctx context.Context) error {
 func (h *Host) forget(s *Server) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if k := (memberKey{s.cfg.Group, s.cfg.SelfID}); h.members[k] == s {
-		delete(h.members, k)
+	if g := h.groups[s.cfg.Group]; slices.Contains(g, s) {
+		h.forgetLocked(s, g)
+		h.nmembers--
 		h.membersGen++
-		if h.groupOne[k.group] == s {
-			h.forgetGroupOne(s)
-		}
 		if s.journaled != nil {
 			s.journaled.Close()
 			s.journaled = nil
@@ -538,17 +543,25 @@ func (h *Host) forget(s *Server) {
 	}
 }
 
-// forgetGroupOne replaces s, leaving, as its group's member in groupOne: by another member of
-// the group on this host, found among s's peers (they agree, samePeers), or none. Called with
-// h.mu held, after s left members.
-func (h *Host) forgetGroupOne(s *Server) {
-	delete(h.groupOne, s.cfg.Group)
-	for _, p := range s.currentPeers() {
-		if o := h.members[memberKey{s.cfg.Group, p.ID}]; o != nil {
-			h.groupOne[s.cfg.Group] = o
-			return
+// forgetLocked removes s from its group's members g. When s was the group's first, the one
+// a new member is compared with, the first becomes another member of the group on this host
+// found among s's peers (they agree, samePeers), in their order. Called with h.mu held.
+func (h *Host) forgetLocked(s *Server, g []*Server) {
+	first := g[0] == s
+	g = slices.DeleteFunc(g, func(x *Server) bool { return x == s })
+	if len(g) == 0 {
+		delete(h.groups, s.cfg.Group)
+		return
+	}
+	if first {
+		for _, p := range s.currentPeers() {
+			if i := slices.IndexFunc(g, func(x *Server) bool { return x.cfg.SelfID == p.ID }); i >= 0 {
+				g[0], g[i] = g[i], g[0]
+				break
+			}
 		}
 	}
+	h.groups[s.cfg.Group] = g
 }
 
 // hostedHandler is a hosted member's rpc handler: its METADATA hello, which the host's

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"testing"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -25,11 +26,11 @@ func TestMemberLinkSetPeers(t *testing.T) {
 		}
 		return ps
 	}
-	m, err := hl.join("g1", "a", peers("a-A:1;b-127.0.0.1:2"), rpc.Timeouts{}, nobody)
+	m, err := hl.join("g1", "a", peers("a-A:1;b-127.0.0.1:2"), &dledger.Config{}, nobody)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := hl.join("g2", "a", peers("a-A:1;b-127.0.0.1:2"), rpc.Timeouts{}, nobody)
+	other, err := hl.join("g2", "a", peers("a-A:1;b-127.0.0.1:2"), &dledger.Config{}, nobody)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,5 +66,14 @@ func TestMemberLinkSetPeers(t *testing.T) {
 	m.Close()
 	if err := m.setPeers(peers("a-A:1")); !errors.Is(err, rpc.ErrClosed) {
 		t.Fatalf("setPeers after Close: %v", err)
+	}
+}
+
+// TestMemberLinkFitsItsAllocationClass: a host keeps a memberLink per member; it keeps its
+// member's timings (shared) rather than call bounds of its own, for the 128-byte allocation
+// class (issue 29), and bounds its calls as memberTimeouts of those timings.
+func TestMemberLinkFitsItsAllocationClass(t *testing.T) {
+	if n := unsafe.Sizeof(memberLink{}); n > 128 {
+		t.Fatalf("a memberLink is %d bytes, past the 128-byte allocation class", n)
 	}
 }

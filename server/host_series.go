@@ -87,11 +87,11 @@ func (h *Host) withOnlyMember(next rpc.Hooks) rpc.Hooks {
 func (h *Host) onlyMember() *Server {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.members) != 1 {
+	if h.nmembers != 1 {
 		return nil
 	}
-	for _, s := range h.members {
-		return s
+	for _, g := range h.groups {
+		return g[0]
 	}
 	return nil
 }

@@ -559,3 +559,47 @@ func TestHostRestartsAfterAMembershipChange(t *testing.T) {
 		}
 	}
 }
+
+// TestHostMembersByGroup: a host keeps its members by group, one slice a group (issue 29: a
+// map keyed by group and id beside one of a member per group were two map entries a member);
+// several members of one group are each found, listed and removed, and a group whose last
+// member left is forgotten.
+func TestHostMembersByGroup(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h := newTestHost(t, port, t.TempDir())
+	peers := fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, addr)
+	g := []*Server{addStarted(t, h, "g", "n0", peers), addStarted(t, h, "g", "n1", peers), addStarted(t, h, "g", "n2", peers)}
+	solo := addStarted(t, h, "solo", "n0", "n0-"+addr)
+	for i, s := range g {
+		if got := h.Member("g", fmt.Sprintf("n%d", i)); got != s {
+			t.Fatalf("Member(g, n%d) is %p, want %p", i, got, s)
+		}
+	}
+	if h.Member("solo", "n0") != solo || h.Member("g", "n3") != nil || h.Member("other", "n0") != nil {
+		t.Fatal("Member found the wrong members")
+	}
+	if got := h.Members(); len(got) != 4 || got[0] != g[0] || got[2] != g[2] || got[3] != solo {
+		t.Fatalf("Members: %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.RemoveGroup(ctx, "g", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if h.Member("g", "n1") != nil || h.Member("g", "n0") != g[0] || h.Member("g", "n2") != g[2] || len(h.Members()) != 3 {
+		t.Fatal("removing g/n1 took other members with it, or left it")
+	}
+	for _, self := range []string{"n0", "n2"} {
+		if err := h.RemoveGroup(ctx, "g", self); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.mu.Lock()
+	_, kept := h.groups["g"]
+	n := h.nmembers
+	h.mu.Unlock()
+	if kept || n != 1 || h.onlyMember() != solo {
+		t.Fatalf("after g's last member left: group kept %v, %d members counted", kept, n)
+	}
+}

@@ -78,7 +78,7 @@ func (s *Server) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err er
 	reloadMu.Lock()
 	defer reloadMu.Unlock()
 	defer awaitReplacements(s.peerKeys)
-	if s.trust != nil { // the trust follows the configuration too (member_trust.go)
+	if s.ownTrust() != nil { // the trust follows the configuration too (member_trust.go)
 		return s.reloadTrust(key, trust)
 	}
 	if err := checkTrust(key, trust, s.cfg.SelfID, s.currentPeers()); err != nil {
@@ -224,9 +224,11 @@ func (h *Host) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err erro
 		return h.reloadTrust(key, trust)
 	}
 	h.mu.Lock()
-	for _, s := range h.members { // first: its error names the member
-		if err == nil {
-			err = h.checkMemberKeys(key, trust, s.cfg.SelfID, s.peers)
+	for _, g := range h.groups { // first: its error names the member
+		for _, s := range g {
+			if err == nil {
+				err = h.checkMemberKeys(key, trust, s.cfg.SelfID, s.peers)
+			}
 		}
 	}
 	h.mu.Unlock()

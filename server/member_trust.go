@@ -148,13 +148,13 @@ func trustFingerprint(t *secure.Trust) string {
 // (rpc.PeerKeys.Reload). The first composition makes a fresh identity: a trust file line
 // of no member is not "revoked", only not trusted.
 func (s *Server) followTrust() {
-	if s.trust == nil {
+	t := s.ownTrust()
+	if t == nil {
 		if s.host != nil && s.host.trust != nil {
 			s.host.followTrust(s)
 		}
 		return
 	}
-	t := s.trust
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, err := s.applyTrust(t.key, t.file); err != nil {
@@ -169,7 +169,7 @@ func (s *Server) applyTrust(key secure.StaticKey, file *secure.Trust) (closed in
 	if err != nil {
 		return 0, err
 	}
-	return s.trust.apply(s.peerKeys, s.cfg.SelfID, key, trust, conflicts, s.logger())
+	return s.ownTrust().apply(s.peerKeys, s.cfg.SelfID, key, trust, conflicts, s.logger())
 }
 
 // apply makes key and trust (composed, with its conflicts) the identity in force of pk, for
@@ -326,16 +326,16 @@ func (h *Host) reloadTrust(key secure.StaticKey, file *secure.Trust) (int, error
 // trustState is the trust this member's keys follow: its own, its host's (PerMemberLinks), or
 // nil (no member keys, or host links, whose trust lists name hosts).
 func (s *Server) trustState() *memberTrust {
-	if s.trust == nil && s.host != nil {
-		return s.host.trust
+	if t := s.ownTrust(); t != nil || s.host == nil {
+		return t
 	}
-	return s.trust
+	return s.host.trust
 }
 
 // reloadTrust is ReloadPeerKeys for a member with a trust of its own: key and file replace
 // the ones in force, composed with the configuration, if every member still has a key.
 func (s *Server) reloadTrust(key secure.StaticKey, file *secure.Trust) (int, error) {
-	t := s.trust
+	t := s.ownTrust()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if file == nil || key.IsZero() {

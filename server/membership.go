@@ -230,17 +230,17 @@ func (s *Server) applyMembership() {
 		return
 	}
 	others := map[string]string{}
-	hosts := map[string]string{}
+	hosts := peers // the mux keeps it (rpc.Mux.AddMemberPeers): nothing writes into peers
 	var ids []string
 	for _, p := range peers {
-		hosts[p.ID] = p.Addr
 		if p.ID != s.cfg.SelfID {
 			others[p.ID] = p.Addr
 			ids = append(ids, p.ID)
 		}
 	}
-	if _, ok := hosts[s.cfg.SelfID]; !ok { // removed: still itself at its own address
-		hosts[s.cfg.SelfID] = s.mem.selfAddr
+	if !slices.ContainsFunc(peers, func(p memberstate.Peer) bool { return p.ID == s.cfg.SelfID }) {
+		// removed: still itself at its own address
+		hosts = append(slices.Clip(peers), memberstate.Peer{ID: s.cfg.SelfID, Addr: s.mem.selfAddr})
 	}
 	var err error
 	switch c := s.client.(type) {
@@ -252,10 +252,10 @@ func (s *Server) applyMembership() {
 	if err != nil {
 		s.logAt(zap.WarnLevel).Warn("the transport could not follow the configuration", zap.Error(err))
 	}
-	if s.rpcSrv != nil {
-		s.rpcSrv.SetMembers(ids)
+	if srv := s.rpcServer(); srv != nil {
+		srv.SetMembers(ids)
 	} else if s.host != nil {
-		if err := s.host.mux.SetPeers(s.cfg.Group, s.cfg.SelfID, hosts); err != nil {
+		if err := s.host.mux.SetMemberPeers(s.cfg.Group, s.cfg.SelfID, hosts); err != nil {
 			s.logAt(zap.DebugLevel).Debug("the host's listener does not route this member yet", zap.Error(err))
 		}
 	}
@@ -300,13 +300,36 @@ type membershipState struct {
 	// differs from the peers, delivered from a client's first connection), and New's writes
 	// of those fields would race the wiring.
 	ready atomic.Bool
+	// source and warning say how the configuration the member started from compares with
+	// Config.Peers (describeStart): source an index into configSources (beside ready: no word
+	// of its own), warning nil for none, as a host's members have (issue 29: 32 bytes each).
+	source  uint8
+	warning *string
 	// wired is the newest configuration epoch the transport was wired for: a heartbeat or a
 	// vote answer that names another one makes the server look again (applyMembership).
-	wired atomic.Uint64
-	// source and warning say how the configuration the member started from compares with
-	// Config.Peers (describeStart).
-	source, warning string
-	metrics         *metrics.Membership
+	wired   atomic.Uint64
+	metrics *metrics.Membership
+}
+
+// configSources are the sources ConfigurationSource names, by membershipState.source: "" until
+// New has said (startMembership).
+var configSources = [...]string{"", "initial", "durable", "join"}
+
+// setStart records where the configuration came from, and the warning ("" for none).
+func (m *membershipState) setStart(source, warning string) {
+	m.source = uint8(slices.Index(configSources[:], source))
+	m.warning = nil
+	if warning != "" {
+		m.warning = &warning
+	}
+}
+
+// warningText is the start's warning, "" for none.
+func (m *membershipState) warningText() string {
+	if m.warning == nil {
+		return ""
+	}
+	return *m.warning
 }
 
 // newMembershipMetrics creates the member's membership series (none when it has no series of
@@ -329,34 +352,39 @@ func (s *Server) startMembership(selfAddr string) {
 	s.mem.ready.Store(true)
 	m := s.elector.Membership()
 	committed := Configuration{Epoch: m.Epoch, Term: m.ConfTerm, Voters: m.Voters, NonVoters: m.NonVoters, Forced: m.Forced}
-	s.mem.source, s.mem.warning = describeStart(m.StartedFrom == "store", committed, s.peers)
+	source, warning := describeStart(m.StartedFrom == "store", committed, s.peers)
+	if m.Joining {
+		source = "join"
+	}
+	s.mem.setStart(source, warning)
 	switch {
 	case m.Joining:
-		s.mem.source = "join"
 		s.logAt(zap.InfoLevel).Info("member joins a running group: it waits for the leader to send the configuration",
 			zap.String("reachable", memberstate.FormatPeers(s.peers)))
-	case s.mem.warning != "":
+	case warning != "":
 		s.logAt(zap.WarnLevel).Warn("member started from its durable configuration, which the peers it was given contradict",
-			zap.Stringer("configuration", committed), zap.String("warning", s.mem.warning))
+			zap.Stringer("configuration", committed), zap.String("warning", warning))
 	case m.StartedFrom == "store":
 		s.logAt(zap.InfoLevel).Info("member started from its durable configuration", zap.Stringer("configuration", committed))
 	}
 	s.applyMembership()
-	if s.rpcSrv != nil { // applyMembership set the accepted ids only if they changed
+	if srv := s.rpcServer(); srv != nil { // applyMembership set the accepted ids only if they changed
 		var ids []string
 		for _, p := range s.currentPeers() {
 			if p.ID != s.cfg.SelfID {
 				ids = append(ids, p.ID)
 			}
 		}
-		s.rpcSrv.SetMembers(ids)
+		srv.SetMembers(ids)
 	}
 }
 
 // ConfigurationSource says where the member's configuration came from when it started:
 // "initial" (Config.Peers), "durable" (its data dir's, which wins), or "join" (Config.Join);
 // and warning, when the peers it was given contradict its durable configuration.
-func (s *Server) ConfigurationSource() (source, warning string) { return s.mem.source, s.mem.warning }
+func (s *Server) ConfigurationSource() (source, warning string) {
+	return configSources[s.mem.source], s.mem.warningText()
+}
 
 // newestEpoch is the epoch of the newest configuration m holds: the pending one's if any.
 func newestEpoch(m Membership) uint64 {

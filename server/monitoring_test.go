@@ -47,10 +47,10 @@ func seriesValue(t *testing.T, g prometheus.Gatherer, name string, want map[stri
 func TestMonitoringMetricsAreFed(t *testing.T) {
 	g := startGroupWith(t, 3, nil, calmTimings())
 	leader, _ := g.awaitAllFollow(electionLimit)
-	lg := g.servers[g.index(leader)].gatherer
+	lg := g.servers[g.index(leader)].solo.gatherer
 	for _, s := range g.servers {
 		dledgertest.Eventually(t, electionLimit, s.cfg.SelfID+" reports a known leader", func() bool {
-			v, _ := seriesValue(t, s.gatherer, "dledger_has_leader", nil)
+			v, _ := seriesValue(t, s.solo.gatherer, "dledger_has_leader", nil)
 			return v == 1
 		})
 	}

@@ -79,6 +79,10 @@ func (s *Server) detach(ctx context.Context, final *dledger.RoleEvent) {
 // started member stopped it reports the final event's role (UNKNOWN), as Status does.
 func (s *Server) FullStatus() dledger.Status { return s.fullStatus() }
 
+// SelfAddr is the member's own address in its member list, as FullStatus's Peers names it
+// ("" if none), without building a FullStatus.
+func (s *Server) SelfAddr() string { return s.elector.SelfAddr() }
+
 // ServesAsLeader is the leader health check on st (a FullStatus snapshot): st leads and, with
 // Config.LeaderReadyGate, SetLeaderReady opened that term's leadership.
 func (s *Server) ServesAsLeader(st dledger.Status) bool { return s.servesAsLeader(st) }

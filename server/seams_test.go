@@ -43,7 +43,7 @@ func TestAttachmentAdvertisesAndDetachesAtStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	ask := func(group string) *protocol.MetadataResponse {
-		return s.handler.HandleMetadata(&protocol.MetadataRequest{Header: protocol.Header{Group: group, RemoteID: "n0", LocalID: "tool"}})
+		return s.rpcHandler().HandleMetadata(&protocol.MetadataRequest{Header: protocol.Header{Group: group, RemoteID: "n0", LocalID: "tool"}})
 	}
 	if got := ask("g"); got.AdminAddr != a.admin || got.ReadAddr != a.read {
 		t.Fatalf("METADATA of group g: %+v", got)

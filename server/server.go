@@ -90,14 +90,13 @@ type Server struct {
 	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
 	fence    fence
 	metrics  *metrics.Metrics
-	gatherer prometheus.Gatherer
-	rpcSrv   *rpc.Server // nil on a host: host.mux routes to handler
 	host     *Host
-	handler  rpc.Handler
 	client   peerClient     // its own *rpc.Client, or its share of its host's links (host_link.go)
-	peerKeys *rpc.PeerKeys  // member keys (keys.go), shared by rpcSrv and client; nil otherwise
-	trust    *memberTrust   // member keys of a member with a port of its own (member_trust.go); nil otherwise
+	peerKeys *rpc.PeerKeys  // member keys (keys.go), shared by its rpc server and client; nil otherwise
 	campaign *campaign.Slot // its share of its host's bound on rounds run at once; nil otherwise
+	// solo is what a member of a process of its own has and a host's members do not (nil
+	// while it has none of it): 48 bytes of each of a host's thousands of Servers (issue 29).
+	solo *soloParts
 	// peers are the members the transport reaches: the configuration's (membership.go), which
 	// changes while the member runs; read them with currentPeers.
 	peersMu sync.Mutex
@@ -107,9 +106,6 @@ type Server struct {
 	advertise     func() (admin, read string)
 	detachers     []func(context.Context, *dledger.RoleEvent)
 	detachTimeout time.Duration
-	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
-	// the data dir's lock.
-	fileStore *memberstate.FileStore
 	// journaled is its store in its host's vote journal (host.go admit and forget, under the
 	// host's mu): a field, not a host map keyed by member, which cost a map entry a member.
 	journaled *memberstate.JournalStore
@@ -124,14 +120,66 @@ type Server struct {
 	// lastReportTerm is the end term of the last accepted ledger report (ledger.go).
 	lastReportTerm atomic.Int64
 
-	mu       sync.Mutex
-	state    int // 0 new, 1 started, 2 stopped
-	cancel   context.CancelFunc
-	runDone  chan struct{}
-	unsubs   []func()
-	stopDone chan struct{}      // closed when the first Stop has finished; stopErr is its result
-	stopErr  error              // written before stopDone is closed
-	final    *dledger.RoleEvent // the UNKNOWN event published when a started member stopped
+	mu      sync.Mutex
+	state   int // 0 new, 1 started, 2 stopped
+	cancel  context.CancelFunc
+	runDone chan struct{}
+	// halt is made by the first Stop (or a Start that failed), nil until then.
+	halt *stopState
+}
+
+// soloParts are a Server's parts that a member of a host has none of (`dledger server
+// --config`): made by New for the first of them it sets, and not changed after New.
+type soloParts struct {
+	rpcSrv *rpc.Server // its own rpc listener; nil on a host: host.mux routes to handler
+	// gatherer is the member's own registry (no WithRegisterer), or WithGatherer's.
+	gatherer prometheus.Gatherer
+	trust    *memberTrust // member keys of a member with a port of its own (member_trust.go); nil otherwise
+	// fileStore is the store New opened (nil with WithStore): Stop closes it, which releases
+	// the data dir's lock.
+	fileStore *memberstate.FileStore
+	unsubs    []func() // WithListener's subscriptions
+}
+
+// soloPart is s.solo, made if New has not made it yet (New only: it is not guarded).
+func (s *Server) soloPart() *soloParts {
+	if s.solo == nil {
+		s.solo = new(soloParts)
+	}
+	return s.solo
+}
+
+// rpcServer is the member's own rpc server, nil on a host.
+func (s *Server) rpcServer() *rpc.Server {
+	if s.solo == nil {
+		return nil
+	}
+	return s.solo.rpcSrv
+}
+
+// ownTrust is the trust of a member with a port of its own and member keys, nil otherwise.
+func (s *Server) ownTrust() *memberTrust {
+	if s.solo == nil {
+		return nil
+	}
+	return s.solo.trust
+}
+
+// stopState is the first Stop's: done is closed when it has finished, err is its result
+// (written before done is closed), and final the UNKNOWN event published when a started
+// member stopped (under s.mu).
+type stopState struct {
+	done  chan struct{}
+	err   error
+	final *dledger.RoleEvent
+}
+
+// finalEventLocked is the event published when the started member stopped, nil before; s.mu is held.
+func (s *Server) finalEventLocked() *dledger.RoleEvent {
+	if s.halt == nil {
+		return nil
+	}
+	return s.halt.final
 }
 
 // New validates cfg and builds the member without opening any socket: every configuration
@@ -170,8 +218,10 @@ func New(config Config, opts ...Option) (*Server, error) {
 			}
 		}()
 	}
-	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), fileStore: fileStore,
-		log: o.logger}
+	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), log: o.logger}
+	if fileStore != nil {
+		s.soloPart().fileStore = fileStore
+	}
 	s.deliver = s.dispatch.Publish
 	if err := s.registerMetrics(o, cfg); err != nil {
 		return nil, err
@@ -191,7 +241,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 	s.declareMetrics(fileStore, auth.Members)
 	s.peerKeys = peerKeys
 	if peerKeys != nil && o.host == nil { // the trust follows the configuration (member_trust.go)
-		s.trust = &memberTrust{key: cfg.MemberKey, file: fileTrust}
+		s.soloPart().trust = &memberTrust{key: cfg.MemberKey, file: fileTrust}
 	}
 	// The client dials before the elector exists, hence the pointer.
 	var elector atomic.Pointer[dledger.Elector]
@@ -257,12 +307,14 @@ func openMemberStore(cfg settings, given memberstate.Store) (store memberstate.S
 // of its own; on an error it leaves nothing registered, so New only undoes it once it
 // succeeded.
 func (s *Server) registerMetrics(o options, cfg settings) error {
-	reg := o.registerer
-	s.gatherer = o.gatherer
+	reg, gatherer := o.registerer, o.gatherer
 	if reg == nil {
 		own := prometheus.NewRegistry()
 		own.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		reg, s.gatherer, s.ownMetrics = own, own, true
+		reg, gatherer, s.ownMetrics = own, own, true
+	}
+	if gatherer != nil && o.host == nil { // a host's gatherer is the host's (Host.Gatherer)
+		s.soloPart().gatherer = gatherer
 	}
 	var err error
 	if o.noMemberSeries {
@@ -314,7 +366,7 @@ func (s *Server) declareMetrics(fileStore *memberstate.FileStore, members []stri
 func (s *Server) dialPeers(o options, cfg settings, peers []memberstate.Peer, auth rpc.Auth, hooks rpc.Hooks, elector func() *dledger.Elector) error {
 	var err error
 	if o.host != nil && o.host.links != nil {
-		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, memberTimeouts(cfg.Election), elector)
+		s.client, err = o.host.links.join(cfg.Group, cfg.SelfID, peers, &cfg.Election, elector)
 		return err
 	}
 	others := map[string]string{}
@@ -374,15 +426,26 @@ func (s *Server) newElector(o options, cfg settings, peers []memberstate.Peer, s
 // A member that connects to us is up: stop backing off from it, so that our first request
 // to it (a new leader's first heartbeat) does not wait out a redial delay.
 func (s *Server) serveRPC(o options, listenAddr string, auth rpc.Auth, hooks rpc.Hooks) error {
-	s.handler = metadataHandler{Handler: s.elector, s: s}
 	if s.host = o.host; s.host != nil {
-		s.handler = hostedHandler{s.handler.(metadataHandler)}
-		return nil
+		return nil // its route on the host's mux is made by Start (startRPC)
 	}
-	var err error
-	s.rpcSrv, err = rpc.NewServer(s.handler, rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.logger().Named("rpc"), Hooks: hooks,
+	srv, err := rpc.NewServer(s.rpcHandler(), rpc.ServerOptions{Addr: listenAddr, Auth: auth, Logger: s.logger().Named("rpc"), Hooks: hooks,
 		OnPeerHello: s.client.Kick})
+	if err == nil {
+		s.soloPart().rpcSrv = srv
+	}
 	return err
+}
+
+// rpcHandler is the handler the member's requests reach: its elector, with the METADATA
+// answer of a member (hostedHandler on a host). Its rpc server or its host's mux keeps it;
+// the Server does not (16 bytes of each of a host's members, issue 29).
+func (s *Server) rpcHandler() rpc.Handler {
+	h := metadataHandler{Handler: s.elector, s: s}
+	if s.host != nil {
+		return hostedHandler{h}
+	}
+	return h
 }
 
 // subscribeAndAttach subscribes the metrics and WithListener's listeners, then runs the
@@ -390,13 +453,12 @@ func (s *Server) serveRPC(o options, listenAddr string, auth rpc.Auth, hooks rpc
 // and the listeners' goroutines again.
 func (s *Server) subscribeAndAttach(o options) error {
 	for _, fn := range o.listeners { // the metrics are told by publish (fencing.go)
-		s.unsubs = append(s.unsubs, s.dispatch.Subscribe(fn))
+		p := s.soloPart()
+		p.unsubs = append(p.unsubs, s.dispatch.Subscribe(fn))
 	}
 	if err := s.attach(o.attachers); err != nil {
 		s.client.Close()
-		for _, u := range s.unsubs { // the listeners' goroutines (WithListener)
-			u()
-		}
+		s.unsubscribeListeners() // the listeners' goroutines (WithListener)
 		s.dispatch.Close()
 		return err
 	}
@@ -442,10 +504,11 @@ func (s *Server) Start() error {
 	}
 	// What New took (the data dir's lock, the metrics, the rpc client) goes back now: a
 	// caller that drops a member whose Start failed must not keep its data dir locked.
-	s.stopDone, s.state = make(chan struct{}), 2
+	st := &stopState{done: make(chan struct{})}
+	s.halt, s.state = st, 2
 	s.mu.Unlock()
-	s.stopErr = s.stop(context.Background(), false)
-	close(s.stopDone)
+	st.err = s.stop(context.Background(), false)
+	close(st.done)
 	return err
 }
 
@@ -507,29 +570,39 @@ func (s *Server) start() error {
 // or ctx's error if ctx ends first.
 func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Lock()
-	if s.stopDone != nil {
-		done := s.stopDone
+	if st := s.halt; st != nil {
 		s.mu.Unlock()
 		select { // an already finished Stop wins over an ended ctx
-		case <-done:
-			return s.stopErr
+		case <-st.done:
+			return st.err
 		default:
 		}
 		select {
-		case <-done:
-			return s.stopErr // written before done was closed
+		case <-st.done:
+			return st.err // written before done was closed
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	s.stopDone = make(chan struct{})
+	st := &stopState{done: make(chan struct{})}
+	s.halt = st
 	started := s.state == 1
 	s.state = 2
 	s.mu.Unlock()
 
-	s.stopErr = s.stop(ctx, started)
-	close(s.stopDone)
-	return s.stopErr
+	st.err = s.stop(ctx, started)
+	close(st.done)
+	return st.err
+}
+
+// unsubscribeListeners cancels WithListener's subscriptions.
+func (s *Server) unsubscribeListeners() {
+	if s.solo == nil {
+		return
+	}
+	for _, u := range s.solo.unsubs {
+		u()
+	}
 }
 
 // closedChan is a closed channel: runDone of a member a host drives (start).
@@ -544,7 +617,7 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 		s.publishStopped()
 		if s.host != nil {
 			s.host.mux.Remove(s.cfg.Group, s.cfg.SelfID)
-		} else if err := s.rpcSrv.Stop(ctx); err != nil {
+		} else if err := s.rpcServer().Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("rpc server: %w", err))
 		}
 	}
@@ -554,11 +627,9 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 	}
 	closeCampaignSlot(s.campaign)
 	s.client.Close()
-	for _, u := range s.unsubs {
-		u()
-	}
+	s.unsubscribeListeners()
 	s.mu.Lock()
-	final := s.final
+	final := s.finalEventLocked()
 	s.mu.Unlock()
 	if !started {
 		final = nil
@@ -569,8 +640,8 @@ func (s *Server) stop(ctx context.Context, started bool) error {
 		s.metrics.Unregister()
 		s.mem.metrics.Unregister()
 	}
-	if s.fileStore != nil {
-		if err := s.fileStore.Close(); err != nil {
+	if s.solo != nil && s.solo.fileStore != nil {
+		if err := s.solo.fileStore.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("data dir: %w", err))
 		}
 	}
@@ -628,7 +699,7 @@ func (s *Server) publishStopped() {
 		}
 	}
 	s.mu.Lock()
-	s.final = &ev
+	s.halt.final = &ev // publishStopped runs in Stop's stop, which made halt
 	s.mu.Unlock()
 	s.publish(ev) // through the fence, like every event
 }
@@ -662,7 +733,7 @@ func (s *Server) Status() Status {
 func (s *Server) fullStatus() dledger.Status {
 	st := s.elector.Status()
 	s.mu.Lock()
-	final := s.final
+	final := s.finalEventLocked()
 	s.mu.Unlock()
 	if final == nil {
 		return st
@@ -797,22 +868,19 @@ func (s *Server) RPCAddr() string {
 	if s.host != nil {
 		return s.host.Addr()
 	}
-	return s.rpcSrv.Addr()
+	return s.rpcServer().Addr()
 }
 
 // startRPC starts serving the member's requests: its own rpc listener, or its route on its
 // host's.
 func (s *Server) startRPC() error {
 	if s.host == nil {
-		if err := s.rpcSrv.Start(); err != nil {
+		if err := s.rpcServer().Start(); err != nil {
 			return fmt.Errorf("rpc listen: %w", err)
 		}
 		return nil
 	}
-	peers := s.currentPeers()
-	hosts := make(map[string]string, len(peers))
-	for _, p := range peers {
-		hosts[p.ID] = p.Addr
-	}
-	return s.host.mux.AddMember(s.cfg.Group, s.cfg.SelfID, hosts, s.handler)
+	// The mux keeps the member's peers (ID, and Addr its host id), shared with the host's
+	// members of the same peers string: nothing writes into a peer list (memberstate.New).
+	return s.host.mux.AddMemberPeers(s.cfg.Group, s.cfg.SelfID, s.currentPeers(), s.rpcHandler())
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -294,7 +295,7 @@ func TestGracefulStopHandsOverToAFollower(t *testing.T) {
 	g := startGroupWith(t, 3, nil, calmTimings())
 	old, term := g.awaitLeaderHearingAll(electionLimit)
 	leader := g.servers[g.index(old)]
-	before := counterValue(t, leader.gatherer, "dledger_leadership_transfers_total", "result", "SUCCESS")
+	before := counterValue(t, leader.solo.gatherer, "dledger_leadership_transfers_total", "result", "SUCCESS")
 	g.stop(g.index(old))
 	// The hand-over happened before Stop returned: a remaining member already leads at exactly
 	// term+1. Checked at once, with no waiting: without a hand-over nobody leads yet (the
@@ -312,7 +313,7 @@ func TestGracefulStopHandsOverToAFollower(t *testing.T) {
 	if len(leaders) != 1 {
 		t.Fatalf("when Stop of leader %s@%d returned, the leaders were %v; want one at term %d (handed over)", old, term, leaders, term+1)
 	}
-	if after := counterValue(t, leader.gatherer, "dledger_leadership_transfers_total", "result", "SUCCESS"); after != before+1 {
+	if after := counterValue(t, leader.solo.gatherer, "dledger_leadership_transfers_total", "result", "SUCCESS"); after != before+1 {
 		t.Fatalf("stopped leader's transfers{result=SUCCESS} went %v -> %v, want +1", before, after)
 	}
 	if id, term2 := g.awaitLeader(electionLimit, old); id != leaders[0] || term2 != term+1 {
@@ -458,7 +459,7 @@ func TestStopHandsOverAfterAPreferredTransferInFlight(t *testing.T) {
 			return true
 		default:
 		}
-		return counterValue(t, n0.gatherer, "dledger_leadership_transfers_total", "result", "TAKE_LEADERSHIP_FAILED") >= 1
+		return counterValue(t, n0.solo.gatherer, "dledger_leadership_transfers_total", "result", "TAKE_LEADERSHIP_FAILED") >= 1
 	})
 	if err := n1.UpdateLedger(1, 500); err != nil {
 		t.Fatal(err)
@@ -468,5 +469,60 @@ func TestStopHandsOverAfterAPreferredTransferInFlight(t *testing.T) {
 	}
 	if st := n1.Status(); st.Role != protocol.LEADER || st.Term != term+1 {
 		t.Fatalf("when Stop returned n1 was %v at term %d; want the hand-over to have made it leader at %d", st.Role, st.Term, term+1)
+	}
+}
+
+// TestServerFitsItsAllocationClass: a host of 10,000 groups keeps 10,000 Servers, each rounded
+// up to its allocation class. What a member of its own process has and a host's member has
+// not (its rpc server, gatherer, trust, data dir store, listeners' subscriptions) and what
+// only a Stop makes are behind pointers, its rpc handler is its route's (rpcHandler), and the
+// start's configuration source is a byte and its warning a pointer, for the 384-byte class
+// (issue 29): a host's member keeps neither until it stops, and a member of its own keeps its
+// rpc server and data dir there.
+func TestServerFitsItsAllocationClass(t *testing.T) {
+	if n := unsafe.Sizeof(Server{}); n > 384 {
+		t.Fatalf("a Server is %d bytes, past the 384-byte allocation class", n)
+	}
+	ports := freePorts(t, 1)
+	h := newTestHost(t, ports[0], t.TempDir())
+	peers := fmt.Sprintf("n0-127.0.0.1:%d;n1-127.0.0.1:1;n2-127.0.0.1:2", ports[0])
+	s := addStarted(t, h, "g", "n0", peers)
+	if s.solo != nil || s.halt != nil {
+		t.Fatalf("a started host member keeps solo parts %+v and stop state %+v", s.solo, s.halt)
+	}
+	if src, warning := s.ConfigurationSource(); src != "initial" || warning != "" || s.mem.warning != nil {
+		t.Fatalf("a new member's configuration source %q, warning %q", src, warning)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.halt == nil || s.Status().Role != protocol.UNKNOWN || s.Stop(ctx) != nil {
+		t.Fatalf("a stopped host member: stop state %+v, status %+v", s.halt, s.Status())
+	}
+	solo, err := New(soloConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer solo.Stop(ctx)
+	if solo.solo == nil || solo.rpcServer() == nil || solo.solo.fileStore == nil {
+		t.Fatalf("a member of its own keeps no rpc server or data dir store: %+v", solo.solo)
+	}
+}
+
+// TestConfigurationSourceKept: the start's configuration source is kept as a byte and its
+// warning behind a pointer (nil for none, as a host's members have); ConfigurationSource
+// gives back what describeStart said, "" before New said anything.
+func TestConfigurationSourceKept(t *testing.T) {
+	s := &Server{}
+	if src, w := s.ConfigurationSource(); src != "" || w != "" {
+		t.Fatalf("before the start: %q %q", src, w)
+	}
+	for _, c := range []struct{ source, warning string }{{"initial", ""}, {"durable", ""}, {"durable", "contradicts"}, {"join", ""}} {
+		s.mem.setStart(c.source, c.warning)
+		if src, w := s.ConfigurationSource(); src != c.source || w != c.warning || (c.warning == "") != (s.mem.warning == nil) {
+			t.Fatalf("kept %q %q (%v), want %q %q", src, w, s.mem.warning, c.source, c.warning)
+		}
 	}
 }

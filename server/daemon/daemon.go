@@ -200,12 +200,7 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	cfg := s.Config()
 	k := memberKey{cfg.Group, cfg.SelfID}
 	m := &member{d: d, s: s, cfg: memberConfig{Group: cfg.Group, SelfID: cfg.SelfID, Ledger: cfg.Ledger, LeaderReadyGate: cfg.LeaderReadyGate}}
-	for _, p := range s.FullStatus().Peers {
-		if p.Self {
-			m.selfAddr = p.Addr
-		}
-	}
-	m.watch = newWatchHub(cfg.Group, cfg.SelfID)
+	m.watch = newWatchHub(&m.cfg)
 	if err := m.startHooks(d.reg); err != nil {
 		return server.Attachment{}, err
 	}

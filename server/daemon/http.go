@@ -215,7 +215,6 @@ type member struct {
 	d        *Daemon
 	s        *server.Server
 	cfg      memberConfig // what the daemon reads of s.Config()
-	selfAddr string       // its own entry in the peers string
 	watch    *watchHub    // GET /v1/watch and the long poll (watch.go)
 	hooks    *hookRunner  // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
 	unsub    func()       // its role-event subscription's cancel (detach)

@@ -35,14 +35,16 @@ func (m *member) advertised() (admin, read string) {
 }
 
 // reachableAs is a bound address as the other members can dial it: an unspecified host
-// (0.0.0.0, ::) is replaced by the host of this member's rpc address in the peers string.
+// (0.0.0.0, ::) is replaced by the host of this member's rpc address in the peers string
+// (read when needed, not kept: 16 bytes of each of a host's members, issue 29; a member's
+// own address never changes while it runs).
 func (m *member) reachableAs(bound string) string {
 	host, port, err := net.SplitHostPort(bound)
 	if err != nil {
 		return bound // "" (no such listener)
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if h, _, err := net.SplitHostPort(m.selfAddr); err == nil {
+		if h, _, err := net.SplitHostPort(m.s.SelfAddr()); err == nil {
 			return net.JoinHostPort(h, port)
 		}
 	}

@@ -69,9 +69,10 @@ type watchHub struct {
 	// instance names this incarnation of the member in event ids (instanceID): 8 random
 	// bytes, formatted when a client is sent one, not kept as a string of its own by each of
 	// a host's thousands of hubs.
-	instance  [8]byte
-	group     string
-	member    string
+	instance [8]byte
+	// who is the member's group and id (the daemon's record of it), not two strings of the
+	// hub's own: a hub per member of a host of thousands fits the 128-byte allocation class.
+	who       *memberConfig
 	keepalive time.Duration // watchKeepalive (tests set it before serving)
 
 	mu sync.Mutex
@@ -79,8 +80,8 @@ type watchHub struct {
 	// come: a host's thousands of members each see a few events, and a full ring per member
 	// (about 100 KiB) would be most of a host's memory.
 	ring     []ringEvent
-	leaders  []string // the leader ids the ring's events name (ringEvent.leader)
-	head, n  int
+	leaders  leaderTable // the leader ids the ring's events name (ringEvent.leader)
+	head, n  int32       // at most watchRingSize
 	watchers map[*watcher]struct{}
 	changed  chan struct{} // closed on every event (wakes long polls); nil: no one waits (changedLocked makes it)
 	polls    int32         // long polls waiting (at most maxWatchers); beside ended: one word
@@ -93,8 +94,9 @@ type watcher struct {
 	ch chan dledger.RoleEvent
 }
 
-func newWatchHub(group, member string) *watchHub {
-	h := &watchHub{group: group, member: member, keepalive: watchKeepalive}
+// newWatchHub is the hub of the member who names (who is kept, not copied).
+func newWatchHub(who *memberConfig) *watchHub {
+	h := &watchHub{who: who, keepalive: watchKeepalive}
 	rand.Read(h.instance[:]) // never fails (crypto/rand)
 	return h
 }
@@ -144,33 +146,80 @@ func (h *watchHub) toRingLocked(ev dledger.RoleEvent) ringEvent {
 	return ringEvent{seq: ev.Seq, term: ev.Term, at: at, leader: h.leaderLocked(ev.LeaderID), role: ev.Role}
 }
 
-// leaderLocked is id's index in h.leaders, added if new. A full table (65,536 ids, which only
-// a group whose membership changed tens of thousands of times could reach) is rebuilt from
-// the ids the ring still holds, at most watchRingSize, before a new one is added.
+// leaderLocked is id's index in the hub's table of leader ids, added if new. A full table
+// (65,536 ids, which only a group whose membership changed tens of thousands of times could
+// reach) is rebuilt from the ids the ring still holds, at most watchRingSize, before a new one
+// is added.
 func (h *watchHub) leaderLocked(id string) uint16 {
-	if len(h.leaders) >= maxLeaders && slices.Index(h.leaders, id) < 0 {
+	if h.leaders.count() >= maxLeaders && h.leaders.index(id) < 0 {
 		old := h.leaders
-		h.leaders = nil
-		for i := 0; i < h.n; i++ {
+		h.leaders = leaderTable{}
+		for i := range h.n {
 			r := &h.ring[(h.head+i)%watchRingSize]
-			r.leader = indexOf(&h.leaders, old[r.leader])
+			r.leader = h.leaders.indexOf(old.at(r.leader))
 		}
 	}
-	return indexOf(&h.leaders, id)
+	return h.leaders.indexOf(id)
 }
 
-// indexOf is id's index in *ids, appended if new.
-func indexOf(ids *[]string, id string) uint16 {
-	if i := slices.Index(*ids, id); i >= 0 {
+// leaderTable is a hub's leader ids: index 0 is "" (no leader), 1 is one ("" while unused)
+// and the others are more[i-2]. A member of a host names "" and one leader in its cold start,
+// and a slice of them was an allocation each member kept, made in the cold start (issue 29).
+type leaderTable struct {
+	one  string
+	more []string
+}
+
+// indexOf is id's index, added if new.
+func (t *leaderTable) indexOf(id string) uint16 {
+	if i := t.index(id); i >= 0 {
 		return uint16(i)
 	}
-	*ids = append(*ids, id)
-	return uint16(len(*ids) - 1)
+	if t.one == "" {
+		t.one = id
+		return 1
+	}
+	t.more = append(t.more, id)
+	return uint16(len(t.more) + 1)
+}
+
+// index is id's index, or -1.
+func (t *leaderTable) index(id string) int {
+	switch {
+	case id == "":
+		return 0
+	case id == t.one:
+		return 1
+	}
+	if i := slices.Index(t.more, id); i >= 0 {
+		return i + 2
+	}
+	return -1
+}
+
+// at is the id at index i.
+func (t *leaderTable) at(i uint16) string {
+	switch i {
+	case 0:
+		return ""
+	case 1:
+		return t.one
+	}
+	return t.more[i-2]
+}
+
+// count is how many ids the table holds, "" included.
+func (t *leaderTable) count() int {
+	n := 1 + len(t.more)
+	if t.one != "" {
+		n++
+	}
+	return n
 }
 
 // eventLocked is the RoleEvent r keeps.
 func (h *watchHub) eventLocked(r ringEvent) dledger.RoleEvent {
-	ev := dledger.RoleEvent{Group: h.group, Seq: r.seq, Term: r.term, Role: r.role, LeaderID: h.leaders[r.leader]}
+	ev := dledger.RoleEvent{Group: h.who.Group, Seq: r.seq, Term: r.term, Role: r.role, LeaderID: h.leaders.at(r.leader)}
 	if r.at != noTime {
 		ev.At = time.Unix(0, r.at)
 	}
@@ -192,7 +241,7 @@ func (h *watchHub) publish(ev dledger.RoleEvent) {
 		h.ring[h.head] = h.toRingLocked(ev)
 		h.head = (h.head + 1) % watchRingSize
 	} else {
-		if p := (h.head + h.n) % watchRingSize; p < len(h.ring) {
+		if p := (h.head + h.n) % watchRingSize; int(p) < len(h.ring) {
 			h.ring[p] = h.toRingLocked(ev)
 		} else { // not full, so head is 0 and p is len(ring)
 			r := h.toRingLocked(ev) // before growRing: a compaction of leaders walks the ring
@@ -276,7 +325,7 @@ func (h *watchHub) wakeLocked() {
 // before the gap is told it missed events (FirstKept is then the next event, the current
 // state), and every open stream is ended after what it has buffered, to resume that way.
 func (h *watchHub) missedLocked() {
-	h.ring, h.head, h.n, h.leaders = nil, 0, 0, nil
+	h.ring, h.head, h.n, h.leaders = nil, 0, 0, leaderTable{}
 	for w := range h.watchers {
 		delete(h.watchers, w)
 		close(w.ch)
@@ -363,7 +412,7 @@ func (h *watchHub) replayLocked(p resumePoint) (*adminclient.MissedJSON, []dledg
 		return missed, current()
 	}
 	var out []dledger.RoleEvent
-	for i := 0; i < h.n; i++ {
+	for i := range h.n {
 		if ev := h.ring[(h.head+i)%watchRingSize]; ev.seq > p.seq {
 			out = append(out, h.eventLocked(ev))
 		}
@@ -416,7 +465,7 @@ func (h *watchHub) latest() (dledger.RoleEvent, bool) {
 
 func (h *watchHub) eventJSON(ev dledger.RoleEvent) adminclient.EventJSON {
 	return adminclient.EventJSON{Seq: ev.Seq, Term: ev.Term, Role: ev.Role.String(), Leader: ev.LeaderID,
-		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.member, Group: h.group, Instance: h.instanceID()}
+		Time: ev.At.UTC().Format(time.RFC3339Nano), Member: h.who.SelfID, Group: h.who.Group, Instance: h.instanceID()}
 }
 
 // watchRoutes adds GET /v1/watch to mux (both listeners: it only reads).

@@ -19,7 +19,7 @@ func TestWatchRingKeepsWhatIsRead(t *testing.T) {
 	if s := unsafe.Sizeof(ringEvent{}); s > 32 {
 		t.Errorf("a ring event is %d bytes; the ring is kept per member of a host (32 or less)", s)
 	}
-	h := newWatchHub("g7", "n1")
+	h := newWatchHub(&memberConfig{Group: "g7", SelfID: "n1"})
 	at := time.Date(2026, 11, 27, 13, 40, 1, 123456789, time.FixedZone("X", 3600))
 	sent := []dledger.RoleEvent{
 		{Group: "g7", Seq: 1, Term: 3, Role: protocol.CANDIDATE, At: at},
@@ -58,7 +58,7 @@ func TestWatchRingKeepsWhatIsRead(t *testing.T) {
 func TestWatchRingLeadersCompacted(t *testing.T) {
 	defer func(n int) { maxLeaders = n }(maxLeaders)
 	maxLeaders = 8
-	h := newWatchHub("g", "n0")
+	h := newWatchHub(&memberConfig{Group: "g", SelfID: "n0"})
 	seq := uint64(0)
 	publish := func(leader string) {
 		seq++
@@ -71,9 +71,9 @@ func TestWatchRingLeadersCompacted(t *testing.T) {
 	for i := range watchRingSize { // the ring forgets them
 		publish(fmt.Sprintf("n%d", i%3))
 	}
-	publish("x") // a new id into a full table: rebuilt from n0-n2
-	if len(h.leaders) > 4 {
-		t.Errorf("the table holds %d ids %v, want n0, n1, n2 and x", len(h.leaders), h.leaders)
+	publish("x") // a new id into a full table: rebuilt from n0-n2 (and "", always there)
+	if n := h.leaders.count(); n > 5 {
+		t.Errorf("the table holds %d ids %+v, want \"\", n0, n1, n2 and x", n, h.leaders)
 	}
 	_, missed, replay, err := h.subscribe(resumePoint{given: true, seq: seq - 5})
 	if err != nil || missed != nil || len(replay) != 5 {
@@ -87,5 +87,36 @@ func TestWatchRingLeadersCompacted(t *testing.T) {
 		if got.LeaderID != want || got.Seq != seq-4+uint64(i) {
 			t.Errorf("event %d: seq %d leader %q, want seq %d leader %q", i, got.Seq, got.LeaderID, seq-4+uint64(i), want)
 		}
+	}
+}
+
+// TestWatchHubKeepsNoTableForOneLeader: a member of a host names no leader and then one in its
+// cold start; its hub keeps both ids in place (no slice of them on the heap, which was an
+// allocation each of a host's thousands of members kept), and the hub fits the 128-byte
+// allocation class (issue 29). Ids past the first go to the table's slice, and every event
+// still names its own.
+func TestWatchHubKeepsNoTableForOneLeader(t *testing.T) {
+	if n := unsafe.Sizeof(watchHub{}); n > 128 {
+		t.Errorf("a watch hub is %d bytes, past the 128-byte allocation class", n)
+	}
+	h := newWatchHub(&memberConfig{Group: "g", SelfID: "n0"})
+	leaders := []string{"", "", "n1", "n1", "", "n1", "n2", "", "n0", "n2"}
+	for i, id := range leaders {
+		h.publish(dledger.RoleEvent{Group: "g", Seq: uint64(i + 1), Term: int64(i), Role: protocol.FOLLOWER, LeaderID: id})
+		if i == 5 && h.leaders.more != nil {
+			t.Errorf("after ids \"\" and n1 the hub keeps a slice of leader ids %v", h.leaders.more)
+		}
+	}
+	_, _, replay, err := h.subscribe(resumePoint{given: true, seq: 0})
+	if err != nil || len(replay) != len(leaders) {
+		t.Fatalf("resume from 0: %d events, err %v", len(replay), err)
+	}
+	for i, ev := range replay {
+		if ev.LeaderID != leaders[i] {
+			t.Errorf("event %d names leader %q, want %q", i+1, ev.LeaderID, leaders[i])
+		}
+	}
+	if n := h.leaders.count(); n != 4 {
+		t.Errorf("the table holds %d ids %+v, want 4", n, h.leaders)
 	}
 }

@@ -26,7 +26,7 @@ import (
 // it events directly (hub.publish) instead of running elections.
 func watchOnly(t *testing.T, writeTimeout time.Duration, keepalive ...time.Duration) (*member, string) {
 	t.Helper()
-	s := &member{watch: newWatchHub("g", "n0")}
+	s := &member{watch: newWatchHub(&memberConfig{Group: "g", SelfID: "n0"})}
 	if len(keepalive) > 0 {
 		s.watch.keepalive = keepalive[0] // before the server's goroutines start
 	}
@@ -248,7 +248,7 @@ func TestWatchSaysWhenEventsWereMissed(t *testing.T) {
 // A stream that does not keep up is ended once its buffer is full, never waited for: publish
 // (the elector's listener) does not block, and the client resumes from the ring.
 func TestWatchEndsAStreamThatFallsBehindWithoutBlocking(t *testing.T) {
-	h := newWatchHub("g", "n0")
+	h := newWatchHub(&memberConfig{Group: "g", SelfID: "n0"})
 	stuck, _, _, err := h.subscribe(resumePoint{})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestWatchEndsAStreamThatFallsBehindWithoutBlocking(t *testing.T) {
 // nothing: a client resuming from before it is told it missed events, and an open stream is
 // ended so that it resumes that way.
 func TestWatchHubTellsOfEventsItMissed(t *testing.T) {
-	h := newWatchHub("g", "n0")
+	h := newWatchHub(&memberConfig{Group: "g", SelfID: "n0"})
 	publishN(h, 1, 5)
 	open, _, _, err := h.subscribe(resumePoint{given: true, seq: 5})
 	if err != nil {
