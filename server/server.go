@@ -710,7 +710,7 @@ func (s *Server) publishStopped() {
 func (s *Server) Summary() dledger.Summary {
 	sum := s.elector.Summary()
 	s.mu.Lock()
-	final := s.final
+	final := s.finalEventLocked()
 	s.mu.Unlock()
 	if final != nil {
 		sum = dledger.Summary{Role: final.Role, Term: final.Term, LeaderID: final.LeaderID}
