@@ -113,7 +113,6 @@ type Status struct {
 	Windows Windows
 }
 
-// Status returns a consistent snapshot.
 // SelfAddr is this member's own address in its member list, as Status's Peers names it (the
 // entry whose Self is set), "" if the list has none; without Status's copies (issue 29: a
 // host's daemon asks it of each of its thousands of members as it adds them).
@@ -128,6 +127,7 @@ func (e *Elector) SelfAddr() string {
 	return ""
 }
 
+// Status returns a consistent snapshot.
 func (e *Elector) Status() Status {
 	e.mu.Lock()
 	defer e.unlockQuiet()

@@ -227,7 +227,7 @@ func (h *Host) ReloadPeerKeys(key StaticKey, trust *Trust) (closed int, err erro
 	for _, g := range h.groups { // first: its error names the member
 		for _, s := range g {
 			if err == nil {
-				err = h.checkMemberKeys(key, trust, s.cfg.SelfID, s.peers)
+				err = h.checkMemberKeys(key, trust, s.cfg.SelfID, s.currentPeers())
 			}
 		}
 	}

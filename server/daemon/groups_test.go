@@ -419,6 +419,84 @@ func TestGroupsPageReadsAsItGoes(t *testing.T) {
 	}
 }
 
+// TestGroupsPageFiltersWithCursors: a role filter pages by its own matches (the next cursor
+// names the last one listed, and the next page starts after it whatever does not match in
+// between), and a group filter honours a cursor inside the group and one past it. Each row
+// says what Summary says, which is what Status says, for a leader, a follower and a stopped
+// member.
+func TestGroupsPageFiltersWithCursors(t *testing.T) {
+	port := freePorts(t, 1)[0]
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	h, d := newTestHost(t, port, t.TempDir())
+	// Groups a..f of one member each, started: each leads. Group m of three members here.
+	for _, g := range []string{"a", "b", "c", "d", "e", "f"} {
+		addStarted(t, h, g, "n0", "n0-"+addr)
+	}
+	trio := fmt.Sprintf("n0-%s;n1-%s;n2-%s", addr, addr, addr)
+	var members []*server.Server
+	for i := range 3 {
+		members = append(members, addStartedWith(t, h, "m", fmt.Sprintf("n%d", i), trio, calmTimings()))
+	}
+	dledgertest.Eventually(t, electionLimit, "every group led", func() bool {
+		_, _, ok := dledgertest.StableLeader(groupView(members, func(*server.Server) bool { return false }), 3)
+		for _, g := range []string{"a", "b", "c", "d", "e", "f"} {
+			ok = ok && h.Member(g, "n0").Status().Role == protocol.LEADER
+		}
+		return ok
+	})
+	// Summary is Status's role, term and leader, for the leader and the followers of m.
+	for _, s := range members {
+		sum, st := s.Summary(), s.Status()
+		if sum.Role != st.Role || sum.Term != st.Term || sum.LeaderID != st.LeaderID {
+			t.Fatalf("%s: Summary %+v, Status %v %d %q", st.SelfID, sum, st.Role, st.Term, st.LeaderID)
+		}
+	}
+	rows := func(gq groupsQuery) (out []string, next string) {
+		p := d.groupsPage(gq)
+		for _, g := range p.Groups {
+			out = append(out, g.Group+"/"+g.SelfID+"/"+g.Role)
+		}
+		return out, p.Next
+	}
+	// Leaders, two a page: a, b | c, d | e, f | m's leader; the followers of m never listed.
+	var got []string
+	gq := groupsQuery{limit: 2, role: protocol.LEADER, hasRole: true}
+	for pages := 0; ; pages++ {
+		page, next := rows(gq)
+		got = append(got, page...)
+		if next == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatalf("more pages than leaders: %v", got)
+		}
+		var ok bool
+		if gq.afterGroup, gq.afterID, ok = parseGroupsCursor(next); !ok || next != strings.TrimSuffix(strings.Join(strings.Split(page[1], "/")[:2], "/"), "/") {
+			t.Fatalf("next %q after the page %v", next, page)
+		}
+	}
+	if len(got) != 7 || got[6][:2] != "m/" {
+		t.Fatalf("leaders listed: %v", got)
+	}
+	// Group m from a cursor inside it, and from one past it.
+	if page, _ := rows(groupsQuery{limit: 10, group: "m", hasGroup: true, afterGroup: "m", afterID: "n0"}); len(page) != 2 || page[0][:4] != "m/n1" || page[1][:4] != "m/n2" {
+		t.Fatalf("group m after m/n0: %v", page)
+	}
+	if page, _ := rows(groupsQuery{limit: 10, group: "c", hasGroup: true, afterGroup: "d", afterID: "n0"}); len(page) != 0 {
+		t.Fatalf("group c after d/n0: %v", page)
+	}
+	// A stopped member's Summary is its final event's, as its Status.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a := h.Member("a", "n0")
+	if err := a.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sum, st := a.Summary(), a.Status(); sum.Role != protocol.UNKNOWN || sum.Role != st.Role || sum.Term != st.Term || sum.LeaderID != st.LeaderID {
+		t.Fatalf("stopped: Summary %+v, Status %v %d %q", sum, st.Role, st.Term, st.LeaderID)
+	}
+}
+
 // BenchmarkGroupsListing: one GET /v1/groups page of 1,000 members out of 5,000, as a tool
 // paging through a host's members asks for it (go test -bench GroupsListing ./server/daemon).
 func BenchmarkGroupsListing(b *testing.B) {

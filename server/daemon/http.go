@@ -212,12 +212,12 @@ func (m *member) healthRoute(mux *http.ServeMux, path string, ok func(dledger.St
 
 // member is one member the daemon serves: its routes, watch hub and hooks.
 type member struct {
-	d        *Daemon
-	s        *server.Server
-	cfg      memberConfig // what the daemon reads of s.Config()
-	watch    *watchHub    // GET /v1/watch and the long poll (watch.go)
-	hooks    *hookRunner  // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
-	unsub    func()       // its role-event subscription's cancel (detach)
+	d     *Daemon
+	s     *server.Server
+	cfg   memberConfig // what the daemon reads of s.Config()
+	watch *watchHub    // GET /v1/watch and the long poll (watch.go)
+	hooks *hookRunner  // runs Config.OnRoleChange and OnStop (hooks.go); nil: neither set
+	unsub func()       // its role-event subscription's cancel (detach)
 	// web is made by the first request for the member (webState): most of a host's thousands
 	// of members are never asked for by path, and its gate and routes were 56 bytes of each.
 	web atomic.Pointer[memberWeb]
