@@ -122,6 +122,7 @@ type GroupsReport struct {
 	IdleCPUPct      float64 // % of one core, all hosts together
 	IdleUsPerMember float64 // us of CPU per group member per second
 	RSSMiB          float64 // max over hosts
+	RSSAnonMiB      float64 // its anonymous part, max over hosts (NaN if the kernel does not say)
 	FDs, Threads    int     // max over hosts
 	IdleTermChanges int
 	// IdleSettle: ms from every group stable to the idle window's start (Settle with no role
@@ -154,7 +155,7 @@ type GroupsReport struct {
 func newGroupsReport(o GroupsOptions, hosts int) GroupsReport {
 	n := math.NaN()
 	return GroupsReport{Groups: o.Groups, Hosts: hosts, Profile: o.Profile, ColdP50: n, ColdP99: n, ColdMax: n, ColdCPU: n, ColdAllStarted: n,
-		IdleCPUPct: n, IdleUsPerMember: n, RSSMiB: n, BalanceDev: n, CrashHost: -1, CrashP50: n, CrashP99: n, CrashMax: n,
+		IdleCPUPct: n, IdleUsPerMember: n, RSSMiB: n, RSSAnonMiB: n, BalanceDev: n, CrashHost: -1, CrashP50: n, CrashP99: n, CrashMax: n,
 		RejoinStable: n, BalanceRejoinDev: n, RejoinBalanced: n, FDs: -1, Threads: -1, IdleTermChanges: -1, OtherTermChanges: -1,
 		RejoinTermChange: -1, LedMin: -1, LedMax: -1, IdleSettle: n, IdleRoleEvents: -1, RejoinFirstLed: n}
 }
@@ -176,6 +177,7 @@ func (r GroupsReport) fields() [][2]any {
 		{"cold_all_started_ms", r.ColdAllStarted},
 		{"idle_settle_ms", r.IdleSettle}, {"idle_role_events", r.IdleRoleEvents},
 		{"rejoin_balanced_ms", r.RejoinBalanced}, {"rejoin_first_led_ms", r.RejoinFirstLed},
+		{"rss_anon_mib_per_host", r.RSSAnonMiB},
 	}
 }
 
@@ -506,11 +508,15 @@ func (g *groupsRun) idle(ctx context.Context) ([]GroupState, error) {
 	g.logs.Poll()
 	g.rep.IdleRoleEvents = roleEvents(g.logs.Events[seen:])
 	var cpu time.Duration
-	var rss int64
+	var rss, anon int64
 	fds, threads := 0, 0
 	for j := range u1 {
 		cpu += u1[j].CPU - u0[j].CPU
 		rss, fds, threads = max(rss, u1[j].RSS), max(fds, u1[j].FDs), max(threads, u1[j].Threads)
+		anon = max(anon, u1[j].RSSAnon)
+	}
+	if anon >= 0 {
+		g.rep.RSSAnonMiB = float64(anon) / (1 << 20)
 	}
 	g.rep.IdleCPUPct = 100 * cpu.Seconds() / window.Seconds()
 	g.rep.IdleUsPerMember = 1e6 * cpu.Seconds() / window.Seconds() / float64(g.o.Groups*groupsHosts)

@@ -89,11 +89,14 @@ func TestParseStatCPU(t *testing.T) {
 	if _, _, err := parseStatCPU([]byte("4242 (x) S 1 2")); err == nil {
 		t.Fatal("a short line parsed")
 	}
-	rss, threads, err := parseStatus([]byte("Name:\tdledger\nVmRSS:\t   20480 kB\nThreads:\t7\n"))
-	if err != nil || rss != 20<<20 || threads != 7 {
-		t.Fatalf("parseStatus = %d %d %v", rss, threads, err)
+	rss, anon, threads, err := parseStatus([]byte("Name:\tdledger\nVmRSS:\t   20480 kB\nRssAnon:\t   12288 kB\nThreads:\t7\n"))
+	if err != nil || rss != 20<<20 || anon != 12<<20 || threads != 7 {
+		t.Fatalf("parseStatus = %d %d %d %v", rss, anon, threads, err)
 	}
-	if _, _, err := parseStatus([]byte("Name:\tx\nThreads:\t7\n")); err == nil {
+	if _, anon, _, err := parseStatus([]byte("Name:\tx\nVmRSS:\t1 kB\nThreads:\t7\n")); err != nil || anon != -1 {
+		t.Fatalf("without RssAnon: anon %d, %v", anon, err)
+	}
+	if _, _, _, err := parseStatus([]byte("Name:\tx\nThreads:\t7\n")); err == nil {
 		t.Fatal("a status without VmRSS parsed")
 	}
 }

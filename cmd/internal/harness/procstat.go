@@ -19,6 +19,10 @@ type ProcUsage struct {
 	CPU     time.Duration // user + system time of all its threads so far
 	Sys     time.Duration // the system (kernel) part of CPU
 	RSS     int64         // resident set, bytes (VmRSS)
+	// RSSAnon: the anonymous part of RSS, bytes (RssAnon: heap, stacks, the runtime's own),
+	// what grows with a host's groups; the rest is mostly the binary's pages, shared by every
+	// process of that binary and with the page cache. -1 when the kernel does not say.
+	RSSAnon int64
 	Threads int
 	FDs     int // open file descriptors (sockets, files, epoll...)
 }
@@ -37,7 +41,7 @@ func ReadProcUsage(pid int) (ProcUsage, error) {
 	if err != nil {
 		return u, err
 	}
-	if u.RSS, u.Threads, err = parseStatus(status); err != nil {
+	if u.RSS, u.RSSAnon, u.Threads, err = parseStatus(status); err != nil {
 		return u, fmt.Errorf("/proc/%d/status: %w", pid, err)
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
@@ -69,9 +73,11 @@ func parseStatCPU(b []byte) (cpu, sys time.Duration, err error) {
 	return time.Duration(ut+st) * clockTick, time.Duration(st) * clockTick, nil
 }
 
-// parseStatus is VmRSS (bytes) and Threads of a /proc/<pid>/status file.
-func parseStatus(b []byte) (rss int64, threads int, err error) {
+// parseStatus is VmRSS and RssAnon (bytes; anon -1 if absent) and Threads of a
+// /proc/<pid>/status file.
+func parseStatus(b []byte) (rss, anon int64, threads int, err error) {
 	var haveRSS, haveThreads bool
+	anon = -1
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -79,22 +85,26 @@ func parseStatus(b []byte) (rss int64, threads int, err error) {
 		}
 		f := strings.Fields(v)
 		switch {
-		case k == "VmRSS" && len(f) == 2 && f[1] == "kB":
+		case (k == "VmRSS" || k == "RssAnon") && len(f) == 2 && f[1] == "kB":
 			kb, err := strconv.ParseInt(f[0], 10, 64)
-			if err != nil {
-				return 0, 0, fmt.Errorf("VmRSS %q", v)
+			if err != nil || kb < 0 {
+				return 0, 0, 0, fmt.Errorf("%s %q", k, v)
 			}
-			rss, haveRSS = kb<<10, true
+			if k == "RssAnon" {
+				anon = kb << 10
+			} else {
+				rss, haveRSS = kb<<10, true
+			}
 		case k == "Threads" && len(f) == 1:
 			n, err := strconv.Atoi(f[0])
 			if err != nil {
-				return 0, 0, fmt.Errorf("Threads %q", v)
+				return 0, 0, 0, fmt.Errorf("Threads %q", v)
 			}
 			threads, haveThreads = n, true
 		}
 	}
 	if !haveRSS || !haveThreads {
-		return 0, 0, fmt.Errorf("no VmRSS or Threads line")
+		return 0, 0, 0, fmt.Errorf("no VmRSS or Threads line")
 	}
-	return rss, threads, nil
+	return rss, anon, threads, nil
 }
