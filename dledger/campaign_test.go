@@ -291,3 +291,68 @@ func firstHoldsSecondWaits(t *testing.T, a, b *unit) []sentVote {
 	}
 	return votes
 }
+
+// aheadRecorder is a CampaignSlot that refuses every place and records how it was asked.
+type aheadRecorder struct{ asked []string }
+
+func (r *aheadRecorder) Begin(now, until time.Time) bool {
+	r.asked = append(r.asked, "begin")
+	return false
+}
+func (r *aheadRecorder) BeginAhead(now, until time.Time) bool {
+	r.asked = append(r.asked, "ahead")
+	return false
+}
+func (r *aheadRecorder) End(time.Time)      {}
+func (r *aheadRecorder) RetryAt() time.Time { return time.Time{} }
+func (r *aheadRecorder) Holds() bool        { return false }
+
+// TestFirstSuccessorAsksAhead (docs/protocol.md 12.6): the first successor of a leader whose
+// process is gone asks its host's bound for a place ahead of the line; a second successor, and
+// a candidate that lost no leader, ask as before.
+func TestFirstSuccessorAsksAhead(t *testing.T) {
+	for _, c := range []struct {
+		order string
+		want  string
+	}{{"n0;n2", "ahead"}, {"n2;n0", "begin"}} {
+		rec := &aheadRecorder{}
+		store := memberstate.NewMemStore()
+		ms, err := memberstate.New("g", "n0", peersOf(3), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), store: store, cfg: testConfig()}
+		if u.e, err = newElector(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Campaigns: rec}); err != nil {
+			t.Fatal(err)
+		}
+		u.e.startUp.hadLeader = true
+		u.setTerm(4, "n1")
+		hb := hbReq("n1", 4)
+		hb.Successors = c.order
+		u.e.HandleHeartBeat(hb)
+		u.e.PeerGone("n1")
+		u.clock.Advance(time.Second) // past any succession delay
+		u.e.Tick()
+		if len(rec.asked) == 0 || rec.asked[len(rec.asked)-1] != c.want {
+			t.Fatalf("order %q: asked %v, want %s", c.order, rec.asked, c.want)
+		}
+	}
+	// A candidate that lost no leader (a start, a lost round) asks as before.
+	rec := &aheadRecorder{}
+	ms, err := memberstate.New("g", "n0", peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unit{t: t, ms: ms, tr: &recTransport{}, clock: newFakeClock(), cfg: testConfig()}
+	if u.e, err = newElector(u.cfg, ms, Options{Clock: u.clock, Rand: zeroRand, Transport: u.tr, Campaigns: rec}); err != nil {
+		t.Fatal(err)
+	}
+	u.e.startUp.hadLeader = true
+	u.clock.Advance(time.Second)
+	u.e.Tick()
+	for _, a := range rec.asked {
+		if a != "begin" {
+			t.Fatalf("a candidate that lost no leader asked %v", rec.asked)
+		}
+	}
+}

@@ -154,7 +154,11 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 	}
 	longest := e.cfg.VoteRoundBase + e.cfg.MaxVoteInterval // a round's latest deadline
 	e.gateAsked = true
-	if e.gate.Begin(now, now.Add(longest)) {
+	begin := e.gate.Begin
+	if a, ok := e.gate.(AheadSlot); ok && e.firstSuccessor() {
+		begin = a.BeginAhead // docs/protocol.md 12.6: first successors ahead in line
+	}
+	if begin(now, now.Add(longest)) {
 		e.gateWait = false
 		return true
 	}

@@ -313,3 +313,54 @@ func TestGateBoundFollowsTheRounds(t *testing.T) {
 		t.Fatalf("quiet for four leases: bound %d, want the configured 64", g.Limit())
 	}
 }
+
+// TestGateServesFirstSuccessorsAhead: places go to the slots that asked ahead (a first
+// successor of a leader whose process is gone) before the others, each kind in order of
+// arrival, whenever they came; a slot already in line keeps its place when it asks ahead; a
+// slot ahead that leaves the line or closes is skipped like any.
+func TestGateServesFirstSuccessorsAhead(t *testing.T) {
+	g := New(1)
+	var woken []int
+	ss := slots(g, 7, &woken)
+	if !ss[0].Begin(t0, t0.Add(round)) {
+		t.Fatal("the first asker got no place")
+	}
+	ss[1].Begin(t0, t0.Add(round))      // second successor, in line
+	ss[2].BeginAhead(t0, t0.Add(round)) // first successor: ahead of 1
+	ss[3].Begin(t0, t0.Add(round))
+	ss[4].BeginAhead(t0, t0.Add(round)) // ahead, after 2
+	ss[5].BeginAhead(t0, t0.Add(round)) // ahead, then leaves
+	ss[1].BeginAhead(t0, t0.Add(round)) // already in line: keeps its place
+	ss[6].BeginAhead(t0, t0.Add(round))
+	ss[5].End(t0)
+	if got := g.Waiting(); got != 6 {
+		t.Fatalf("%d in line, want 6 (5 left, not yet dropped)", got)
+	}
+	for i, holder := range []int{0, 2, 4, 6, 1, 3} {
+		if !ss[holder].Holds() {
+			t.Fatalf("step %d: slot %d holds no place (woken %v)", i, holder, woken)
+		}
+		ss[holder].End(t0)
+	}
+	if want := []int{2, 4, 6, 1, 3}; len(woken) != len(want) || func() bool {
+		for i := range want {
+			if woken[i] != want[i] {
+				return true
+			}
+		}
+		return false
+	}() {
+		t.Fatalf("places went to %v, want %v", woken, want)
+	}
+	if g.Waiting() != 0 || g.Held() != 0 {
+		t.Fatalf("left %d in line, %d held", g.Waiting(), g.Held())
+	}
+	// The ahead count stays right once the line is empty again.
+	ss[0].Begin(t0, t0.Add(round))
+	ss[1].Begin(t0, t0.Add(round))
+	ss[2].BeginAhead(t0, t0.Add(round))
+	ss[0].End(t0)
+	if !ss[2].Holds() || ss[1].Holds() {
+		t.Fatal("after the line emptied, the slot ahead was not served first")
+	}
+}
