@@ -62,14 +62,6 @@ type CampaignSlot interface {
 	Holds() bool
 }
 
-// AheadSlot is what a CampaignSlot may offer besides (the host's gate does): BeginAhead is
-// Begin for the first successor of a leader whose process is gone or which went silent
-// (docs/protocol.md 7.11): refused, it waits ahead of the members that asked with Begin.
-// Safety never depends on it: it only changes which refused member is given a place first.
-type AheadSlot interface {
-	BeginAhead(now, until time.Time) bool
-}
-
 // HostLiveness is an elector's view of its host's liveness table (package dledger/liveness,
 // whose *Member implements it; docs/protocol.md section 12). With it, an idle group sends no
 // explicit heartbeat to a follower the table vouches for, and a follower whose leader the table

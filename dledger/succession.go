@@ -155,13 +155,6 @@ func (e *Elector) successionDelay(lost string) time.Duration {
 	return time.Duration(len(sc.order))*slot + e.voteDelay()
 }
 
-// firstSuccessor says whether this member is the first in the order of succession of the
-// leader it lost (7.11): its campaign goes ahead of the others in its host's line (12.6).
-func (e *Elector) firstSuccessor() bool {
-	sc := &e.succession
-	return e.lost.id != "" && sc.of == e.lost.id && len(sc.order) > 0 && sc.order[0] == e.ms.SelfID()
-}
-
 // startupRank orders members that start without a leader: preferred leaders first, then
 // configuration order. A fresh group started all at once would otherwise have every member
 // probe at once, each voting for itself, and settle only after random delays.

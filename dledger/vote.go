@@ -154,11 +154,7 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 	}
 	longest := e.cfg.VoteRoundBase + e.cfg.MaxVoteInterval // a round's latest deadline
 	e.gateAsked = true
-	begin := e.gate.Begin
-	if a, ok := e.gate.(AheadSlot); ok && e.firstSuccessor() {
-		begin = a.BeginAhead // docs/protocol.md 12.6: first successors ahead in line
-	}
-	if begin(now, now.Add(longest)) {
+	if e.gate.Begin(now, now.Add(longest)) {
 		e.gateWait = false
 		return true
 	}

@@ -48,8 +48,7 @@ type Gate struct {
 	quiet   time.Time // since when no place has been held and nobody waited (zero: busy)
 	held    heldHeap  // the places taken, at most max, earliest until first
 	head    *Slot     // the first in line as last told (woken to plan its retry, RetryAt)
-	waiting []*Slot   // the ahead slots first (BeginAhead), then the rest; each in order of arrival; a slot at most once (queued)
-	nAhead  int       // how many of waiting's first entries were queued ahead (left and closed ones included)
+	waiting []*Slot   // in order of arrival; a slot at most once (queued)
 	taken   uint64    // places given, ever (Taken)
 }
 
@@ -78,7 +77,6 @@ type Slot struct {
 	lease  time.Duration // while in line: how long the round it asked for may last
 	queued atomic.Bool   // in g.waiting (guarded by g.mu; read without it by End)
 	left   bool          // in g.waiting but gone from the line (End while waiting)
-	ahead  bool          // queued among the ahead slots
 	closed bool
 }
 
@@ -90,21 +88,7 @@ func (g *Gate) Slot(wake func()) *Slot { return &Slot{g: g, wake: wake} }
 // if the slot holds one (taken now, or given to it while it waited: the place is kept for it
 // until its member begins or gives it back); false if every place is taken, and then the slot
 // waits in line and its wake runs once a place is given to it.
-func (s *Slot) Begin(now, until time.Time) bool { return s.begin(now, until, false) }
-
-// BeginAhead is Begin for a first successor of a leader whose process is gone (docs/protocol.md
-// 7.11, 12.6): refused, it waits in line ahead of every slot that did not ask so, in order of
-// arrival among them. A group whose leader's host died has a first successor on one surviving
-// host and a second on another: both hosts' lines held both, so a second successor was given a
-// place, and started a round at the same term, while the first successor's round was in
-// flight, and both lost (a split vote), then waited for the whole line again. Ahead, a second
-// successor asks for a place only once its own host has started every first successor's round,
-// and by then the group's first successor has asked it for its vote, in most groups (docs/
-// design.md, "A host's crash: what the elections wait for"). A slot already in line keeps its
-// place.
-func (s *Slot) BeginAhead(now, until time.Time) bool { return s.begin(now, until, true) }
-
-func (s *Slot) begin(now, until time.Time, ahead bool) bool {
+func (s *Slot) Begin(now, until time.Time) bool {
 	g := s.g
 	g.mu.Lock()
 	if s.closed {
@@ -144,7 +128,7 @@ func (s *Slot) begin(now, until time.Time, ahead bool) bool {
 		s.left = false // back in line, at its old place if it is still there
 		if !s.queued.Load() {
 			s.queued.Store(true)
-			g.enqueueLocked(s, ahead)
+			g.waiting = append(g.waiting, s)
 		}
 	}
 	wake = g.newHeadLocked(s, wake)
@@ -217,29 +201,6 @@ func (g *Gate) Taken() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.taken
-}
-
-// enqueueLocked puts s at the end of the line, or at the end of the slots ahead if ahead.
-func (g *Gate) enqueueLocked(s *Slot, ahead bool) {
-	s.ahead = ahead
-	if !ahead {
-		g.waiting = append(g.waiting, s)
-		return
-	}
-	g.waiting = slices.Insert(g.waiting, g.nAhead, s)
-	g.nAhead++
-}
-
-// popLocked takes the first slot off the line.
-func (g *Gate) popLocked() *Slot {
-	s := g.waiting[0]
-	g.waiting[0] = nil
-	g.waiting = g.waiting[1:]
-	if s.ahead {
-		g.nAhead--
-	}
-	s.queued.Store(false)
-	return s
 }
 
 // takeLocked gives s a place from now until until.
@@ -315,7 +276,10 @@ func (g *Gate) slowLocked(s *Slot, now time.Time) {
 func (g *Gate) grantLocked(now time.Time) []*Slot {
 	var wake []*Slot
 	for len(g.held) < g.limit && len(g.waiting) > 0 {
-		s := g.popLocked()
+		s := g.waiting[0]
+		g.waiting[0] = nil
+		g.waiting = g.waiting[1:]
+		s.queued.Store(false)
 		if s.closed || s.left {
 			s.left = false
 			continue
@@ -355,7 +319,9 @@ func (g *Gate) firstLocked() *Slot {
 		if !s.closed && !s.left {
 			return s
 		}
-		g.popLocked()
+		g.waiting[0] = nil
+		g.waiting = g.waiting[1:]
+		s.queued.Store(false)
 		s.left = false
 	}
 	g.waiting = nil
