@@ -243,9 +243,19 @@ func (e *Elector) PeerReachable(id string) {
 // succession delay, without the same-term probe: the probe only asks whether the leader is
 // still followed, and a leader whose process is gone leads no one (docs/protocol.md 7.11).
 // A leader marks the member not alive, so it is neither a transfer target nor a successor.
+//
+// It never waits for the lock, as an answer does not (answers.go): a host tells every member
+// with a peer on the dead host, one after another on the link's goroutine, and one member
+// whose lock was held through a durable write held up the news to all those after it (on a
+// survivor of a 10,000-group crash, most of its followers of the dead host's leaders heard
+// only after their own detection window, 0.6 s later, and then went the slow way, a same-term
+// probe first: docs/design.md, "A host's crash: what the elections wait for").
 func (e *Elector) PeerGone(id string) {
-	e.mu.Lock()
-	defer e.unlockAndDeliver()
+	e.handleAnswer(func() { e.peerGone(id) })
+}
+
+// peerGone is PeerGone's decision, with the lock held.
+func (e *Elector) peerGone(id string) {
 	now := e.clock.Now()
 	switch e.ms.Role() {
 	case protocol.FOLLOWER:

@@ -385,3 +385,29 @@ func TestNotedSuccessionAllocatesNothing(t *testing.T) {
 		t.Fatalf("delay %v, want %v", got, want)
 	}
 }
+
+// TestPeerGoneDoesNotWaitForTheLock: a host tells every member with a peer on a dead host, one
+// after another on one goroutine, so the news must not wait for a member whose lock is held
+// (here by the test, as by a pass waiting for its fsync): it is queued and decided when the
+// lock is released, as an answer is (answers.go), with the same outcome.
+func TestPeerGoneDoesNotWaitForTheLock(t *testing.T) {
+	u := newUnit(t, 3, nil)
+	u.setTerm(4, "n1")
+	hb := hbReq("n1", 4)
+	hb.Successors = "n0;n2"
+	u.e.HandleHeartBeat(hb)
+	u.e.mu.Lock() // busy
+	done := make(chan struct{})
+	go func() { u.e.PeerGone("n1"); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(boundedWait):
+		u.e.mu.Unlock()
+		<-done
+		t.Fatal("PeerGone waited for the member's lock")
+	}
+	u.e.unlockAndDeliver() // the holder's release decides what was queued meanwhile
+	if st := u.e.Status(); st.Role != protocol.CANDIDATE || !u.e.NextPassAt().Equal(u.clock.Now()) {
+		t.Fatalf("after the lock was released: %v, next pass %v (now %v)", st.Role, u.e.NextPassAt(), u.clock.Now())
+	}
+}

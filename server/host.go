@@ -207,7 +207,7 @@ func NewHost(cfg HostConfig, opts ...Option) (*Host, error) {
 	}
 	h.initBalance() // host_balance.go
 	if h.live != nil {
-		h.live.wake = h.maint.Wake // the table's wakes never wait for a member's lock
+		h.live.wake = h.maint.WakeLater // never waits for a member's lock; after the passes that are due
 	}
 	return h, nil
 }

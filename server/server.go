@@ -793,6 +793,13 @@ func (s *Server) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
 	return s.dispatch.Subscribe(fn)
 }
 
+// SubscribeInline is Subscribe for a listener that never blocks and never calls back into
+// the member: fn runs on the goroutine that publishes the member's events, in order, with no
+// goroutine of its own (driver.Dispatcher.SubscribeInline). The daemon's watch hub and hooks.
+func (s *Server) SubscribeInline(fn func(dledger.RoleEvent)) (cancel func()) {
+	return s.dispatch.SubscribeInline(fn)
+}
+
 // TransferLeadership hands leadership to member `to`; on a follower the request is forwarded
 // to the leader. It returns when the transfer has an answer, or when ctx ends. The transfer
 // itself is bounded by the transfer bound of the member's resolved election config

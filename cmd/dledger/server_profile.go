@@ -28,6 +28,7 @@ import (
 // (shorter ones in proportion), which keeps the block profile's own cost small.
 const (
 	profileEnv = "DLEDGERPPROF"
+	cpuFromEnv = "DLEDGERCPUFROM"
 	blockRate  = 10_000
 	// memProfileRate samples an allocation of about every 4 KiB for the heap profile.
 	memProfileRate = 4096
@@ -47,18 +48,30 @@ func startProfiles(log *zap.Logger) {
 	}
 	prefix := filepath.Join(dir, strconv.Itoa(os.Getpid()))
 	cpu, err := os.Create(prefix + "-cpu.pprof")
-	if err == nil {
-		err = pprof.StartCPUProfile(cpu)
-	}
 	if err != nil {
 		log.Warn("not profiling", zap.Error(err))
 		return
 	}
+	// DLEDGERCPUFROM=N starts the CPU profile N seconds after the process, so that it covers a
+	// window of interest (a 10,000-group crash at about 27 s: DLEDGERCPUFROM=23
+	// DLEDGERPPROF=DIR,33), and leaves MemProfileRate alone, which inflates CPU and heap.
+	if from, _ := strconv.Atoi(os.Getenv(cpuFromEnv)); from > 0 && from < n {
+		time.AfterFunc(time.Duration(from)*time.Second, func() {
+			if err := pprof.StartCPUProfile(cpu); err != nil {
+				log.Warn("not profiling", zap.Error(err))
+			}
+		})
+	} else {
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			log.Warn("not profiling", zap.Error(err))
+			return
+		}
+		// Before the members are made: a heap profile sampled every 512 KiB (the default)
+		// cannot tell apart the few hundred bytes each of 10,000 members keeps.
+		runtime.MemProfileRate = memProfileRate
+	}
 	runtime.SetMutexProfileFraction(1)
 	runtime.SetBlockProfileRate(blockRate)
-	// Before the members are made: a heap profile sampled every 512 KiB (the default) cannot
-	// tell apart the few hundred bytes each of 10,000 members keeps.
-	runtime.MemProfileRate = memProfileRate
 	memDone, memWritten := make(chan struct{}), make(chan struct{})
 	if mem, err := os.Create(prefix + "-mem.tsv"); err != nil {
 		log.Warn("memory not sampled", zap.Error(err))

@@ -52,6 +52,7 @@ type subscription struct {
 	missed  uint64
 	running bool
 	stopped bool
+	inline  bool // SubscribeInline: push calls fn itself
 	idle    chan struct{}
 }
 
@@ -64,7 +65,11 @@ func NewDispatcher() *Dispatcher { return &Dispatcher{} }
 // listener first receives the latest event, so it learns the current role without a race. The
 // returned cancel stops delivery and waits for fn to return.
 func (d *Dispatcher) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
-	s := &subscription{fn: fn}
+	return d.subscribe(&subscription{fn: fn})
+}
+
+// subscribe registers s (Subscribe, SubscribeInline).
+func (d *Dispatcher) subscribe(s *subscription) (cancel func()) {
 	d.mu.Lock()
 	if d.hasLast {
 		s.push([]dledger.RoleEvent{d.last})
@@ -88,7 +93,8 @@ func (d *Dispatcher) Subscribe(fn func(dledger.RoleEvent)) (cancel func()) {
 	}
 }
 
-// Publish queues events for every listener. It never blocks on a listener.
+// Publish queues events for every listener, and calls the inline ones (SubscribeInline). It
+// never blocks on a listener that is not inline.
 func (d *Dispatcher) Publish(evs []dledger.RoleEvent) {
 	if len(evs) == 0 {
 		return
@@ -99,6 +105,20 @@ func (d *Dispatcher) Publish(evs []dledger.RoleEvent) {
 	for _, s := range d.subs {
 		s.push(evs)
 	}
+}
+
+// SubscribeInline is Subscribe for a listener that never blocks and never calls back into the
+// member or this dispatcher (it hands the event on, as the daemon's watch hub and hooks do):
+// Publish calls fn itself, in order, with no queue and no goroutine of its own. A host
+// publishes a member's events on one of its Maintainer's workers, and Subscribe's goroutine
+// per burst of events per member was thousands of goroutines on a survivor of a 10,000-group
+// crash, made in the same moments as the elections' passes and queued with them for the one
+// processor (docs/design.md, "A host's crash: what the elections wait for"). A slow fn delays
+// the member's later events and passes: it must not block. A new listener first receives the
+// latest event, as with Subscribe. The returned cancel stops delivery and waits for a call under
+// way to return.
+func (d *Dispatcher) SubscribeInline(fn func(dledger.RoleEvent)) (cancel func()) {
+	return d.subscribe(&subscription{fn: fn, inline: true})
 }
 
 // Close stops every listener after it has drained the events already queued.
@@ -117,6 +137,13 @@ func (d *Dispatcher) Close() {
 // counted as missed.
 func (s *subscription) push(evs []dledger.RoleEvent) {
 	s.mu.Lock()
+	if s.inline { // with s.mu held, so stop waits for a call under way
+		for i := 0; i < len(evs) && !s.stopped; i++ {
+			s.fn(evs[i])
+		}
+		s.mu.Unlock()
+		return
+	}
 	for _, ev := range evs {
 		switch {
 		case s.tail == nil && len(s.queue) < ListenerQueue:

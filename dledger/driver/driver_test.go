@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -242,5 +243,57 @@ func TestDispatcherIdleListenersHaveNoGoroutine(t *testing.T) {
 	}
 	for _, c := range cancels {
 		c()
+	}
+}
+
+// TestDispatcherInlineListenerRunsOnThePublisher: an inline listener (SubscribeInline) has its
+// events by the time Publish returns, in order, with no goroutine started for it (a host's
+// daemon listens so to every member: a goroutine per member per burst of events was thousands
+// in a crash); it first gets the latest event, and nothing once cancelled, while a queued
+// listener beside it still gets everything.
+func TestDispatcherInlineListenerRunsOnThePublisher(t *testing.T) {
+	d := NewDispatcher()
+	d.Publish([]dledger.RoleEvent{{Seq: 1, Term: 1}})
+	var got []uint64
+	cancel := d.SubscribeInline(func(ev dledger.RoleEvent) { got = append(got, ev.Seq) })
+	if len(got) != 1 || got[0] != 1 {
+		t.Fatalf("a new inline listener got %v, want the latest event [1]", got)
+	}
+	before := runtime.NumGoroutine()
+	for i := uint64(2); i <= 5; i++ {
+		d.Publish([]dledger.RoleEvent{{Seq: i, Term: int64(i)}})
+		if got[len(got)-1] != i {
+			t.Fatalf("after Publish of %d the listener had %v", i, got)
+		}
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after publishing to an inline listener, %d before", n, before)
+	}
+	d.Publish([]dledger.RoleEvent{{Seq: 6, Term: 6}})
+	if fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+		t.Fatalf("got %v", got)
+	}
+	var queued []uint64
+	var mu sync.Mutex
+	done := make(chan struct{})
+	cancelQ := d.Subscribe(func(ev dledger.RoleEvent) {
+		mu.Lock()
+		queued = append(queued, ev.Seq)
+		if ev.Seq == 7 {
+			close(done)
+		}
+		mu.Unlock()
+	})
+	defer cancelQ()
+	cancel()
+	d.Publish([]dledger.RoleEvent{{Seq: 7, Term: 7}})
+	<-done
+	if len(got) != 6 {
+		t.Fatalf("a cancelled inline listener got %v", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(queued) != "[6 7]" {
+		t.Fatalf("the queued listener got %v, want [6 7]", queued)
 	}
 }

@@ -44,10 +44,12 @@ type Maintainer struct {
 	due   passHeap               // Run's goroutine only
 	timer passAlarm              // Run's goroutine only, while it runs (alarm.go, alarm_linux.go)
 
-	qmu     sync.Mutex // guards runq, workers, running; held only for O(1) steps
+	qmu     sync.Mutex // guards runq, lowq, workers, running, picks; held only for O(1) steps
 	runq    []*driven  // electors with work and no worker yet
+	lowq    []*driven  // electors woken by WakeLater with no worker yet: after runq (lowEvery)
 	workers int        // running worker goroutines
 	max     int        // at most this many
+	picks   int        // electors taken from the queues, for lowEvery
 	running bool
 	wg      sync.WaitGroup // the workers, which Run waits for before it returns
 
@@ -61,6 +63,14 @@ type Maintainer struct {
 // and vote writes in few shared fsyncs, few enough that a burst does not take thousands of
 // goroutines.
 const DefaultMaintainerWorkers = 256
+
+// lowEvery: while both queues hold electors, every lowEvery-th one a worker takes comes from
+// lowq, so that the electors woken there wait behind the rest, never for ever.
+const lowEvery = 8
+
+// lowWorkers: a WakeLater starts a worker only while fewer than this many run; beyond, it
+// queues in lowq for the workers that run (and for those the other work starts).
+const lowWorkers = 8
 
 // The bits of driven.state.
 const (
@@ -80,6 +90,7 @@ type driven struct {
 	state atomic.Uint32 // wantTick | wantPublish | scheduled | inInbox
 	next  *driven       // the inbox's link, while inInbox
 	gone  atomic.Bool   // set under busy by remove
+	low   atomic.Bool   // queued in lowq (set and cleared under m.qmu; a stale lowq entry has it clear)
 	busy  sync.Mutex
 	// Run's goroutine only: the pass the heap files d under (at when Run last read it), and
 	// d's place in the heap, -1 while not in it.
@@ -184,18 +195,33 @@ func setBit(s *atomic.Uint32, bit uint32) bool {
 	}
 }
 
-// Wake runs e's pass now, on a worker, as if it were due (e.g. the host's liveness table
-// stopped vouching for a peer e relies on). Unlike Elector.Wake it never takes e's lock, so
-// the caller (the table's frame handling, one goroutine for the whole host) never waits for
-// a pass that holds it, such as a candidate's waiting for its fsync. A pass run early does
-// nothing that is not due (Elector.NextPassAt) and plans the next. An elector not driven
-// here is ignored.
-func (m *Maintainer) Wake(e *dledger.Elector) {
+// Wake runs e's pass now, on a worker, as if it were due (e.g. a place in the host's bound
+// on campaigns was given to it). Unlike Elector.Wake it never takes e's lock, so the caller
+// never waits for a pass that holds it, such as a candidate's waiting for its fsync. A pass
+// run early does nothing that is not due (Elector.NextPassAt) and plans the next. An elector
+// not driven here is ignored.
+func (m *Maintainer) Wake(e *dledger.Elector) { m.wake(e, false) }
+
+// WakeLater is Wake for a pass that may have something to do, not one known to: the host's
+// liveness table's, when it may stop vouching for a peer (a peer host turned stale, a change
+// of the group arrived). It waits behind the passes that are due and the other wakes
+// (lowq; every lowEvery-th elector a worker takes is still one of these), and starts a worker
+// only while fewer than lowWorkers run. When a host's process dies the table wakes every
+// member of a group with a member there: 10,000 passes on each survivor at 10,000 groups, in
+// group order, which took every worker and queued the candidates of the groups the dead host
+// led (made by Elector.PeerGone a moment later, their passes due at once) behind them; and a
+// follower's woken pass that ran before its PeerGone saw only a stale leader's host and went
+// the slow way, a same-term probe first (docs/protocol.md 7.11; docs/design.md, "A host's
+// crash: what the elections wait for"). Work that is due for an elector queued here (a
+// planned pass, events) moves it to runq.
+func (m *Maintainer) WakeLater(e *dledger.Elector) { m.wake(e, true) }
+
+func (m *Maintainer) wake(e *dledger.Elector, later bool) {
 	m.emu.Lock()
 	d := m.byE[e]
 	m.emu.Unlock()
 	if d != nil {
-		m.schedule(d, wantTick)
+		m.scheduleIn(d, wantTick, later)
 	}
 }
 
@@ -203,26 +229,77 @@ func (m *Maintainer) Wake(e *dledger.Elector) {
 // the queue, unless it has one. Before Run starts (and after it ends) the work waits in the
 // queue. It is the events alarm: called with d's elector locked, it waits at most for the
 // queue's O(1) lock, and only when d had no worker.
-func (m *Maintainer) schedule(d *driven, want uint32) {
+func (m *Maintainer) schedule(d *driven, want uint32) { m.scheduleIn(d, want, false) }
+
+// scheduleIn is schedule, queueing d in lowq instead of runq if low.
+func (m *Maintainer) scheduleIn(d *driven, want uint32, low bool) {
 	for {
 		old := d.state.Load()
 		if d.state.CompareAndSwap(old, old|want|scheduled) {
 			if old&scheduled != 0 {
+				if !low && d.low.Load() {
+					m.promote(d) // due work for an elector only woken: out of lowq
+				}
 				return // its worker looks at the wants again before letting it go
 			}
 			break
 		}
 	}
 	m.qmu.Lock()
-	if m.running && m.workers < m.max {
+	if m.running && m.workers < m.max && (!low || m.workers < lowWorkers) {
 		m.workers++
 		m.wg.Add(1)
 		m.qmu.Unlock()
 		go m.work(d)
 		return
 	}
-	m.runq = append(m.runq, d)
+	if low {
+		d.low.Store(true)
+		m.lowq = append(m.lowq, d)
+	} else {
+		m.runq = append(m.runq, d)
+	}
 	m.qmu.Unlock()
+}
+
+// promote moves d, queued in lowq, to the end of runq: its entry in lowq stays, skipped.
+func (m *Maintainer) promote(d *driven) {
+	m.qmu.Lock()
+	if d.low.Load() {
+		d.low.Store(false)
+		m.runq = append(m.runq, d)
+	}
+	m.qmu.Unlock()
+}
+
+// nextLocked takes the next elector to run from the queues (runq first, lowq every lowEvery-th
+// pick or when runq is empty); nil if both are empty. With m.qmu held.
+func (m *Maintainer) nextLocked() *driven {
+	m.picks++
+	if len(m.runq) > 0 && (len(m.lowq) == 0 || m.picks%lowEvery != 0) {
+		return pop(&m.runq)
+	}
+	for len(m.lowq) > 0 {
+		if d := pop(&m.lowq); d.low.Load() {
+			d.low.Store(false)
+			return d
+		} // promoted to runq meanwhile
+	}
+	if len(m.runq) > 0 {
+		return pop(&m.runq)
+	}
+	return nil
+}
+
+// pop takes the first of a non-empty queue.
+func pop(q *[]*driven) *driven {
+	d := (*q)[0]
+	(*q)[0] = nil
+	*q = (*q)[1:]
+	if len(*q) == 0 {
+		*q = nil // let the array go once the queue is empty
+	}
+	return d
 }
 
 // work runs d, then the queued electors, until none is left or Run has ended.
@@ -231,14 +308,14 @@ func (m *Maintainer) work(d *driven) {
 	for {
 		m.runOne(d)
 		m.qmu.Lock()
-		if !m.running || len(m.runq) == 0 {
+		if m.running {
+			d = m.nextLocked()
+		}
+		if !m.running || d == nil {
 			m.workers--
 			m.qmu.Unlock()
 			return
 		}
-		d = m.runq[0]
-		m.runq[0] = nil
-		m.runq = m.runq[1:]
 		m.qmu.Unlock()
 	}
 }
@@ -302,10 +379,11 @@ func (m *Maintainer) Run(ctx context.Context) {
 
 // startQueuedLocked gives queued electors workers, up to the bound; with m.qmu held.
 func (m *Maintainer) startQueuedLocked() {
-	for len(m.runq) > 0 && m.workers < m.max {
-		d := m.runq[0]
-		m.runq[0] = nil
-		m.runq = m.runq[1:]
+	for m.workers < m.max {
+		d := m.nextLocked()
+		if d == nil {
+			return
+		}
 		m.workers++
 		m.wg.Add(1)
 		go m.work(d)

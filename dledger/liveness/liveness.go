@@ -186,7 +186,13 @@ type local struct {
 	// peers are the host of every other member of the group: a slice searched in order, not a
 	// map, as a group has a handful of members and a host thousands of them (hostOf).
 	peers []peerAt
+	// hosts is hostSet's answer for peers, kept (written under the table's lock, with peers)
+	// so that Changed, at every role change of every member, neither builds nor sorts it.
+	hosts []string
 	wake  func()
+	// removed: RemoveMember has forgotten it (under the table's lock); a Member that still
+	// holds it then finds nothing, as it would in the table's map.
+	removed bool
 }
 
 // peerAt is a peer of a local member and its host id.
@@ -218,10 +224,18 @@ func (l *local) hostOf(id string) string {
 type Table struct {
 	// mu is read-locked by the members' queries (Peer, StalledAt: every follower's and leader's
 	// pass on a host asks), which then do not queue behind one another; a 10,000-group cold
-	// start queued hundreds of passes on it when it was one mutex.
-	mu      sync.RWMutex
-	cfg     Config
-	epoch   uint64 // the last epoch handed out: epochs are host-wide, so a re-added member's are newer
+	// start queued hundreds of passes on it when it was one mutex. Changed read-locks it too,
+	// and takes cmu for what it writes: as a writer of mu, each of the thousands of role
+	// changes of a host crash's elections waited for every pass reading the table and made
+	// every later one wait for it, and on one processor those waits became a convoy (240 of a
+	// survivor's passes queued in Changed; docs/design.md, "A host's crash: what the elections
+	// wait for").
+	mu  sync.RWMutex
+	cmu sync.Mutex // with mu read-locked: epoch, and every host's pending and unsent (Changed)
+	cfg Config
+	// epoch is the last epoch handed out: epochs are host-wide, so a re-added member's are
+	// newer. Written under mu, or under mu read-locked and cmu.
+	epoch   uint64
 	locals  map[key]*local
 	byGroup map[string][]*local
 	hosts   map[string]*host
@@ -266,6 +280,7 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 		return fmt.Errorf("liveness: member %s of group %s is already registered", self, group)
 	}
 	l := &local{key: k, peers: peersOf(self, peerHost), wake: wake}
+	l.hosts = l.hostSet(t.cfg.Self)
 	t.locals[k] = l
 	t.byGroup[group] = append(t.byGroup[group], l)
 	for _, h := range l.hostSet(t.cfg.Self) {
@@ -314,6 +329,7 @@ func (t *Table) RemoveMember(group, self string) {
 		return
 	}
 	delete(t.locals, k)
+	l.removed = true
 	t.byGroup[group] = slices.DeleteFunc(t.byGroup[group], func(x *local) bool { return x == l })
 	if len(t.byGroup[group]) == 0 {
 		delete(t.byGroup, group)
@@ -334,10 +350,11 @@ func (t *Table) RemoveMember(group, self string) {
 func (t *Table) For(group, self string) *Member {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if t.locals[key{group, self}] == nil {
+	l := t.locals[key{group, self}]
+	if l == nil {
 		return nil
 	}
-	return &Member{t: t, k: key{group, self}}
+	return &Member{t: t, k: key{group, self}, l: l}
 }
 
 // Due returns the frames to send now, at most one per peer host, in host order, and wakes the
@@ -693,8 +710,11 @@ func (t *Table) Host(id string, now time.Time) (v HostView, ok bool) {
 	if h == nil {
 		return v, false
 	}
+	t.cmu.Lock() // Changed writes pending with mu read-locked
+	unacked := h.pending.len()
+	t.cmu.Unlock()
 	return HostView{Fresh: h.freshAt(now, t.cfg.Fresh), Failed: h.failed, Heard: h.heard, Acked: h.acked,
-		Unacked: h.pending.len(), Bound: h.fresh}, true
+		Unacked: unacked, Bound: h.fresh}, true
 }
 
 // Failed records that the link to host to failed or closed (the process may be gone): the
@@ -714,6 +734,17 @@ func (t *Table) Failed(to string, now time.Time) {
 type Member struct {
 	t *Table
 	k key
+	l *local // its entry when For made it: no map lookup per query (local, under mu)
+}
+
+// local is m's entry, nil if m is not registered (any more); with t.mu held, read or write.
+// The entry For found serves while it is registered: Peer asks for every follower of every
+// leader pass, and the map's lookup by (group, member) was most of its cost.
+func (m *Member) local() *local {
+	if l := m.l; l != nil && !l.removed {
+		return l
+	}
+	return m.t.locals[m.k]
 }
 
 // Changed records a change of the member's term, role or leader and returns its new epoch,
@@ -722,18 +753,20 @@ type Member struct {
 // elector's lock and only records.
 func (m *Member) Changed() uint64 {
 	t := m.t
-	t.mu.Lock()
+	t.mu.RLock()
+	t.cmu.Lock()
 	t.epoch++
 	ep := t.epoch
 	kick := false
-	if l := t.locals[m.k]; l != nil {
-		for _, id := range l.hostSet(t.cfg.Self) {
+	if l := m.local(); l != nil {
+		for _, id := range l.hosts {
 			h := t.hosts[id]
 			h.pending.set(m.k, ep)
 			h.unsent, kick = true, true
 		}
 	}
-	t.mu.Unlock()
+	t.cmu.Unlock()
+	t.mu.RUnlock()
 	if kick && t.cfg.Kick != nil {
 		t.cfg.Kick()
 	}
@@ -755,7 +788,7 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 	t := m.t
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	l := t.locals[m.k]
+	l := m.local()
 	if l == nil || epoch == 0 {
 		return
 	}
@@ -779,7 +812,7 @@ func (m *Member) Window(id string) time.Duration {
 	t := m.t
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	l := t.locals[m.k]
+	l := m.local()
 	if l == nil {
 		return 0
 	}

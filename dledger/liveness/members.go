@@ -18,9 +18,10 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 	if l == nil {
 		return fmt.Errorf("liveness: member %s of group %s is not registered", self, group)
 	}
-	before := l.hostSet(t.cfg.Self)
+	before := l.hosts
 	l.peers = peersOf(self, peerHost)
-	after := l.hostSet(t.cfg.Self)
+	l.hosts = l.hostSet(t.cfg.Self)
+	after := l.hosts
 	for _, h := range after {
 		if slices.Contains(before, h) {
 			continue

@@ -204,9 +204,9 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 	if err := m.startHooks(d.reg); err != nil {
 		return server.Attachment{}, err
 	}
-	// One subscription (one goroutine) for both: neither blocks, and a host has thousands of
-	// members.
-	unsub := s.Subscribe(func(ev dledger.RoleEvent) {
+	// One subscription for both, inline: neither blocks, and a host has thousands of members,
+	// whose events a crash publishes by the thousand (a goroutine per member per burst before).
+	unsub := s.SubscribeInline(func(ev dledger.RoleEvent) {
 		m.watch.publish(ev)
 		if m.hooks != nil {
 			m.hooks.onEvent(ev)
