@@ -108,7 +108,8 @@ func (d *Dispatcher) Publish(evs []dledger.RoleEvent) {
 }
 
 // SubscribeInline is Subscribe for a listener that never blocks and never calls back into the
-// member or this dispatcher (it hands the event on, as the daemon's watch hub and hooks do):
+// member or this dispatcher (not Last, Subscribe or a cancel: it runs under the dispatcher's
+// locks; it hands the event on, as the daemon's watch hub and hooks do):
 // Publish calls fn itself, in order, with no queue and no goroutine of its own. A host
 // publishes a member's events on one of its Maintainer's workers, and Subscribe's goroutine
 // per burst of events per member was thousands of goroutines on a survivor of a 10,000-group

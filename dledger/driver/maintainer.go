@@ -78,7 +78,22 @@ const (
 	wantPublish             // events are waiting
 	scheduled               // in runq or on a worker, which looks at the wants again before letting go
 	inInbox                 // on the maintainer's inbox, not yet filed by Run
+	// wokenOnly: scheduled by WakeLater alone, on its way to lowq or in it. Set in the same
+	// swap as scheduled, so that due work scheduled a moment later sees it and promotes d
+	// (before, the flag came under m.qmu after the swap, and due work in between stayed in
+	// lowq: the merge's review). Cleared under m.qmu when d leaves for a worker or runq.
+	wokenOnly
 )
+
+// clearBit clears bit in s.
+func clearBit(s *atomic.Uint32, bit uint32) {
+	for {
+		old := s.Load()
+		if old&bit == 0 || s.CompareAndSwap(old, old&^bit) {
+			return
+		}
+	}
+}
 
 // driven is one elector on a Maintainer. busy is held while a worker runs its pass or
 // publishes its events, so that removing it waits for that to end.
@@ -235,9 +250,13 @@ func (m *Maintainer) schedule(d *driven, want uint32) { m.scheduleIn(d, want, fa
 func (m *Maintainer) scheduleIn(d *driven, want uint32, low bool) {
 	for {
 		old := d.state.Load()
-		if d.state.CompareAndSwap(old, old|want|scheduled) {
+		next := old | want | scheduled
+		if low && old&scheduled == 0 {
+			next |= wokenOnly
+		}
+		if d.state.CompareAndSwap(old, next) {
 			if old&scheduled != 0 {
-				if !low && d.low.Load() {
+				if !low && old&wokenOnly != 0 {
 					m.promote(d) // due work for an elector only woken: out of lowq
 				}
 				return // its worker looks at the wants again before letting it go
@@ -246,11 +265,10 @@ func (m *Maintainer) scheduleIn(d *driven, want uint32, low bool) {
 		}
 	}
 	m.qmu.Lock()
+	low = low && d.state.Load()&wokenOnly != 0 // not if due work promoted it since the swap
 	if m.running && m.workers < m.max && (!low || m.workers < lowWorkers) {
-		m.workers++
-		m.wg.Add(1)
-		m.qmu.Unlock()
-		go m.work(d)
+		clearBit(&d.state, wokenOnly)
+		m.startLocked(d)
 		return
 	}
 	if low {
@@ -262,13 +280,36 @@ func (m *Maintainer) scheduleIn(d *driven, want uint32, low bool) {
 	m.qmu.Unlock()
 }
 
-// promote moves d, queued in lowq, to the end of runq: its entry in lowq stays, skipped.
+// startLocked gives d a worker of its own; called with m.qmu held, which it releases.
+func (m *Maintainer) startLocked(d *driven) {
+	m.workers++
+	m.wg.Add(1)
+	m.qmu.Unlock()
+	go m.work(d)
+}
+
+// promote makes d, scheduled by WakeLater alone, due work: a worker of its own while the
+// bound allows (as schedule gives one), else the end of runq; its entry in lowq stays,
+// skipped. If its scheduleIn has not queued it yet, that finds wokenOnly cleared and queues
+// it as due work. Before, a promoted elector waited in runq for the workers the wakes had
+// started (8 of 256 in a host crash: the merge's review).
 func (m *Maintainer) promote(d *driven) {
 	m.qmu.Lock()
-	if d.low.Load() {
-		d.low.Store(false)
-		m.runq = append(m.runq, d)
+	if d.state.Load()&wokenOnly == 0 { // on a worker already, or promoted
+		m.qmu.Unlock()
+		return
 	}
+	clearBit(&d.state, wokenOnly)
+	if !d.low.Load() {
+		m.qmu.Unlock()
+		return
+	}
+	d.low.Store(false)
+	if m.running && m.workers < m.max {
+		m.startLocked(d)
+		return
+	}
+	m.runq = append(m.runq, d)
 	m.qmu.Unlock()
 }
 
@@ -282,6 +323,7 @@ func (m *Maintainer) nextLocked() *driven {
 	for len(m.lowq) > 0 {
 		if d := pop(&m.lowq); d.low.Load() {
 			d.low.Store(false)
+			clearBit(&d.state, wokenOnly)
 			return d
 		} // promoted to runq meanwhile
 	}

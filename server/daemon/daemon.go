@@ -229,8 +229,9 @@ func (d *Daemon) attach(s *server.Server) (server.Attachment, error) {
 
 // detach is the member's Attachment.Detach.
 func (m *member) detach(ctx context.Context, final *dledger.RoleEvent) {
-	// The final event may still be queued for the subscription, which unsub drops: wait
-	// a moment for the hub to have it in order, else hand it over here (streams then
+	// The final event may not have reached the hub yet (it is published on a Maintainer
+	// worker, inline, and Stop may return first): wait a moment for the hub to have it in
+	// order, else hand it over here (streams then
 	// skip what was queued before it), so every stream ends with it and the listeners'
 	// Shutdown is not held up by them.
 	if final != nil {
