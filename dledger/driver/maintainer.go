@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -345,11 +346,17 @@ func pop(q *[]*driven) *driven {
 }
 
 // work runs d, then the queued electors, until none is left or Run has ended.
+// While woken electors wait in lowq (a storm of the liveness table's wakes), a worker yields
+// the processor between two passes: a host runs one, and the goroutines that read the network
+// (the vote a peer's candidate waits for, the answers a candidate here waits for) would
+// otherwise wait for whole time slices of the workers going through the wakes. One group's
+// failover on hosts of 10,000 took 120-160 ms, behind 10,000 woken passes on each survivor.
 func (m *Maintainer) work(d *driven) {
 	defer m.wg.Done()
 	for {
 		m.runOne(d)
 		m.qmu.Lock()
+		storm := len(m.lowq) > 0
 		if m.running {
 			d = m.nextLocked()
 		}
@@ -359,6 +366,9 @@ func (m *Maintainer) work(d *driven) {
 			return
 		}
 		m.qmu.Unlock()
+		if storm {
+			runtime.Gosched()
+		}
 	}
 }
 
