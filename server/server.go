@@ -149,6 +149,13 @@ func (s *Server) soloPart() *soloParts {
 	return s.solo
 }
 
+// keepFileStore keeps the member's own data dir store (a member of its own process), if any.
+func (s *Server) keepFileStore(fs *memberstate.FileStore) {
+	if fs != nil {
+		s.soloPart().fileStore = fs
+	}
+}
+
 // rpcServer is the member's own rpc server, nil on a host.
 func (s *Server) rpcServer() *rpc.Server {
 	if s.solo == nil {
@@ -219,9 +226,7 @@ func New(config Config, opts ...Option) (*Server, error) {
 		}()
 	}
 	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), log: o.logger}
-	if fileStore != nil {
-		s.soloPart().fileStore = fileStore
-	}
+	s.keepFileStore(fileStore)
 	s.deliver = s.dispatch.Publish
 	if err := s.registerMetrics(o, cfg); err != nil {
 		return nil, err

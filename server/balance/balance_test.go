@@ -100,6 +100,27 @@ func (w *world) step(views map[string]View, max int) []Move {
 	return all
 }
 
+// staleViews returns the hosts' views round after round as the stale-view tests see them:
+// every host knows exactly what it leads, but sees the other groups' leaders as they were one
+// round earlier (a transfer shows on the other hosts one heartbeat after it completed).
+func (w *world) staleViews() func() map[string]View {
+	prev := maps.Clone(w.leader)
+	return func() map[string]View {
+		vs := map[string]View{}
+		for _, h := range w.hosts {
+			v := w.view(h)
+			for i, g := range v.Groups {
+				if w.leader[g.Name] != h && prev[g.Name] != h { // not its own: one round old
+					v.Groups[i].Leader = prev[g.Name]
+				}
+			}
+			vs[h] = v
+		}
+		prev = maps.Clone(w.leader)
+		return vs
+	}
+}
+
 func (w *world) exactViews() map[string]View {
 	vs := map[string]View{}
 	for _, h := range w.hosts {
@@ -245,21 +266,7 @@ func TestPlanConvergesWithStaleViews(t *testing.T) {
 		nHosts, max := 2+rnd.IntN(5), 1+rnd.IntN(4)
 		w := newWorld(nHosts, rnd.IntN(100), rnd, false)
 		minimum := w.minimumMoves()
-		prev := maps.Clone(w.leader)
-		moves, _ := converge(t, w, max, func() map[string]View {
-			vs := map[string]View{}
-			for _, h := range w.hosts {
-				v := w.view(h)
-				for i, g := range v.Groups {
-					if w.leader[g.Name] != h && prev[g.Name] != h { // not its own: one round old
-						v.Groups[i].Leader = prev[g.Name]
-					}
-				}
-				vs[h] = v
-			}
-			prev = maps.Clone(w.leader)
-			return vs
-		})
+		moves, _ := converge(t, w, max, w.staleViews())
 		// A round in which stale views found nothing ends converge: a last exact round must
 		// find nothing left, or find it and finish.
 		m2, _ := converge(t, w, max, w.exactViews)
@@ -361,21 +368,7 @@ func TestQueuedPlansConvergeWithStaleViews(t *testing.T) {
 			delete(w.down, back)
 		}
 		minimum := w.minimumMoves()
-		prev := maps.Clone(w.leader)
-		moves, back := converge(t, w, bound, func() map[string]View {
-			vs := map[string]View{}
-			for _, h := range w.hosts {
-				v := w.view(h)
-				for i, g := range v.Groups {
-					if w.leader[g.Name] != h && prev[g.Name] != h {
-						v.Groups[i].Leader = prev[g.Name]
-					}
-				}
-				vs[h] = v
-			}
-			prev = maps.Clone(w.leader)
-			return vs
-		})
+		moves, back := converge(t, w, bound, w.staleViews())
 		m2, b2 := converge(t, w, bound, w.exactViews)
 		if s := w.spread(); s > 1 {
 			t.Fatalf("trial %d: converged with spread %d: %v", trial, s, w.loads())
@@ -450,21 +443,7 @@ func TestQueuedPlansTwoHostsBackAtOnce(t *testing.T) {
 			delete(w.down, b)
 		}
 		minimum := w.minimumMoves()
-		prev := maps.Clone(w.leader)
-		stale := func() map[string]View {
-			vs := map[string]View{}
-			for _, h := range w.hosts {
-				v := w.view(h)
-				for i, g := range v.Groups {
-					if w.leader[g.Name] != h && prev[g.Name] != h {
-						v.Groups[i].Leader = prev[g.Name]
-					}
-				}
-				vs[h] = v
-			}
-			prev = maps.Clone(w.leader)
-			return vs
-		}
+		stale := w.staleViews()
 		left := map[string]map[string]bool{}
 		gained := map[string]bool{}
 		moves, back := 0, 0

@@ -16,9 +16,9 @@ const clockTick = 10 * time.Millisecond
 
 // ProcUsage is what /proc says about one process at one moment.
 type ProcUsage struct {
-	CPU     time.Duration // user + system time of all its threads so far
-	Sys     time.Duration // the system (kernel) part of CPU
-	RSS     int64         // resident set, bytes (VmRSS)
+	CPU time.Duration // user + system time of all its threads so far
+	Sys time.Duration // the system (kernel) part of CPU
+	RSS int64         // resident set, bytes (VmRSS)
 	// RSSAnon: the anonymous part of RSS, bytes (RssAnon: heap, stacks, the runtime's own),
 	// what grows with a host's groups; the rest is mostly the binary's pages, shared by every
 	// process of that binary and with the page cache. -1 when the kernel does not say.
