@@ -202,6 +202,21 @@ func (w *world) minimumMoves() int {
 	return n
 }
 
+// noteMoves records in left the hosts each moved group left (before: the leaders before the
+// moves) and returns how many of ms took a group back to a host it had left.
+func noteMoves(left map[string]map[string]bool, before map[string]string, ms []Move) (back int) {
+	for _, m := range ms {
+		if left[m.Group][m.Host] {
+			back++
+		}
+		if left[m.Group] == nil {
+			left[m.Group] = map[string]bool{}
+		}
+		left[m.Group][before[m.Group]] = true
+	}
+	return back
+}
+
 // converge runs rounds until no host plans a move, with views(w) as the hosts' views, and
 // returns the moves and how many of them took a group back to a host it had left.
 func converge(t *testing.T, w *world, max int, views func() map[string]View) (moves, back int) {
@@ -216,15 +231,7 @@ func converge(t *testing.T, w *world, max int, views func() map[string]View) (mo
 		if len(ms) == 0 {
 			return moves, back
 		}
-		for _, m := range ms {
-			if left[m.Group][m.Host] {
-				back++
-			}
-			if left[m.Group] == nil {
-				left[m.Group] = map[string]bool{}
-			}
-			left[m.Group][before[m.Group]] = true
-		}
+		back += noteMoves(left, before, ms)
 		moves += len(ms)
 	}
 }
@@ -460,15 +467,7 @@ func TestQueuedPlansTwoHostsBackAtOnce(t *testing.T) {
 					break
 				}
 			}
-			for _, m := range ms {
-				if left[m.Group][m.Host] {
-					back++
-				}
-				if left[m.Group] == nil {
-					left[m.Group] = map[string]bool{}
-				}
-				left[m.Group][before[m.Group]] = true
-			}
+			back += noteMoves(left, before, ms)
 			moves += len(ms)
 		}
 		if s := w.spread(); s > 1 {
