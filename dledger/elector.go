@@ -619,6 +619,7 @@ func (e *Elector) followerDeadline(now time.Time) deadline {
 func (e *Elector) setNextVote(t time.Time) {
 	e.nextTimeToRequestVote = t
 	e.startUp.retry = false
+	e.lost.again = false
 }
 
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is

@@ -59,9 +59,13 @@ func (*startUp) next() deadline { return never }
 // the term it led; kept until this member follows or leads again. Rounds at that term need
 // not wait for its answer (canDecideEarly, E5), and the next term starts in its order of
 // succession.
+//
+// again: this member, its first successor, re-votes at once after a split round and keeps its
+// place in the host's bound for it (vote.go, nextTermDelay, revotesNow); setNextVote clears it.
 type lostLeader struct {
-	id   string
-	term int64
+	id    string
+	term  int64
+	again bool
 }
 
 // next: losing a leader only sets the re-vote time (maintainAsFollower, PeerGone).
@@ -97,6 +101,11 @@ func (e *Elector) successorIDs() []string {
 		}
 		return len(e.cfg.PreferredLeaderIDs)
 	}
+	// The last tie-break is configuration order, rotated on hosts by the group's hash
+	// (spread.go), so that the first successors of the groups a host leads are spread over
+	// the other hosts: in peer order every such group named the same first successor, whose
+	// host then ran all of a crash's campaigns while the next one's waited out their slot.
+	idx = e.spreadOrder(idx)
 	slices.SortStableFunc(idx, func(a, b int) int {
 		if pa, pb := pref(peers[a].ID), pref(peers[b].ID); pa != pb {
 			return pa - pb
@@ -108,13 +117,25 @@ func (e *Elector) successorIDs() []string {
 		case lb.NewerThan(la):
 			return 1
 		}
-		return a - b
+		return 0 // stable: the (rotated) configuration order
 	})
 	out := make([]string, len(idx))
 	for k, i := range idx {
 		out[k] = peers[i].ID
 	}
 	return out
+}
+
+// spreadOrder rotates idx (peer indices in configuration order) so that its first element is
+// the one spreadRank puts first; without Options.SpreadStartup it returns idx.
+func (e *Elector) spreadOrder(idx []int) []int {
+	n := len(idx)
+	for k := 1; k < n; k++ {
+		if e.spreadRank(k, n) == 0 {
+			return append(slices.Clone(idx[k:]), idx[:k]...)
+		}
+	}
+	return idx
 }
 
 // noteSuccessors records the order of succession from a heartbeat of this member's leader

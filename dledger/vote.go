@@ -16,6 +16,9 @@ type voteRound struct {
 	got      []bool // per member, in peer order
 	answered int
 	lost     int // the peer index of the leader this candidate lost at this term, or -1
+	// self: this member granted itself its vote in this round (it campaigns at a term of its
+	// own; a round in which each candidate got only that is a split).
+	self bool
 	// reached is the elector's startUp.reached when the round started (PeerReachable).
 	reached uint64
 
@@ -194,9 +197,16 @@ func (e *Elector) campaignEnds() bool {
 	case protocol.LEADER:
 		return !e.gateSettling
 	case protocol.CANDIDATE:
-		return e.vote == nil && !e.gateWait
+		return e.vote == nil && !e.gateWait && !e.revotesNow()
 	}
 	return true
+}
+
+// revotesNow: this candidate, a first successor whose round split (nextTermDelay), campaigns
+// again at once: it keeps its place for that round instead of joining the end of the line.
+func (e *Elector) revotesNow() bool {
+	return e.lost.again && e.ledgerKnown && !e.withdrawn && e.campaigns() && !e.needIncreaseTerm &&
+		!e.clock.Now().Before(e.nextTimeToRequestVote)
 }
 
 // abstain is the candidate pass of a member that does not know its ledger yet: it starts no
@@ -257,7 +267,9 @@ func (e *Elector) startVoteRound(now time.Time, term int64) {
 		e.stampVoteRequest(req)
 		if p.ID == e.ms.SelfID() {
 			resp := e.handleVote(req, true, now)
-			r.tally(i, voteResultOf(resp, nil), resp.Term)
+			res := voteResultOf(resp, nil)
+			r.self = res == protocol.VoteAccept
+			r.tally(i, res, resp.Term)
 			continue
 		}
 		e.post(voteRequest{req: req, round: r.id, idx: i})
@@ -353,12 +365,9 @@ func (e *Elector) decideVote(now time.Time) {
 		e.setNextVote(time.Time{})
 	default: // rule 7
 		res = protocol.WaitToVoteNext
-		if r.lost >= 0 {
-			// The probe after losing a leader: the next term starts in succession order
-			// (docs/protocol.md 7.11), the first successor at once.
-			delay = e.successionDelay(e.lost.id)
-		}
-		e.setNextVote(now.Add(delay))
+		d, ordered := e.nextTermDelay(r, delay)
+		e.setNextVote(now.Add(d))
+		e.lost.again = ordered && d == 0
 	}
 	e.lastParseResult = res
 	e.observe(observation{kind: obsVoteRoundDecided, arg: int64(res)})
@@ -370,6 +379,21 @@ func (e *Elector) decideVote(now time.Time) {
 	if res == protocol.Passed && e.ms.CurrTerm() == r.term && e.ms.Role() == protocol.CANDIDATE {
 		e.becomeLeader(r.term, now)
 	}
+}
+
+// nextTermDelay is rule 7's wait before the next term (docs/protocol.md 7.4, 7.11): in
+// succession order after the probe that followed the loss of a leader (r.lost), and after a
+// split round at the first term after that leader's (each candidate got its own vote and too
+// few others), else delay, the ordinary random one. In succession order the first successor
+// goes at once, and then keeps its place in the host's bound for that round (lost.again,
+// campaignEnds): waiting in line behind the other groups' first rounds cost a split group most
+// of a second.
+func (e *Elector) nextTermDelay(r *voteRound, delay time.Duration) (d time.Duration, ordered bool) {
+	split := r.self && e.lost.id != "" && r.term == e.lost.term+1
+	if r.lost < 0 && !split {
+		return delay, false
+	}
+	return e.successionDelay(e.lost.id), true
 }
 
 // row 8: a candidate at a higher term (docs/protocol.md 7.1, rows 8a and 8b). The voter steps
