@@ -81,32 +81,11 @@ func startProfiles(log *zap.Logger) {
 		return
 	}
 	prefix := filepath.Join(dir, strconv.Itoa(os.Getpid()))
-	cpu, err := earlyCPU.f, earlyCPU.err
-	delayed := false
-	if cpu == nil && err == nil {
-		cpu, err = os.Create(prefix + "-cpu.pprof")
-		delayed = true
-	}
-	if err != nil {
-		log.Warn("not profiling", zap.Error(err))
+	cpu, ok := startCPUProfile(log, prefix, n)
+	if !ok {
 		return
 	}
-	cpuOnly := os.Getenv(cpuOnlyEnv) == "1"
-	// DLEDGERCPUFROM=N starts the CPU profile N seconds after the process, so that it covers a
-	// window of interest (a 10,000-group crash at about 27 s: DLEDGERCPUFROM=23
-	// DLEDGERPPROF=DIR,33), and leaves MemProfileRate alone, which inflates CPU and heap.
-	if from, _ := strconv.Atoi(os.Getenv(cpuFromEnv)); delayed && from > 0 && from < n {
-		time.AfterFunc(time.Duration(from)*time.Second, func() {
-			if err := pprof.StartCPUProfile(cpu); err != nil {
-				log.Warn("not profiling", zap.Error(err))
-			}
-		})
-	} else if !cpuOnly {
-		// Before the members are made: a heap profile sampled every 512 KiB (the default)
-		// cannot tell apart the few hundred bytes each of 10,000 members keeps.
-		runtime.MemProfileRate = memProfileRate
-	}
-	if cpuOnly {
+	if os.Getenv(cpuOnlyEnv) == "1" {
 		time.AfterFunc(time.Duration(n)*time.Second, func() {
 			pprof.StopCPUProfile()
 			_ = cpu.Close()
@@ -152,6 +131,45 @@ func startProfiles(log *zap.Logger) {
 		runtime.SetBlockProfileRate(0)
 		log.Info("profiles written", zap.String("prefix", prefix))
 	})
+}
+
+// startCPUProfile has the CPU profile run: startEarlyCPU's, or one started now, or
+// DLEDGERCPUFROM seconds after the process's start, which leaves MemProfileRate alone (it
+// inflates CPU and heap), so that it covers a window of interest (a 10,000-group crash at about
+// 27 s: DLEDGERCPUFROM=23 DLEDGERPPROF=DIR,33). Else, without DLEDGERCPUONLY, it samples
+// allocations finely from now on.
+func startCPUProfile(log *zap.Logger, prefix string, n int) (*os.File, bool) {
+	cpu, err := earlyCPU.f, earlyCPU.err
+	delayed := false
+	if cpu == nil && err == nil {
+		cpu, err = os.Create(prefix + "-cpu.pprof")
+		delayed = true
+	}
+	if err != nil {
+		log.Warn("not profiling", zap.Error(err))
+		return nil, false
+	}
+	from, _ := strconv.Atoi(os.Getenv(cpuFromEnv))
+	switch {
+	case delayed && from > 0 && from < n:
+		time.AfterFunc(time.Duration(from)*time.Second, func() {
+			if err := pprof.StartCPUProfile(cpu); err != nil {
+				log.Warn("not profiling", zap.Error(err))
+			}
+		})
+		return cpu, true
+	case delayed: // startEarlyCPU did not run
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			log.Warn("not profiling", zap.Error(err))
+			return nil, false
+		}
+	}
+	if os.Getenv(cpuOnlyEnv) != "1" {
+		// Before the members are made: a heap profile sampled every 512 KiB (the default)
+		// cannot tell apart the few hundred bytes each of 10,000 members keeps.
+		runtime.MemProfileRate = memProfileRate
+	}
+	return cpu, true
 }
 
 // parseProfileEnv reads DIR,SECONDS[,FROM]: FROM (0 when absent) within (0, SECONDS).
