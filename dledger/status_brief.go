@@ -57,6 +57,7 @@ type Summary struct {
 	Role     protocol.Role
 	Term     int64
 	LeaderID string
+	VoteFor  string // as Status's: a member's start logs it (server), 10,000 times at a host's start
 }
 
 // Summary returns the member's Summary.
@@ -64,5 +65,5 @@ func (e *Elector) Summary() Summary {
 	e.mu.Lock()
 	defer e.unlockQuiet()
 	ms := e.ms
-	return Summary{Role: ms.Role(), Term: ms.CurrTerm(), LeaderID: ms.LeaderID()}
+	return Summary{Role: ms.Role(), Term: ms.CurrTerm(), LeaderID: ms.LeaderID(), VoteFor: ms.VoteFor()}
 }

@@ -23,9 +23,14 @@ func briefOf(st Status) (Brief, []PeerBrief) {
 func checkBrief(t *testing.T, u *unit, buf []PeerBrief, what string) []PeerBrief {
 	t.Helper()
 	got, peers := u.e.Brief(buf)
-	want, wantPeers := briefOf(u.e.Status())
+	st := u.e.Status()
+	want, wantPeers := briefOf(st)
 	if got != want {
 		t.Fatalf("%s: Brief %+v, Status says %+v", what, got, want)
+	}
+	// Summary too (a member's start logs it): role, term, leader and vote.
+	if sum, w := u.e.Summary(), (Summary{Role: st.Role, Term: st.Term, LeaderID: st.LeaderID, VoteFor: st.VoteFor}); sum != w {
+		t.Fatalf("%s: Summary %+v, Status says %+v", what, sum, w)
 	}
 	if len(peers) != len(wantPeers) {
 		t.Fatalf("%s: Brief has %d peers, Status %d", what, len(peers), len(wantPeers))

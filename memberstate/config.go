@@ -331,6 +331,9 @@ func journalConfigName(o Owner) string {
 
 // LoadConfig reads this member's configuration (<journal dir>/members/<group>@<id>.state).
 func (s *JournalStore) LoadConfig() (DurableConfig, bool, error) {
+	if !s.j.confDir.Load() {
+		return DurableConfig{}, false, nil // no member has a configuration file
+	}
 	return readConfigFile(s.j.configDir(), journalConfigName(s.owner), s.owner)
 }
 
@@ -351,5 +354,6 @@ func (s *JournalStore) SaveConfig(d DurableConfig) error {
 			return err
 		}
 	}
+	s.j.confDir.Store(true) // before the file: a LoadConfig after this Save reads it
 	return writeConfigFile(s.j.ops, dir, journalConfigName(s.owner), s.owner, d)
 }

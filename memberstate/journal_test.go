@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -848,5 +849,41 @@ func TestJournalStoreObserver(t *testing.T) {
 	defer mu.Unlock()
 	if seen[OpSave] != 3 || seen[OpFsync] != 3 || len(seen) != 2 {
 		t.Fatalf("observed %v, want 3 saves and 3 fsyncs", seen)
+	}
+}
+
+// TestJournalSavesReadyTogetherShareAFlush: Saves whose goroutines are ready to run at once
+// share one fdatasync, even when each would find no flush running (a cold start of 10,000
+// groups made an fdatasync for every two records, issue 29): the goroutine that would flush
+// lets the ready ones add their records first. On one processor, with syncs that return at
+// once, 32 Saves released together took 32 flushes before; now one (two at most: a Save may
+// find the first flush's fdatasync running).
+func TestJournalSavesReadyTogetherShareAFlush(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	j, err := openJournalWith(t.TempDir(), newSyncGate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	const n = 32
+	stores := make([]*JournalStore, n)
+	for i := range stores {
+		stores[i] = mustMember(t, j, fmt.Sprintf("g%d", i), "n0")
+	}
+	syncs := j.Syncs()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range stores {
+		wg.Go(func() {
+			<-start
+			if err := s.Save(Durable{Term: 1, VoteFor: "n0"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := j.Syncs() - syncs; got > 2 {
+		t.Fatalf("%d Saves ready together took %d fdatasyncs, want 1 (2 at most)", n, got)
 	}
 }

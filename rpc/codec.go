@@ -129,8 +129,37 @@ func encodeMessage(e *msgpack.Encoder, msg any) error {
 		return e.Encode(heartBeatRequestWire(r))
 	case *protocol.HeartBeatResponse:
 		return e.Encode(heartBeatResponseWire(r))
+	case *protocol.VoteRequest:
+		if r.ConfEpoch == 0 && r.ConfTerm == 0 && !r.Probe {
+			return e.Encode((*voteRequestPlain)(r))
+		}
+	case *protocol.VoteResponse:
+		if r.ConfEpoch == 0 && r.ConfTerm == 0 && r.Conf == nil && r.Pending == nil {
+			return e.Encode((*voteResponsePlain)(r))
+		}
 	}
 	return e.Encode(msg)
+}
+
+// voteRequestPlain and voteResponsePlain are a vote request and its answer in a group whose
+// configuration never changed (issue 31: no version to send) and not a probe: the bytes
+// omitempty gives, without its cost (a cold start or a host's crash encodes thousands at
+// once, issue 29).
+type voteRequestPlain struct {
+	protocol.Header `msgpack:",inline"`
+	LedgerEndTerm   int64  `msgpack:"ledgerEndTerm"`
+	LedgerEndIndex  int64  `msgpack:"ledgerEndIndex"`
+	ConfEpoch       uint64 `msgpack:"-"` // zero in this fast path
+	ConfTerm        int64  `msgpack:"-"`
+	Probe           bool   `msgpack:"-"`
+}
+
+type voteResponsePlain struct {
+	protocol.Header `msgpack:",inline"`
+	VoteResult      protocol.VoteResult  `msgpack:"voteResult"`
+	ConfEpoch       uint64               `msgpack:"-"` // zero in this fast path
+	ConfTerm        int64                `msgpack:"-"`
+	Conf, Pending   *protocol.WireConfig `msgpack:"-"`
 }
 
 // heartBeatRequestWire is r as encodeMessage hands it to the library: r itself when it carries

@@ -12,8 +12,9 @@ const VotesDirName = "votes"
 
 // journalStore opens member self of group's store in the host's vote journal (opening the
 // journal first if no member has), moving into it the vote.state that an earlier version kept
-// in the member's own dir. Called with h.mu held.
-func (h *Host) journalStore(group, self, ownDir string) (*memberstate.JournalStore, error) {
+// in the member's own dir, which is looked for only if the root has a groups/ dir (legacy,
+// rootLayout). Called with h.mu held.
+func (h *Host) journalStore(group, self, ownDir string, legacy bool) (*memberstate.JournalStore, error) {
 	if h.votes == nil {
 		j, err := memberstate.OpenJournal(filepath.Join(h.cfg.DataDir, VotesDirName))
 		if err != nil {
@@ -21,7 +22,14 @@ func (h *Host) journalStore(group, self, ownDir string) (*memberstate.JournalSto
 		}
 		h.votes = j
 	}
-	s, err := h.votes.MemberFrom(memberstate.Owner{Group: group, SelfID: self}, ownDir)
+	owner := memberstate.Owner{Group: group, SelfID: self}
+	var s *memberstate.JournalStore
+	var err error
+	if legacy {
+		s, err = h.votes.MemberFrom(owner, ownDir)
+	} else {
+		s, err = h.votes.Member(owner)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}

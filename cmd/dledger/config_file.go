@@ -114,6 +114,9 @@ type fileValue struct {
 	key   string
 	line  int
 	value string
+	// root is, for configs:, the file's top-level mapping: hostMembers reads the host's
+	// members from it rather than decoding the file again.
+	root *yaml.Node
 }
 
 // settingOrigins says where each flag's value came from, for error messages: "--key-file",
@@ -132,10 +135,13 @@ func (o settingOrigins) of(flagName string) string {
 // returns where each value came from and warnings: DLEDGER_ variables that name no setting are
 // reported, not refused, because a container platform may set some (Kubernetes gives every pod
 // DLEDGER_SERVICE_HOST, DLEDGER_PORT, ... for a Service named dledger).
-func applyConfigLayers(fs *flag.FlagSet, environ []string) (settingOrigins, []string, error) {
+//
+// configsRoot is the file's top-level mapping when it has a configs: list (a host's members,
+// which hostMembers reads from it), else nil.
+func applyConfigLayers(fs *flag.FlagSet, environ []string) (origins settingOrigins, warnings []string, configsRoot *yaml.Node, err error) {
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	origins := settingOrigins{}
+	origins = settingOrigins{}
 	envVars, warnings := configEnv(fs, environ)
 
 	path := ""
@@ -148,23 +154,22 @@ func applyConfigLayers(fs *flag.FlagSet, environ []string) (settingOrigins, []st
 	}
 	var fromFile map[string]fileValue
 	if path != "" {
-		var err error
 		if fromFile, err = readConfigFile(path, fileKeys(fs)); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if fv, ok := fromFile[configsKey]; ok { // a host's members: resolveServer reads them
 			origins[configsKey] = fmt.Sprintf("configs: (%s:%d)", path, fv.line)
+			configsRoot = fv.root
 		}
 	}
 
-	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if err != nil || onCommandLine[f.Name] || commandLineOnly[f.Name] || notInFile[f.Name] {
 			return
 		}
 		err = setFromLayers(fs, f.Name, envVars, fromFile, path, origins)
 	})
-	return origins, warnings, err
+	return origins, warnings, configsRoot, err
 }
 
 // configEnv is the settings environ's DLEDGER_ variables give (flag -> value; an empty
@@ -248,12 +253,19 @@ func readConfigFile(path string, keys map[string]string) (map[string]fileValue, 
 			return nil, err
 		}
 	}
+	if fv, ok := out[configsKey]; ok {
+		fv.root = root
+		out[configsKey] = fv
+	}
 	return out, nil
 }
 
+// openConfigFile opens the config file (a test's seam: the file is read once).
+var openConfigFile = os.Open
+
 // readConfigBytes is the config file at path, refused when larger than maxConfigFileSize.
 func readConfigBytes(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := openConfigFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
@@ -298,7 +310,7 @@ func configRoot(path string, b []byte) (*yaml.Node, error) {
 // addConfigSetting adds the setting of key k and value v (of the file at path) to out: keys maps
 // every key a file may use to its flag, names are those keys sorted (for suggestions).
 func addConfigSetting(out map[string]fileValue, path string, k, v *yaml.Node, keys map[string]string, names []string) error {
-	if k.Value == configsKey { // DLedger's proxy list: a host's members (server.ParseHostMembersIn)
+	if k.Value == configsKey { // DLedger's proxy list: a host's members (server.ParseHostMembersNode)
 		out[configsKey] = fileValue{key: k.Value, line: k.Line}
 		return nil
 	}

@@ -398,14 +398,14 @@ func resolveServerSettings(su *serverSetup, fs *flag.FlagSet, f *serverFlags, en
 // The func it returns names a setting as the operator wrote it: --id, DLEDGER_ID or selfId
 // (FILE:LINE).
 func resolveServerMembers(su *serverSetup, fs *flag.FlagSet, f *serverFlags, environ []string) (func(string) string, error) {
-	origins, warnings, err := applyConfigLayers(fs, environ)
+	origins, warnings, configsRoot, err := applyConfigLayers(fs, environ)
 	if err != nil {
 		return nil, err
 	}
 	su.validate, su.warnings, su.origins = *f.validate, warnings, origins
 	from := origins.of
 	if _, ok := origins[configsKey]; ok {
-		if err := hostMembers(su, fs, f, origins); err != nil {
+		if err := hostMembers(su, fs, f, origins, configsRoot); err != nil {
 			return nil, err
 		}
 	} else if *f.idFromPod != "" {
@@ -588,6 +588,7 @@ func quietProcess() {
 var quietOnceServing bool
 
 func runServer(args []string, stdout, stderr io.Writer) int {
+	startEarlyCPU() // server_profile.go: only with DLEDGERPPROF set
 	su, code, ok := resolveServer(args, os.Environ(), stderr)
 	if !ok {
 		return code

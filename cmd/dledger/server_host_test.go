@@ -167,3 +167,29 @@ func TestServerConfigsOfTenThousandMembers(t *testing.T) {
 		t.Fatalf("over the bound: ok %v, exit %d: %s", ok, code, stderr.String())
 	}
 }
+
+// A host's --config file is read once: its settings and its configs: list come from one
+// decoding of the file (issue 29: a file of 10,000 members took about 90 ms to decode, and it
+// was decoded twice). Once the file is open for its first read, another file of other members
+// replaces it at its path, so a second read makes a host of the wrong member.
+func TestServerConfigFileIsReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	settings := "listen: 127.0.0.1:20911\ndata-dir: " + filepath.Join(dir, "data") + "\ninsecure-no-peer-auth: true\n"
+	path := hostFile(t, settings, `{group: g0, selfId: n0, peers: "`+hostPeers+`"}`)
+	other := hostFile(t, settings, `{group: other, selfId: n0, peers: "`+hostPeers+`"}`)
+	defer func(was func(string) (*os.File, error)) { openConfigFile = was }(openConfigFile)
+	opens := 0
+	openConfigFile = func(name string) (*os.File, error) {
+		f, err := os.Open(name)
+		if opens++; opens == 1 && err == nil {
+			if err := os.Rename(other, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return f, err
+	}
+	su := resolveOK(t, []string{"--config", path}, nil)
+	if opens != 1 || len(su.members) != 1 || su.members[0].Group != "g0" {
+		t.Fatalf("opened %d times, members %+v: want g0's entry from one read of the file", opens, su.members)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 const (
@@ -174,6 +175,12 @@ func (ks KeySet) Keys() [][KeySize]byte {
 
 // Len is the number of keys.
 func (ks KeySet) Len() int { return len(ks.keys) }
+
+// Equal says whether ks and o hold the same keys in the same order (the same IDs, without
+// hashing each key: a host compares every member's set with its own, issue 29).
+func (ks KeySet) Equal(o KeySet) bool {
+	return slices.Equal(ks.keys, o.keys)
+}
 
 // IDs returns the KeyID of every key, the primary first, for a log line at start.
 func (ks KeySet) IDs() []string {
