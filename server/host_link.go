@@ -91,6 +91,7 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, election
 	}
 	hl.mu.Lock()
 	defer hl.mu.Unlock()
+	hl.members[m] = struct{}{} // each reads m's peers only once hl.mu is let go
 	for _, p := range peers {
 		if p.ID == self {
 			continue
@@ -117,7 +118,6 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, election
 		m.peers = append(m.peers, peerLink{id: p.ID, l: l})
 	}
 	m.peers = slices.Clip(m.peers)
-	hl.members[m] = struct{}{}
 	return m, nil
 }
 
@@ -201,6 +201,9 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 func (hl *hostLinks) leaveLocked(m *memberLink) (idle []*rpc.Client) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if _, ok := hl.members[m]; !ok {
+		return nil // left already
+	}
 	delete(hl.members, m)
 	for i, p := range m.peers {
 		if slices.ContainsFunc(m.peers[:i], func(q peerLink) bool { return q.l == p.l }) {

@@ -133,6 +133,13 @@ func TestHostLinksCountEachMemberOnce(t *testing.T) {
 	want("g1 left B and C", map[string]int{"127.0.0.1:2": 1, "127.0.0.1:4": 1, "members": 2})
 	m.Close()
 	want("m closed", map[string]int{"127.0.0.1:2": 1, "members": 1})
+	hl.mu.Lock()
+	idle := hl.leaveLocked(m) // a second leave changes nothing
+	hl.mu.Unlock()
+	if len(idle) != 0 {
+		t.Fatalf("a member that left already left again: %d clients to close", len(idle))
+	}
+	want("m left twice", map[string]int{"127.0.0.1:2": 1, "members": 1})
 	o.Close()
 	want("o closed", map[string]int{"members": 0})
 }
