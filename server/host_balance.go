@@ -500,6 +500,12 @@ type viewCache struct {
 	nLed    int       // the groups of v a member here leads
 	g       balance.Group
 	peers   []dledger.PeerBrief // a leader's Brief's buffer
+	// memberLists: the members lists the view's groups share, read-only (membersFor): the
+	// groups of a host mostly span the same hosts under the same member ids, so that a
+	// list per group (128 bytes at three members, 1.3 MB of a 10,000-group host) held the
+	// same few lists over and over. Never forgotten (a group may still point at one), and
+	// at most maxMemberLists: past that, a group keeps a list of its own, as before.
+	memberLists [][]balance.Member
 	// changed: the last balanceView wrote something the view before it did not have. idle: a
 	// plan of the view as it is found no move, no shortfall and no host absent (PlanAll is a
 	// function of the view: planning it again would find the same), false again at any change.
@@ -642,7 +648,39 @@ func (vc *viewCache) put(i int, lead *Server) {
 	}
 	vc.changed = true
 	d.Name, d.Leader, d.Pinned, d.Busy, d.Gained = g.Name, g.Leader, g.Pinned, g.Busy, g.Gained
-	d.Members = append(d.Members[:0], g.Members...)
+	d.Members = vc.membersFor(d.Members, g.Members)
+}
+
+// maxMemberLists bounds the view's shared members lists (viewCache.memberLists).
+const maxMemberLists = 16
+
+// membersFor is the members list a group whose list was old takes for members: a shared list
+// equal to it, a new shared one while there are fewer than maxMemberLists, else old rewritten
+// in place, or a copy if old is shared (a shared list is never written).
+func (vc *viewCache) membersFor(old, members []balance.Member) []balance.Member {
+	if len(members) == 0 {
+		return old[:0]
+	}
+	for _, l := range vc.memberLists {
+		if slices.Equal(l, members) {
+			return l
+		}
+	}
+	if len(vc.memberLists) < maxMemberLists {
+		l := slices.Clone(members)
+		vc.memberLists = append(vc.memberLists, l)
+		return l
+	}
+	if vc.shared(old) {
+		return slices.Clone(members)
+	}
+	return append(old[:0], members...)
+}
+
+// shared: list is (a prefix of) one of the view's shared members lists.
+func (vc *viewCache) shared(list []balance.Member) bool {
+	list = list[:cap(list)]
+	return len(list) > 0 && slices.ContainsFunc(vc.memberLists, func(l []balance.Member) bool { return &l[:cap(l)][0] == &list[0] })
 }
 
 // leaderOf is the member here that leads group in the view, or nil. The view's groups are

@@ -252,3 +252,53 @@ func awaitNoMoves(t *testing.T, r *balanceRig) {
 		return true
 	})
 }
+
+// TestBalanceViewSharesMembersLists: the groups of a balanced host of three hosts, every group
+// on the same three hosts under the same ids, share a few members lists in the kept view (one
+// for the groups it follows, one or two for those it leads, by which peers are eligible)
+// instead of a list each (issue 29: 1.3 MB of a 10,000-group host), and a shared list is never
+// written: a group whose members change takes another. Fails if each group keeps its own list.
+func TestBalanceViewSharesMembersLists(t *testing.T) {
+	r := newBalanceRig(t, 3, 9)
+	r.balanceFromHost0()
+	awaitNoMoves(t, r)
+	for i, h := range r.hosts {
+		viewNow(h)
+		vc := &h.bal.view
+		vc.mu.Lock()
+		arrays := map[*balance.Member]bool{}
+		for _, g := range vc.v.Groups {
+			if len(g.Members) > 0 {
+				arrays[&g.Members[0]] = true
+			}
+		}
+		n, lists := len(vc.v.Groups), len(vc.memberLists)
+		vc.mu.Unlock()
+		if n != 9 || len(arrays) > 3 || len(arrays) > lists {
+			t.Fatalf("host %d: %d groups in its view keep %d members lists (%d shared), want at most 3, all shared", i, n, len(arrays), lists)
+		}
+	}
+
+	// A full table: a group keeps a list of its own, and a group on a shared list that changes
+	// takes a copy, never writing the shared one.
+	vc := &viewCache{}
+	a := []balance.Member{{ID: "n0", Host: "h0"}, {ID: "n1", Host: "h1"}}
+	for i := range maxMemberLists {
+		vc.membersFor(nil, []balance.Member{{ID: fmt.Sprint(i)}})
+	}
+	shared := vc.memberLists[0]
+	got := vc.membersFor(shared, a)
+	if &got[0] == &shared[0] || shared[0].ID != "0" || !slices.Equal(got, a) {
+		t.Fatalf("a shared list rewritten: %v, the group's %v", shared, got)
+	}
+	again := vc.membersFor(got, []balance.Member{{ID: "x"}})
+	if &again[0] != &got[0] || again[0].ID != "x" {
+		t.Fatalf("a group's own list not rewritten in place: %v", again)
+	}
+	if e := vc.membersFor(shared[:0], nil); len(e) != 0 {
+		t.Fatalf("no members: %v", e)
+	}
+	if reused := vc.membersFor(shared[:0], a); &reused[0] == &shared[0] || shared[0].ID != "0" {
+		t.Fatalf("a shared list emptied and rewritten: %v", shared)
+	}
+}

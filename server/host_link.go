@@ -45,15 +45,18 @@ type hostLinks struct {
 
 	mu    sync.Mutex
 	links map[string]*link // peer host id -> its link
+	// members are the host's members with links (each): one entry a member, not one in each
+	// of its links' sets (a map entry per link a member, some 30 bytes each: issue 29).
+	members map[*memberLink]struct{}
 }
 
 // link is the connection to one peer host and the members that use it, and the connection the
 // host heartbeats go on (live, dialled with it on a host with a liveness table: newLink).
 type link struct {
-	host    string
-	cl      *rpc.Client
-	live    *rpc.Client
-	members map[*memberLink]struct{}
+	host  string
+	cl    *rpc.Client
+	live  *rpc.Client
+	users int // the members with a peer on host (each counted once); under hostLinks.mu
 }
 
 // clients are the link's clients, to close.
@@ -66,7 +69,7 @@ func (l *link) clients() []*rpc.Client {
 
 func newHostLinks(self string, keys KeySet, insecure bool, log *zap.Logger, hooks rpc.Hooks) *hostLinks {
 	return &hostLinks{self: self, auth: rpc.Auth{Keys: keys, Insecure: insecure, Host: self},
-		log: log, hooks: hooks, links: map[string]*link{}}
+		log: log, hooks: hooks, links: map[string]*link{}, members: map[*memberLink]struct{}{}}
 }
 
 // join makes member self of group a user of the links to the hosts of its peers and returns
@@ -88,13 +91,16 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, election
 	}
 	hl.mu.Lock()
 	defer hl.mu.Unlock()
+	hl.members[m] = struct{}{} // each reads m's peers only once hl.mu is let go
 	for _, p := range peers {
 		if p.ID == self {
 			continue
 		}
 		l := m.linkTo(p.Addr) // a link this member has already, for another peer on that host
 		if l == nil {
-			l = hl.links[p.Addr]
+			if l = hl.links[p.Addr]; l != nil {
+				l.users++
+			}
 		}
 		if l == nil {
 			var err error
@@ -107,8 +113,8 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, election
 				return nil, err
 			}
 			hl.links[p.Addr] = l
+			l.users++
 		}
-		l.members[m] = struct{}{}
 		m.peers = append(m.peers, peerLink{id: p.ID, l: l})
 	}
 	m.peers = slices.Clip(m.peers)
@@ -142,7 +148,7 @@ func (hl *hostLinks) newLink(host string) (*link, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &link{host: host, cl: cl, members: map[*memberLink]struct{}{}}
+	l := &link{host: host, cl: cl}
 	if hl.live != nil {
 		if l.live, err = hl.newLiveClient(host); err != nil {
 			cl.Close()
@@ -170,11 +176,10 @@ func (hl *hostLinks) newLiveClient(host string) (*rpc.Client, error) {
 // at once), or the link came up. It runs on the link's connection goroutine.
 func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) {
 	hl.mu.Lock()
-	l := hl.links[host]
 	var ms []*memberLink
-	if l != nil {
-		ms = make([]*memberLink, 0, len(l.members))
-		for m := range l.members {
+	if hl.links[host] != nil {
+		ms = make([]*memberLink, 0, len(hl.members))
+		for m := range hl.members {
 			ms = append(ms, m)
 		}
 	}
@@ -196,17 +201,27 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 func (hl *hostLinks) leaveLocked(m *memberLink) (idle []*rpc.Client) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	for _, p := range m.peers {
-		if _, ok := p.l.members[m]; !ok {
+	if _, ok := hl.members[m]; !ok {
+		return nil // left already
+	}
+	delete(hl.members, m)
+	for i, p := range m.peers {
+		if slices.ContainsFunc(m.peers[:i], func(q peerLink) bool { return q.l == p.l }) {
 			continue // another peer of m on the same host, left already
 		}
-		delete(p.l.members, m)
-		if len(p.l.members) == 0 && hl.links[p.l.host] == p.l {
-			delete(hl.links, p.l.host)
-			idle = append(idle, p.l.clients()...)
-		}
+		idle = append(idle, hl.unuseLocked(p.l)...)
 	}
 	return idle
+}
+
+// unuseLocked: a member no longer uses link l; a link left without a member is removed and
+// its clients returned, to be closed outside hl.mu.
+func (hl *hostLinks) unuseLocked(l *link) []*rpc.Client {
+	if l.users--; l.users == 0 && hl.links[l.host] == l {
+		delete(hl.links, l.host)
+		return l.clients()
+	}
+	return nil
 }
 
 // kick makes the link to host dial at once if it is backing off: host has just said hello

@@ -38,21 +38,20 @@ func (m *memberLink) setPeers(peers []memberstate.Peer) error {
 			hl.mu.Unlock()
 			return err
 		}
-		l.members[m] = struct{}{}
 		next = append(next, peerLink{id: p.ID, l: l})
 	}
 	m.mu.Lock()
-	for _, p := range m.peers {
-		if slices.ContainsFunc(next, func(q peerLink) bool { return q.l == p.l }) {
-			continue
+	uses := func(ps []peerLink, l *link) bool {
+		return slices.ContainsFunc(ps, func(q peerLink) bool { return q.l == l })
+	}
+	for i, p := range next { // a link m did not use: one user more
+		if !uses(next[:i], p.l) && !uses(m.peers, p.l) {
+			p.l.users++
 		}
-		if _, ok := p.l.members[m]; !ok {
-			continue // another peer on that host, left already
-		}
-		delete(p.l.members, m)
-		if len(p.l.members) == 0 && hl.links[p.l.host] == p.l {
-			delete(hl.links, p.l.host)
-			idle = append(idle, p.l.clients()...)
+	}
+	for i, p := range m.peers { // a link m no longer uses: one user less
+		if !uses(m.peers[:i], p.l) && !uses(next, p.l) {
+			idle = append(idle, hl.unuseLocked(p.l)...)
 		}
 	}
 	m.peers = slices.Clip(next)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"maps"
 	"testing"
 	"unsafe"
 
@@ -76,4 +77,69 @@ func TestMemberLinkFitsItsAllocationClass(t *testing.T) {
 	if n := unsafe.Sizeof(memberLink{}); n > 128 {
 		t.Fatalf("a memberLink is %d bytes, past the 128-byte allocation class", n)
 	}
+}
+
+// TestHostLinksCountEachMemberOnce: the host keeps one entry a member (hostLinks.members) and a
+// count of users per link, not a set of members per link (two map entries a member of a group
+// of three: issue 29); a member with two peers on one host counts once on that link, through
+// joins, changes of peers and leaves, and a link is closed when its last user leaves. Fails if
+// a member is counted twice on a link (the link would outlive it) or not at all (closed under
+// another member).
+func TestHostLinksCountEachMemberOnce(t *testing.T) {
+	hl := newHostLinks("A:1", KeySet{}, true, zap.NewNop(), rpc.Hooks{})
+	defer hl.closeAll()
+	nobody := func() *dledger.Elector { return nil }
+	peers := func(s string) []memberstate.Peer {
+		ps, err := memberstate.ParsePeers(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ps
+	}
+	users := func() map[string]int {
+		hl.mu.Lock()
+		defer hl.mu.Unlock()
+		u := map[string]int{}
+		for host, l := range hl.links {
+			u[host] = l.users
+		}
+		u["members"] = len(hl.members)
+		return u
+	}
+	want := func(step string, w map[string]int) {
+		t.Helper()
+		if got := users(); !maps.Equal(got, w) {
+			t.Fatalf("%s: users %v, want %v", step, got, w)
+		}
+	}
+	// m has two peers on host B (b1, b2) and one on C.
+	m, err := hl.join("g1", "a", peers("a-A:1;b1-127.0.0.1:2;b2-127.0.0.1:2;c-127.0.0.1:3"), &dledger.Config{}, nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("m joined", map[string]int{"127.0.0.1:2": 1, "127.0.0.1:3": 1, "members": 1})
+	o, err := hl.join("g2", "a", peers("a-A:1;b-127.0.0.1:2"), &dledger.Config{}, nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("o joined", map[string]int{"127.0.0.1:2": 2, "127.0.0.1:3": 1, "members": 2})
+	if err := m.setPeers(peers("a-A:1;b2-127.0.0.1:2;c-127.0.0.1:3;d-127.0.0.1:4")); err != nil {
+		t.Fatal(err)
+	}
+	want("b1 left g1, d joined", map[string]int{"127.0.0.1:2": 2, "127.0.0.1:3": 1, "127.0.0.1:4": 1, "members": 2})
+	if err := m.setPeers(peers("a-A:1;d-127.0.0.1:4;e-127.0.0.1:4")); err != nil {
+		t.Fatal(err)
+	}
+	want("g1 left B and C", map[string]int{"127.0.0.1:2": 1, "127.0.0.1:4": 1, "members": 2})
+	m.Close()
+	want("m closed", map[string]int{"127.0.0.1:2": 1, "members": 1})
+	hl.mu.Lock()
+	idle := hl.leaveLocked(m) // a second leave changes nothing
+	hl.mu.Unlock()
+	if len(idle) != 0 {
+		t.Fatalf("a member that left already left again: %d clients to close", len(idle))
+	}
+	want("m left twice", map[string]int{"127.0.0.1:2": 1, "members": 1})
+	o.Close()
+	want("o closed", map[string]int{"members": 0})
 }
