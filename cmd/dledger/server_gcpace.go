@@ -176,42 +176,13 @@ func startGCPacer() (polled func() bool, paced func() bool, stop func()) {
 		return nil, nil, func() {}
 	}
 	p := newGCPacer(readGCSample(), func(pct int) { debug.SetGCPercent(pct) })
-	drops := codePageDrops{drop: dropCodePages}
-	return func() bool {
-			lowered := p.polled(readGCSample())
-			drops.polled(lowered, time.Now())
-			return lowered
-		}, p.paced, func() {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			p.stopped = true
-			if p.percent != 100 {
-				p.percent = 100
-				debug.SetGCPercent(100)
-			}
+	return func() bool { return p.polled(readGCSample()) }, p.paced, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.stopped = true
+		if p.percent != 100 {
+			p.percent = 100
+			debug.SetGCPercent(100)
 		}
-}
-
-// The binary's pages, dropped when the pacer lowers the goal (issue 29; docs/design.md, "The
-// binary's pages"): the burst before it (a cold start, a failover of thousands of groups)
-// touched code and tables that a quiet host does not use again, and they count in its
-// resident set as long as they stay mapped (dropCodePages). A lowering is the pacer's word
-// that a whole window of polls has passed quiet since the last burst. At most once per
-// codePagesGap: a host between bursts then faults back, once in a while, the few MiB it uses
-// (a minor fault per 64 KiB, from the page cache).
-const codePagesGap = gcPaceEvery
-
-// codePageDrops calls drop on a poll that lowered the goal, codePagesGap after the last call at
-// the earliest. Only the idle-heap poll's goroutine calls polled.
-type codePageDrops struct {
-	last time.Time
-	drop func() uint64
-}
-
-func (c *codePageDrops) polled(lowered bool, now time.Time) {
-	if !lowered || (!c.last.IsZero() && now.Sub(c.last) < codePagesGap) {
-		return
 	}
-	c.last = now
-	c.drop()
 }

@@ -261,28 +261,3 @@ func TestIdleHeapPollFor(t *testing.T) {
 		}
 	}
 }
-
-// TestCodePagesDroppedWhenThePacerLowers: the binary's pages are dropped at a poll that lowered
-// the goal (a burst is over), not at other polls, and at most once per codePagesGap. Fails if
-// the drop is not wired to the lowering, or repeats at every lowering of a host between bursts.
-func TestCodePagesDroppedWhenThePacerLowers(t *testing.T) {
-	n := 0
-	c := codePageDrops{drop: func() uint64 { n++; return 0 }}
-	t0 := time.Unix(1000, 0)
-	c.polled(false, t0)
-	if n != 0 {
-		t.Fatal("dropped on a poll that did not lower the goal")
-	}
-	c.polled(true, t0.Add(time.Second))
-	if n != 1 {
-		t.Fatal("not dropped when the goal was lowered")
-	}
-	c.polled(true, t0.Add(time.Second+codePagesGap-time.Millisecond))
-	if n != 1 {
-		t.Fatal("dropped again within codePagesGap")
-	}
-	c.polled(true, t0.Add(time.Second+codePagesGap))
-	if n != 2 {
-		t.Fatal("not dropped again codePagesGap later")
-	}
-}
