@@ -190,10 +190,26 @@ type local struct {
 	// so that Changed, at every role change of every member, neither builds nor sorts it.
 	hosts []string
 	wake  func()
+	// rely is what the member's plan rests on (Member.Rely; docs/protocol.md 12.1, "Wakes"),
+	// as bits over peers: quorum, the peers whose vouching the plan counts, of which need must
+	// stay on fresh hosts; also, every peer the table speaks for in the plan (a restart of its
+	// host voids that). Until the member says (known false), it relies on every peer.
+	rely reliance
 	// removed: RemoveMember has forgotten it (under the table's lock); a Member that still
 	// holds it then finds nothing, as it would in the table's map.
 	removed bool
 }
+
+// reliance is a local member's Rely, as bits over its peers (local.peers' order).
+type reliance struct {
+	quorum, also uint64
+	need         int8
+	known        bool
+}
+
+// maxRelyPeers is the most peers a reliance can name; a member of a larger group relies on
+// every peer (known stays false).
+const maxRelyPeers = 64
 
 // peerAt is a peer of a local member and its host id.
 type peerAt struct{ id, host string }
@@ -463,18 +479,24 @@ func (t *Table) delayed(h *host, sentAt, now time.Time) {
 }
 
 // checkStale updates every host's stale flag and returns the wakes of the fresh -> stale edges.
+// Every flag is updated before any wake is decided: whether a leader's quorum still holds
+// counts the hosts that turn stale together.
 func (t *Table) checkStale(now time.Time) []func() {
 	var wakes []func()
+	var edges []*host
 	for _, id := range t.order {
 		h := t.hosts[id]
 		stale := !h.freshAt(now, t.cfg.Fresh)
 		if stale && !h.stale {
-			wakes = t.wakeHost(wakes, id)
+			edges = append(edges, h)
 		}
 		if stale != h.stale {
 			wakes = t.hostChanged(wakes, id)
 		}
 		h.stale = stale
+	}
+	if len(edges) > 0 {
+		wakes = t.wakeHost(wakes, false, edges...)
 	}
 	return wakes
 }
@@ -487,13 +509,22 @@ func (t *Table) hostChanged(wakes []func(), id string) []func() {
 	return wakes
 }
 
-// wakeHost appends the wakes of every local member with a peer on host id, in a fixed order.
-func (t *Table) wakeHost(wakes []func(), id string) []func() {
+// wakeHost appends the wakes of the local members that depend on a host of hs, which turned
+// stale or (restart) restarted, each once, in a fixed order (docs/protocol.md 12.1, "Wakes").
+// A member depends on a host when its plan rests on the table's word for a peer there
+// (Member.Rely): a restart, or a turn to stale by silence (the host may be paused or cut off,
+// its members alive), wakes it if it relied on any peer there; a turn to stale by a failed
+// link (its process is gone: the transport's closed socket) only if fewer than need of its
+// quorum peers are left on fresh hosts (a follower: its leader was there; a leader: its
+// vouched quorum does not hold without it), as nothing sent there would be read. A member
+// that has not said relies on every peer, and is woken as before: by any turn to stale, and
+// by a restart of a host it had not been woken for yet (fresh until then).
+func (t *Table) wakeHost(wakes []func(), restart bool, hs ...*host) []func() {
 	ls := make([]*local, 0, 8)
 	for _, l := range t.locals {
-		for _, p := range l.peers {
-			if p.host == id {
-				ls = append(ls, l)
+		for _, h := range hs {
+			if t.dependsOn(l, h, restart) {
+				ls = append(ls, l) // once, whichever of hs it depends on
 				break
 			}
 		}
@@ -508,6 +539,44 @@ func (t *Table) wakeHost(wakes []func(), id string) []func() {
 		wakes = append(wakes, l.wake)
 	}
 	return wakes
+}
+
+// dependsOn says whether l is to be woken when host h turns stale or (restart) restarts.
+func (t *Table) dependsOn(l *local, h *host, restart bool) bool {
+	r := l.rely
+	switch {
+	case !r.known && restart && h.stale:
+		return false // woken when it turned stale
+	case !r.known:
+		return l.onHost(^uint64(0), h.id)
+	case restart || !h.failed:
+		return l.onHost(r.quorum|r.also, h.id)
+	case !l.onHost(r.quorum, h.id):
+		return false
+	}
+	fresh := 0
+	for i, p := range l.peers {
+		if r.quorum&(1<<i) == 0 || p.host == t.cfg.Self {
+			continue
+		}
+		if ph := t.hosts[p.host]; ph != nil && !ph.stale {
+			fresh++
+		}
+	}
+	return fresh < int(r.need)
+}
+
+// onHost says whether a peer of l among bits (over l.peers) is on host id.
+func (l *local) onHost(bits uint64, id string) bool {
+	for i, p := range l.peers {
+		if i < maxRelyPeers && bits&(1<<i) == 0 {
+			continue
+		}
+		if p.host == id {
+			return true
+		}
+	}
+	return false
 }
 
 func run(wakes []func()) {
@@ -630,8 +699,10 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 	case inc == 0 || inc < h.inc:
 		return nil // an older run's late message, or none at all
 	case inc > h.inc:
+		if h.inc != 0 {
+			wakes = t.wakeHost(wakes, true, h)
+		}
 		if h.inc != 0 && !h.stale {
-			wakes = t.wakeHost(wakes, h.id)
 			wakes = t.hostChanged(wakes, h.id)
 		}
 		h.stale = true // woken now, if it was fresh: not again when checkStale sees it stale
@@ -773,14 +844,62 @@ func (m *Member) Changed() uint64 {
 	return ep
 }
 
+// Rely records what the member's plan rests on, for the wakes (docs/protocol.md 12.1,
+// "Wakes"): quorum, the peers whose vouching the plan counts, of which need must stay
+// vouched (a follower: its leader, 1; a leader: the voters it counts as vouched, the quorum
+// less itself); also, the other peers the plan takes the table's word for (a leader: the
+// followers it keeps quiet or counts acknowledgements of through the table). A turn to
+// stale of a peer host wakes the member only if fewer than need of quorum are left on fresh
+// hosts; a restart, if it relied on any peer there. need < 0 (or a peer the table does not
+// know, or a group of more than 64) relies on every peer: every turn wakes the member, as
+// before Rely. The member says it before it asks the table (Peer) what to plan by, so a turn
+// that comes between finds the new reliance. It runs under the elector's lock and only
+// records; a member without Rely relies on every peer.
+func (m *Member) Rely(quorum, also []string, need int) {
+	t := m.t
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l := m.local()
+	if l == nil {
+		return
+	}
+	r, ok := reliance{need: int8(min(need, 127))}, need >= 0 && len(l.peers) <= maxRelyPeers
+	for _, id := range quorum {
+		i := l.indexOf(id)
+		ok = ok && i >= 0
+		r.quorum |= 1 << (i & (maxRelyPeers - 1))
+	}
+	for _, id := range also {
+		i := l.indexOf(id)
+		ok = ok && i >= 0
+		r.also |= 1 << (i & (maxRelyPeers - 1))
+	}
+	r.known = ok
+	t.cmu.Lock() // Rely of other members writes under mu read-locked too; wakeHost reads under mu
+	l.rely = r
+	t.cmu.Unlock()
+}
+
+// indexOf is peer id's index in l.peers, -1 if none.
+func (l *local) indexOf(id string) int {
+	for i, p := range l.peers {
+		if p.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
 // Peer is what the table knows of peer member id of this member's group, for an elector that
 // last exchanged an explicit heartbeat with it at since, when its epoch was epoch:
 //   - heard: the last time its host was heard from, and acked: the send time of the newest
 //     frame its host acknowledged, both at most as late as the moment a newer epoch of the
 //     peer arrived (after it, the table no longer vouches for the peer as it was), and zero if
 //     the host restarted after since or the peer is on this host;
-//   - ok: the table vouches for the peer at now: its host is fresh, in the incarnation it
-//     already had at since, and no epoch of the peer newer than epoch has arrived.
+//   - ok: the table vouches for the peer at now: its host is fresh (at now, and as the table
+//     last found it: a turn to stale already decided, whose wake went by the member's
+//     reliance before this call, is not undone by a caller's now a moment older), in the
+//     incarnation it already had at since, and no epoch of the peer newer than epoch has arrived.
 //
 // While ok holds, the table wakes this member if it stops holding (the host turns stale or
 // restarts, or a change of the group arrives).
@@ -801,7 +920,31 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 	if r := h.remotes[key{m.k.group, id}]; r != nil && r.epoch > epoch {
 		return minTime(heard, r.heardBefore), minTime(acked, r.ackedBefore), false
 	}
-	return heard, acked, h.freshAt(now, t.cfg.Fresh)
+	return heard, acked, h.freshAt(now, t.cfg.Fresh) && !h.stale
+}
+
+// HostGone says whether the table does not vouch for peer id (epoch and since as for Peer)
+// only because the link to the peer's host failed (its process is gone, as far as the
+// transport can tell): its incarnation is the one it had at since, no epoch of the peer newer
+// than epoch has arrived, and the host has not been heard from since the failure. A leader's
+// round may then wait for a follower there (docs/protocol.md 12.2): nothing sent there is read.
+func (m *Member) HostGone(id string, epoch uint64, since, now time.Time) bool {
+	t := m.t
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l := m.local()
+	if l == nil || epoch == 0 {
+		return false
+	}
+	hid := l.hostOf(id)
+	h := t.hosts[hid]
+	if hid == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
+		return false
+	}
+	if r := h.remotes[key{m.k.group, id}]; r != nil && r.epoch > epoch {
+		return false
+	}
+	return h.failed
 }
 
 // Window is how old the acknowledgements of peer id's host may be before the table stops

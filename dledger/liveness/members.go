@@ -20,6 +20,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 	}
 	before := l.hosts
 	l.peers = peersOf(self, peerHost)
+	l.rely = reliance{} // its bits named the old peers: it relies on every peer until it says again
 	l.hosts = l.hostSet(t.cfg.Self)
 	after := l.hosts
 	for _, h := range after {
