@@ -131,10 +131,31 @@ type key struct{ group, member string }
 
 // remote is what the table knows of a member on a peer host: its latest epoch, and what the
 // host's heard and acked times were just before that epoch arrived (the last moment the table
-// could vouch for the member as it was before the change).
+// could vouch for the member as it was before the change). It is kept in each local member's
+// peers (peerAt), not in a map per host keyed by (group, member): a host of 10,000 groups
+// knows one per member of every peer host, and the map's keys and pointers were a third of
+// the table's memory (TestTableBytesPerMember).
 type remote struct {
-	epoch                    uint64
-	heardBefore, ackedBefore time.Time
+	epoch uint64
+	// heardBefore, ackedBefore: Unix nanoseconds, 0 for the zero time (nanos). A map of these
+	// by value, not of pointers to time.Time pairs: a host of 10,000 groups keeps one per
+	// member of every peer host (TestTableBytesPerMember).
+	heardBefore, ackedBefore int64
+}
+
+// nanos is t in Unix nanoseconds, 0 for the zero time; fromNanos is its inverse.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // host is a peer host.
@@ -153,7 +174,6 @@ type host struct {
 	lastSent     time.Time  // the last frame's send time: the next waits at least MinGap
 	unsent       bool       // some pending change has not been sent yet
 	pending      pendingSet // this host's changes the peer host has not acknowledged
-	remotes      map[key]*remote
 	// complete: every change of this host for us up to this epoch has arrived (its frames'
 	// Upto and Sent, this incarnation); waiting: its acks whose Upto is above complete, newest
 	// last, recorded as acknowledged once complete reaches them.
@@ -184,11 +204,9 @@ const maxWaiting = 8
 type local struct {
 	key
 	// peers are the host of every other member of the group: a slice searched in order, not a
-	// map, as a group has a handful of members and a host thousands of them (hostOf).
+	// map, as a group has a handful of members and a host thousands of them (hostOf). Its
+	// distinct hosts are found in it when needed (Changed: a group's few peers), not kept.
 	peers []peerAt
-	// hosts is hostSet's answer for peers, kept (written under the table's lock, with peers)
-	// so that Changed, at every role change of every member, neither builds nor sorts it.
-	hosts []string
 	wake  func()
 	// rely is what the member's plan rests on (Member.Rely; docs/protocol.md 12.1, "Wakes"),
 	// as bits over peers: quorum, the peers whose vouching the plan counts, of which need must
@@ -202,28 +220,42 @@ type local struct {
 
 // reliance is a local member's Rely, as bits over its peers (local.peers' order).
 type reliance struct {
-	quorum, also uint64
+	quorum, also uint32
 	need         int8
 	known        bool
 }
 
 // maxRelyPeers is the most peers a reliance can name; a member of a larger group relies on
 // every peer (known stays false).
-const maxRelyPeers = 64
+const maxRelyPeers = 32
 
-// peerAt is a peer of a local member and its host id.
-type peerAt struct{ id, host string }
+// peerAt is a peer of a local member, its host id, and what the table knows of it (written
+// under the table's lock, read under its read lock).
+type peerAt struct {
+	id, host string
+	r        remote
+}
 
 // peersOf is peerHost without self, in a fixed order.
 func peersOf(self string, peerHost map[string]string) []peerAt {
 	out := make([]peerAt, 0, len(peerHost))
 	for id, h := range peerHost {
 		if id != self {
-			out = append(out, peerAt{id, h})
+			out = append(out, peerAt{id: id, host: h})
 		}
 	}
 	slices.SortFunc(out, func(a, b peerAt) int { return strings.Compare(a.id, b.id) })
 	return out
+}
+
+// peerOf is l's peer id, nil if id is no peer of l.
+func (l *local) peerOf(id string) *peerAt {
+	for i := range l.peers {
+		if l.peers[i].id == id {
+			return &l.peers[i]
+		}
+	}
+	return nil
 }
 
 // hostOf is the host id of peer id, "" if id is no peer of l.
@@ -296,7 +328,6 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 		return fmt.Errorf("liveness: member %s of group %s is already registered", self, group)
 	}
 	l := &local{key: k, peers: peersOf(self, peerHost), wake: wake}
-	l.hosts = l.hostSet(t.cfg.Self)
 	t.locals[k] = l
 	t.byGroup[group] = append(t.byGroup[group], l)
 	for _, h := range l.hostSet(t.cfg.Self) {
@@ -314,7 +345,7 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 func (t *Table) hostFor(id string) *host {
 	hs := t.hosts[id]
 	if hs == nil {
-		hs = &host{id: id, remotes: map[key]*remote{}, stale: true, fresh: t.ackFloor(), seq: t.lastSeq}
+		hs = &host{id: id, stale: true, fresh: t.ackFloor(), seq: t.lastSeq}
 		t.hosts[id] = hs
 		t.order = append(t.order, id)
 		slices.Sort(t.order)
@@ -548,7 +579,7 @@ func (t *Table) dependsOn(l *local, h *host, restart bool) bool {
 	case !r.known && restart && h.stale:
 		return false // woken when it turned stale
 	case !r.known:
-		return l.onHost(^uint64(0), h.id)
+		return l.onHost(^uint32(0), h.id)
 	case restart || !h.failed:
 		return l.onHost(r.quorum|r.also, h.id)
 	case !l.onHost(r.quorum, h.id):
@@ -567,7 +598,7 @@ func (t *Table) dependsOn(l *local, h *host, restart bool) bool {
 }
 
 // onHost says whether a peer of l among bits (over l.peers) is on host id.
-func (l *local) onHost(bits uint64, id string) bool {
+func (l *local) onHost(bits uint32, id string) bool {
 	for i, p := range l.peers {
 		if i < maxRelyPeers && bits&(1<<i) == 0 {
 			continue
@@ -709,25 +740,23 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 		h.inc, h.since = inc, now
 		h.heard, h.acked = time.Time{}, time.Time{}
 		h.complete, h.waiting, h.top, h.hole = 0, nil, 0, 0
-		clear(h.remotes)
+		t.forget(h.id)
 		h.pending.unsend() // the new run has heard none of them
 	}
 	for _, c := range changes {
-		k := key{c.Group, c.Member}
-		if !t.placed(k, h.id) {
-			continue
-		}
-		r := h.remotes[k]
-		if r == nil {
-			r = &remote{}
-			h.remotes[k] = r
-		}
-		if c.Epoch <= r.epoch {
-			continue
-		}
-		r.epoch, r.heardBefore, r.ackedBefore = c.Epoch, h.heard, h.acked
+		newer := false
 		for _, l := range t.byGroup[c.Group] {
-			wakes = append(wakes, l.wake)
+			p := l.peerOf(c.Member)
+			if p == nil || p.host != h.id || c.Epoch <= p.r.epoch {
+				continue // not a member there as this group places it, or not newer
+			}
+			p.r = remote{epoch: c.Epoch, heardBefore: nanos(h.heard), ackedBefore: nanos(h.acked)}
+			newer = true
+		}
+		if newer {
+			for _, l := range t.byGroup[c.Group] {
+				wakes = append(wakes, l.wake)
+			}
 		}
 	}
 	h.heard = now
@@ -735,14 +764,15 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 	return wakes
 }
 
-// placed says whether some local member's group places member k on host id.
-func (t *Table) placed(k key, id string) bool {
-	for _, l := range t.byGroup[k.group] {
-		if l.hostOf(k.member) == id {
-			return true
+// forget drops what the table knew of the members on host id (a new incarnation).
+func (t *Table) forget(id string) {
+	for _, l := range t.locals {
+		for i := range l.peers {
+			if l.peers[i].host == id {
+				l.peers[i].r = remote{}
+			}
 		}
 	}
-	return false
 }
 
 // Lost records that frame seq to host to got no acknowledgement: its call failed or timed out,
@@ -830,8 +860,11 @@ func (m *Member) Changed() uint64 {
 	ep := t.epoch
 	kick := false
 	if l := m.local(); l != nil {
-		for _, id := range l.hosts {
-			h := t.hosts[id]
+		for i, p := range l.peers {
+			if p.host == t.cfg.Self || slices.ContainsFunc(l.peers[:i], func(q peerAt) bool { return q.host == p.host }) {
+				continue // this host, or a peer host met before
+			}
+			h := t.hosts[p.host]
 			h.pending.set(m.k, ep)
 			h.unsent, kick = true, true
 		}
@@ -911,14 +944,17 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 	if l == nil || epoch == 0 {
 		return
 	}
-	hid := l.hostOf(id)
-	h := t.hosts[hid]
-	if hid == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
+	p := l.peerOf(id)
+	if p == nil {
+		return
+	}
+	h := t.hosts[p.host]
+	if p.host == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
 		return
 	}
 	heard, acked = h.heard, h.acked
-	if r := h.remotes[key{m.k.group, id}]; r != nil && r.epoch > epoch {
-		return minTime(heard, r.heardBefore), minTime(acked, r.ackedBefore), false
+	if r := p.r; r.epoch > epoch {
+		return minTime(heard, fromNanos(r.heardBefore)), minTime(acked, fromNanos(r.ackedBefore)), false
 	}
 	return heard, acked, h.freshAt(now, t.cfg.Fresh) && !h.stale
 }
@@ -936,15 +972,15 @@ func (m *Member) HostGone(id string, epoch uint64, since, now time.Time) bool {
 	if l == nil || epoch == 0 {
 		return false
 	}
-	hid := l.hostOf(id)
-	h := t.hosts[hid]
-	if hid == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
+	p := l.peerOf(id)
+	if p == nil {
 		return false
 	}
-	if r := h.remotes[key{m.k.group, id}]; r != nil && r.epoch > epoch {
+	h := t.hosts[p.host]
+	if p.host == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
 		return false
 	}
-	return h.failed
+	return p.r.epoch <= epoch && h.failed
 }
 
 // Window is how old the acknowledgements of peer id's host may be before the table stops
