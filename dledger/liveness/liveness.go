@@ -22,6 +22,7 @@ package liveness
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -216,6 +217,8 @@ type local struct {
 	// removed: RemoveMember has forgotten it (under the table's lock); a Member that still
 	// holds it then finds nothing, as it would in the table's map.
 	removed bool
+	// next is the next local member of the same group (Table.groups), nil for the last.
+	next *local
 }
 
 // reliance is a local member's Rely, as bits over its peers (local.peers' order).
@@ -283,11 +286,13 @@ type Table struct {
 	cfg Config
 	// epoch is the last epoch handed out: epochs are host-wide, so a re-added member's are
 	// newer. Written under mu, or under mu read-locked and cmu.
-	epoch   uint64
-	locals  map[key]*local
-	byGroup map[string][]*local
-	hosts   map[string]*host
-	order   []string // host ids, sorted: frames go out in a fixed order (determinism)
+	epoch uint64
+	// groups holds the local members by group: the first added, the others chained by next
+	// (find). One map by group instead of one by (group, member) and another by group, each
+	// entry of which was a slice: a host of 10,000 groups has a member of each, rarely two.
+	groups map[string]*local
+	hosts  map[string]*host
+	order  []string // host ids, sorted: frames go out in a fixed order (determinism)
 	// promised is the NextDue last returned; stallAt the last Due that came more than
 	// Interval/2 after it (the host's own process stalled: a stop, a long pause).
 	promised, stallAt time.Time
@@ -311,7 +316,7 @@ func New(cfg Config) (*Table, error) {
 	}
 	// Epochs start at 2: a frame's Upto is an epoch minus one, or the last epoch, and 0 means
 	// "a frame of a version before Upto" (Received), so no Upto of this version may be 0.
-	return &Table{cfg: cfg, epoch: 1, locals: map[key]*local{}, byGroup: map[string][]*local{}, hosts: map[string]*host{}}, nil
+	return &Table{cfg: cfg, epoch: 1, groups: map[string]*local{}, hosts: map[string]*host{}}, nil
 }
 
 // Config returns the table's configuration, defaults filled in.
@@ -324,16 +329,45 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key{group, self}
-	if _, dup := t.locals[k]; dup {
+	if t.find(k) != nil {
 		return fmt.Errorf("liveness: member %s of group %s is already registered", self, group)
 	}
 	l := &local{key: k, peers: peersOf(self, peerHost), wake: wake}
-	t.locals[k] = l
-	t.byGroup[group] = append(t.byGroup[group], l)
+	if last := t.groups[group]; last == nil {
+		t.groups[group] = l
+	} else {
+		for last.next != nil {
+			last = last.next
+		}
+		last.next = l
+	}
 	for _, h := range l.hostSet(t.cfg.Self) {
 		t.hostFor(h).refs++
 	}
 	return nil
+}
+
+// find is local member k, nil if it is not registered; with t.mu held, read or write.
+func (t *Table) find(k key) *local {
+	for l := t.groups[k.group]; l != nil; l = l.next {
+		if l.member == k.member {
+			return l
+		}
+	}
+	return nil
+}
+
+// all yields every local member; with t.mu held.
+func (t *Table) all() iter.Seq[*local] {
+	return func(yield func(*local) bool) {
+		for _, l := range t.groups {
+			for ; l != nil; l = l.next {
+				if !yield(l) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // hostFor is peer host id's entry, made if there is none: stale, its acknowledgement bound at
@@ -371,15 +405,22 @@ func (t *Table) RemoveMember(group, self string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key{group, self}
-	l := t.locals[k]
+	l := t.find(k)
 	if l == nil {
 		return
 	}
-	delete(t.locals, k)
 	l.removed = true
-	t.byGroup[group] = slices.DeleteFunc(t.byGroup[group], func(x *local) bool { return x == l })
-	if len(t.byGroup[group]) == 0 {
-		delete(t.byGroup, group)
+	if first := t.groups[group]; first == l {
+		if l.next == nil {
+			delete(t.groups, group)
+		} else {
+			t.groups[group] = l.next
+		}
+	} else {
+		for first.next != l {
+			first = first.next
+		}
+		first.next = l.next
 	}
 	for _, h := range l.hostSet(t.cfg.Self) {
 		hs := t.hosts[h]
@@ -397,7 +438,7 @@ func (t *Table) RemoveMember(group, self string) {
 func (t *Table) For(group, self string) *Member {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	l := t.locals[key{group, self}]
+	l := t.find(key{group, self})
 	if l == nil {
 		return nil
 	}
@@ -552,7 +593,7 @@ func (t *Table) hostChanged(wakes []func(), id string) []func() {
 // by a restart of a host it had not been woken for yet (fresh until then).
 func (t *Table) wakeHost(wakes []func(), restart bool, hs ...*host) []func() {
 	ls := make([]*local, 0, 8)
-	for _, l := range t.locals {
+	for l := range t.all() {
 		for _, h := range hs {
 			if t.dependsOn(l, h, restart) {
 				ls = append(ls, l) // once, whichever of hs it depends on
@@ -745,7 +786,7 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 	}
 	for _, c := range changes {
 		newer := false
-		for _, l := range t.byGroup[c.Group] {
+		for l := t.groups[c.Group]; l != nil; l = l.next {
 			p := l.peerOf(c.Member)
 			if p == nil || p.host != h.id || c.Epoch <= p.r.epoch {
 				continue // not a member there as this group places it, or not newer
@@ -754,7 +795,7 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 			newer = true
 		}
 		if newer {
-			for _, l := range t.byGroup[c.Group] {
+			for l := t.groups[c.Group]; l != nil; l = l.next {
 				wakes = append(wakes, l.wake)
 			}
 		}
@@ -766,7 +807,7 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 
 // forget drops what the table knew of the members on host id (a new incarnation).
 func (t *Table) forget(id string) {
-	for _, l := range t.locals {
+	for l := range t.all() {
 		for i := range l.peers {
 			if l.peers[i].host == id {
 				l.peers[i].r = remote{}
@@ -845,7 +886,7 @@ func (m *Member) local() *local {
 	if l := m.l; l != nil && !l.removed {
 		return l
 	}
-	return m.t.locals[m.k]
+	return m.t.find(m.k)
 }
 
 // Changed records a change of the member's term, role or leader and returns its new epoch,

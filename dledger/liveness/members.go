@@ -14,7 +14,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key{group, self}
-	l := t.locals[k]
+	l := t.find(k)
 	if l == nil {
 		return fmt.Errorf("liveness: member %s of group %s is not registered", self, group)
 	}
