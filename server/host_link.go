@@ -179,6 +179,28 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 		}
 	}
 	hl.mu.Unlock()
+	if hl.live != nil && len(ms) > 1 {
+		// The members whose plan rests on a peer there (a follower of its leader) first: the
+		// others' news is not urgent (docs/protocol.md 12.1, "Wakes"; liveness.Dependents).
+		if deps := hl.live.table.Dependents(host); len(deps) > 0 {
+			first := make(map[[2]string]bool, len(deps))
+			for _, k := range deps {
+				first[k] = true
+			}
+			ordered := make([]*memberLink, 0, len(ms))
+			for _, m := range ms {
+				if first[[2]string{m.group, m.self}] {
+					ordered = append(ordered, m)
+				}
+			}
+			for _, m := range ms {
+				if !first[[2]string{m.group, m.self}] {
+					ordered = append(ordered, m)
+				}
+			}
+			ms = ordered
+		}
+	}
 	for _, m := range ms {
 		e := m.elector()
 		if e == nil || m.closed.Load() {

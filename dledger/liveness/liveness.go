@@ -623,19 +623,60 @@ func (t *Table) dependsOn(l *local, h *host, restart bool) bool {
 		return l.onHost(^uint32(0), h.id)
 	case restart || !h.failed:
 		return l.onHost(r.quorum|r.also, h.id)
-	case !l.onHost(r.quorum, h.id):
+	}
+	return t.dependsOnGone(l, h)
+}
+
+// dependsOnGone is dependsOn for a turn to stale by a failed link: fewer than need of l's
+// quorum peers left on fresh hosts, one of them on h (a member that has not said: any peer
+// on h).
+func (t *Table) dependsOnGone(l *local, h *host) bool {
+	r := l.rely
+	if !r.known {
+		return l.onHost(^uint32(0), h.id)
+	}
+	if !l.onHost(r.quorum, h.id) {
 		return false
 	}
 	fresh := 0
 	for i, p := range l.peers {
-		if r.quorum&(1<<i) == 0 || p.host == t.cfg.Self {
-			continue
+		if r.quorum&(1<<i) == 0 || p.host == t.cfg.Self || p.host == h.id {
+			continue // h counts as stale, found so or not yet
 		}
 		if ph := t.hosts[p.host]; ph != nil && !ph.stale {
 			fresh++
 		}
 	}
 	return fresh < int(r.need)
+}
+
+// Dependents lists, sorted by group and member, the local members whose plan rests on a peer
+// on host id, as a failed link to it finds them (wakeHost): a follower whose leader is there,
+// a leader whose vouched quorum does not hold without it, and a member that never said. The
+// news of a dead host goes to them first (server.hostLinks.each): when a host of 10,000 groups
+// died, telling every member with a peer there one after another put the few whose leader was
+// there behind thousands of others, tens of milliseconds on a busy host (docs/protocol.md
+// 12.1, "Wakes"). Each pair is (group, member).
+func (t *Table) Dependents(id string) [][2]string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	h := t.hosts[id]
+	if h == nil {
+		return nil
+	}
+	var out [][2]string
+	for l := range t.all() {
+		if t.dependsOnGone(l, h) {
+			out = append(out, [2]string{l.group, l.member})
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]string) int {
+		if a[0] != b[0] {
+			return strings.Compare(a[0], b[0])
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	return out
 }
 
 // onHost says whether a peer of l among bits (over l.peers) is on host id.

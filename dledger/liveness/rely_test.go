@@ -189,3 +189,31 @@ func TestTurnDecidedBeforeRelyIsNotUndone(t *testing.T) {
 		t.Fatal("HostGone: false for a host whose link failed")
 	}
 }
+
+// Dependents names the members a failed link to a host concerns, in group order: the ones the
+// news of a dead host goes to first (server.hostLinks.each). Asked before the table has found
+// the host stale, it counts the host as stale all the same.
+func TestDependentsOfAGoneHost(t *testing.T) {
+	m := newMesh(t, 3, "fol1", "fol2", "lead", "mute", "cand")
+	m.all(t0)
+	a := m.tables[0]
+	a.For("fol1", "m0").Rely([]string{"m1"}, nil, 1)
+	a.For("fol2", "m0").Rely([]string{"m2"}, nil, 1)
+	a.For("lead", "m0").Rely([]string{"m1", "m2"}, nil, 1)
+	a.For("cand", "m0").Rely(nil, nil, 0)
+	want := [][2]string{{"fol1", "m0"}, {"mute", "m0"}}
+	if got := a.Dependents("H1"); !slices.Equal(got, want) {
+		t.Fatalf("Dependents(H1) = %v before the failure, want %v", got, want)
+	}
+	a.Failed("H1", t0)
+	if got := a.Dependents("H1"); !slices.Equal(got, want) {
+		t.Fatalf("Dependents(H1) = %v, want %v", got, want)
+	}
+	a.Failed("H2", t0)
+	if got := a.Dependents("H2"); !slices.Equal(got, [][2]string{{"fol2", "m0"}, {"lead", "m0"}, {"mute", "m0"}}) {
+		t.Fatalf("Dependents(H2) = %v with H1 gone too", got)
+	}
+	if a.Dependents("H9") != nil {
+		t.Fatal("Dependents of an unknown host")
+	}
+}
