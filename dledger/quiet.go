@@ -82,8 +82,9 @@ type reliance struct {
 const maxRelyPeers = 32
 
 // sayReliance tells the table what this member's plan is about to rest on, before the plan
-// asks the table (docs/protocol.md 12.1, "Wakes"): a follower, its leader (while it holds
-// the leader's epoch); a leader, the voters it counts as vouched (quorumVouched), a quorum
+// asks the table (docs/protocol.md 12.1, "Wakes"): a follower, its leader (its plan rests on
+// the table only while it holds the leader's epoch, but the news of the leader's dead host
+// concerns it always: liveness.Table.Dependents); a leader, the voters it counts as vouched (quorumVouched), a quorum
 // less itself of which must hold, and every follower it keeps quiet or counts
 // acknowledgements of through the table (peerAck); anyone else, nothing. The table then
 // wakes this member only when a peer host's turn concerns what it relies on. It tells the
@@ -119,7 +120,7 @@ func (e *Elector) reliance() reliance {
 	switch {
 	case len(peers) > maxRelyPeers:
 		want.need = -1
-	case e.ms.Role() == protocol.FOLLOWER && e.leaderEpoch != 0:
+	case e.ms.Role() == protocol.FOLLOWER && e.ms.LeaderID() != "":
 		if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && e.ms.LeaderID() != e.ms.SelfID() {
 			want.quorum, want.need = 1<<i, 1
 		}

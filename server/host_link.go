@@ -131,9 +131,9 @@ func (hl *hostLinks) newClient(host string) (*rpc.Client, error) {
 			if hl.live != nil {
 				hl.live.table.Failed(host, time.Now())
 			}
-			hl.each(host, (*dledger.Elector).PeerGone)
+			hl.each(host, (*dledger.Elector).PeerGone, goneNewsLater)
 		},
-		OnPeerConnected: func(string) { hl.each(host, (*dledger.Elector).PeerReachable) }})
+		OnPeerConnected: func(string) { hl.each(host, (*dledger.Elector).PeerReachable, 0) }})
 }
 
 // newLink dials peer host twice: the link the groups' requests go on and, on a host with a
@@ -166,10 +166,18 @@ func (hl *hostLinks) newLiveClient(host string) (*rpc.Client, error) {
 		Logger: hl.log.With(zap.String("peerHost", host), zap.Bool("liveness", true)), Hooks: hl.hooks})
 }
 
+// goneNewsLater is how long the news of a dead host waits for the members it does not concern
+// (each): the elections of the groups the dead host led run first.
+const goneNewsLater = 100 * time.Millisecond
+
 // each tells every member with a peer on host about each such peer: the link to that host
 // closed and its port refused the redial (its process is gone: every group it led fails over
-// at once), or the link came up. It runs on the link's connection goroutine.
-func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) {
+// at once), or the link came up. It runs on the link's connection goroutine. The members whose
+// plan rests on a peer there are told first (dependentsFirst); with later > 0 the others are
+// told that much later, on a goroutine of their own, yielding the processor every 32 members:
+// at 10,000 groups telling them took tens of milliseconds of a host's one processor, in the
+// moments the dead host's groups elected (docs/protocol.md 12.1).
+func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), later time.Duration) {
 	hl.mu.Lock()
 	l := hl.links[host]
 	var ms []*memberLink
@@ -181,10 +189,21 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 	}
 	hl.mu.Unlock()
 	ms, urgent := hl.dependentsFirst(host, ms)
+	if later <= 0 {
+		tell(host, f, ms)
+		return
+	}
+	tell(host, f, ms[:urgent])
+	if rest := ms[urgent:]; len(rest) > 0 {
+		time.AfterFunc(later, func() { tell(host, f, rest) })
+	}
+}
+
+// tell calls f for each member of ms and each of its peers on host, yielding the processor
+// every 32 members.
+func tell(host string, f func(e *dledger.Elector, peer string), ms []*memberLink) {
 	for i, m := range ms {
-		if i >= urgent && (i-urgent)%32 == 31 {
-			// The rest is not urgent: let the elections it concerns run in between (a host
-			// runs on one processor, and this loop took tens of milliseconds at 10,000 groups).
+		if i%32 == 31 {
 			runtime.Gosched()
 		}
 		e := m.elector()
