@@ -66,8 +66,14 @@ type relier interface {
 // host failed (its process is gone; the same incarnation as at since, no newer epoch of the
 // peer); *liveness.Member has it. Without it no follower's round waits (waits).
 type hostGoner interface {
-	HostGone(id string, epoch uint64, since, now time.Time) bool
+	HostGone(id string, epoch uint64, since, now time.Time) (gone bool, at time.Time)
 }
+
+// goneWait is how long a leader's rounds wait for a follower whose host's process is gone
+// (waits): four detection windows (lan: 2.4 s), past the elections the crash started, and
+// before the host can be restarted and wait for its leaders' heartbeats (at 10,000 groups a
+// restarted host's members waited for the restart's wakes of thousands of leaders instead).
+func (c Config) goneWait() time.Duration { return 4 * c.DetectionWindow() }
 
 // reliance is what this member's plan rests on of the table's word, as bits over
 // ms.Peers(): quorum, the peers whose vouching it counts, of which need must hold; also, the
@@ -301,22 +307,15 @@ func (e *Elector) nextRoundAt(now time.Time) time.Time {
 		if e.confBehind(i) {
 			return next
 		}
+		until := e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh())
 		if !e.quiet(i, successors, now) {
-			if !e.waits(i, successors, now) {
-				return next
-			}
-			if held == 0 {
-				held = -1
-				if e.quorumVouched(now) {
-					held = 1
-				}
-			}
-			if held < 0 {
+			var ok bool
+			if ok, until = e.mayWait(i, successors, now, &held); !ok {
 				return next
 			}
 		}
-		if t := e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh()); refresh.IsZero() || t.Before(refresh) {
-			refresh = t
+		if refresh.IsZero() || until.Before(refresh) {
+			refresh = until
 		}
 	}
 	if refresh.IsZero() { // a group of one
@@ -325,29 +324,57 @@ func (e *Elector) nextRoundAt(now time.Time) time.Time {
 	return refresh
 }
 
+// mayWait is waits for nextRoundAt, and the quorum it also asks for (held: 0 not asked yet, 1
+// vouched, -1 not); until is the round's time for follower i: its refresh, or the end of its
+// wait if sooner.
+func (e *Elector) mayWait(i int, successors string, now time.Time, held *int) (ok bool, until time.Time) {
+	ok, end := e.waits(i, successors, now)
+	if !ok {
+		return false, until
+	}
+	if *held == 0 {
+		*held = -1
+		if e.quorumVouched(now) {
+			*held = 1
+		}
+	}
+	until = e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh())
+	if !end.IsZero() && end.Before(until) {
+		until = end
+	}
+	return *held > 0, until
+}
+
 // waits says whether follower i, not quiet, may still wait for the next round planned for
-// another reason (docs/protocol.md 12.2, "A follower whose host is gone"): it would be quiet
+// another reason, and until when at the latest (zero: its refresh) (docs/protocol.md 12.2, "A follower whose host is gone"): it would be quiet
 // but that the link to its host failed (rule 4: the same incarnation, no newer epoch, the
 // host's process gone as far as the transport can tell) or that the order of succession lost
 // members since its last heartbeat (rule 2: the new order is the old one less members found
 // not alive), or both. The caller also asks that the table still vouch for a quorum. A round
 // to it now would go to a process that is gone, or only tell the others of a loss they need
-// only if this leader is lost too. A follower on a host that turned stale by silence (paused,
-// cut off) gets its rounds as before: alive, it reads them when it can.
-func (e *Elector) waits(i int, successors string, now time.Time) bool {
+// only if this leader is lost too. It waits goneWait after the link failed at most: then its
+// rounds go as without the table, to be read when the host restarts. A follower on a host
+// that turned stale by silence (paused, cut off) gets its rounds as before: alive, it reads
+// them when it can.
+func (e *Elector) waits(i int, successors string, now time.Time) (ok bool, until time.Time) {
 	q := &e.peers[i].quiet
 	if q.epoch == 0 || q.want || now.Sub(q.sentAt) >= e.cfg.QuietRefresh() {
-		return false // rules 1, 5, 3
+		return false, until // rules 1, 5, 3
 	}
 	if q.successors != successors && !e.onlyLosses(q.successors, successors) {
-		return false // rule 2
+		return false, until // rule 2
 	}
 	id := e.ms.Peers()[i].ID
 	if _, _, ok := e.live.Peer(id, q.epoch, q.sentAt, now); ok {
-		return true
+		return true, until
 	}
 	hg, ok := e.live.(hostGoner)
-	return ok && hg.HostGone(id, q.epoch, q.sentAt, now)
+	if !ok {
+		return false, until
+	}
+	gone, at := hg.HostGone(id, q.epoch, q.sentAt, now)
+	until = at.Add(e.cfg.goneWait())
+	return gone && now.Before(until), until
 }
 
 // onlyLosses says whether order of succession now is before less members not alive (each a

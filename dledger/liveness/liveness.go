@@ -168,8 +168,9 @@ type host struct {
 	// heard: the last frame or ack received from it (this incarnation); acked: the send time
 	// of the newest frame of ours it acknowledged (this incarnation).
 	heard, acked time.Time
-	failed       bool // the link failed since it was last heard
-	stale        bool // as of the last check (wakes fire on the fresh -> stale edge)
+	failed       bool      // the link failed since it was last heard
+	failedAt     time.Time // when it failed (failed), for HostGone
+	stale        bool      // as of the last check (wakes fire on the fresh -> stale edge)
 	seq          uint64
 	nextSend     time.Time
 	lastSent     time.Time  // the last frame's send time: the next waits at least MinGap
@@ -906,6 +907,9 @@ func (t *Table) Failed(to string, now time.Time) {
 	t.mu.Lock()
 	var wakes []func()
 	if h := t.hosts[to]; h != nil {
+		if !h.failed {
+			h.failedAt = now
+		}
 		h.failed = true
 		wakes = t.checkStale(now)
 	}
@@ -1044,25 +1048,29 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 // HostGone says whether the table does not vouch for peer id (epoch and since as for Peer)
 // only because the link to the peer's host failed (its process is gone, as far as the
 // transport can tell): its incarnation is the one it had at since, no epoch of the peer newer
-// than epoch has arrived, and the host has not been heard from since the failure. A leader's
-// round may then wait for a follower there (docs/protocol.md 12.2): nothing sent there is read.
-func (m *Member) HostGone(id string, epoch uint64, since, now time.Time) bool {
+// than epoch has arrived, and the host has not been heard from since the failure; at is when
+// the link failed. A leader's round may then wait for a follower there for a while
+// (docs/protocol.md 12.2): nothing sent there is read.
+func (m *Member) HostGone(id string, epoch uint64, since, now time.Time) (gone bool, at time.Time) {
 	t := m.t
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	l := m.local()
 	if l == nil || epoch == 0 {
-		return false
+		return false, time.Time{}
 	}
 	p := l.peerOf(id)
 	if p == nil {
-		return false
+		return false, time.Time{}
 	}
 	h := t.hosts[p.host]
 	if p.host == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
-		return false
+		return false, time.Time{}
 	}
-	return p.r.epoch <= epoch && h.failed
+	if p.r.epoch > epoch || !h.failed {
+		return false, time.Time{}
+	}
+	return true, h.failedAt
 }
 
 // Window is how old the acknowledgements of peer id's host may be before the table stops

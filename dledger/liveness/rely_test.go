@@ -181,12 +181,13 @@ func TestTurnDecidedBeforeRelyIsNotUndone(t *testing.T) {
 	if _, _, ok := mb.Peer("m0", ea, t0, before); ok {
 		t.Fatal("vouched for a host the table found stale, at a now read before the turn")
 	}
-	if mb.HostGone("m0", ea, t0, before) {
+	if gone, _ := mb.HostGone("m0", ea, t0, before); gone {
 		t.Fatal("HostGone: true for a host stale by silence")
 	}
 	b.Failed("H0", at)
-	if !mb.HostGone("m0", ea, t0, at) {
-		t.Fatal("HostGone: false for a host whose link failed")
+	b.Failed("H0", at.Add(time.Second)) // failed again: the first failure counts
+	if gone, when := mb.HostGone("m0", ea, t0, at); !gone || !when.Equal(at) {
+		t.Fatalf("HostGone = %v, %v for a host whose link failed at %v", gone, when, at)
 	}
 }
 
