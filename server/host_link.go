@@ -172,9 +172,10 @@ const goneNewsLater = 100 * time.Millisecond
 
 // each tells every member with a peer on host about each such peer: the link to that host
 // closed and its port refused the redial (its process is gone: every group it led fails over
-// at once), or the link came up. It runs on the link's connection goroutine. The members whose
-// plan rests on a peer there are told first (dependentsFirst); with later > 0 the others are
-// told that much later, on a goroutine of their own, yielding the processor every 32 members:
+// at once), or the link came up. It runs on the link's connection goroutine. With later > 0
+// (a dead host's news), the members whose plan rests on a peer there are told first
+// (dependentsFirst), and the others that much later, on a goroutine of their own, yielding the
+// processor every 32 members:
 // at 10,000 groups telling them took tens of milliseconds of a host's one processor, in the
 // moments the dead host's groups elected (docs/protocol.md 12.1).
 func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), later time.Duration) {
@@ -188,22 +189,24 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), 
 		}
 	}
 	hl.mu.Unlock()
-	ms, urgent := hl.dependentsFirst(host, ms)
 	if later <= 0 {
-		tell(host, f, ms)
+		tell(host, f, ms, false)
 		return
 	}
-	tell(host, f, ms[:urgent])
+	ms, urgent := hl.dependentsFirst(host, ms)
+	tell(host, f, ms[:urgent], false)
 	if rest := ms[urgent:]; len(rest) > 0 {
-		time.AfterFunc(later, func() { tell(host, f, rest) })
+		time.AfterFunc(later, func() { tell(host, f, rest, true) })
 	}
 }
 
 // tell calls f for each member of ms and each of its peers on host, yielding the processor
-// every 32 members.
-func tell(host string, f func(e *dledger.Elector, peer string), ms []*memberLink) {
+// every 32 members if yield. A connection's news (PeerReachable) goes at once, unordered and
+// without yields, as before: yielding to a host busy with a rejoin delayed a rejoining host's
+// first leadership by a second.
+func tell(host string, f func(e *dledger.Elector, peer string), ms []*memberLink, yield bool) {
 	for i, m := range ms {
-		if i%32 == 31 {
+		if yield && i%32 == 31 {
 			runtime.Gosched()
 		}
 		e := m.elector()
