@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"strings"
 	"time"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -50,6 +51,110 @@ type quietState struct {
 	// leaderEpochAt (0: none since this member's last change).
 	leaderEpoch   uint64
 	leaderEpochAt time.Time
+	// relied is the reliance last told the table (sayReliance).
+	relied reliance
+}
+
+// relier is the part of a host's table that takes a member's reliance (docs/protocol.md
+// 12.1, "Wakes"); *liveness.Member has it. A table without it wakes the member at every turn
+// of a host it has a peer on.
+type relier interface {
+	Rely(quorum, also []string, need int)
+}
+
+// hostGoner tells whether the table stops vouching for a peer only because the link to its
+// host failed (its process is gone; the same incarnation as at since, no newer epoch of the
+// peer); *liveness.Member has it. Without it no follower's round waits (waits).
+type hostGoner interface {
+	HostGone(id string, epoch uint64, since, now time.Time) (gone bool, at time.Time)
+}
+
+// goneWait is how long a leader's rounds wait for a follower whose host's process is gone
+// (waits): four detection windows (lan: 2.4 s), past the elections the crash started, and
+// before the host can be restarted and wait for its leaders' heartbeats (at 10,000 groups a
+// restarted host's members waited for the restart's wakes of thousands of leaders instead).
+func (c Config) goneWait() time.Duration { return 4 * c.DetectionWindow() }
+
+// reliance is what this member's plan rests on of the table's word, as bits over
+// ms.Peers(): quorum, the peers whose vouching it counts, of which need must hold; also, the
+// other peers the table speaks for in it. said: told the table.
+type reliance struct {
+	quorum, also uint32 // 32 bits: the Elector keeps within its allocation class
+	need         int16
+	said         bool
+}
+
+// maxRelyPeers: a group of more peers relies on every one (need -1).
+const maxRelyPeers = 32
+
+// sayReliance tells the table what this member's plan is about to rest on, before the plan
+// asks the table (docs/protocol.md 12.1, "Wakes"): a follower, its leader (its plan rests on
+// the table only while it holds the leader's epoch, but the news of the leader's dead host
+// concerns it always: liveness.Table.Dependents); a leader, the voters it counts as vouched (quorumVouched), a quorum
+// less itself of which must hold, and every follower it keeps quiet or counts
+// acknowledgements of through the table (peerAck); anyone else, nothing. The table then
+// wakes this member only when a peer host's turn concerns what it relies on. It tells the
+// table only when that changed.
+func (e *Elector) sayReliance() {
+	r, ok := e.live.(relier)
+	if !ok {
+		return
+	}
+	want := e.reliance()
+	if want == e.relied {
+		return
+	}
+	e.relied = want
+	var quorum, also []string
+	for i, p := range e.ms.Peers() {
+		if i >= maxRelyPeers {
+			break
+		}
+		if want.quorum&(1<<i) != 0 {
+			quorum = append(quorum, p.ID)
+		} else if want.also&(1<<i) != 0 {
+			also = append(also, p.ID)
+		}
+	}
+	r.Rely(quorum, also, int(want.need))
+}
+
+// reliance is what sayReliance says now.
+func (e *Elector) reliance() reliance {
+	want := reliance{said: true}
+	peers := e.ms.Peers()
+	switch {
+	case len(peers) > maxRelyPeers:
+		want.need = -1
+	case e.ms.Role() == protocol.FOLLOWER && e.ms.LeaderID() != "":
+		if i := e.peerIndex(e.ms.LeaderID()); i >= 0 && e.ms.LeaderID() != e.ms.SelfID() {
+			want.quorum, want.need = 1<<i, 1
+		}
+	case e.ms.Role() == protocol.LEADER:
+		want = e.leaderReliance(want)
+	}
+	return want
+}
+
+// leaderReliance is a leader's reliance: the voters it keeps quiet (quorumVouched counts
+// them), a quorum less itself of which must hold, and the other followers the table speaks
+// for in its plan (quiet non-voters, peerAck's seen epochs).
+func (e *Elector) leaderReliance(want reliance) reliance {
+	peers := e.ms.Peers()
+	for i, p := range peers {
+		if p.ID == e.ms.SelfID() {
+			continue
+		}
+		if e.peers[i].quiet.epoch != 0 && i < e.ms.Voters() {
+			want.quorum |= 1 << i
+		} else if e.peers[i].quiet.epoch != 0 || e.peers[i].seen.epoch != 0 {
+			want.also |= 1 << i
+		}
+	}
+	for int(want.need) < len(peers) && !e.ms.Quorum(int(want.need)+1) { // the vouched voters a quorum needs besides this member
+		want.need++
+	}
+	return want
 }
 
 // quietPeer is what the leader knows of a follower's last explicit heartbeat of this
@@ -114,7 +219,11 @@ func (e *Elector) noteLeaderEpoch(epoch uint64, now time.Time) {
 // table vouches for the leader now.
 func (e *Elector) leaderHeard(now time.Time) (heard time.Time, vouched bool) {
 	heard = e.lastLeaderHeartBeat
-	if e.live == nil || e.leaderEpoch == 0 {
+	if e.live == nil {
+		return heard, false
+	}
+	e.sayReliance()
+	if e.leaderEpoch == 0 {
 		return heard, false
 	}
 	h, _, ok := e.live.Peer(e.ms.LeaderID(), e.leaderEpoch, e.leaderEpochAt, now)
@@ -187,23 +296,104 @@ func (e *Elector) nextRoundAt(now time.Time) time.Time {
 	if e.live == nil {
 		return next
 	}
+	e.sayReliance()
 	var refresh time.Time
 	successors := e.lastSuccessors()
+	held := 0 // quorumVouched, asked once if a follower waits: 1 yes, -1 no
 	for i, p := range e.ms.Peers() {
 		if p.ID == e.ms.SelfID() {
 			continue
 		}
-		if !e.quiet(i, successors, now) || e.confBehind(i) {
+		if e.confBehind(i) {
 			return next
 		}
-		if t := e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh()); refresh.IsZero() || t.Before(refresh) {
-			refresh = t
+		until := e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh())
+		if !e.quiet(i, successors, now) {
+			var ok bool
+			if ok, until = e.mayWait(i, successors, now, &held); !ok {
+				return next
+			}
+		}
+		if refresh.IsZero() || until.Before(refresh) {
+			refresh = until
 		}
 	}
 	if refresh.IsZero() { // a group of one
 		return next
 	}
 	return refresh
+}
+
+// mayWait is waits for nextRoundAt, and the quorum it also asks for (held: 0 not asked yet, 1
+// vouched, -1 not); until is the round's time for follower i: its refresh, or the end of its
+// wait if sooner.
+func (e *Elector) mayWait(i int, successors string, now time.Time, held *int) (ok bool, until time.Time) {
+	ok, end := e.waits(i, successors, now)
+	if !ok {
+		return false, until
+	}
+	if *held == 0 {
+		*held = -1
+		if e.quorumVouched(now) {
+			*held = 1
+		}
+	}
+	until = e.peers[i].quiet.sentAt.Add(e.cfg.QuietRefresh())
+	if !end.IsZero() && end.Before(until) {
+		until = end
+	}
+	return *held > 0, until
+}
+
+// waits says whether follower i, not quiet, may still wait for the next round planned for
+// another reason, and until when at the latest (zero: its refresh) (docs/protocol.md 12.2, "A follower whose host is gone"): it would be quiet
+// but that the link to its host failed (rule 4: the same incarnation, no newer epoch, the
+// host's process gone as far as the transport can tell) or that the order of succession lost
+// members since its last heartbeat (rule 2: the new order is the old one less members found
+// not alive), or both. The caller also asks that the table still vouch for a quorum. A round
+// to it now would go to a process that is gone, or only tell the others of a loss they need
+// only if this leader is lost too. It waits goneWait after the link failed at most: then its
+// rounds go as without the table, to be read when the host restarts. A follower on a host
+// that turned stale by silence (paused, cut off) gets its rounds as before: alive, it reads
+// them when it can.
+func (e *Elector) waits(i int, successors string, now time.Time) (ok bool, until time.Time) {
+	q := &e.peers[i].quiet
+	if q.epoch == 0 || q.want || now.Sub(q.sentAt) >= e.cfg.QuietRefresh() {
+		return false, until // rules 1, 5, 3
+	}
+	if q.successors != successors && !e.onlyLosses(q.successors, successors) {
+		return false, until // rule 2
+	}
+	id := e.ms.Peers()[i].ID
+	if _, _, ok := e.live.Peer(id, q.epoch, q.sentAt, now); ok {
+		return true, until
+	}
+	hg, ok := e.live.(hostGoner)
+	if !ok {
+		return false, until
+	}
+	gone, at := hg.HostGone(id, q.epoch, q.sentAt, now)
+	until = at.Add(e.cfg.goneWait())
+	return gone && now.Before(until), until
+}
+
+// onlyLosses says whether order of succession now is before less members not alive (each a
+// peer whose last round failed or whose process is gone): the followers that hold before
+// then differ from now only by a successor that cannot campaign.
+func (e *Elector) onlyLosses(before, now string) bool {
+	for before != "" {
+		var id string
+		id, before, _ = strings.Cut(before, ";")
+		if rest, ok := strings.CutPrefix(now, id); ok && (rest == "" || rest[0] == ';') {
+			now = strings.TrimPrefix(rest, ";")
+			continue
+		}
+		i := e.peerIndex(id)
+		if i < 0 || e.peers[i].alive {
+			return false
+		}
+	}
+	return now == ""
 }
 
 // lastSuccessors is the order of succession as the leader computes it now.
@@ -216,6 +406,7 @@ func (e *Elector) checkQuorumDeadline(now time.Time) deadline {
 	if e.live == nil {
 		return dueAfter(e.quorumExpiry(now)) // adaptive.go: lostQuorum is true after it
 	}
+	e.sayReliance()
 	if e.quorumVouched(now) {
 		return never
 	}

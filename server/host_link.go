@@ -7,6 +7,7 @@ package server
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 
 	"sync"
@@ -136,9 +137,9 @@ func (hl *hostLinks) newClient(host string) (*rpc.Client, error) {
 			if hl.live != nil {
 				hl.live.table.Failed(host, time.Now())
 			}
-			hl.each(host, (*dledger.Elector).PeerGone)
+			hl.each(host, (*dledger.Elector).PeerGone, goneNewsLater)
 		},
-		OnPeerConnected: func(string) { hl.each(host, (*dledger.Elector).PeerReachable) }})
+		OnPeerConnected: func(string) { hl.each(host, (*dledger.Elector).PeerReachable, 0) }})
 }
 
 // newLink dials peer host twice: the link the groups' requests go on and, on a host with a
@@ -171,10 +172,19 @@ func (hl *hostLinks) newLiveClient(host string) (*rpc.Client, error) {
 		Logger: hl.log.With(zap.String("peerHost", host), zap.Bool("liveness", true)), Hooks: hl.hooks})
 }
 
+// goneNewsLater is how long the news of a dead host waits for the members it does not concern
+// (each): the elections of the groups the dead host led run first.
+const goneNewsLater = 100 * time.Millisecond
+
 // each tells every member with a peer on host about each such peer: the link to that host
 // closed and its port refused the redial (its process is gone: every group it led fails over
-// at once), or the link came up. It runs on the link's connection goroutine.
-func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) {
+// at once), or the link came up. It runs on the link's connection goroutine. With later > 0
+// (a dead host's news), the members whose plan rests on a peer there are told first
+// (dependentsFirst), and the others that much later, on a goroutine of their own, yielding the
+// processor every 32 members:
+// at 10,000 groups telling them took tens of milliseconds of a host's one processor, in the
+// moments the dead host's groups elected (docs/protocol.md 12.1).
+func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), later time.Duration) {
 	hl.mu.Lock()
 	var ms []*memberLink
 	if hl.links[host] != nil {
@@ -184,7 +194,26 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 		}
 	}
 	hl.mu.Unlock()
-	for _, m := range ms {
+	if later <= 0 {
+		tell(host, f, ms, false)
+		return
+	}
+	ms, urgent := hl.dependentsFirst(host, ms)
+	tell(host, f, ms[:urgent], false)
+	if rest := ms[urgent:]; len(rest) > 0 {
+		time.AfterFunc(later, func() { tell(host, f, rest, true) })
+	}
+}
+
+// tell calls f for each member of ms and each of its peers on host, yielding the processor
+// every 32 members if yield. A connection's news (PeerReachable) goes at once, unordered and
+// without yields, as before: yielding to a host busy with a rejoin delayed a rejoining host's
+// first leadership by a second.
+func tell(host string, f func(e *dledger.Elector, peer string), ms []*memberLink, yield bool) {
+	for i, m := range ms {
+		if yield && i%32 == 31 {
+			runtime.Gosched()
+		}
 		e := m.elector()
 		if e == nil || m.closed.Load() {
 			continue
@@ -193,6 +222,33 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string)) 
 			f(e, id)
 		}
 	}
+}
+
+// dependentsFirst orders ms with the members whose plan rests on a peer on host first (a
+// follower whose leader is there: docs/protocol.md 12.1, "Wakes"; liveness.Dependents), and
+// says how many they are. The others' news is not urgent.
+func (hl *hostLinks) dependentsFirst(host string, ms []*memberLink) ([]*memberLink, int) {
+	if hl.live == nil || len(ms) < 2 {
+		return ms, len(ms)
+	}
+	deps := hl.live.table.Dependents(host)
+	first := make(map[[2]string]bool, len(deps))
+	for _, k := range deps {
+		first[k] = true
+	}
+	ordered := make([]*memberLink, 0, len(ms))
+	for _, m := range ms {
+		if first[[2]string{m.group, m.self}] {
+			ordered = append(ordered, m)
+		}
+	}
+	n := len(ordered)
+	for _, m := range ms {
+		if !first[[2]string{m.group, m.self}] {
+			ordered = append(ordered, m)
+		}
+	}
+	return ordered, n
 }
 
 // leaveLocked removes m from its links; links left without a member are removed and

@@ -22,6 +22,7 @@ package liveness
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -131,10 +132,31 @@ type key struct{ group, member string }
 
 // remote is what the table knows of a member on a peer host: its latest epoch, and what the
 // host's heard and acked times were just before that epoch arrived (the last moment the table
-// could vouch for the member as it was before the change).
+// could vouch for the member as it was before the change). It is kept in each local member's
+// peers (peerAt), not in a map per host keyed by (group, member): a host of 10,000 groups
+// knows one per member of every peer host, and the map's keys and pointers were a third of
+// the table's memory (TestTableBytesPerMember).
 type remote struct {
-	epoch                    uint64
-	heardBefore, ackedBefore time.Time
+	epoch uint64
+	// heardBefore, ackedBefore: Unix nanoseconds, 0 for the zero time (nanos). A map of these
+	// by value, not of pointers to time.Time pairs: a host of 10,000 groups keeps one per
+	// member of every peer host (TestTableBytesPerMember).
+	heardBefore, ackedBefore int64
+}
+
+// nanos is t in Unix nanoseconds, 0 for the zero time; fromNanos is its inverse.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // host is a peer host.
@@ -146,14 +168,14 @@ type host struct {
 	// heard: the last frame or ack received from it (this incarnation); acked: the send time
 	// of the newest frame of ours it acknowledged (this incarnation).
 	heard, acked time.Time
-	failed       bool // the link failed since it was last heard
-	stale        bool // as of the last check (wakes fire on the fresh -> stale edge)
+	failed       bool      // the link failed since it was last heard
+	failedAt     time.Time // when it failed (failed), for HostGone
+	stale        bool      // as of the last check (wakes fire on the fresh -> stale edge)
 	seq          uint64
 	nextSend     time.Time
 	lastSent     time.Time  // the last frame's send time: the next waits at least MinGap
 	unsent       bool       // some pending change has not been sent yet
 	pending      pendingSet // this host's changes the peer host has not acknowledged
-	remotes      map[key]*remote
 	// complete: every change of this host for us up to this epoch has arrived (its frames'
 	// Upto and Sent, this incarnation); waiting: its acks whose Upto is above complete, newest
 	// last, recorded as acknowledged once complete reaches them.
@@ -184,30 +206,60 @@ const maxWaiting = 8
 type local struct {
 	key
 	// peers are the host of every other member of the group: a slice searched in order, not a
-	// map, as a group has a handful of members and a host thousands of them (hostOf).
+	// map, as a group has a handful of members and a host thousands of them (hostOf). Its
+	// distinct hosts are found in it when needed (Changed: a group's few peers), not kept.
 	peers []peerAt
-	// hosts is hostSet's answer for peers, kept (written under the table's lock, with peers)
-	// so that Changed, at every role change of every member, neither builds nor sorts it.
-	hosts []string
 	wake  func()
+	// rely is what the member's plan rests on (Member.Rely; docs/protocol.md 12.1, "Wakes"),
+	// as bits over peers: quorum, the peers whose vouching the plan counts, of which need must
+	// stay on fresh hosts; also, every peer the table speaks for in the plan (a restart of its
+	// host voids that). Until the member says (known false), it relies on every peer.
+	rely reliance
 	// removed: RemoveMember has forgotten it (under the table's lock); a Member that still
 	// holds it then finds nothing, as it would in the table's map.
 	removed bool
+	// next is the next local member of the same group (Table.groups), nil for the last.
+	next *local
 }
 
-// peerAt is a peer of a local member and its host id.
-type peerAt struct{ id, host string }
+// reliance is a local member's Rely, as bits over its peers (local.peers' order).
+type reliance struct {
+	quorum, also uint32
+	need         int8
+	known        bool
+}
+
+// maxRelyPeers is the most peers a reliance can name; a member of a larger group relies on
+// every peer (known stays false).
+const maxRelyPeers = 32
+
+// peerAt is a peer of a local member, its host id, and what the table knows of it (written
+// under the table's lock, read under its read lock).
+type peerAt struct {
+	id, host string
+	r        remote
+}
 
 // peersOf is peerHost without self, in a fixed order.
 func peersOf(self string, peerHost map[string]string) []peerAt {
 	out := make([]peerAt, 0, len(peerHost))
 	for id, h := range peerHost {
 		if id != self {
-			out = append(out, peerAt{id, h})
+			out = append(out, peerAt{id: id, host: h})
 		}
 	}
 	slices.SortFunc(out, func(a, b peerAt) int { return strings.Compare(a.id, b.id) })
 	return out
+}
+
+// peerOf is l's peer id, nil if id is no peer of l.
+func (l *local) peerOf(id string) *peerAt {
+	for i := range l.peers {
+		if l.peers[i].id == id {
+			return &l.peers[i]
+		}
+	}
+	return nil
 }
 
 // hostOf is the host id of peer id, "" if id is no peer of l.
@@ -235,11 +287,13 @@ type Table struct {
 	cfg Config
 	// epoch is the last epoch handed out: epochs are host-wide, so a re-added member's are
 	// newer. Written under mu, or under mu read-locked and cmu.
-	epoch   uint64
-	locals  map[key]*local
-	byGroup map[string][]*local
-	hosts   map[string]*host
-	order   []string // host ids, sorted: frames go out in a fixed order (determinism)
+	epoch uint64
+	// groups holds the local members by group: the first added, the others chained by next
+	// (find). One map by group instead of one by (group, member) and another by group, each
+	// entry of which was a slice: a host of 10,000 groups has a member of each, rarely two.
+	groups map[string]*local
+	hosts  map[string]*host
+	order  []string // host ids, sorted: frames go out in a fixed order (determinism)
 	// promised is the NextDue last returned; stallAt the last Due that came more than
 	// Interval/2 after it (the host's own process stalled: a stop, a long pause).
 	promised, stallAt time.Time
@@ -263,7 +317,7 @@ func New(cfg Config) (*Table, error) {
 	}
 	// Epochs start at 2: a frame's Upto is an epoch minus one, or the last epoch, and 0 means
 	// "a frame of a version before Upto" (Received), so no Upto of this version may be 0.
-	return &Table{cfg: cfg, epoch: 1, locals: map[key]*local{}, byGroup: map[string][]*local{}, hosts: map[string]*host{}}, nil
+	return &Table{cfg: cfg, epoch: 1, groups: map[string]*local{}, hosts: map[string]*host{}}, nil
 }
 
 // Config returns the table's configuration, defaults filled in.
@@ -276,17 +330,45 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key{group, self}
-	if _, dup := t.locals[k]; dup {
+	if t.find(k) != nil {
 		return fmt.Errorf("liveness: member %s of group %s is already registered", self, group)
 	}
 	l := &local{key: k, peers: peersOf(self, peerHost), wake: wake}
-	l.hosts = l.hostSet(t.cfg.Self)
-	t.locals[k] = l
-	t.byGroup[group] = append(t.byGroup[group], l)
+	if last := t.groups[group]; last == nil {
+		t.groups[group] = l
+	} else {
+		for last.next != nil {
+			last = last.next
+		}
+		last.next = l
+	}
 	for _, h := range l.hostSet(t.cfg.Self) {
 		t.hostFor(h).refs++
 	}
 	return nil
+}
+
+// find is local member k, nil if it is not registered; with t.mu held, read or write.
+func (t *Table) find(k key) *local {
+	for l := t.groups[k.group]; l != nil; l = l.next {
+		if l.member == k.member {
+			return l
+		}
+	}
+	return nil
+}
+
+// all yields every local member; with t.mu held.
+func (t *Table) all() iter.Seq[*local] {
+	return func(yield func(*local) bool) {
+		for _, l := range t.groups {
+			for ; l != nil; l = l.next {
+				if !yield(l) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // hostFor is peer host id's entry, made if there is none: stale, its acknowledgement bound at
@@ -298,7 +380,7 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 func (t *Table) hostFor(id string) *host {
 	hs := t.hosts[id]
 	if hs == nil {
-		hs = &host{id: id, remotes: map[key]*remote{}, stale: true, fresh: t.ackFloor(), seq: t.lastSeq}
+		hs = &host{id: id, stale: true, fresh: t.ackFloor(), seq: t.lastSeq}
 		t.hosts[id] = hs
 		t.order = append(t.order, id)
 		slices.Sort(t.order)
@@ -324,15 +406,22 @@ func (t *Table) RemoveMember(group, self string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key{group, self}
-	l := t.locals[k]
+	l := t.find(k)
 	if l == nil {
 		return
 	}
-	delete(t.locals, k)
 	l.removed = true
-	t.byGroup[group] = slices.DeleteFunc(t.byGroup[group], func(x *local) bool { return x == l })
-	if len(t.byGroup[group]) == 0 {
-		delete(t.byGroup, group)
+	if first := t.groups[group]; first == l {
+		if l.next == nil {
+			delete(t.groups, group)
+		} else {
+			t.groups[group] = l.next
+		}
+	} else {
+		for first.next != l {
+			first = first.next
+		}
+		first.next = l.next
 	}
 	for _, h := range l.hostSet(t.cfg.Self) {
 		hs := t.hosts[h]
@@ -350,7 +439,7 @@ func (t *Table) RemoveMember(group, self string) {
 func (t *Table) For(group, self string) *Member {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	l := t.locals[key{group, self}]
+	l := t.find(key{group, self})
 	if l == nil {
 		return nil
 	}
@@ -463,18 +552,24 @@ func (t *Table) delayed(h *host, sentAt, now time.Time) {
 }
 
 // checkStale updates every host's stale flag and returns the wakes of the fresh -> stale edges.
+// Every flag is updated before any wake is decided: whether a leader's quorum still holds
+// counts the hosts that turn stale together.
 func (t *Table) checkStale(now time.Time) []func() {
 	var wakes []func()
+	var edges []*host
 	for _, id := range t.order {
 		h := t.hosts[id]
 		stale := !h.freshAt(now, t.cfg.Fresh)
 		if stale && !h.stale {
-			wakes = t.wakeHost(wakes, id)
+			edges = append(edges, h)
 		}
 		if stale != h.stale {
 			wakes = t.hostChanged(wakes, id)
 		}
 		h.stale = stale
+	}
+	if len(edges) > 0 {
+		wakes = t.wakeHost(wakes, false, edges...)
 	}
 	return wakes
 }
@@ -487,13 +582,22 @@ func (t *Table) hostChanged(wakes []func(), id string) []func() {
 	return wakes
 }
 
-// wakeHost appends the wakes of every local member with a peer on host id, in a fixed order.
-func (t *Table) wakeHost(wakes []func(), id string) []func() {
+// wakeHost appends the wakes of the local members that depend on a host of hs, which turned
+// stale or (restart) restarted, each once, in a fixed order (docs/protocol.md 12.1, "Wakes").
+// A member depends on a host when its plan rests on the table's word for a peer there
+// (Member.Rely): a restart, or a turn to stale by silence (the host may be paused or cut off,
+// its members alive), wakes it if it relied on any peer there; a turn to stale by a failed
+// link (its process is gone: the transport's closed socket) only if fewer than need of its
+// quorum peers are left on fresh hosts (a follower: its leader was there; a leader: its
+// vouched quorum does not hold without it), as nothing sent there would be read. A member
+// that has not said relies on every peer, and is woken as before: by any turn to stale, and
+// by a restart of a host it had not been woken for yet (fresh until then).
+func (t *Table) wakeHost(wakes []func(), restart bool, hs ...*host) []func() {
 	ls := make([]*local, 0, 8)
-	for _, l := range t.locals {
-		for _, p := range l.peers {
-			if p.host == id {
-				ls = append(ls, l)
+	for l := range t.all() {
+		for _, h := range hs {
+			if t.dependsOn(l, h, restart) {
+				ls = append(ls, l) // once, whichever of hs it depends on
 				break
 			}
 		}
@@ -508,6 +612,85 @@ func (t *Table) wakeHost(wakes []func(), id string) []func() {
 		wakes = append(wakes, l.wake)
 	}
 	return wakes
+}
+
+// dependsOn says whether l is to be woken when host h turns stale or (restart) restarts.
+func (t *Table) dependsOn(l *local, h *host, restart bool) bool {
+	r := l.rely
+	switch {
+	case !r.known && restart && h.stale:
+		return false // woken when it turned stale
+	case !r.known:
+		return l.onHost(^uint32(0), h.id)
+	case restart || !h.failed:
+		return l.onHost(r.quorum|r.also, h.id)
+	}
+	return t.dependsOnGone(l, h)
+}
+
+// dependsOnGone is dependsOn for a turn to stale by a failed link: fewer than need of l's
+// quorum peers left on fresh hosts, one of them on h (a member that has not said: any peer
+// on h).
+func (t *Table) dependsOnGone(l *local, h *host) bool {
+	r := l.rely
+	if !r.known {
+		return l.onHost(^uint32(0), h.id)
+	}
+	if !l.onHost(r.quorum, h.id) {
+		return false
+	}
+	fresh := 0
+	for i, p := range l.peers {
+		if r.quorum&(1<<i) == 0 || p.host == t.cfg.Self || p.host == h.id {
+			continue // h counts as stale, found so or not yet
+		}
+		if ph := t.hosts[p.host]; ph != nil && !ph.stale {
+			fresh++
+		}
+	}
+	return fresh < int(r.need)
+}
+
+// Dependents lists, sorted by group and member, the local members whose plan rests on a peer
+// on host id, as a failed link to it finds them (wakeHost): a follower whose leader is there,
+// a leader whose vouched quorum does not hold without it, and a member that never said. The
+// news of a dead host goes to them first (server.hostLinks.each): when a host of 10,000 groups
+// died, telling every member with a peer there one after another put the few whose leader was
+// there behind thousands of others, tens of milliseconds on a busy host (docs/protocol.md
+// 12.1, "Wakes"). Each pair is (group, member).
+func (t *Table) Dependents(id string) [][2]string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	h := t.hosts[id]
+	if h == nil {
+		return nil
+	}
+	var out [][2]string
+	for l := range t.all() {
+		if t.dependsOnGone(l, h) {
+			out = append(out, [2]string{l.group, l.member})
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]string) int {
+		if a[0] != b[0] {
+			return strings.Compare(a[0], b[0])
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	return out
+}
+
+// onHost says whether a peer of l among bits (over l.peers) is on host id.
+func (l *local) onHost(bits uint32, id string) bool {
+	for i, p := range l.peers {
+		if i < maxRelyPeers && bits&(1<<i) == 0 {
+			continue
+		}
+		if p.host == id {
+			return true
+		}
+	}
+	return false
 }
 
 func run(wakes []func()) {
@@ -630,33 +813,33 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 	case inc == 0 || inc < h.inc:
 		return nil // an older run's late message, or none at all
 	case inc > h.inc:
+		if h.inc != 0 {
+			wakes = t.wakeHost(wakes, true, h)
+		}
 		if h.inc != 0 && !h.stale {
-			wakes = t.wakeHost(wakes, h.id)
 			wakes = t.hostChanged(wakes, h.id)
 		}
 		h.stale = true // woken now, if it was fresh: not again when checkStale sees it stale
 		h.inc, h.since = inc, now
 		h.heard, h.acked = time.Time{}, time.Time{}
 		h.complete, h.waiting, h.top, h.hole = 0, nil, 0, 0
-		clear(h.remotes)
+		t.forget(h.id)
 		h.pending.unsend() // the new run has heard none of them
 	}
 	for _, c := range changes {
-		k := key{c.Group, c.Member}
-		if !t.placed(k, h.id) {
-			continue
+		newer := false
+		for l := t.groups[c.Group]; l != nil; l = l.next {
+			p := l.peerOf(c.Member)
+			if p == nil || p.host != h.id || c.Epoch <= p.r.epoch {
+				continue // not a member there as this group places it, or not newer
+			}
+			p.r = remote{epoch: c.Epoch, heardBefore: nanos(h.heard), ackedBefore: nanos(h.acked)}
+			newer = true
 		}
-		r := h.remotes[k]
-		if r == nil {
-			r = &remote{}
-			h.remotes[k] = r
-		}
-		if c.Epoch <= r.epoch {
-			continue
-		}
-		r.epoch, r.heardBefore, r.ackedBefore = c.Epoch, h.heard, h.acked
-		for _, l := range t.byGroup[c.Group] {
-			wakes = append(wakes, l.wake)
+		if newer {
+			for l := t.groups[c.Group]; l != nil; l = l.next {
+				wakes = append(wakes, l.wake)
+			}
 		}
 	}
 	h.heard = now
@@ -664,14 +847,15 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 	return wakes
 }
 
-// placed says whether some local member's group places member k on host id.
-func (t *Table) placed(k key, id string) bool {
-	for _, l := range t.byGroup[k.group] {
-		if l.hostOf(k.member) == id {
-			return true
+// forget drops what the table knew of the members on host id (a new incarnation).
+func (t *Table) forget(id string) {
+	for l := range t.all() {
+		for i := range l.peers {
+			if l.peers[i].host == id {
+				l.peers[i].r = remote{}
+			}
 		}
 	}
-	return false
 }
 
 // Lost records that frame seq to host to got no acknowledgement: its call failed or timed out,
@@ -723,6 +907,9 @@ func (t *Table) Failed(to string, now time.Time) {
 	t.mu.Lock()
 	var wakes []func()
 	if h := t.hosts[to]; h != nil {
+		if !h.failed {
+			h.failedAt = now
+		}
 		h.failed = true
 		wakes = t.checkStale(now)
 	}
@@ -744,7 +931,7 @@ func (m *Member) local() *local {
 	if l := m.l; l != nil && !l.removed {
 		return l
 	}
-	return m.t.locals[m.k]
+	return m.t.find(m.k)
 }
 
 // Changed records a change of the member's term, role or leader and returns its new epoch,
@@ -759,8 +946,11 @@ func (m *Member) Changed() uint64 {
 	ep := t.epoch
 	kick := false
 	if l := m.local(); l != nil {
-		for _, id := range l.hosts {
-			h := t.hosts[id]
+		for i, p := range l.peers {
+			if p.host == t.cfg.Self || slices.ContainsFunc(l.peers[:i], func(q peerAt) bool { return q.host == p.host }) {
+				continue // this host, or a peer host met before
+			}
+			h := t.hosts[p.host]
 			h.pending.set(m.k, ep)
 			h.unsent, kick = true, true
 		}
@@ -773,14 +963,62 @@ func (m *Member) Changed() uint64 {
 	return ep
 }
 
+// Rely records what the member's plan rests on, for the wakes (docs/protocol.md 12.1,
+// "Wakes"): quorum, the peers whose vouching the plan counts, of which need must stay
+// vouched (a follower: its leader, 1; a leader: the voters it counts as vouched, the quorum
+// less itself); also, the other peers the plan takes the table's word for (a leader: the
+// followers it keeps quiet or counts acknowledgements of through the table). A turn to
+// stale of a peer host wakes the member only if fewer than need of quorum are left on fresh
+// hosts; a restart, if it relied on any peer there. need < 0 (or a peer the table does not
+// know, or a group of more than 64) relies on every peer: every turn wakes the member, as
+// before Rely. The member says it before it asks the table (Peer) what to plan by, so a turn
+// that comes between finds the new reliance. It runs under the elector's lock and only
+// records; a member without Rely relies on every peer.
+func (m *Member) Rely(quorum, also []string, need int) {
+	t := m.t
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l := m.local()
+	if l == nil {
+		return
+	}
+	r, ok := reliance{need: int8(min(need, 127))}, need >= 0 && len(l.peers) <= maxRelyPeers
+	for _, id := range quorum {
+		i := l.indexOf(id)
+		ok = ok && i >= 0
+		r.quorum |= 1 << (i & (maxRelyPeers - 1))
+	}
+	for _, id := range also {
+		i := l.indexOf(id)
+		ok = ok && i >= 0
+		r.also |= 1 << (i & (maxRelyPeers - 1))
+	}
+	r.known = ok
+	t.cmu.Lock() // Rely of other members writes under mu read-locked too; wakeHost reads under mu
+	l.rely = r
+	t.cmu.Unlock()
+}
+
+// indexOf is peer id's index in l.peers, -1 if none.
+func (l *local) indexOf(id string) int {
+	for i, p := range l.peers {
+		if p.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
 // Peer is what the table knows of peer member id of this member's group, for an elector that
 // last exchanged an explicit heartbeat with it at since, when its epoch was epoch:
 //   - heard: the last time its host was heard from, and acked: the send time of the newest
 //     frame its host acknowledged, both at most as late as the moment a newer epoch of the
 //     peer arrived (after it, the table no longer vouches for the peer as it was), and zero if
 //     the host restarted after since or the peer is on this host;
-//   - ok: the table vouches for the peer at now: its host is fresh, in the incarnation it
-//     already had at since, and no epoch of the peer newer than epoch has arrived.
+//   - ok: the table vouches for the peer at now: its host is fresh (at now, and as the table
+//     last found it: a turn to stale already decided, whose wake went by the member's
+//     reliance before this call, is not undone by a caller's now a moment older), in the
+//     incarnation it already had at since, and no epoch of the peer newer than epoch has arrived.
 //
 // While ok holds, the table wakes this member if it stops holding (the host turns stale or
 // restarts, or a change of the group arrives).
@@ -792,16 +1030,47 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 	if l == nil || epoch == 0 {
 		return
 	}
-	hid := l.hostOf(id)
-	h := t.hosts[hid]
-	if hid == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
+	p := l.peerOf(id)
+	if p == nil {
+		return
+	}
+	h := t.hosts[p.host]
+	if p.host == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
 		return
 	}
 	heard, acked = h.heard, h.acked
-	if r := h.remotes[key{m.k.group, id}]; r != nil && r.epoch > epoch {
-		return minTime(heard, r.heardBefore), minTime(acked, r.ackedBefore), false
+	if r := p.r; r.epoch > epoch {
+		return minTime(heard, fromNanos(r.heardBefore)), minTime(acked, fromNanos(r.ackedBefore)), false
 	}
-	return heard, acked, h.freshAt(now, t.cfg.Fresh)
+	return heard, acked, h.freshAt(now, t.cfg.Fresh) && !h.stale
+}
+
+// HostGone says whether the table does not vouch for peer id (epoch and since as for Peer)
+// only because the link to the peer's host failed (its process is gone, as far as the
+// transport can tell): its incarnation is the one it had at since, no epoch of the peer newer
+// than epoch has arrived, and the host has not been heard from since the failure; at is when
+// the link failed. A leader's round may then wait for a follower there for a while
+// (docs/protocol.md 12.2): nothing sent there is read.
+func (m *Member) HostGone(id string, epoch uint64, since, now time.Time) (gone bool, at time.Time) {
+	t := m.t
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l := m.local()
+	if l == nil || epoch == 0 {
+		return false, time.Time{}
+	}
+	p := l.peerOf(id)
+	if p == nil {
+		return false, time.Time{}
+	}
+	h := t.hosts[p.host]
+	if p.host == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
+		return false, time.Time{}
+	}
+	if p.r.epoch > epoch || !h.failed {
+		return false, time.Time{}
+	}
+	return true, h.failedAt
 }
 
 // Window is how old the acknowledgements of peer id's host may be before the table stops

@@ -629,7 +629,7 @@ func TestRecreatedHostEntryNumbersItsFramesOn(t *testing.T) {
 		p.both(now)
 		now = now.Add(iv)
 	}
-	old := p.b.hosts["A"].remotes[key{"g1", "a"}].epoch
+	old := p.b.find(key{"g1", "b"}).peerOf("a").r.epoch
 	since := now.Add(-iv) // b's last explicit exchange with a, at epoch old
 	// a restarts on the running host A: it was A's only... here both members go, then g1/a returns.
 	p.a.RemoveMember("g1", "a")
@@ -692,7 +692,7 @@ func TestSplitFrameIsAHole(t *testing.T) {
 	p.both(t0)
 	at := t0.Add(iv)
 	since := at
-	old := p.b.hosts["A"].remotes[key{"g1", "a"}].epoch
+	old := p.b.find(key{"g1", "b"}).peerOf("a").r.epoch
 	p.a.For("g2", "a").Changed()
 	ea := p.a.For("g1", "a").Changed()
 	whole := frame0(p.a.Due(at)) // two changes: sent as two parts, the second (g1/a) lost
@@ -729,7 +729,7 @@ func TestNewIncarnationResetsHoles(t *testing.T) {
 	first := frame0(a2.Due(now)) // brings B the new run and a's epoch: delivered
 	p.b.Received("A", first, now)
 	since := now // b's explicit exchange with the restarted a
-	old := p.b.hosts["A"].remotes[key{"g1", "a"}].epoch
+	old := p.b.find(key{"g1", "b"}).peerOf("a").r.epoch
 	now = now.Add(iv)
 	ea := a2.For("g1", "a").Changed()
 	frame0(a2.Due(now)) // carries a's change: lost

@@ -14,14 +14,20 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key{group, self}
-	l := t.locals[k]
+	l := t.find(k)
 	if l == nil {
 		return fmt.Errorf("liveness: member %s of group %s is not registered", self, group)
 	}
-	before := l.hosts
+	before := l.hostSet(t.cfg.Self)
+	old := l.peers
 	l.peers = peersOf(self, peerHost)
-	l.hosts = l.hostSet(t.cfg.Self)
-	after := l.hosts
+	for i, p := range l.peers {
+		if q := (&local{peers: old}).peerOf(p.id); q != nil && q.host == p.host {
+			l.peers[i].r = q.r // what the table knew of a peer it keeps
+		}
+	}
+	l.rely = reliance{} // its bits named the old peers: it relies on every peer until it says again
+	after := l.hostSet(t.cfg.Self)
 	for _, h := range after {
 		if slices.Contains(before, h) {
 			continue

@@ -1,0 +1,220 @@
+package liveness
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// mesh is n hosts H0..Hn-1, each a member m<j> of every group in groups, wired by hand;
+// woken[j] lists "group" per wake on host j.
+type mesh struct {
+	tables []*Table
+	woken  [][]string
+}
+
+func newMesh(t *testing.T, n int, groups ...string) *mesh {
+	t.Helper()
+	m := &mesh{tables: make([]*Table, n), woken: make([][]string, n)}
+	hosts := map[string]string{}
+	for j := range n {
+		hosts[fmt.Sprintf("m%d", j)] = fmt.Sprintf("H%d", j)
+	}
+	for j := range n {
+		tb, err := New(Config{Self: fmt.Sprintf("H%d", j), Incarnation: 1, Interval: iv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.tables[j] = tb
+		for _, g := range groups {
+			j, g := j, g
+			if err := tb.AddMember(g, fmt.Sprintf("m%d", j), hosts, func() { m.woken[j] = append(m.woken[j], g) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return m
+}
+
+// all sends every frame due on every live host at now, and the answers back; frames to and
+// from dead hosts are lost.
+func (m *mesh) all(now time.Time, dead ...int) {
+	for a, tb := range m.tables {
+		if slices.Contains(dead, a) {
+			continue
+		}
+		for _, o := range tb.Due(now) {
+			var b int
+			fmt.Sscanf(o.To, "H%d", &b)
+			if slices.Contains(dead, b) {
+				continue
+			}
+			ack := m.tables[b].Received(fmt.Sprintf("H%d", a), o.Frame, now)
+			tb.Answered(o.To, now, ack, now)
+		}
+	}
+}
+
+// take returns host j's wakes so far, sorted, and forgets them.
+func (m *mesh) take(j int) []string {
+	w := m.woken[j]
+	m.woken[j] = nil
+	slices.Sort(w)
+	return w
+}
+
+// A peer host's process gone (its link failed) wakes only the members whose plan rests on it
+// (docs/protocol.md 12.1, "Wakes"): a follower whose leader is there, a leader whose vouched
+// quorum does not hold without it, and a member that never said (as before); not a follower of
+// a leader elsewhere, nor a leader whose quorum holds on the other hosts. A restart wakes
+// whoever relied on any peer there, stale or not. Before Rely, every member with a peer there
+// was woken.
+func TestStaleWakesOnlyTheDependent(t *testing.T) {
+	m := newMesh(t, 3, "fol1", "fol2", "lead", "mute", "cand")
+	m.all(t0)
+	a := m.tables[0]
+	a.For("fol1", "m0").Rely([]string{"m1"}, nil, 1)       // follows m1 on H1
+	a.For("fol2", "m0").Rely([]string{"m2"}, nil, 1)       // follows m2 on H2
+	a.For("lead", "m0").Rely([]string{"m1", "m2"}, nil, 1) // leads, both followers vouched
+	a.For("cand", "m0").Rely(nil, nil, 0)                  // relies on nothing
+	_ = a.For("mute", "m0")                                // never says: every peer
+	m.take(0)
+	a.Failed("H1", t0.Add(time.Millisecond)) // H1's process is gone
+	if got := m.take(0); !slices.Equal(got, []string{"fol1", "mute"}) {
+		t.Fatalf("H1 stale woke %v, want [fol1 mute] (lead's quorum holds on H2)", got)
+	}
+	a.Failed("H2", t0.Add(2*time.Millisecond))
+	if got := m.take(0); !slices.Equal(got, []string{"fol2", "lead", "mute"}) {
+		t.Fatalf("H2 stale woke %v, want [fol2 lead mute]", got)
+	}
+	// H1 restarts: what relied on m1 is woken, though H1 was stale already; mute was woken
+	// when it turned stale.
+	b2, _ := New(Config{Self: "H1", Incarnation: 2, Interval: iv})
+	hosts := map[string]string{"m0": "H0", "m1": "H1", "m2": "H2"}
+	if err := b2.AddMember("fol1", "m1", hosts, nil); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(iv)
+	for _, o := range b2.Due(now) {
+		if o.To == "H0" {
+			a.Received("H1", o.Frame, now)
+		}
+	}
+	if got := m.take(0); !slices.Equal(got, []string{"fol1", "lead"}) {
+		t.Fatalf("H1's restart woke %v, want [fol1 lead]", got)
+	}
+}
+
+// A peer host that turns stale by silence (paused, cut off: its members may be alive) wakes
+// every member that relied on a peer there, a leader whose quorum holds included (its rounds
+// go to that follower again), but not a member that relied on nothing there.
+func TestSilentHostWakesWhoReliedOnIt(t *testing.T) {
+	m := newMesh(t, 3, "fol1", "fol2", "lead", "cand")
+	m.all(t0)
+	a := m.tables[0]
+	a.For("fol1", "m0").Rely([]string{"m1"}, nil, 1)
+	a.For("fol2", "m0").Rely([]string{"m2"}, nil, 1)
+	a.For("lead", "m0").Rely([]string{"m1", "m2"}, nil, 1)
+	a.For("cand", "m0").Rely(nil, nil, 0)
+	m.take(0)
+	m.all(t0.Add(iv), 1)
+	m.all(t0.Add(2*iv), 1)
+	m.take(0)
+	a.Due(t0.Add(a.Config().Fresh + time.Millisecond)) // H1 unheard since t0
+	if got := m.take(0); !slices.Equal(got, []string{"fol1", "lead"}) {
+		t.Fatalf("H1 silent woke %v, want [fol1 lead]", got)
+	}
+}
+
+// A leader of a 5-member group over 5 hosts, its 4 followers vouched: it needs 2 of them
+// besides itself. Two hosts may turn stale without a wake; the third breaks the quorum. Two
+// turning stale in the same check count together.
+func TestStaleWakesALeaderWhenItsQuorumBreaks(t *testing.T) {
+	m := newMesh(t, 5, "g")
+	m.all(t0)
+	a := m.tables[0]
+	a.For("g", "m0").Rely([]string{"m1", "m2", "m3", "m4"}, nil, 2)
+	m.take(0)
+	a.Failed("H1", t0)
+	a.Failed("H2", t0)
+	if got := m.take(0); len(got) != 0 {
+		t.Fatalf("woken %v with 2 of 4 followers' hosts fresh (a quorum of 5)", got)
+	}
+	a.Failed("H3", t0)
+	if got := m.take(0); !slices.Equal(got, []string{"g"}) {
+		t.Fatalf("woken %v when the third host turned stale, want [g]", got)
+	}
+
+	m = newMesh(t, 5, "g")
+	m.all(t0)
+	a = m.tables[0]
+	a.For("g", "m0").Rely([]string{"m1", "m2", "m3", "m4"}, nil, 2)
+	m.take(0)
+	m.all(t0.Add(iv), 3, 4) // H3 and H4 stop answering
+	m.all(t0.Add(2*iv), 3, 4)
+	m.take(0)
+	a.Due(t0.Add(2*iv + a.Config().Fresh + time.Millisecond)) // H1..H4 all unheard: stale together
+	if got := m.take(0); !slices.Equal(got, []string{"g"}) {
+		t.Fatalf("woken %v with H1-H4 stale in one check, want [g] once", got)
+	}
+}
+
+// A turn to stale that the table decided before a member said it relies on the host is not
+// undone by the member's clock reading a moment earlier: Peer no longer vouches, and HostStale
+// says why.
+func TestTurnDecidedBeforeRelyIsNotUndone(t *testing.T) {
+	m := newMesh(t, 2, "g")
+	m.all(t0)
+	b := m.tables[1]
+	ea := m.tables[0].For("g", "m0").Changed()
+	m.all(t0.Add(time.Millisecond))
+	mb := b.For("g", "m1")
+	mb.Rely(nil, nil, 0)
+	at := t0.Add(time.Millisecond + b.Config().Fresh + time.Millisecond)
+	b.Due(at) // H0 turns stale; m1 relied on nothing: not woken
+	if got := m.take(1); len(got) != 0 {
+		t.Fatalf("woken %v", got)
+	}
+	mb.Rely([]string{"m0"}, nil, 1)
+	before := at.Add(-2 * time.Millisecond) // the member's now, read before the turn
+	if _, _, ok := mb.Peer("m0", ea, t0, before); ok {
+		t.Fatal("vouched for a host the table found stale, at a now read before the turn")
+	}
+	if gone, _ := mb.HostGone("m0", ea, t0, before); gone {
+		t.Fatal("HostGone: true for a host stale by silence")
+	}
+	b.Failed("H0", at)
+	b.Failed("H0", at.Add(time.Second)) // failed again: the first failure counts
+	if gone, when := mb.HostGone("m0", ea, t0, at); !gone || !when.Equal(at) {
+		t.Fatalf("HostGone = %v, %v for a host whose link failed at %v", gone, when, at)
+	}
+}
+
+// Dependents names the members a failed link to a host concerns, in group order: the ones the
+// news of a dead host goes to first (server.hostLinks.each). Asked before the table has found
+// the host stale, it counts the host as stale all the same.
+func TestDependentsOfAGoneHost(t *testing.T) {
+	m := newMesh(t, 3, "fol1", "fol2", "lead", "mute", "cand")
+	m.all(t0)
+	a := m.tables[0]
+	a.For("fol1", "m0").Rely([]string{"m1"}, nil, 1)
+	a.For("fol2", "m0").Rely([]string{"m2"}, nil, 1)
+	a.For("lead", "m0").Rely([]string{"m1", "m2"}, nil, 1)
+	a.For("cand", "m0").Rely(nil, nil, 0)
+	want := [][2]string{{"fol1", "m0"}, {"mute", "m0"}}
+	if got := a.Dependents("H1"); !slices.Equal(got, want) {
+		t.Fatalf("Dependents(H1) = %v before the failure, want %v", got, want)
+	}
+	a.Failed("H1", t0)
+	if got := a.Dependents("H1"); !slices.Equal(got, want) {
+		t.Fatalf("Dependents(H1) = %v, want %v", got, want)
+	}
+	a.Failed("H2", t0)
+	if got := a.Dependents("H2"); !slices.Equal(got, [][2]string{{"fol2", "m0"}, {"lead", "m0"}, {"mute", "m0"}}) {
+		t.Fatalf("Dependents(H2) = %v with H1 gone too", got)
+	}
+	if a.Dependents("H9") != nil {
+		t.Fatal("Dependents of an unknown host")
+	}
+}
