@@ -169,10 +169,14 @@ type Elector struct {
 	ledgerKnown bool
 	// withdrawn: this member's candidacy is withdrawn (a drained host, withdraw.go).
 	withdrawn bool
-	// spread: Options.SpreadStartup (spread.go). gateAsked, gateWait: see gate below. (These
-	// bools sit with the ones above so that they share one word: an Elector per member.)
+	// spread: Options.SpreadStartup (spread.go). gateAsked, gateWait: see gate below.
+	// lostAgain: this member, its lost leader's first successor, re-votes at once after a
+	// split round and keeps its place in the host's bound for it (vote.go, nextTermDelay,
+	// revotesNow); setNextVote clears it. (These bools sit with the ones above so that they
+	// share one word: an Elector per member.)
 	spread                            bool
 	gateAsked, gateWait, gateSettling bool
+	lostAgain                         bool
 
 	// Stall detection (see stalled): when the last pass ran, and the last pass that ran more
 	// than StallThreshold after it was due.
@@ -619,7 +623,7 @@ func (e *Elector) followerDeadline(now time.Time) deadline {
 func (e *Elector) setNextVote(t time.Time) {
 	e.nextTimeToRequestVote = t
 	e.startUp.retry = false
-	e.lost.again = false
+	e.lostAgain = false
 }
 
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is

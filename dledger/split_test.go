@@ -119,7 +119,7 @@ func TestCampaignBoundSplitFirstSuccessorKeepsItsPlace(t *testing.T) {
 	// Not kept once the re-vote is no longer due at once: granting a peer sets a later time.
 	a.e.mu.Lock()
 	a.e.vote = nil
-	a.e.lost.again = true
+	a.e.lostAgain = true
 	a.e.setNextVote(a.clock.Now().Add(time.Second))
 	a.e.endCampaign()
 	a.e.mu.Unlock()

@@ -58,14 +58,10 @@ func (*startUp) next() deadline { return never }
 // lostLeader is the leader this member, its follower, timed out on (or heard was gone), and
 // the term it led; kept until this member follows or leads again. Rounds at that term need
 // not wait for its answer (canDecideEarly, E5), and the next term starts in its order of
-// succession.
-//
-// again: this member, its first successor, re-votes at once after a split round and keeps its
-// place in the host's bound for it (vote.go, nextTermDelay, revotesNow); setNextVote clears it.
+// succession (and after a split of its first term, in that order again: Elector.lostAgain).
 type lostLeader struct {
-	id    string
-	term  int64
-	again bool
+	id   string
+	term int64
 }
 
 // next: losing a leader only sets the re-vote time (maintainAsFollower, PeerGone).

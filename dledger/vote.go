@@ -205,7 +205,7 @@ func (e *Elector) campaignEnds() bool {
 // revotesNow: this candidate, a first successor whose round split (nextTermDelay), campaigns
 // again at once: it keeps its place for that round instead of joining the end of the line.
 func (e *Elector) revotesNow() bool {
-	return e.lost.again && e.ledgerKnown && !e.withdrawn && e.campaigns() && !e.needIncreaseTerm &&
+	return e.lostAgain && e.ledgerKnown && !e.withdrawn && e.campaigns() && !e.needIncreaseTerm &&
 		!e.clock.Now().Before(e.nextTimeToRequestVote)
 }
 
@@ -367,7 +367,7 @@ func (e *Elector) decideVote(now time.Time) {
 		res = protocol.WaitToVoteNext
 		d, ordered := e.nextTermDelay(r, delay)
 		e.setNextVote(now.Add(d))
-		e.lost.again = ordered && d == 0
+		e.lostAgain = ordered && d == 0
 	}
 	e.lastParseResult = res
 	e.observe(observation{kind: obsVoteRoundDecided, arg: int64(res)})
@@ -385,7 +385,7 @@ func (e *Elector) decideVote(now time.Time) {
 // succession order after the probe that followed the loss of a leader (r.lost), and after a
 // split round at the first term after that leader's (each candidate got its own vote and too
 // few others), else delay, the ordinary random one. In succession order the first successor
-// goes at once, and then keeps its place in the host's bound for that round (lost.again,
+// goes at once, and then keeps its place in the host's bound for that round (lostAgain,
 // campaignEnds): waiting in line behind the other groups' first rounds cost a split group most
 // of a second.
 func (e *Elector) nextTermDelay(r *voteRound, delay time.Duration) (d time.Duration, ordered bool) {
