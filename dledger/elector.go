@@ -481,7 +481,7 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	// pass, perhaps much later, start a new term instead of the same-term probe, and a member
 	// that was only cut off would depose a healthy leader on rejoining (L2). DLedger keeps it.
 	e.needIncreaseTerm = false
-	e.lost = lostLeader{}
+	e.lost, e.lostAgain = lostLeader{}, false
 	e.startUp.hadLeader = true
 	e.logAt(zap.InfoLevel).Info("follows leader", e.fields(zap.String("leader", leader))...)
 	e.emit(now)
@@ -495,7 +495,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	e.vote = nil
 	l := e.leader()
 	l.hb = nil
-	e.lost = lostLeader{}
+	e.lost, e.lostAgain = lostLeader{}, false
 	// A new leadership starts the preferred-leader checks afresh: a back-off earned in an
 	// earlier one (perhaps a minute) would otherwise delay the first hand-over of this one.
 	l.preferred.reset()

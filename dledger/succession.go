@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -122,16 +123,39 @@ func (e *Elector) successorIDs() []string {
 	return out
 }
 
-// spreadOrder rotates idx (peer indices in configuration order) so that its first element is
-// the one spreadRank puts first; without Options.SpreadStartup it returns idx.
+// spreadOrder rotates idx (peer indices in configuration order, self left out) so that its
+// first element is the first at or after the voter spreadRank puts first among the other
+// voters of the configuration; without Options.SpreadStartup it returns idx. The rotation
+// depends on the configuration, not on which followers are alive now, so a loss only takes
+// the lost member out of the order (onlyLosses, docs/protocol.md 12.2 rule 2) and never
+// moves the others.
 func (e *Elector) spreadOrder(idx []int) []int {
-	n := len(idx)
+	if !e.spread || len(idx) < 2 {
+		return idx
+	}
+	self := slices.IndexFunc(e.ms.Peers(), func(p memberstate.Peer) bool { return p.ID == e.ms.SelfID() })
+	n := e.ms.Voters()
+	if self >= 0 && self < n {
+		n--
+	}
+	rot := 0
 	for k := 1; k < n; k++ {
 		if e.spreadRank(k, n) == 0 {
-			return append(slices.Clone(idx[k:]), idx[:k]...)
+			rot = k
+			break
 		}
 	}
-	return idx
+	pos := func(i int) int { // i's place among the other voters
+		if self >= 0 && i > self {
+			return i - 1
+		}
+		return i
+	}
+	k := 0
+	for k < len(idx) && pos(idx[k]) < rot {
+		k++
+	}
+	return append(slices.Clone(idx[k:]), idx[:k]...)
 }
 
 // noteSuccessors records the order of succession from a heartbeat of this member's leader

@@ -49,6 +49,10 @@ type hostLinks struct {
 	// members are the host's members with links (each): one entry a member, not one in each
 	// of its links' sets (a map entry per link a member, some 30 bytes each: issue 29).
 	members map[*memberLink]struct{}
+	// ups counts each peer host's connections come up (each with no delay): a dead host's news
+	// deferred for the members it does not concern is dropped if the host came back meanwhile,
+	// so it never lands after the news of the new connection.
+	ups map[string]uint64
 }
 
 // link is the connection to one peer host and the members that use it, and the connection the
@@ -70,7 +74,7 @@ func (l *link) clients() []*rpc.Client {
 
 func newHostLinks(self string, keys KeySet, insecure bool, log *zap.Logger, hooks rpc.Hooks) *hostLinks {
 	return &hostLinks{self: self, auth: rpc.Auth{Keys: keys, Insecure: insecure, Host: self},
-		log: log, hooks: hooks, links: map[string]*link{}, members: map[*memberLink]struct{}{}}
+		log: log, hooks: hooks, links: map[string]*link{}, members: map[*memberLink]struct{}{}, ups: map[string]uint64{}}
 }
 
 // join makes member self of group a user of the links to the hosts of its peers and returns
@@ -186,6 +190,10 @@ const goneNewsLater = 100 * time.Millisecond
 // moments the dead host's groups elected (docs/protocol.md 12.1).
 func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), later time.Duration) {
 	hl.mu.Lock()
+	if later <= 0 {
+		hl.ups[host]++
+	}
+	up := hl.ups[host]
 	var ms []*memberLink
 	if hl.links[host] != nil {
 		ms = make([]*memberLink, 0, len(hl.members))
@@ -201,7 +209,14 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), 
 	ms, urgent := hl.dependentsFirst(host, ms)
 	tell(host, f, ms[:urgent], false)
 	if rest := ms[urgent:]; len(rest) > 0 {
-		time.AfterFunc(later, func() { tell(host, f, rest, true) })
+		time.AfterFunc(later, func() {
+			hl.mu.Lock()
+			back := hl.ups[host] != up
+			hl.mu.Unlock()
+			if !back {
+				tell(host, f, rest, true)
+			}
+		})
 	}
 }
 

@@ -61,6 +61,7 @@ func (h *Host) shareSettings(c *Config, peers []memberstate.Peer) (*Config, []me
 	key := fmt.Sprintf("%#v %q", k, c.Keys.IDs())
 	if e := t.m[key].Value(); e != nil && slices.Equal(e.peers, peers) {
 		t.last, t.lastKey = t.m[key], k
+		t.lastKey.Election.PreferredLeaderIDs = slices.Clone(k.Election.PreferredLeaderIDs) // not the caller's array
 		return &e.cfg, e.peers
 	}
 	if t.m == nil {

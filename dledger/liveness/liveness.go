@@ -666,11 +666,13 @@ func (t *Table) Dependents(id string) [][2]string {
 		return nil
 	}
 	var out [][2]string
+	t.cmu.Lock() // Rely writes a member's reliance with mu read-locked, under cmu
 	for l := range t.all() {
 		if t.dependsOnGone(l, h) {
 			out = append(out, [2]string{l.group, l.member})
 		}
 	}
+	t.cmu.Unlock()
 	slices.SortFunc(out, func(a, b [2]string) int {
 		if a[0] != b[0] {
 			return strings.Compare(a[0], b[0])
@@ -970,7 +972,7 @@ func (m *Member) Changed() uint64 {
 // followers it keeps quiet or counts acknowledgements of through the table). A turn to
 // stale of a peer host wakes the member only if fewer than need of quorum are left on fresh
 // hosts; a restart, if it relied on any peer there. need < 0 (or a peer the table does not
-// know, or a group of more than 64) relies on every peer: every turn wakes the member, as
+// know, or a group of more than 32 peers) relies on every peer: every turn wakes the member, as
 // before Rely. The member says it before it asks the table (Peer) what to plan by, so a turn
 // that comes between finds the new reliance. It runs under the elector's lock and only
 // records; a member without Rely relies on every peer.
