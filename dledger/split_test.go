@@ -179,3 +179,27 @@ func TestSuccessionOrderSpreadOverHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestLostAgainEndsWhenTheMemberFollowsOrLeads: the first successor's hold on its re-vote
+// (lostAgain) ends when it follows or leads, as the lost leader it came with does: a leader
+// that kept it would keep its host's campaign place after stepping down, when its next round
+// is no longer due at once (campaignEnds).
+func TestLostAgainEndsWhenTheMemberFollowsOrLeads(t *testing.T) {
+	a, _, _ := gatedUnits(t)
+	lostLeaderUnit(t, a, "n0;n2")
+	splitRound(t, a, 5)
+	a.e.mu.Lock()
+	defer a.e.mu.Unlock()
+	if !a.e.lostAgain {
+		t.Fatal("after the split the first successor does not hold its re-vote")
+	}
+	a.e.becomeFollower(a.e.ms.CurrTerm(), "n2", a.clock.Now())
+	if a.e.lostAgain {
+		t.Fatal("a follower still holds the re-vote of its split")
+	}
+	a.e.lostAgain = true
+	a.e.becomeLeader(a.e.ms.CurrTerm(), a.clock.Now())
+	if a.e.lostAgain {
+		t.Fatal("a leader still holds the re-vote of its split")
+	}
+}

@@ -209,14 +209,22 @@ func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), 
 	ms, urgent := hl.dependentsFirst(host, ms)
 	tell(host, f, ms[:urgent], false)
 	if rest := ms[urgent:]; len(rest) > 0 {
-		time.AfterFunc(later, func() {
-			hl.mu.Lock()
-			back := hl.ups[host] != up
-			hl.mu.Unlock()
-			if !back {
-				tell(host, f, rest, true)
-			}
-		})
+		time.AfterFunc(later, hl.unlessBack(host, up, func() { tell(host, f, rest, true) }))
+	}
+}
+
+// unlessBack returns f, to run only if host's connections came up no more times than up
+// counts (hl.ups): a dead host's news deferred for the members it does not concern must not
+// land after the news of the restarted host's connection (PeerReachable), which would leave
+// its members out of their leaders' orders of succession until a refresh.
+func (hl *hostLinks) unlessBack(host string, up uint64, f func()) func() {
+	return func() {
+		hl.mu.Lock()
+		back := hl.ups[host] != up
+		hl.mu.Unlock()
+		if !back {
+			f()
+		}
 	}
 }
 

@@ -143,3 +143,38 @@ func TestHostLinksCountEachMemberOnce(t *testing.T) {
 	o.Close()
 	want("o closed", map[string]int{"members": 0})
 }
+
+// TestDeferredGoneNewsDroppedWhenTheHostIsBack: the news of a dead host, deferred for the
+// members it does not concern (hostLinks.each, goneNewsLater), is dropped if the host's
+// connection came up again meanwhile, so a member never hears "gone" after "reachable" of the
+// restarted host (it would leave that host's members out of its orders of succession until a
+// refresh, up to ten minutes). Fails if the deferred news ignores the come-back.
+func TestDeferredGoneNewsDroppedWhenTheHostIsBack(t *testing.T) {
+	hl := newHostLinks("A:1", KeySet{}, true, zap.NewNop(), rpc.Hooks{})
+	defer hl.closeAll()
+	noop := func(*dledger.Elector, string) {}
+	const host = "127.0.0.1:2"
+	ups := func() uint64 {
+		hl.mu.Lock()
+		defer hl.mu.Unlock()
+		return hl.ups[host]
+	}
+	hl.each(host, noop, 0) // the host's connection came up
+	told := 0
+	stale := hl.unlessBack(host, ups(), func() { told++ })
+	kept := hl.unlessBack(host, ups(), func() { told += 10 })
+	kept()
+	if told != 10 {
+		t.Fatalf("deferred news with no come-back: told %d, want 10", told)
+	}
+	hl.each(host, noop, 0) // the host restarted and its connection came up again
+	stale()
+	if told != 10 {
+		t.Fatalf("deferred news of a host that came back was told (%d)", told)
+	}
+	hl.each("127.0.0.1:3", noop, 0) // another host's connection is no come-back of this one
+	hl.unlessBack(host, ups(), func() { told++ })()
+	if told != 11 {
+		t.Fatalf("deferred news after another host's connection: told %d, want 11", told)
+	}
+}

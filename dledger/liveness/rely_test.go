@@ -3,6 +3,7 @@ package liveness
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -217,4 +218,33 @@ func TestDependentsOfAGoneHost(t *testing.T) {
 	if a.Dependents("H9") != nil {
 		t.Fatal("Dependents of an unknown host")
 	}
+}
+
+// TestRelyAndDependentsDoNotRace: a member says its reliance (Rely, under mu read-locked and
+// cmu) while the news of a dead host asks who depends on it (Dependents, under mu
+// read-locked): Dependents must take cmu too. Fails under -race without it.
+func TestRelyAndDependentsDoNotRace(t *testing.T) {
+	m := newMesh(t, 3, "g1", "g2")
+	m.all(t0)
+	a := m.tables[0]
+	mem := a.For("g1", "m0")
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for i := range 2000 {
+			if i%2 == 0 {
+				mem.Rely([]string{"m1"}, nil, 1)
+			} else {
+				mem.Rely([]string{"m2"}, nil, 1)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for range 2000 {
+			a.Dependents("H1")
+		}
+	}()
+	wg.Wait()
 }
