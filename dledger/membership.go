@@ -380,6 +380,7 @@ func (e *Elector) applyMembers() error {
 	}
 	e.peers, e.mem.acks = status, acks
 	e.det.remap(old, peers) // adaptive.go: the links' samples follow their members
+	e.relied = reliance{}   // its bits named the old peers: say it again (quiet.go)
 	if e.onMembers != nil {
 		e.post(membersChanged{tell: e.onMembers, peers: slices.Clone(peers)})
 	}

@@ -59,7 +59,7 @@ type quietState struct {
 // 12.1, "Wakes"); *liveness.Member has it. A table without it wakes the member at every turn
 // of a host it has a peer on.
 type relier interface {
-	Rely(quorum, also []string, need int)
+	Rely(quorum, also []string, need int) bool // false: not recorded as said (a peer the table does not place yet)
 }
 
 // hostGoner tells whether the table stops vouching for a peer only because the link to its
@@ -116,7 +116,9 @@ func (e *Elector) sayReliance() {
 			also = append(also, p.ID)
 		}
 	}
-	r.Rely(quorum, also, int(want.need))
+	if !r.Rely(quorum, also, int(want.need)) {
+		e.relied = reliance{} // said again at the next pass: the table may not have the new peers yet
+	}
 }
 
 // reliance is what sayReliance says now.

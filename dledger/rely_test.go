@@ -20,6 +20,7 @@ type goneLive struct {
 	quorum, also []string
 	need         int
 	relies       int
+	refuse       bool // Rely reports it recorded nothing (a peer the table does not place yet)
 }
 
 func (g *goneLive) Peer(id string, epoch uint64, since, now time.Time) (time.Time, time.Time, bool) {
@@ -35,11 +36,12 @@ func (g *goneLive) HostGone(id string, epoch uint64, _, _ time.Time) (bool, time
 	return epoch != 0 && g.gone[id], g.goneAt
 }
 
-func (g *goneLive) Rely(quorum, also []string, need int) {
+func (g *goneLive) Rely(quorum, also []string, need int) bool {
 	g.gmu.Lock()
 	defer g.gmu.Unlock()
 	g.quorum, g.also, g.need = slices.Clone(quorum), slices.Clone(also), need
 	g.relies++
+	return !g.refuse
 }
 
 func (g *goneLive) kill(at time.Time, ids ...string) {
@@ -162,5 +164,38 @@ func TestLeaderWhoseQuorumBreaksStepsDown(t *testing.T) {
 			u.e.Tick()
 			u.tr.takeHeartBeats() // unanswered: the hosts are gone
 		}
+	}
+}
+
+// A reliance the table did not record (Rely false: it does not place a peer yet, the group's
+// change not told it yet) is said again at the member's next pass, and one it recorded is not.
+// Kept as said, a member whose change reached its table after its next pass relied on every
+// peer until its reliance changed, woken by every turn of every peer host.
+func TestRelianceNotRecordedIsSaidAgain(t *testing.T) {
+	u, live := goneLeader(t, 3)
+	relies := func() int {
+		live.gmu.Lock()
+		defer live.gmu.Unlock()
+		return live.relies
+	}
+	live.gmu.Lock()
+	live.refuse = true
+	live.gmu.Unlock()
+	u.e.mu.Lock()
+	u.e.relied = reliance{} // as after a change of members (applyMembers)
+	u.e.mu.Unlock()
+	n := relies()
+	u.e.Tick()
+	u.e.Tick()
+	if got := relies() - n; got != 2 {
+		t.Fatalf("two passes after a reliance the table did not record: said %d times, want 2", got)
+	}
+	live.gmu.Lock()
+	live.refuse = false
+	live.gmu.Unlock()
+	u.e.Tick()
+	u.e.Tick()
+	if got := relies() - n; got != 3 {
+		t.Fatalf("once recorded, said again: %d times in all, want 3", got)
 	}
 }

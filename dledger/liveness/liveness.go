@@ -975,14 +975,16 @@ func (m *Member) Changed() uint64 {
 // know, or a group of more than 32 peers) relies on every peer: every turn wakes the member, as
 // before Rely. The member says it before it asks the table (Peer) what to plan by, so a turn
 // that comes between finds the new reliance. It runs under the elector's lock and only
-// records; a member without Rely relies on every peer.
-func (m *Member) Rely(quorum, also []string, need int) {
+// records; a member without Rely relies on every peer. It returns whether it recorded a
+// reliance (false: the member relies on every peer, e.g. it named a peer the table does not
+// place yet, its group's change not told the table yet), so that the member says it again.
+func (m *Member) Rely(quorum, also []string, need int) bool {
 	t := m.t
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	l := m.local()
 	if l == nil {
-		return
+		return false
 	}
 	r, ok := reliance{need: int8(min(need, 127))}, need >= 0 && len(l.peers) <= maxRelyPeers
 	for _, id := range quorum {
@@ -999,6 +1001,7 @@ func (m *Member) Rely(quorum, also []string, need int) {
 	t.cmu.Lock() // Rely of other members writes under mu read-locked too; wakeHost reads under mu
 	l.rely = r
 	t.cmu.Unlock()
+	return ok
 }
 
 // indexOf is peer id's index in l.peers, -1 if none.

@@ -26,7 +26,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 			l.peers[i].r = q.r // what the table knew of a peer it keeps
 		}
 	}
-	l.rely = reliance{} // its bits named the old peers: it relies on every peer until it says again
+	l.rely = l.rely.remap(old, l.peers) // what it said, by id: its member says again at its next pass
 	after := l.hostSet(t.cfg.Self)
 	for _, h := range after {
 		if slices.Contains(before, h) {
@@ -47,4 +47,30 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// remap is r, said over the peers old, over the peers now: a peer's bit follows its id, and a
+// peer no longer there drops out (a quorum peer fewer counts as one fewer fresh: woken sooner,
+// never later). Reset instead, a member whose elector saw its reliance unchanged by the
+// change (the elector compares its own bits) relied on every peer until it changed, woken by
+// every turn of every peer host (issue 29's review).
+func (r reliance) remap(old, now []peerAt) reliance {
+	if !r.known || len(now) > maxRelyPeers {
+		return reliance{}
+	}
+	out := reliance{need: r.need, known: true}
+	in := &local{peers: now}
+	for i, p := range old {
+		j := in.indexOf(p.id)
+		if j < 0 {
+			continue
+		}
+		if r.quorum&(1<<i) != 0 {
+			out.quorum |= 1 << j
+		}
+		if r.also&(1<<i) != 0 {
+			out.also |= 1 << j
+		}
+	}
+	return out
 }

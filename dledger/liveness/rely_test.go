@@ -248,3 +248,33 @@ func TestRelyAndDependentsDoNotRace(t *testing.T) {
 	}()
 	wg.Wait()
 }
+
+// TestRelianceSurvivesAChangeOfPeers: a change of the group's members (SetPeers) keeps what
+// the member said, by peer id, and Rely reports whether it recorded a reliance. Reset
+// instead, a follower whose elector saw its reliance unchanged by the change never said it
+// again and was counted dependent on every peer host, woken and told first by every turn.
+func TestRelianceSurvivesAChangeOfPeers(t *testing.T) {
+	m := newMesh(t, 3, "g1")
+	m.all(t0)
+	a := m.tables[0]
+	mem := a.For("g1", "m0")
+	if !mem.Rely([]string{"m1"}, nil, 1) { // a follower of m1, on H1
+		t.Fatal("Rely of a known peer not recorded")
+	}
+	if d := a.Dependents("H2"); len(d) != 0 {
+		t.Fatalf("a follower of m1 depends on H2: %v", d)
+	}
+	// g1 gains m3 on H2; m1 and m2 stay where they were.
+	if err := a.SetPeers("g1", "m0", map[string]string{"m0": "H0", "m3": "H2", "m1": "H1", "m2": "H2"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.Dependents("H2"); len(d) != 0 {
+		t.Fatalf("after the change, a follower of m1 depends on H2: %v", d)
+	}
+	if d := a.Dependents("H1"); len(d) != 1 {
+		t.Fatalf("after the change, the follower of m1 does not depend on H1: %v", d)
+	}
+	if mem.Rely([]string{"m9"}, nil, 1) {
+		t.Fatal("Rely naming a peer the table does not place reported it recorded")
+	}
+}
