@@ -1024,9 +1024,19 @@ func (l *local) indexOf(id string) int {
 //     last found it: a turn to stale already decided, whose wake went by the member's
 //     reliance before this call, is not undone by a caller's now a moment older), in the
 //     incarnation it already had at since, and no epoch of the peer newer than epoch has arrived.
+//     While the table owes a look (lookOwed: the Due it promised has not run), a host it last
+//     found fresh stays fresh until that look, whatever now says.
 //
 // While ok holds, the table wakes this member if it stops holding (the host turns stale or
-// restarts, or a change of the group arrives).
+// restarts, or a change of the group arrives). A turn to stale by silence alone is the table's
+// word only once it looks (Due, at the latest when the host would turn stale, or a frame, an
+// ack or a failed link): that look is what wakes the members whose plan rests on the host.
+// Read at now instead, the vouching lapsed unannounced while the host's process was stopped
+// (SIGSTOP) across the lapse, and a member's pass run after the resume but before the overdue
+// Due (its timer fires, a request it reads) acted on a lapse no wake had planned a pass for: a
+// follower planned no timeout while vouched (docs/protocol.md 12.3) and timed out at once, on
+// evidence its own stall made, before its table read the frames its leader's host had sent
+// meanwhile (the simulator's PASS, host seeds 86 and 129).
 func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, acked time.Time, ok bool) {
 	t := m.t
 	t.mu.RLock()
@@ -1047,7 +1057,16 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 	if r := p.r; r.epoch > epoch {
 		return minTime(heard, fromNanos(r.heardBefore)), minTime(acked, fromNanos(r.ackedBefore)), false
 	}
-	return heard, acked, h.freshAt(now, t.cfg.Fresh) && !h.stale
+	return heard, acked, !h.stale && (h.freshAt(now, t.cfg.Fresh) || t.lookOwed(now))
+}
+
+// lookOwed says whether the Due that NextDue promised is due at now and has not run: the
+// host's process has just resumed from a stall (or the driver's Due is at this very instant),
+// and the table has not looked at its peer hosts since it planned to (docs/protocol.md 12.1,
+// "Fresh and stale"). NextDue is never later than the moment a fresh host turns stale, so
+// without a stall no host's freshness lapses before the look that wakes for it.
+func (t *Table) lookOwed(now time.Time) bool {
+	return !t.promised.IsZero() && !now.Before(t.promised)
 }
 
 // HostGone says whether the table does not vouch for peer id (epoch and since as for Peer)

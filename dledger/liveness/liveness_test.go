@@ -765,3 +765,40 @@ func TestAckFloorIsAnIntervalAboveFresh(t *testing.T) {
 		}
 	}
 }
+
+// A host whose own process stops (SIGSTOP) across the moment a peer host would turn stale
+// keeps vouching as its table last found it until the overdue Due looks: that look is what
+// wakes the members whose plan rests on the peer (docs/protocol.md 12.1, "Fresh and stale").
+// Read at now, the vouching lapsed before any wake, and a follower's pass run on the resume,
+// before the Due, timed out at once on a lapse its plan (no timeout while vouched, 12.3) had
+// left to a wake: the simulator's PASS, host seeds 86 (dledger) and 129 (lan).
+func TestVouchingLapsesOnlyWhenTheTableLooks(t *testing.T) {
+	for _, heldFrameFirst := range []bool{false, true} {
+		p := newPair(t, 1, 1)
+		mb := p.b.For("g1", "b")
+		ea := p.a.For("g1", "a").Changed()
+		p.both(t0)
+		p.wokeB = nil
+		p.b.NextDue(t0) // B's driver sleeps until then; its process stops meanwhile
+		resume := t0.Add(10 * p.b.Config().Fresh)
+		if _, _, ok := mb.Peer("a", ea, t0, resume); !ok {
+			t.Fatal("the vouching lapsed before the table looked, and nobody was woken for it")
+		}
+		if len(p.wokeB) != 0 {
+			t.Fatalf("woken before the table looked: %v", p.wokeB)
+		}
+		if heldFrameFirst {
+			// A's frame, held while B was stopped, is read before the Due: that is a look too
+			// (A heard now, but its newest acknowledgement is as old as the stop).
+			exchange(p.a, p.b, "A", resume)
+		} else {
+			p.b.Due(resume)
+		}
+		if !slices.Equal(p.wokeB, []string{"g1/b", "g2/b"}) {
+			t.Fatalf("woken by the look: %v, want both groups' members", p.wokeB)
+		}
+		if _, _, ok := mb.Peer("a", ea, t0, resume); ok {
+			t.Fatal("still vouched once the table looked and found A stale")
+		}
+	}
+}

@@ -34,6 +34,24 @@ func TestHostsRunClean(t *testing.T) {
 	}
 }
 
+// TestRegressionStoppedHostVouchesUntilItsTableLooks: these seeds failed PASS when the table
+// read its vouching at the caller's now. A host stopped (SIGSTOP) across the moment its
+// followers' leaders' host would turn stale resumed with its table's Due overdue; a member's
+// pass on the resume, before that Due, found its leader's host stale though no wake had told
+// it, and timed out, while its elector had planned no pass (no timeout while vouched,
+// docs/protocol.md 12.3). The table now vouches as it last found a host until it looks (its
+// overdue Due, or a frame read), and that look wakes the members it concerns.
+func TestRegressionStoppedHostVouchesUntilItsTableLooks(t *testing.T) {
+	for _, o := range []Options{
+		{Seed: 86, Hosts: 3, Groups: 20, Members: 3, Profile: dledger.ProfileDLedger},
+		{Seed: 129, Hosts: 3, Groups: 20, Members: 3, Profile: dledger.ProfileLAN},
+	} {
+		if r := mustRun(t, o); r.Violation != nil {
+			t.Errorf("seed %d:\n%s", o.Seed, r.Report())
+		}
+	}
+}
+
 // The planted bug of the shared part: a table that keeps vouching for a host once heard is
 // caught as L4, with a report that replays it.
 func TestCheckerCatchesHostNeverStale(t *testing.T) {
