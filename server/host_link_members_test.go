@@ -20,13 +20,7 @@ func TestMemberLinkSetPeers(t *testing.T) {
 	hl := newHostLinks("A:1", KeySet{}, true, zap.NewNop(), rpc.Hooks{})
 	defer hl.closeAll()
 	nobody := func() *dledger.Elector { return nil }
-	peers := func(s string) []memberstate.Peer {
-		ps, err := memberstate.ParsePeers(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ps
-	}
+	peers := func(s string) []memberstate.Peer { return mustPeers(t, s) }
 	m, err := hl.join("g1", "a", peers("a-A:1;b-127.0.0.1:2"), &dledger.Config{}, nobody)
 	if err != nil {
 		t.Fatal(err)
@@ -89,13 +83,7 @@ func TestHostLinksCountEachMemberOnce(t *testing.T) {
 	hl := newHostLinks("A:1", KeySet{}, true, zap.NewNop(), rpc.Hooks{})
 	defer hl.closeAll()
 	nobody := func() *dledger.Elector { return nil }
-	peers := func(s string) []memberstate.Peer {
-		ps, err := memberstate.ParsePeers(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ps
-	}
+	peers := func(s string) []memberstate.Peer { return mustPeers(t, s) }
 	users := func() map[string]int {
 		hl.mu.Lock()
 		defer hl.mu.Unlock()
@@ -177,4 +165,14 @@ func TestDeferredGoneNewsDroppedWhenTheHostIsBack(t *testing.T) {
 	if told != 11 {
 		t.Fatalf("deferred news after another host's connection: told %d, want 11", told)
 	}
+}
+
+// mustPeers parses a peers string of a test.
+func mustPeers(t *testing.T, s string) []memberstate.Peer {
+	t.Helper()
+	ps, err := memberstate.ParsePeers(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
 }

@@ -114,10 +114,7 @@ func TestSilentHostWakesWhoReliedOnIt(t *testing.T) {
 	m := newMesh(t, 3, "fol1", "fol2", "lead", "cand")
 	m.all(t0)
 	a := m.tables[0]
-	a.For("fol1", "m0").Rely([]string{"m1"}, nil, 1)
-	a.For("fol2", "m0").Rely([]string{"m2"}, nil, 1)
-	a.For("lead", "m0").Rely([]string{"m1", "m2"}, nil, 1)
-	a.For("cand", "m0").Rely(nil, nil, 0)
+	relyAsNamed(a)
 	m.take(0)
 	m.all(t0.Add(iv), 1)
 	m.all(t0.Add(2*iv), 1)
@@ -199,10 +196,7 @@ func TestDependentsOfAGoneHost(t *testing.T) {
 	m := newMesh(t, 3, "fol1", "fol2", "lead", "mute", "cand")
 	m.all(t0)
 	a := m.tables[0]
-	a.For("fol1", "m0").Rely([]string{"m1"}, nil, 1)
-	a.For("fol2", "m0").Rely([]string{"m2"}, nil, 1)
-	a.For("lead", "m0").Rely([]string{"m1", "m2"}, nil, 1)
-	a.For("cand", "m0").Rely(nil, nil, 0)
+	relyAsNamed(a)
 	want := [][2]string{{"fol1", "m0"}, {"mute", "m0"}}
 	if got := a.Dependents("H1"); !slices.Equal(got, want) {
 		t.Fatalf("Dependents(H1) = %v before the failure, want %v", got, want)
@@ -277,4 +271,14 @@ func TestRelianceSurvivesAChangeOfPeers(t *testing.T) {
 	if mem.Rely([]string{"m9"}, nil, 1) {
 		t.Fatal("Rely naming a peer the table does not place reported it recorded")
 	}
+}
+
+// relyAsNamed has host 0's members of the groups named so say what they rely on: fol1 and fol2
+// follow m1 and m2, lead leads with a quorum of one of m1 and m2, cand relies on nothing (and
+// mute, if there, says nothing).
+func relyAsNamed(a *Table) {
+	a.For("fol1", "m0").Rely([]string{"m1"}, nil, 1)
+	a.For("fol2", "m0").Rely([]string{"m2"}, nil, 1)
+	a.For("lead", "m0").Rely([]string{"m1", "m2"}, nil, 1)
+	a.For("cand", "m0").Rely(nil, nil, 0)
 }
