@@ -137,12 +137,7 @@ const hostLinkSendQueue = 1 << 15
 func (hl *hostLinks) newClient(host string) (*rpc.Client, error) {
 	return rpc.NewClient(rpc.ClientOptions{Peers: map[string]string{host: host}, Auth: hl.auth,
 		SendQueue: hostLinkSendQueue, Logger: hl.log.With(zap.String("peerHost", host)), Hooks: hl.hooks,
-		OnPeerGone: func(string) {
-			if hl.live != nil {
-				hl.live.table.Failed(host, time.Now())
-			}
-			hl.each(host, (*dledger.Elector).PeerGone, goneNewsLater)
-		},
+		OnPeerGone:      func(string) { hl.gone(host) },
 		OnPeerConnected: func(string) { hl.each(host, (*dledger.Elector).PeerReachable, 0) }})
 }
 
@@ -181,36 +176,61 @@ func (hl *hostLinks) newLiveClient(host string) (*rpc.Client, error) {
 const goneNewsLater = 100 * time.Millisecond
 
 // each tells every member with a peer on host about each such peer: the link to that host
-// closed and its port refused the redial (its process is gone: every group it led fails over
-// at once), or the link came up. It runs on the link's connection goroutine. With later > 0
-// (a dead host's news), the members whose plan rests on a peer there are told first
-// (dependentsFirst), and the others that much later, on a goroutine of their own, yielding the
-// processor every 32 members:
-// at 10,000 groups telling them took tens of milliseconds of a host's one processor, in the
-// moments the dead host's groups elected (docs/protocol.md 12.1).
-func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), later time.Duration) {
+// came up (later <= 0; counted in hl.ups), or its process is gone (gone): every member at
+// once, or (later > 0) the members not in told that much later, on a goroutine of their own,
+// yielding the processor every 32 members: at 10,000 groups telling them took tens of
+// milliseconds of a host's one processor, in the moments the dead host's groups elected
+// (docs/protocol.md 12.1). It runs on the link's connection goroutine.
+func (hl *hostLinks) each(host string, f func(e *dledger.Elector, peer string), later time.Duration, told ...[2]string) {
 	hl.mu.Lock()
 	if later <= 0 {
 		hl.ups[host]++
 	}
 	up := hl.ups[host]
-	var ms []*memberLink
-	if hl.links[host] != nil {
-		ms = make([]*memberLink, 0, len(hl.members))
-		for m := range hl.members {
+	hl.mu.Unlock()
+	if later <= 0 {
+		tell(host, f, hl.on(host, nil), false)
+		return
+	}
+	time.AfterFunc(later, hl.unlessBack(host, up, func() { tell(host, f, hl.on(host, told), true) }))
+}
+
+// on lists the members with links, but those in skip, if there is a link to host.
+func (hl *hostLinks) on(host string, skip [][2]string) []*memberLink {
+	var not map[[2]string]bool
+	if len(skip) > 0 {
+		not = make(map[[2]string]bool, len(skip))
+		for _, k := range skip {
+			not[k] = true
+		}
+	}
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	if hl.links[host] == nil {
+		return nil
+	}
+	ms := make([]*memberLink, 0, len(hl.members))
+	for m := range hl.members {
+		if !not[[2]string{m.group, m.self}] {
 			ms = append(ms, m)
 		}
 	}
-	hl.mu.Unlock()
-	if later <= 0 {
-		tell(host, f, ms, false)
+	return ms
+}
+
+// gone tells the members that host's process is gone: the link to it closed and its port
+// refused the redial, so every group it led fails over at once. With a liveness table the
+// table hears of it (FailedLink) and tells the members whose plan rests on a peer there
+// (a follower whose leader was there: docs/protocol.md 12.1, "Wakes") first, from its own pass
+// over its members, and the others goneNewsLater later (each). Without one, every member at
+// once.
+func (hl *hostLinks) gone(host string) {
+	if hl.live == nil {
+		tell(host, (*dledger.Elector).PeerGone, hl.on(host, nil), false)
 		return
 	}
-	ms, urgent := hl.dependentsFirst(host, ms)
-	tell(host, f, ms[:urgent], false)
-	if rest := ms[urgent:]; len(rest) > 0 {
-		time.AfterFunc(later, hl.unlessBack(host, up, func() { tell(host, f, rest, true) }))
-	}
+	told := hl.live.table.FailedLink(host, time.Now())
+	hl.each(host, (*dledger.Elector).PeerGone, goneNewsLater, told...)
 }
 
 // unlessBack returns f, to run only if host's connections came up no more times than up
@@ -245,33 +265,6 @@ func tell(host string, f func(e *dledger.Elector, peer string), ms []*memberLink
 			f(e, id)
 		}
 	}
-}
-
-// dependentsFirst orders ms with the members whose plan rests on a peer on host first (a
-// follower whose leader is there: docs/protocol.md 12.1, "Wakes"; liveness.Dependents), and
-// says how many they are. The others' news is not urgent.
-func (hl *hostLinks) dependentsFirst(host string, ms []*memberLink) ([]*memberLink, int) {
-	if hl.live == nil || len(ms) < 2 {
-		return ms, len(ms)
-	}
-	deps := hl.live.table.Dependents(host)
-	first := make(map[[2]string]bool, len(deps))
-	for _, k := range deps {
-		first[k] = true
-	}
-	ordered := make([]*memberLink, 0, len(ms))
-	for _, m := range ms {
-		if first[[2]string{m.group, m.self}] {
-			ordered = append(ordered, m)
-		}
-	}
-	n := len(ordered)
-	for _, m := range ms {
-		if !first[[2]string{m.group, m.self}] {
-			ordered = append(ordered, m)
-		}
-	}
-	return ordered, n
 }
 
 // leaveLocked removes m from its links; links left without a member are removed and

@@ -102,19 +102,23 @@ func (l *hostLive) logHost(host string) {
 		zap.Bool("linkFailed", v.Failed), zap.Int("unacked", v.Unacked), zap.Duration("ackBound", v.Bound))
 }
 
-// addMember registers a hosted member; wake schedules its elector's pass now.
+// addMember registers a hosted member: the table's tell("") schedules its elector's pass now,
+// and tell(id) tells it peer id's process is gone (Elector.PeerGone; liveness.FailedLink).
 func (l *hostLive) addMember(group, self string, peers []memberstate.Peer, elector func() *dledger.Elector) error {
 	hosts := make(map[string]string, len(peers))
 	for _, p := range peers {
 		hosts[p.ID] = p.Addr
 	}
-	return l.table.AddMember(group, self, hosts, func() {
-		if e := elector(); e != nil {
-			if l.wake != nil {
-				l.wake(e)
-			} else {
-				e.Wake()
-			}
+	return l.table.AddMemberTold(group, self, hosts, func(gone string) {
+		e := elector()
+		switch {
+		case e == nil:
+		case gone != "":
+			e.PeerGone(gone)
+		case l.wake != nil:
+			l.wake(e)
+		default:
+			e.Wake()
 		}
 	})
 }

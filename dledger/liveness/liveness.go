@@ -173,9 +173,12 @@ type host struct {
 	stale        bool      // as of the last check (wakes fire on the fresh -> stale edge)
 	seq          uint64
 	nextSend     time.Time
-	lastSent     time.Time  // the last frame's send time: the next waits at least MinGap
-	unsent       bool       // some pending change has not been sent yet
-	pending      pendingSet // this host's changes the peer host has not acknowledged
+	// alone indexes, by slot, the local members that depend on this host alone (gone.go);
+	// written under mu, or read-locked and cmu.
+	alone    bitset
+	lastSent time.Time  // the last frame's send time: the next waits at least MinGap
+	unsent   bool       // some pending change has not been sent yet
+	pending  pendingSet // this host's changes the peer host has not acknowledged
 	// complete: every change of this host for us up to this epoch has arrived (its frames'
 	// Upto and Sent, this incarnation); waiting: its acks whose Upto is above complete, newest
 	// last, recorded as acknowledged once complete reaches them.
@@ -209,12 +212,16 @@ type local struct {
 	// map, as a group has a handful of members and a host thousands of them (hostOf). Its
 	// distinct hosts are found in it when needed (Changed: a group's few peers), not kept.
 	peers []peerAt
-	wake  func()
+	// wake is AddMember's wake, as tell(""), or AddMemberTold's tell: called with "" to run
+	// the member's pass, with a peer's id to tell it that peer's process is gone (FailedLink).
+	wake func(gone string)
 	// rely is what the member's plan rests on (Member.Rely; docs/protocol.md 12.1, "Wakes"),
 	// as bits over peers: quorum, the peers whose vouching the plan counts, of which need must
 	// stay on fresh hosts; also, every peer the table speaks for in the plan (a restart of its
 	// host voids that). Until the member says (known false), it relies on every peer.
 	rely reliance
+	// slot is its place in Table.slots, and in the peer hosts' indexes (host.alone; gone.go).
+	slot int32
 	// removed: RemoveMember has forgotten it (under the table's lock); a Member that still
 	// holds it then finds nothing, as it would in the table's map.
 	removed bool
@@ -292,8 +299,12 @@ type Table struct {
 	// (find). One map by group instead of one by (group, member) and another by group, each
 	// entry of which was a slice: a host of 10,000 groups has a member of each, rarely two.
 	groups map[string]*local
-	hosts  map[string]*host
-	order  []string // host ids, sorted: frames go out in a fixed order (determinism)
+	// slots holds every local member at its slot (local.slot), nil at a free one (free): the
+	// hosts' indexes of the members that depend on them alone name slots (gone.go).
+	slots []*local
+	free  []int32
+	hosts map[string]*host
+	order []string // host ids, sorted: frames go out in a fixed order (determinism)
 	// promised is the NextDue last returned; stallAt the last Due that came more than
 	// Interval/2 after it (the host's own process stalled: a stop, a long pause).
 	promised, stallAt time.Time
@@ -327,13 +338,24 @@ func (t *Table) Config() Config { return t.cfg }
 // (self may be included; it is ignored) to its host id. wake asks the driver to run the
 // member's pass now; it must only schedule. A member on this same host is never vouched for.
 func (t *Table) AddMember(group, self string, peerHost map[string]string, wake func()) error {
+	var tell func(string)
+	if wake != nil {
+		tell = func(string) { wake() }
+	}
+	return t.AddMemberTold(group, self, peerHost, tell)
+}
+
+// AddMemberTold is AddMember with tell as the member's wake, tell(""), and as the news of a
+// dead host for the members that depend on it: FailedLink calls tell(id) for each of the
+// member's peers id on that host.
+func (t *Table) AddMemberTold(group, self string, peerHost map[string]string, tell func(gone string)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := key{group, self}
 	if t.find(k) != nil {
 		return fmt.Errorf("liveness: member %s of group %s is already registered", self, group)
 	}
-	l := &local{key: k, peers: peersOf(self, peerHost), wake: wake}
+	l := &local{key: k, peers: peersOf(self, peerHost), wake: tell}
 	if last := t.groups[group]; last == nil {
 		t.groups[group] = l
 	} else {
@@ -345,6 +367,8 @@ func (t *Table) AddMember(group, self string, peerHost map[string]string, wake f
 	for _, h := range l.hostSet(t.cfg.Self) {
 		t.hostFor(h).refs++
 	}
+	t.place(l)
+	t.index(l)
 	return nil
 }
 
@@ -411,6 +435,7 @@ func (t *Table) RemoveMember(group, self string) {
 		return
 	}
 	l.removed = true
+	t.unplace(l)
 	if first := t.groups[group]; first == l {
 		if l.next == nil {
 			delete(t.groups, group)
@@ -554,9 +579,17 @@ func (t *Table) delayed(h *host, sentAt, now time.Time) {
 // checkStale updates every host's stale flag and returns the wakes of the fresh -> stale edges.
 // Every flag is updated before any wake is decided: whether a leader's quorum still holds
 // counts the hosts that turn stale together.
-func (t *Table) checkStale(now time.Time) []func() {
-	var wakes []func()
-	var edges []*host
+func (t *Table) checkStale(now time.Time) []call {
+	wakes, edges := t.staleEdges(now)
+	if len(edges) > 0 {
+		wakes = t.wakeHost(wakes, false, edges...)
+	}
+	return wakes
+}
+
+// staleEdges updates every host's stale flag and returns the HostChanged hooks of the hosts
+// that turned, and the hosts that turned stale.
+func (t *Table) staleEdges(now time.Time) (wakes []call, edges []*host) {
 	for _, id := range t.order {
 		h := t.hosts[id]
 		stale := !h.freshAt(now, t.cfg.Fresh)
@@ -568,16 +601,13 @@ func (t *Table) checkStale(now time.Time) []func() {
 		}
 		h.stale = stale
 	}
-	if len(edges) > 0 {
-		wakes = t.wakeHost(wakes, false, edges...)
-	}
-	return wakes
+	return wakes, edges
 }
 
 // hostChanged appends Config.HostChanged for host id to wakes, if set.
-func (t *Table) hostChanged(wakes []func(), id string) []func() {
+func (t *Table) hostChanged(wakes []call, id string) []call {
 	if f := t.cfg.HostChanged; f != nil {
-		wakes = append(wakes, func() { f(id) })
+		wakes = append(wakes, call{f: f, arg: id})
 	}
 	return wakes
 }
@@ -592,16 +622,28 @@ func (t *Table) hostChanged(wakes []func(), id string) []func() {
 // vouched quorum does not hold without it), as nothing sent there would be read. A member
 // that has not said relies on every peer, and is woken as before: by any turn to stale, and
 // by a restart of a host it had not been woken for yet (fresh until then).
-func (t *Table) wakeHost(wakes []func(), restart bool, hs ...*host) []func() {
+func (t *Table) wakeHost(wakes []call, restart bool, hs ...*host) []call {
 	ls := make([]*local, 0, 8)
 	for l := range t.all() {
-		for _, h := range hs {
-			if t.dependsOn(l, h, restart) {
-				ls = append(ls, l) // once, whichever of hs it depends on
-				break
-			}
+		if t.dependsOnAny(l, hs, restart) {
+			ls = append(ls, l)
 		}
 	}
+	return appendWakes(wakes, ls)
+}
+
+// dependsOnAny says whether l depends on a host of hs (dependsOn), each counted once.
+func (t *Table) dependsOnAny(l *local, hs []*host, restart bool) bool {
+	for _, h := range hs {
+		if t.dependsOn(l, h, restart) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendWakes appends the wakes of ls, sorted by group and member, to wakes.
+func appendWakes(wakes []call, ls []*local) []call {
 	slices.SortFunc(ls, func(a, b *local) int {
 		if a.group != b.group {
 			return strings.Compare(a.group, b.group)
@@ -609,7 +651,7 @@ func (t *Table) wakeHost(wakes []func(), restart bool, hs ...*host) []func() {
 		return strings.Compare(a.member, b.member)
 	})
 	for _, l := range ls {
-		wakes = append(wakes, l.wake)
+		wakes = append(wakes, call{f: l.wake})
 	}
 	return wakes
 }
@@ -695,10 +737,17 @@ func (l *local) onHost(bits uint32, id string) bool {
 	return false
 }
 
-func run(wakes []func()) {
+// call is a wake to run once the table's lock is let go: f(arg), a member's wake (arg "") or
+// the HostChanged hook (arg the host), without a closure made for each.
+type call struct {
+	f   func(string)
+	arg string
+}
+
+func run(wakes []call) {
 	for _, w := range wakes {
-		if w != nil {
-			w()
+		if w.f != nil {
+			w.f(w.arg)
 		}
 	}
 }
@@ -809,8 +858,8 @@ func (t *Table) resolve(h *host, now time.Time) {
 
 // hear is what a frame and an ack share: the incarnation check, the changes, and the heard
 // time. It returns the wakes to run.
-func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []func() {
-	var wakes []func()
+func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []call {
+	var wakes []call
 	switch {
 	case inc == 0 || inc < h.inc:
 		return nil // an older run's late message, or none at all
@@ -840,7 +889,7 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []fun
 		}
 		if newer {
 			for l := t.groups[c.Group]; l != nil; l = l.next {
-				wakes = append(wakes, l.wake)
+				wakes = append(wakes, call{f: l.wake})
 			}
 		}
 	}
@@ -907,7 +956,7 @@ func (t *Table) Host(id string, now time.Time) (v HostView, ok bool) {
 // host is stale until it is heard from again.
 func (t *Table) Failed(to string, now time.Time) {
 	t.mu.Lock()
-	var wakes []func()
+	var wakes []call
 	if h := t.hosts[to]; h != nil {
 		if !h.failed {
 			h.failedAt = now
@@ -999,7 +1048,10 @@ func (m *Member) Rely(quorum, also []string, need int) bool {
 	}
 	r.known = ok
 	t.cmu.Lock() // Rely of other members writes under mu read-locked too; wakeHost reads under mu
-	l.rely = r
+	if l.rely != r {
+		l.rely = r
+		t.index(l)
+	}
 	t.cmu.Unlock()
 	return ok
 }

@@ -19,6 +19,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 		return fmt.Errorf("liveness: member %s of group %s is not registered", self, group)
 	}
 	before := l.hostSet(t.cfg.Self)
+	t.unindex(l)
 	old := l.peers
 	l.peers = peersOf(self, peerHost)
 	for i, p := range l.peers {
@@ -46,6 +47,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 			t.order = slices.DeleteFunc(t.order, func(x string) bool { return x == h })
 		}
 	}
+	t.index(l)
 	return nil
 }
 

@@ -2,7 +2,9 @@ package liveness
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -281,4 +283,155 @@ func relyAsNamed(a *Table) {
 	a.For("fol2", "m0").Rely([]string{"m2"}, nil, 1)
 	a.For("lead", "m0").Rely([]string{"m1", "m2"}, nil, 1)
 	a.For("cand", "m0").Rely(nil, nil, 0)
+}
+
+// A dead host's news (FailedLink: its link closed and a redial refused) reaches the members
+// whose plan rests on a peer there first, each with its peers there (tell(id)), from the
+// table's one pass over its members, before the turn's HostChanged hook and wakes run; the
+// members it returns and tells are those Dependents names, and the wakes are Failed's. Fails
+// if a dependent is told after a wake or the hook (a host of 10,000 groups made three passes
+// over every member before the one follower whose leader was there heard), if a member that
+// does not depend on the host is told, or if the wakes differ from Failed's.
+func TestFailedLinkTellsDependentsFirst(t *testing.T) {
+	groups := []string{"fol1", "fol2", "lead", "mute", "cand"}
+	var events []string
+	hook := func(host string) { events = append(events, "host "+host) }
+	m := newMesh(t, 3, groups...)
+	a, err := New(Config{Self: "H0", Incarnation: 1, Interval: iv, HostChanged: hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]string{"m0": "H0", "m1": "H1", "m2": "H2"}
+	for _, g := range groups {
+		g := g
+		if err := a.AddMemberTold(g, "m0", hosts, func(gone string) {
+			if gone == "" {
+				events = append(events, "wake "+g)
+			} else {
+				events = append(events, "tell "+g+" "+gone)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.tables[0] = a
+	m.all(t0)
+	relyAsNamed(a)
+	want := a.Dependents("H1")
+	events = nil
+	told := a.FailedLink("H1", t0.Add(iv))
+	slices.SortFunc(told, func(x, y [2]string) int { return strings.Compare(x[0], y[0]) })
+	if !slices.Equal(told, want) {
+		t.Fatalf("FailedLink(H1) told %v, want Dependents' %v", told, want)
+	}
+	if len(events) < 2 {
+		t.Fatalf("events %v", events)
+	}
+	first := slices.Clone(events[:2])
+	slices.Sort(first)
+	if !slices.Equal(first, []string{"tell fol1 m1", "tell mute m1"}) {
+		t.Fatalf("the first news went to %v, want the dependents (events %v)", first, events)
+	}
+	if rest := events[2:]; !slices.Equal(rest, []string{"host H1", "wake fol1", "wake mute"}) {
+		t.Fatalf("after the news: %v, want the hook and Failed's wakes", rest)
+	}
+	events = nil
+	if told := a.FailedLink("H9", t0.Add(iv)); told != nil || events != nil {
+		t.Fatalf("an unknown host: told %v, events %v", told, events)
+	}
+}
+
+// The index of the members that depend on a host alone (gone.go) follows every registration,
+// reliance, change of peers and removal: after each of a random sequence of them, a host's
+// index names exactly the local members that depend on it whatever the other hosts'
+// freshness. Fails if a change leaves a member in or out of an index wrongly: a follower of a
+// dead host's leader missing from it would hear of the death only after a pass over every
+// member, one that does not depend on it would hear first for nothing.
+func TestAloneIndexFollowsTheMembers(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 29))
+	tb, err := New(Config{Self: "A", Incarnation: 1, Interval: iv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostsOf := func() map[string]string {
+		m := map[string]string{"a": "A"}
+		for _, id := range []string{"b", "c", "d"} {
+			if rnd.IntN(3) > 0 {
+				m[id] = []string{"B", "C", "D"}[rnd.IntN(3)]
+			}
+		}
+		return m
+	}
+	live := map[string]bool{}
+	for step := range 3000 {
+		g := fmt.Sprintf("g%d", rnd.IntN(40))
+		switch op := rnd.IntN(4); {
+		case !live[g]:
+			if err := tb.AddMemberTold(g, "a", hostsOf(), func(string) {}); err != nil {
+				t.Fatal(err)
+			}
+			live[g] = true
+		case op == 0:
+			tb.RemoveMember(g, "a")
+			delete(live, g)
+		case op == 1:
+			if err := tb.SetPeers(g, "a", hostsOf()); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			ids := []string{"b", "c", "d", "x"}
+			var q []string
+			for _, id := range ids {
+				if rnd.IntN(2) == 0 {
+					q = append(q, id)
+				}
+			}
+			tb.For(g, "a").Rely(q, nil, rnd.IntN(3)-1)
+		}
+		for id, h := range tb.hosts {
+			for l := range tb.all() {
+				if want := l.onHost(^uint32(0), id) && tb.dependsAlone(l, id); h.alone.has(l.slot) != want {
+					t.Fatalf("step %d: host %s's index has %s: %v, want %v (rely %+v, peers %v)", step, id, l.group, !want, want, l.rely, l.peers)
+				}
+			}
+		}
+	}
+}
+
+// A member that depends on a dead host only because another of its quorum's hosts is stale
+// too (a leader of a group over three hosts, its other follower's host silent) is not in the
+// host's index, and hears of the death from the pass over every member: after the members in
+// the index, before the turn's hook and wakes.
+func TestFailedLinkTellsTheOtherDependentsNext(t *testing.T) {
+	groups := []string{"fol1", "fol2", "lead", "mute", "cand"}
+	var events []string
+	m := newMesh(t, 3, groups...)
+	a, err := New(Config{Self: "H0", Incarnation: 1, Interval: iv, HostChanged: func(h string) { events = append(events, "host "+h) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		g := g
+		if err := a.AddMemberTold(g, "m0", map[string]string{"m0": "H0", "m1": "H1", "m2": "H2"}, func(gone string) {
+			if gone != "" {
+				events = append(events, "tell "+g+" "+gone)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.tables[0] = a
+	m.all(t0)
+	relyAsNamed(a)
+	a.Failed("H2", t0) // H2 stale: lead's quorum now rests on H1 alone
+	events = nil
+	a.FailedLink("H1", t0.Add(iv))
+	if len(events) != 4 {
+		t.Fatalf("events %v", events)
+	}
+	first := slices.Clone(events[:2])
+	slices.Sort(first)
+	if !slices.Equal(first, []string{"tell fol1 m1", "tell mute m1"}) || events[2] != "tell lead m1" || events[3] != "host H1" {
+		t.Fatalf("events %v: want fol1 and mute (in H1's index), then lead, then the hook", events)
+	}
 }

@@ -13,7 +13,7 @@ import (
 func tableBytesPerMember(t *testing.T, n int) float64 {
 	t.Helper()
 	hosts := map[string]string{"a": "A", "b": "B", "c": "C"}
-	wake := func() {}
+	wake := func(string) {}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -26,7 +26,7 @@ func tableBytesPerMember(t *testing.T, n int) float64 {
 		groups[i] = fmt.Sprintf("group-%05d", i)
 	}
 	for _, g := range groups {
-		if err := tb.AddMember(g, "a", hosts, wake); err != nil {
+		if err := tb.AddMemberTold(g, "a", hosts, wake); err != nil { // as a host registers them
 			t.Fatal(err)
 		}
 		tb.For(g, "a").Rely([]string{"b"}, nil, 1)

@@ -1,0 +1,184 @@
+package liveness
+
+import (
+	"math/bits"
+	"time"
+)
+
+// The news of a dead host (FailedLink) in the order it matters: the local members whose plan
+// rests on a peer there alone hear first, found through an index kept per peer host, not by a
+// pass over every member. When a host of 10,000 groups died, the passes over every member
+// before the one follower whose leader was there heard (Failed's wakes, then Dependents and
+// its sort, then the links' list of their members) took 5-15 ms of a survivor's processor,
+// against microseconds with one group (BENCHMARKS.md, "hfo"); one pass alone took 2-4 ms,
+// its members' entries cold in the processor's caches after an idle spell.
+//
+// A member is in its peer host h's index (host.alone, by the member's slot) when it depends
+// on h by itself: it relies on a quorum peer on h, and fewer than need of its quorum peers
+// are on other hosts (a follower whose leader is on h), or it has not said what it relies on
+// and has a peer on h. Each such member depends on h once h's link fails whatever the other
+// hosts' freshness (dependsOnGone counts only fresh ones), so the index names a subset of
+// Dependents(h); the rest of them (a leader whose vouched quorum breaks because another host
+// is stale too) are found by the pass that finds the wakes, right after.
+
+// bitset is a set of slots.
+type bitset []uint64
+
+func (b *bitset) set(i int32, on bool) {
+	w := int(i >> 6)
+	if w >= len(*b) {
+		if !on {
+			return
+		}
+		*b = append(*b, make([]uint64, w+1-len(*b))...)
+	}
+	if on {
+		(*b)[w] |= 1 << (i & 63)
+	} else {
+		(*b)[w] &^= 1 << (i & 63)
+	}
+}
+
+func (b bitset) has(i int32) bool {
+	w := int(i >> 6)
+	return w < len(b) && b[w]&(1<<(i&63)) != 0
+}
+
+// each calls f for every slot in b.
+func (b bitset) each(f func(int32)) {
+	for w, x := range b {
+		for x != 0 {
+			i := bits.TrailingZeros64(x)
+			f(int32(w<<6 + i))
+			x &= x - 1
+		}
+	}
+}
+
+// place gives l a slot (AddMember); with mu held.
+func (t *Table) place(l *local) {
+	if n := len(t.free); n > 0 {
+		l.slot, t.free = t.free[n-1], t.free[:n-1]
+		t.slots[l.slot] = l
+		return
+	}
+	l.slot = int32(len(t.slots))
+	t.slots = append(t.slots, l)
+}
+
+// unplace frees l's slot and takes l out of every host's index (RemoveMember); with mu held.
+func (t *Table) unplace(l *local) {
+	t.unindex(l)
+	t.slots[l.slot] = nil
+	t.free = append(t.free, l.slot)
+}
+
+// index puts l in the index of each of its peer hosts it depends on alone, and takes it out
+// of the others'; with mu held, or read-locked and cmu (Rely).
+func (t *Table) index(l *local) {
+	for i, p := range l.peers {
+		if p.host == t.cfg.Self || t.metBefore(l, i) {
+			continue
+		}
+		if h := t.hosts[p.host]; h != nil {
+			h.alone.set(l.slot, t.dependsAlone(l, p.host))
+		}
+	}
+}
+
+// unindex takes l out of the index of each of its peer hosts (before its peers change).
+func (t *Table) unindex(l *local) {
+	for _, p := range l.peers {
+		if h := t.hosts[p.host]; h != nil {
+			h.alone.set(l.slot, false)
+		}
+	}
+}
+
+// metBefore says whether l's peer i's host is that of a peer before it.
+func (t *Table) metBefore(l *local, i int) bool {
+	for _, q := range l.peers[:i] {
+		if q.host == l.peers[i].host {
+			return true
+		}
+	}
+	return false
+}
+
+// dependsAlone says whether l depends on host id whatever the other hosts' freshness: as
+// dependsOnGone with every other host fresh.
+func (t *Table) dependsAlone(l *local, id string) bool {
+	r := l.rely
+	if !r.known {
+		return l.onHost(^uint32(0), id)
+	}
+	if !l.onHost(r.quorum, id) {
+		return false
+	}
+	others := 0
+	for i, p := range l.peers {
+		if r.quorum&(1<<i) != 0 && p.host != t.cfg.Self && p.host != id {
+			others++
+		}
+	}
+	return others < int(r.need)
+}
+
+// FailedLink is Failed for a link to host to whose peer process is gone (the transport saw the
+// connection closed by the other end and a redial refused), and it tells the news first to
+// the local members whose plan rests on a peer there (Dependents: a follower whose leader was
+// there, a leader whose vouched quorum does not hold without it, a member that never said):
+// each one's tell(id) (AddMemberTold) for each of its peers id on that host. Those that
+// depend on it alone (the index above) hear as soon as the lock is let go; then one pass over
+// every member finds the other dependents, who hear next, and the members to wake (Failed's),
+// woken after the turn's HostChanged hook. It returns the members told, each as (group,
+// member), in no set order.
+func (t *Table) FailedLink(to string, now time.Time) [][2]string {
+	t.mu.Lock()
+	h := t.hosts[to]
+	if h == nil {
+		t.mu.Unlock()
+		return nil
+	}
+	if !h.failed {
+		h.failedAt = now
+	}
+	h.failed = true
+	hooks, edges := t.staleEdges(now)
+	var told [][2]string
+	var tells []call
+	h.alone.each(func(i int32) {
+		if l := t.slots[i]; l != nil && t.dependsOnGone(l, h) {
+			told, tells = tellOf(told, tells, l, h.id)
+		}
+	})
+	t.mu.Unlock()
+	run(tells)
+
+	t.mu.Lock()
+	tells = tells[:0]
+	var woken []*local
+	for l := range t.all() {
+		if !h.alone.has(l.slot) && t.dependsOnGone(l, h) {
+			told, tells = tellOf(told, tells, l, h.id)
+		}
+		if len(edges) > 0 && t.dependsOnAny(l, edges, false) {
+			woken = append(woken, l)
+		}
+	}
+	t.mu.Unlock()
+	run(tells)
+	run(appendWakes(hooks, woken))
+	return told
+}
+
+// tellOf appends l to told and its tell for each of its peers on host to tells.
+func tellOf(told [][2]string, tells []call, l *local, host string) ([][2]string, []call) {
+	told = append(told, [2]string{l.group, l.member})
+	for _, p := range l.peers {
+		if p.host == host {
+			tells = append(tells, call{f: l.wake, arg: p.id})
+		}
+	}
+	return told, tells
+}
