@@ -956,16 +956,14 @@ func (t *Table) Host(id string, now time.Time) (v HostView, ok bool) {
 // host is stale until it is heard from again.
 func (t *Table) Failed(to string, now time.Time) {
 	t.mu.Lock()
-	var wakes []call
-	if h := t.hosts[to]; h != nil {
-		if !h.failed {
-			h.failedAt = now
-		}
-		h.failed = true
-		wakes = t.checkStale(now)
+	h := t.hosts[to]
+	if h == nil {
+		t.mu.Unlock()
+		return
 	}
+	hooks, edges := t.fail(h, now)
 	t.mu.Unlock()
-	run(wakes)
+	t.failPass(nil, edges, hooks, nil) // the wakes, the processor yielded in between
 }
 
 // Member is one local member's view of the table: the elector's seam (dledger.HostLiveness).

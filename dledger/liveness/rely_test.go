@@ -435,3 +435,65 @@ func TestFailedLinkTellsTheOtherDependentsNext(t *testing.T) {
 		t.Fatalf("events %v: want fol1 and mute (in H1's index), then lead, then the hook", events)
 	}
 }
+
+// FailedLink, Failed, Rely, Changed, SetPeers and RemoveMember at once (under -race): the
+// index is written under the table's lock or, by Rely, read-locked under cmu, and read under
+// the lock; failPass lets the lock go between its chunks. Fails under -race on a data race,
+// or if a member that depends on the failed host alone is not told.
+func TestFailedLinkConcurrentWithTheMembers(t *testing.T) {
+	m := newMesh(t, 3)
+	hosts := map[string]string{"m0": "H0", "m1": "H1", "m2": "H2"}
+	a, err := New(Config{Self: "H0", Incarnation: 1, Interval: iv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.tables[0] = a
+	var told sync.Map
+	for i := range 2000 {
+		g := fmt.Sprintf("g%d", i)
+		if err := a.AddMemberTold(g, "m0", hosts, func(gone string) {
+			if gone != "" {
+				told.Store(g, gone)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range m.tables[1:] {
+			if err := tb.AddMember(g, "m"+tb.cfg.Self[1:], hosts, func() {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.For(g, "m0").Rely([]string{"m1"}, nil, 1)
+	}
+	m.all(t0)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				g := fmt.Sprintf("g%d", 1000+(w*500+i)%1000)
+				mb := a.For(g, "m0")
+				switch i % 4 {
+				case 0:
+					mb.Rely([]string{"m2"}, nil, 1)
+				case 1:
+					mb.Changed()
+				case 2:
+					_ = a.SetPeers(g, "m0", hosts)
+				default:
+					a.RemoveMember(g, "m0")
+				}
+			}
+		}()
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); a.Failed("H2", t0.Add(iv)) }()
+	go func() { defer wg.Done(); a.FailedLink("H1", t0.Add(iv)) }()
+	wg.Wait()
+	for i := range 1000 {
+		if gone, ok := told.Load(fmt.Sprintf("g%d", i)); !ok || gone != "m1" {
+			t.Fatalf("g%d, a follower of m1 on the failed host, told %v, %v", i, gone, ok)
+		}
+	}
+}
