@@ -144,14 +144,43 @@ func (t *Table) FailedLink(to string, now time.Time) [][2]string {
 	hooks, edges := t.fail(h, now)
 	var told [][2]string
 	var tells []call
+	var alone []*local
 	h.alone.each(func(i int32) {
 		if l := t.slots[i]; l != nil && t.dependsOnGone(l, h) {
 			told, tells = tellOf(told, tells, l, h.id)
+			alone = append(alone, l)
 		}
 	})
+	exact := t.aloneExact(h, edges)
 	t.mu.Unlock()
 	run(tells)
-	return t.failPass(h, edges, hooks, told)
+	if !exact {
+		return t.failPass(h, edges, hooks, told)
+	}
+	if len(edges) == 0 {
+		alone = nil // h was stale already: woken then
+	}
+	run(appendWakes(hooks, alone))
+	return told
+}
+
+// aloneExact says whether h's index names every member that depends on h and every member
+// to wake for the turn (edges, the hosts that turned stale): no host turned stale but h, and
+// every other peer host is fresh. Then a member depends on h (dependsOnGone) exactly when it
+// does alone (dependsAlone), and the turn wakes the members that depend on h: no pass over
+// every member is needed, as in a crash of one host of three. With mu held.
+func (t *Table) aloneExact(h *host, edges []*host) bool {
+	for _, e := range edges {
+		if e != h {
+			return false
+		}
+	}
+	for _, id := range t.order {
+		if o := t.hosts[id]; o != h && o.stale {
+			return false
+		}
+	}
+	return true
 }
 
 // fail marks h's link failed at now and updates every host's stale flag (staleEdges); with mu

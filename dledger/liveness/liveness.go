@@ -962,6 +962,19 @@ func (t *Table) Failed(to string, now time.Time) {
 		return
 	}
 	hooks, edges := t.fail(h, now)
+	if t.aloneExact(h, edges) { // the members to wake are in h's index (gone.go)
+		var ls []*local
+		if len(edges) > 0 {
+			h.alone.each(func(i int32) {
+				if l := t.slots[i]; l != nil && t.dependsOnGone(l, h) {
+					ls = append(ls, l)
+				}
+			})
+		}
+		t.mu.Unlock()
+		run(appendWakes(hooks, ls))
+		return
+	}
 	t.mu.Unlock()
 	t.failPass(nil, edges, hooks, nil) // the wakes, the processor yielded in between
 }

@@ -497,3 +497,90 @@ func TestFailedLinkConcurrentWithTheMembers(t *testing.T) {
 		}
 	}
 }
+
+// Failed and FailedLink wake the members a pass over every member would wake (checkStale's
+// wakeHost), in the same order, and FailedLink tells those Dependents names, whether they
+// take the index alone (aloneExact: only the failed host turned, every other one fresh) or
+// pass over every member: random members, peers and reliances over hosts B, C and D, some of
+// which are stale or failed first. Fails if the index's shortcut wakes or tells a different
+// set of members than the pass would.
+func TestFailedWakesAsThePassWould(t *testing.T) {
+	for seed := range uint64(200) {
+		build := func() (*Table, *[]string) {
+			rnd := rand.New(rand.NewPCG(seed, 31))
+			var ev []string
+			tb, err := New(Config{Self: "A", Incarnation: 1, Interval: iv, Fresh: 6 * iv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 30 {
+				g := fmt.Sprintf("g%02d", i)
+				hosts := map[string]string{"a": "A"}
+				for _, id := range []string{"b", "c", "d"} {
+					if rnd.IntN(4) > 0 {
+						hosts[id] = []string{"B", "C", "D"}[rnd.IntN(3)]
+					}
+				}
+				if err := tb.AddMemberTold(g, "a", hosts, func(gone string) { ev = append(ev, g+"/"+gone) }); err != nil {
+					t.Fatal(err)
+				}
+				var q []string
+				for _, id := range []string{"b", "c", "d"} {
+					if _, ok := hosts[id]; ok && rnd.IntN(2) == 0 {
+						q = append(q, id)
+					}
+				}
+				if rnd.IntN(5) > 0 {
+					tb.For(g, "a").Rely(q, nil, rnd.IntN(3))
+				}
+			}
+			for _, h := range []string{"B", "C", "D"} {
+				tb.Received(h, Frame{Incarnation: 1, Seq: 1}, t0)
+			}
+			for _, o := range tb.Due(t0) {
+				tb.Answered(o.To, t0, Ack{Incarnation: 1, Seq: o.Frame.Seq}, t0)
+			}
+			switch rnd.IntN(3) {
+			case 0:
+				tb.Failed("C", t0)
+			case 1:
+				tb.Failed("B", t0) // the failed host stale already
+			}
+			ev = nil
+			return tb, &ev
+		}
+		ref, refEv := build()
+		ref.mu.Lock()
+		h := ref.hosts["B"]
+		if h == nil {
+			ref.mu.Unlock()
+			continue
+		}
+		h.failed = true
+		wakes := ref.checkStale(t0.Add(iv))
+		ref.mu.Unlock()
+		run(wakes)
+		deps := ref.Dependents("B")
+
+		f, fEv := build()
+		f.Failed("B", t0.Add(iv))
+		if !slices.Equal(*fEv, *refEv) {
+			t.Fatalf("seed %d: Failed woke %v, the pass %v", seed, *fEv, *refEv)
+		}
+		fl, flEv := build()
+		told := fl.FailedLink("B", t0.Add(iv))
+		slices.SortFunc(told, func(x, y [2]string) int { return strings.Compare(x[0], y[0]) })
+		if !slices.Equal(told, deps) {
+			t.Fatalf("seed %d: FailedLink told %v, Dependents %v", seed, told, deps)
+		}
+		var woken []string
+		for _, e := range *flEv {
+			if strings.HasSuffix(e, "/") {
+				woken = append(woken, e)
+			}
+		}
+		if !slices.Equal(woken, *refEv) {
+			t.Fatalf("seed %d: FailedLink woke %v, the pass %v", seed, woken, *refEv)
+		}
+	}
+}
