@@ -192,7 +192,7 @@ func TestTurnDecidedBeforeRelyIsNotUndone(t *testing.T) {
 }
 
 // Dependents names the members a failed link to a host concerns, in group order: the ones the
-// news of a dead host goes to first (server.hostLinks.each). Asked before the table has found
+// news of a dead host goes to first (FailedLink). Asked before the table has found
 // the host stale, it counts the host as stale all the same.
 func TestDependentsOfAGoneHost(t *testing.T) {
 	m := newMesh(t, 3, "fol1", "fol2", "lead", "mute", "cand")
