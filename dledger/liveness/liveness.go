@@ -696,10 +696,10 @@ func (t *Table) dependsOnGone(l *local, h *host) bool {
 // Dependents lists, sorted by group and member, the local members whose plan rests on a peer
 // on host id, as a failed link to it finds them (wakeHost): a follower whose leader is there,
 // a leader whose vouched quorum does not hold without it, and a member that never said. The
-// news of a dead host goes to them first (FailedLink tells the same members): when a host of 10,000 groups
-// died, telling every member with a peer there one after another put the few whose leader was
-// there behind thousands of others, tens of milliseconds on a busy host (docs/protocol.md
-// 12.1, "Wakes"). Each pair is (group, member).
+// news of a dead host goes to them first (FailedLink tells the same members): when a host of
+// 10,000 groups died, telling every member with a peer there one after another put the few
+// whose leader was there behind thousands of others, tens of milliseconds on a busy host
+// (docs/protocol.md 12.1, "Wakes"). Each pair is (group, member).
 func (t *Table) Dependents(id string) [][2]string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
