@@ -431,19 +431,31 @@ func (h metadataHandler) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*pr
 	return ih.TryHandleHeartBeat(req)
 }
 
-// learningTransport is the elector's transport: the member's, and a vote answer that names a
-// configuration newer than the one wired makes the server wire it once the elector has
-// learned it (docs/protocol.md 13.4: a candidate learns what it missed from the voters).
-type learningTransport struct {
-	peerClient
-	s *Server
-}
+// learningTransport is the elector's transport: the member's client (dialPeers made it before
+// the elector), and a vote answer that names a configuration newer than the one wired makes
+// the server wire it once the elector has learned it (docs/protocol.md 13.4: a candidate
+// learns what it missed from the voters). It is the member itself, converted, not a value of
+// its own: as an interface a value would be an allocation of each of a host's thousands of
+// members (issue 29).
+type learningTransport Server
 
-func (t learningTransport) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
-	t.peerClient.SendVote(to, req, func(r *protocol.VoteResponse, err error) {
+// electorTransport is the elector's Transport: the member as a learningTransport.
+func (s *Server) electorTransport() dledger.Transport { return (*learningTransport)(s) }
+
+func (t *learningTransport) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
+	s := (*Server)(t)
+	s.client.SendVote(to, req, func(r *protocol.VoteResponse, err error) {
 		done(r, err)
-		if r != nil && r.ConfEpoch > t.s.mem.wired.Load() {
-			t.s.applyMembership()
+		if r != nil && r.ConfEpoch > s.mem.wired.Load() {
+			s.applyMembership()
 		}
 	})
+}
+
+func (t *learningTransport) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
+	t.client.SendHeartBeat(to, req, done)
+}
+
+func (t *learningTransport) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
+	t.client.SendLeadershipTransfer(to, req, done)
 }

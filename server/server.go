@@ -87,7 +87,7 @@ type Server struct {
 	log      *zap.Logger // the process's: logAt adds the member's group and self at each line
 	elector  *dledger.Elector
 	dispatch *driver.Dispatcher
-	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
+	deliver  func([]dledger.RoleEvent) // nil: dispatch.Publish; the fencing test checks the order at it
 	fence    fence
 	metrics  *metrics.Metrics
 	host     *Host
@@ -227,7 +227,6 @@ func New(config Config, opts ...Option) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), log: o.logger}
 	s.keepFileStore(fileStore)
-	s.deliver = s.dispatch.Publish
 	if err := s.registerMetrics(o, cfg); err != nil {
 		return nil, err
 	}
@@ -410,7 +409,7 @@ func (s *Server) newElector(o options, cfg settings, peers []memberstate.Peer, s
 	var err error
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
-		Transport: learningTransport{s.client, s}, Observer: s.metrics,
+		Transport: s.electorTransport(), Observer: s.metrics,
 		// The process's logger: the elector adds group and self at each line (logAt), as
 		// the member does (Server.logAt).
 		Logger: s.log,

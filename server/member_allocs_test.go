@@ -1,0 +1,35 @@
+package server
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// TestAMembersTransportAndEventsAllocateNothing: a host's member keeps no transport value and
+// no method value of its own (its elector's Transport is the member, converted; its events go
+// to its dispatcher directly), and publishing an event makes no slice for it (issue 29,
+// docs/design.md "What a member costs, a seventh time").
+func TestAMembersTransportAndEventsAllocateNothing(t *testing.T) {
+	ports := freePorts(t, 1)
+	h := newTestHost(t, ports[0], t.TempDir())
+	peers := fmt.Sprintf("n0-127.0.0.1:%d;n1-127.0.0.1:1;n2-127.0.0.1:2", ports[0])
+	s := addStarted(t, h, "g", "n0", peers)
+	if s.deliver != nil {
+		t.Error("a member keeps a func of its own to deliver its events")
+	}
+	var tr dledger.Transport
+	if a := testing.AllocsPerRun(100, func() { tr = s.electorTransport() }); a != 0 || tr == nil {
+		t.Errorf("the elector's transport is %v allocations", a)
+	}
+	ev := dledger.RoleEvent{Group: "g", Term: 1 << 40, Role: protocol.FOLLOWER, LeaderID: "n1"}
+	evs := []dledger.RoleEvent{ev} // as the member's driver hands them over
+	if a := testing.AllocsPerRun(100, func() { s.publish(evs...) }); a != 0 {
+		t.Errorf("publishing an event made %v allocations", a)
+	}
+	if last, ok := s.dispatch.Last(); !ok || last != ev {
+		t.Errorf("the dispatcher's last event %+v (%v), want %+v", last, ok, ev)
+	}
+}
