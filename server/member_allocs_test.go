@@ -16,7 +16,10 @@ func TestAMembersTransportAndEventsAllocateNothing(t *testing.T) {
 	ports := freePorts(t, 1)
 	h := newTestHost(t, ports[0], t.TempDir())
 	peers := fmt.Sprintf("n0-127.0.0.1:%d;n1-127.0.0.1:1;n2-127.0.0.1:2", ports[0])
-	s := addStarted(t, h, "g", "n0", peers)
+	s, err := h.AddGroup(Config{Group: "g", SelfID: "n0", Peers: peers, Election: fastTimings()}) // not started: no events of its own
+	if err != nil {
+		t.Fatal(err)
+	}
 	if s.deliver != nil {
 		t.Error("a member keeps a func of its own to deliver its events")
 	}
