@@ -2,9 +2,11 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -34,5 +36,39 @@ func TestAMembersTransportAndEventsAllocateNothing(t *testing.T) {
 	}
 	if last, ok := s.dispatch.Last(); !ok || last != ev {
 		t.Errorf("the dispatcher's last event %+v (%v), want %+v", last, ok, ev)
+	}
+}
+
+// TestMembershipPeersMadeOnce: the members a member may send to or hear from (committed and
+// pending configurations, and Config.Peers while it joins), each once, in one allocation at
+// their number (issue 29: a list grown by appends and a map of the ids seen were a cold start's
+// garbage).
+func TestMembershipPeersMadeOnce(t *testing.T) {
+	p := func(id string) memberstate.Peer { return memberstate.Peer{ID: id, Addr: id + ":1"} }
+	initial := []memberstate.Peer{p("n0"), p("n1"), p("n9")}
+	committed := Membership{Voters: []memberstate.Peer{p("n0"), p("n1"), p("n2")}, NonVoters: []memberstate.Peer{p("n3")}}
+	pending := committed
+	pending.Pending = &dledger.Configuration{Voters: []memberstate.Peer{p("n0"), p("n1"), p("n2"), p("n3")}, NonVoters: []memberstate.Peer{p("n4")}}
+	joining := Membership{Joining: true}
+	for _, c := range []struct {
+		name string
+		m    Membership
+		want []memberstate.Peer
+	}{
+		{"committed", committed, []memberstate.Peer{p("n0"), p("n1"), p("n2"), p("n3")}},
+		{"pending", pending, []memberstate.Peer{p("n0"), p("n1"), p("n2"), p("n3"), p("n4")}},
+		{"joining", joining, initial},
+		{"none", Membership{}, initial},
+	} {
+		var got []memberstate.Peer
+		if a := testing.AllocsPerRun(10, func() { got = membershipPeers(c.m, initial) }); a != 1 {
+			t.Errorf("%s: %v allocations", c.name, a)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := membershipPeers(Membership{}, nil); got != nil {
+		t.Errorf("no members: %v", got)
 	}
 }

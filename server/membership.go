@@ -188,13 +188,25 @@ func (s *Server) wait(ctx context.Context, op, id string, start func(func(dledge
 
 // membershipPeers is every member the elector may send to or hear from: its committed and
 // pending configurations, and, while it joins, the members Config.Peers names.
+//
+// The list is made once at its size, the ids looked up in it: a member's start makes one, and
+// a list grown by appends and a map of the ids seen were a cold start's garbage of the size
+// classes the members' long-lived records are in (issue 29).
 func membershipPeers(m Membership, initial []memberstate.Peer) []memberstate.Peer {
-	var out []memberstate.Peer
-	seen := map[string]bool{}
+	n := len(m.Voters) + len(m.NonVoters)
+	if m.Pending != nil {
+		n += len(m.Pending.Voters) + len(m.Pending.NonVoters)
+	}
+	if m.Joining || n == 0 {
+		n += len(initial)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]memberstate.Peer, 0, n)
 	add := func(ps []memberstate.Peer) {
 		for _, p := range ps {
-			if !seen[p.ID] {
-				seen[p.ID] = true
+			if !slices.ContainsFunc(out, func(q memberstate.Peer) bool { return q.ID == p.ID }) {
 				out = append(out, p)
 			}
 		}

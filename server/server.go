@@ -195,7 +195,11 @@ func (s *Server) finalEventLocked() *dledger.RoleEvent {
 // the data dir, then registers the metrics; on any error nothing is left behind but a data dir
 // it may have created.
 func New(config Config, opts ...Option) (*Server, error) {
-	o := applyOptions(opts)
+	return newMember(config, applyOptions(opts))
+}
+
+// newMember is New with its options applied (Host.AddGroup applies a host member's itself).
+func newMember(config Config, o options) (*Server, error) {
 	fileTrust := config.Trust
 	config = withStoredTrust(config, o)
 	r, err := config.resolveFor(o.host != nil)
@@ -275,6 +279,11 @@ func applyOptions(opts []Option) options {
 	for _, f := range opts {
 		f(&o)
 	}
+	return withNopLogger(o)
+}
+
+// withNopLogger is o with a logger: its own, else one that logs nothing.
+func withNopLogger(o options) options {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
