@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unique"
 
 	"go.uber.org/zap"
 
@@ -166,7 +167,10 @@ func (e *Elector) noteSuccessors(leader, list string) {
 	if leader == sc.of && list == sc.raw {
 		return
 	}
-	sc.of, sc.raw = leader, list
+	// Kept as the member's own id and the process's one copy of the list, not the heartbeat's
+	// decoded bytes: kept by thousands of followers, those pinned spans of a cold start's
+	// garbage (issue 29, docs/design.md "What a member costs, a seventh time").
+	sc.of, sc.raw = e.ms.Interned(leader), unique.Make(list).Value()
 	sc.n = 0
 	if list == "" {
 		return

@@ -142,6 +142,21 @@ func (m *MemberState) IsPeerMember(id string) bool {
 	return false
 }
 
+// Interned is id as this member's list of members spells it (the same string, not a copy),
+// or id itself if no member has that id. A member keeps the ids it hears (its vote, its
+// leader) for as long as they hold: the list's strings were made with the member, together
+// with its other long-lived records, while a decoded message's id is a few bytes made in a
+// cold start's burst among its garbage, and a few of those kept pin whole spans of it (issue
+// 29, docs/design.md "What a member costs").
+func (m *MemberState) Interned(id string) string {
+	for _, p := range m.peers {
+		if p.ID == id {
+			return p.ID
+		}
+	}
+	return id
+}
+
 // Quorum reports whether count voters make a majority: count >= voters/2 + 1.
 func (m *MemberState) Quorum(count int) bool { return count >= QuorumSize(m.Voters()) }
 
@@ -214,6 +229,7 @@ func (m *MemberState) Vote(candidate string) error {
 	if m.voteFor == candidate {
 		return nil // already durable
 	}
+	candidate = m.Interned(candidate)
 	if err := m.store.Save(Durable{Term: m.term, VoteFor: candidate}); err != nil {
 		return err
 	}
@@ -236,6 +252,7 @@ func (m *MemberState) AdoptTerm(term int64, candidate string) error {
 	case candidate != "" && !m.IsPeerMember(candidate):
 		return fmt.Errorf("adoptTerm: %q is not a member", candidate)
 	}
+	candidate = m.Interned(candidate)
 	if err := m.store.Save(Durable{Term: term, VoteFor: candidate}); err != nil {
 		return err
 	}
@@ -268,7 +285,7 @@ func (m *MemberState) ChangeToFollower(term int64, leader string) error {
 		return fmt.Errorf("changeToFollower(%d, %s) at currTerm %d", term, leader, m.term)
 	}
 	m.role = protocol.FOLLOWER
-	m.leader = leader
+	m.leader = m.Interned(leader)
 	return nil
 }
 

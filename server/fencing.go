@@ -177,10 +177,19 @@ func (s *Server) readyJSON(st dledger.Status) *bool {
 // (a lock and a few counters), and a listener is a subscription and its cancel func, some
 // 150 bytes of each of a host's thousands of members (issue 29); they now see every event,
 // where a listener more than dledger/driver.ListenerQueue behind skipped some.
+//
+// Each event goes to the dispatcher alone, as evs[i:i+1], not a slice made for it (Publish
+// copies what it keeps): a slice per event was a cold start's garbage of the size class some
+// of a member's long-lived records are in (issue 29). The dispatcher is called directly unless a
+// test set deliver: a method value kept by each member would be an allocation of its own.
 func (s *Server) publish(evs ...dledger.RoleEvent) {
-	for _, ev := range evs {
-		s.fence.observe(ev)
-		s.metrics.OnRoleEvent(ev)
-		s.deliver([]dledger.RoleEvent{ev})
+	for i := range evs {
+		s.fence.observe(evs[i])
+		s.metrics.OnRoleEvent(evs[i])
+		if one := evs[i : i+1 : i+1]; s.deliver != nil {
+			s.deliver(one)
+		} else {
+			s.dispatch.Publish(one)
+		}
 	}
 }

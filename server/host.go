@@ -260,7 +260,15 @@ func (h *Host) Gatherer() prometheus.Gatherer { return h.gatherer }
 // group may be on one host, with the same peers: a member whose peers differ from those of a
 // member of its group already here is refused (samePeers), as a config file's entries are.
 func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
+	// The process's seams (seams.go), then the caller's options, then the host's: applied once,
+	// in the order New would apply them as a list, into the one value the member is made with
+	// (a host's members are added by the thousand, issue 29).
 	var o options
+	WithLogger(h.log)(&o)
+	WithRegisterer(h.reg)(&o)
+	for _, f := range h.memberOpts {
+		f(&o)
+	}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -285,12 +293,10 @@ func (h *Host) AddGroup(cfg Config, opts ...Option) (*Server, error) {
 		return nil, err
 	}
 	if journaled != nil {
-		opts = append(opts, WithStore(journaled))
+		o.store = journaled // WithStore
 	}
-	all := append([]Option{WithLogger(h.log), WithRegisterer(h.reg)}, h.memberOpts...) // the process's seams (seams.go)
-	all = append(all, opts...)
-	all = append(all, func(o *options) { o.host = h })
-	s, err := New(cfg, all...)
+	o.host = h
+	s, err := newMember(cfg, withNopLogger(o))
 	if err != nil {
 		if journaled != nil {
 			journaled.Close()

@@ -188,13 +188,25 @@ func (s *Server) wait(ctx context.Context, op, id string, start func(func(dledge
 
 // membershipPeers is every member the elector may send to or hear from: its committed and
 // pending configurations, and, while it joins, the members Config.Peers names.
+//
+// The list is made once at its size, the ids looked up in it: a member's start makes one, and
+// a list grown by appends and a map of the ids seen were a cold start's garbage of the size
+// classes the members' long-lived records are in (issue 29).
 func membershipPeers(m Membership, initial []memberstate.Peer) []memberstate.Peer {
-	var out []memberstate.Peer
-	seen := map[string]bool{}
+	n := len(m.Voters) + len(m.NonVoters)
+	if m.Pending != nil {
+		n += len(m.Pending.Voters) + len(m.Pending.NonVoters)
+	}
+	if m.Joining || n == 0 {
+		n += len(initial)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]memberstate.Peer, 0, n)
 	add := func(ps []memberstate.Peer) {
 		for _, p := range ps {
-			if !seen[p.ID] {
-				seen[p.ID] = true
+			if !slices.ContainsFunc(out, func(q memberstate.Peer) bool { return q.ID == p.ID }) {
 				out = append(out, p)
 			}
 		}
@@ -431,19 +443,31 @@ func (h metadataHandler) TryHandleHeartBeat(req *protocol.HeartBeatRequest) (*pr
 	return ih.TryHandleHeartBeat(req)
 }
 
-// learningTransport is the elector's transport: the member's, and a vote answer that names a
-// configuration newer than the one wired makes the server wire it once the elector has
-// learned it (docs/protocol.md 13.4: a candidate learns what it missed from the voters).
-type learningTransport struct {
-	peerClient
-	s *Server
-}
+// learningTransport is the elector's transport: the member's client (dialPeers made it before
+// the elector), and a vote answer that names a configuration newer than the one wired makes
+// the server wire it once the elector has learned it (docs/protocol.md 13.4: a candidate
+// learns what it missed from the voters). It is the member itself, converted, not a value of
+// its own: as an interface a value would be an allocation of each of a host's thousands of
+// members (issue 29).
+type learningTransport Server
 
-func (t learningTransport) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
-	t.peerClient.SendVote(to, req, func(r *protocol.VoteResponse, err error) {
+// electorTransport is the elector's Transport: the member as a learningTransport.
+func (s *Server) electorTransport() dledger.Transport { return (*learningTransport)(s) }
+
+func (t *learningTransport) SendVote(to string, req *protocol.VoteRequest, done func(*protocol.VoteResponse, error)) {
+	s := (*Server)(t)
+	s.client.SendVote(to, req, func(r *protocol.VoteResponse, err error) {
 		done(r, err)
-		if r != nil && r.ConfEpoch > t.s.mem.wired.Load() {
-			t.s.applyMembership()
+		if r != nil && r.ConfEpoch > s.mem.wired.Load() {
+			s.applyMembership()
 		}
 	})
+}
+
+func (t *learningTransport) SendHeartBeat(to string, req *protocol.HeartBeatRequest, done func(*protocol.HeartBeatResponse, error)) {
+	t.client.SendHeartBeat(to, req, done)
+}
+
+func (t *learningTransport) SendLeadershipTransfer(to string, req *protocol.LeadershipTransferRequest, done func(*protocol.LeadershipTransferResponse, error)) {
+	t.client.SendLeadershipTransfer(to, req, done)
 }

@@ -87,7 +87,7 @@ type Server struct {
 	log      *zap.Logger // the process's: logAt adds the member's group and self at each line
 	elector  *dledger.Elector
 	dispatch *driver.Dispatcher
-	deliver  func([]dledger.RoleEvent) // dispatch.Publish; the fencing test checks the order at it
+	deliver  func([]dledger.RoleEvent) // nil: dispatch.Publish; the fencing test checks the order at it
 	fence    fence
 	metrics  *metrics.Metrics
 	host     *Host
@@ -195,7 +195,11 @@ func (s *Server) finalEventLocked() *dledger.RoleEvent {
 // the data dir, then registers the metrics; on any error nothing is left behind but a data dir
 // it may have created.
 func New(config Config, opts ...Option) (*Server, error) {
-	o := applyOptions(opts)
+	return newMember(config, applyOptions(opts))
+}
+
+// newMember is New with its options applied (Host.AddGroup applies a host member's itself).
+func newMember(config Config, o options) (*Server, error) {
 	fileTrust := config.Trust
 	config = withStoredTrust(config, o)
 	r, err := config.resolveFor(o.host != nil)
@@ -227,7 +231,6 @@ func New(config Config, opts ...Option) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, peers: peers, dispatch: driver.NewDispatcher(), log: o.logger}
 	s.keepFileStore(fileStore)
-	s.deliver = s.dispatch.Publish
 	if err := s.registerMetrics(o, cfg); err != nil {
 		return nil, err
 	}
@@ -276,6 +279,11 @@ func applyOptions(opts []Option) options {
 	for _, f := range opts {
 		f(&o)
 	}
+	return withNopLogger(o)
+}
+
+// withNopLogger is o with a logger: its own, else one that logs nothing.
+func withNopLogger(o options) options {
 	if o.logger == nil {
 		o.logger = zap.NewNop()
 	}
@@ -410,7 +418,7 @@ func (s *Server) newElector(o options, cfg settings, peers []memberstate.Peer, s
 	var err error
 	s.elector, err = dledger.New(cfg.Election, who, dledger.Options{
 		Clock: driver.WallClock{}, Rand: driver.NewRand(uint64(time.Now().UnixNano())),
-		Transport: learningTransport{s.client, s}, Observer: s.metrics,
+		Transport: s.electorTransport(), Observer: s.metrics,
 		// The process's logger: the elector adds group and self at each line (logAt), as
 		// the member does (Server.logAt).
 		Logger: s.log,

@@ -95,14 +95,25 @@ type watcher struct {
 }
 
 // newWatchHub is the hub of the member who names (who is kept, not copied).
+//
+// Its ring is made here, with room for the first watchRingFirst events, not at the first
+// event: every member sees a few events in a cold start, and a ring made then, among the
+// elections' garbage of a host of thousands of groups, is one of the few long-lived objects
+// that keep whole spans of that garbage's size class mapped once it is collected (issue 29,
+// docs/design.md "What a member costs, a seventh time"); made with the member, it sits with
+// the member's other records.
 func newWatchHub(who *memberConfig) *watchHub {
-	h := &watchHub{who: who, keepalive: watchKeepalive}
+	h := &watchHub{who: who, keepalive: watchKeepalive, ring: make([]ringEvent, 0, watchRingFirst)}
 	rand.Read(h.instance[:]) // never fails (crypto/rand)
 	return h
 }
 
 // instanceID is the member's incarnation as event ids name it: 16 hex digits.
 func (h *watchHub) instanceID() string { return hex.EncodeToString(h.instance[:]) }
+
+// watchRingFirst is the room a ring is made with, and the least it grows by: a member of a
+// host sees a few events in a cold start (two or three: candidate, then leader or follower).
+const watchRingFirst = 4
 
 // growRing makes room for one more event: by a quarter, not append's doubling, as a member of
 // a host saw 17-32 events in a cold start of 1,000 groups, and a ring doubled to 32 held
@@ -111,7 +122,7 @@ func growRing(ring []ringEvent) []ringEvent {
 	if len(ring) < cap(ring) {
 		return ring
 	}
-	grown := make([]ringEvent, len(ring), len(ring)+min(max(4, len(ring)/4), watchRingSize-len(ring)))
+	grown := make([]ringEvent, len(ring), len(ring)+min(max(watchRingFirst, len(ring)/4), watchRingSize-len(ring)))
 	copy(grown, ring)
 	return grown
 }

@@ -120,3 +120,25 @@ func TestWatchHubKeepsNoTableForOneLeader(t *testing.T) {
 		t.Errorf("the table holds %d ids %+v, want 4", n, h.leaders)
 	}
 }
+
+// TestWatchRingMadeWithTheHub: a hub's ring is made with the hub (with the member, among its
+// other records), with room for a cold start's events, so that publishing them makes no ring
+// among the elections' garbage (issue 29, docs/design.md "What a member costs, a seventh
+// time"); the next one grows it as before.
+func TestWatchRingMadeWithTheHub(t *testing.T) {
+	h := newWatchHub(&memberConfig{Group: "g", SelfID: "n0"})
+	if cap(h.ring) != watchRingFirst {
+		t.Fatalf("a new hub's ring has room for %d events, want %d", cap(h.ring), watchRingFirst)
+	}
+	made := unsafe.SliceData(h.ring)
+	for seq := range uint64(watchRingFirst) {
+		h.publish(dledger.RoleEvent{Group: "g", Seq: seq + 1, Term: 1, Role: protocol.CANDIDATE})
+	}
+	if unsafe.SliceData(h.ring) != made || h.n != watchRingFirst {
+		t.Fatalf("the first %d events made a ring of their own (%d kept)", watchRingFirst, h.n)
+	}
+	h.publish(dledger.RoleEvent{Group: "g", Seq: watchRingFirst + 1, Term: 2, Role: protocol.CANDIDATE})
+	if h.n != watchRingFirst+1 || cap(h.ring) <= watchRingFirst {
+		t.Fatalf("the ring did not grow: %d kept, room for %d", h.n, cap(h.ring))
+	}
+}
