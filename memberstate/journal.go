@@ -440,6 +440,26 @@ func (j *Journal) Member(owner Owner) (*JournalStore, error) {
 	return s, nil
 }
 
+// Reserve sizes the files for n members at once, if they are smaller: a host that knows how
+// many members it starts with (its config's) writes the zeros of its journal once and for
+// exactly those, where growing by doubling as members are added wrote 16 MiB a file for
+// 10,000 members instead of 11, in four grows each fsynced, on the start's path, before the
+// last members could start (3.6 % of a 10,000-group cold start's CPU, issue 29).
+func (j *Journal) Reserve(n int) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for !j.closed {
+		need := j.needSize(max(n, len(j.members)))
+		if need <= j.size {
+			return nil
+		}
+		if err := j.grow(need); err != nil { // releases j.mu: look again
+			return err
+		}
+	}
+	return fmt.Errorf("vote journal %s is closed", j.dir)
+}
+
 // Has reports whether the journal holds a state for owner.
 func (j *Journal) Has(owner Owner) bool {
 	j.mu.Lock()
