@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -28,18 +29,26 @@ func startSignalProfiles(log *zap.Logger) {
 		return
 	}
 	dir, ms, _ := strings.Cut(v, ",")
+	ms, mode, _ := strings.Cut(ms, ",")
 	n, err := strconv.Atoi(ms)
 	if err != nil || n <= 0 || dir == "" {
 		log.Warn("DLEDGERCPUSIG wants DIR,MILLISECONDS; not profiling", zap.String("value", v))
 		return
+	}
+	if mode == "alloc" {
+		runtime.MemProfileRate = memProfileRate
 	}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGUSR2)
 	go func() {
 		for i := 0; ; i++ {
 			<-ch
-			path := filepath.Join(dir, strconv.Itoa(os.Getpid())+"-sig"+strconv.Itoa(i)+"-cpu.pprof")
-			f, err := os.Create(path)
+			prefix := filepath.Join(dir, strconv.Itoa(os.Getpid())+"-sig"+strconv.Itoa(i))
+			if mode == "alloc" {
+				heapAround(log, prefix, n)
+				continue
+			}
+			f, err := os.Create(prefix + "-cpu.pprof")
 			if err == nil {
 				if err = pprof.StartCPUProfile(f); err == nil {
 					time.Sleep(time.Duration(n) * time.Millisecond)
@@ -52,4 +61,15 @@ func startSignalProfiles(log *zap.Logger) {
 			}
 		}
 	}()
+}
+
+// heapAround writes the heap profiles before and after a window of n ms (startSignalProfiles).
+func heapAround(log *zap.Logger, prefix string, n int) {
+	for k, wait := range []int{0, n} {
+		time.Sleep(time.Duration(wait) * time.Millisecond)
+		runtime.GC()
+		if err := writeProfile("heap", prefix+"-heap"+strconv.Itoa(k)+".pprof"); err != nil {
+			log.Warn("profile not written", zap.Error(err))
+		}
+	}
 }
