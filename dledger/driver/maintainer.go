@@ -43,6 +43,12 @@ type Maintainer struct {
 	kick  chan struct{}          // wakes Run: the inbox holds a pass earlier than armed
 	due   passHeap               // Run's goroutine only
 	timer passAlarm              // Run's goroutine only, while it runs (alarm.go, alarm_linux.go)
+	// setFor: the pass (UnixNano) the timer was last armed for and has not fired for yet, as
+	// far as Run knows; math.MaxInt64 stopped, 0 unknown (a new timer, or a wake-up came). Run's
+	// goroutine only. A burst of passes due at once kicks Run for each, and each step left the
+	// earliest later pass, and so the timer, as it was: the re-arm (a timerfd_settime) was 2 %
+	// of a survivor's CPU in a 10,000-group crash.
+	setFor int64
 
 	qmu     sync.Mutex // guards runq, lowq, workers, running, picks; held only for O(1) steps
 	runq    []*driven  // electors with work and no worker yet
@@ -407,6 +413,7 @@ func (m *Maintainer) runOne(d *driven) {
 func (m *Maintainer) Run(ctx context.Context) {
 	// The alarm lives as long as Run: on Linux it holds a descriptor and a goroutine.
 	m.timer = newPassAlarm()
+	m.setFor = 0
 	defer m.timer.Close()
 	m.qmu.Lock()
 	m.running = true
@@ -425,6 +432,7 @@ func (m *Maintainer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.timer.Chan():
+			m.setFor = 0 // it fired, or a stale wake-up came: arm it whatever the next pass
 		case <-m.kick:
 		}
 	}
@@ -463,11 +471,14 @@ func (m *Maintainer) step() {
 		if m.inbox.Load() != nil {
 			continue // an alarm may have seen the old armed: file it before sleeping
 		}
-		if next == math.MaxInt64 {
+		switch {
+		case next == m.setFor: // armed for it already, and not fired
+		case next == math.MaxInt64:
 			m.timer.Stop()
-		} else {
+		default:
 			m.timer.Reset(time.Duration(next - now)) // a stale wake-up still delivered finds nothing due
 		}
+		m.setFor = next
 		return
 	}
 }
