@@ -603,7 +603,7 @@ func (j *Journal) flushLocked(b *jbatch) error {
 	seq := j.seq
 	for _, r := range b.recs {
 		seq++
-		buf = append(buf, encodeJournalRecord(j.epoch, seq, r.o, r.d)...)
+		buf = appendJournalRecord(buf, j.epoch, seq, r.o, r.d)
 	}
 	if j.broken || j.off+int64(len(buf)) > j.size {
 		return j.compactLocked()
@@ -677,7 +677,7 @@ func (j *Journal) snapshot(epoch uint64) journalSnapshot {
 	var seq uint64
 	for _, o := range owners {
 		seq++
-		buf = append(buf, encodeJournalRecord(epoch, seq, o, j.states[o])...)
+		buf = appendJournalRecord(buf, epoch, seq, o, j.states[o])
 	}
 	seq++
 	body := journalPrefix + "epoch=" + strconv.FormatUint(epoch, 10) + " seq=" + strconv.FormatUint(seq, 10) +
@@ -738,9 +738,33 @@ func (s *JournalStore) Owner() Owner { return s.owner }
 func (s *JournalStore) Journal() *Journal { return s.j }
 
 func encodeJournalRecord(epoch, seq uint64, o Owner, d Durable) []byte {
-	body := journalPrefix + "epoch=" + strconv.FormatUint(epoch, 10) + " seq=" + strconv.FormatUint(seq, 10) +
-		" group=" + o.Group + " id=" + o.SelfID + " term=" + strconv.FormatInt(d.Term, 10) + " voteFor=" + d.VoteFor
-	return fmt.Appendf(nil, "%s crc=%08x\n", body, crc32.Checksum([]byte(body), crcTable))
+	return appendJournalRecord(nil, epoch, seq, o, d)
+}
+
+// appendJournalRecord appends encodeJournalRecord's line to dst, building it in place: the
+// body's string, its []byte copy and fmt's formatting were three allocations a record, on
+// every Save's flush and for every member of a snapshot (issue 29, a crash's elections).
+func appendJournalRecord(dst []byte, epoch, seq uint64, o Owner, d Durable) []byte {
+	start := len(dst)
+	dst = append(dst, journalPrefix+"epoch="...)
+	dst = strconv.AppendUint(dst, epoch, 10)
+	dst = append(dst, " seq="...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, " group="...)
+	dst = append(dst, o.Group...)
+	dst = append(dst, " id="...)
+	dst = append(dst, o.SelfID...)
+	dst = append(dst, " term="...)
+	dst = strconv.AppendInt(dst, d.Term, 10)
+	dst = append(dst, " voteFor="...)
+	dst = append(dst, d.VoteFor...)
+	sum := crc32.Checksum(dst[start:], crcTable)
+	dst = append(dst, " crc="...)
+	const hexDigits = "0123456789abcdef"
+	for shift := 28; shift >= 0; shift -= 4 {
+		dst = append(dst, hexDigits[sum>>uint(shift)&0xf])
+	}
+	return append(dst, '\n')
 }
 
 // journalScan is one file read.
