@@ -440,6 +440,26 @@ func (j *Journal) Member(owner Owner) (*JournalStore, error) {
 	return s, nil
 }
 
+// Reserve sizes the files for n members at once, if they are smaller: a host that knows how
+// many members it starts with (its config's) writes the zeros of its journal once and for
+// exactly those, where growing by doubling as members are added wrote 16 MiB a file for
+// 10,000 members instead of 11, in four grows each fsynced, on the start's path, before the
+// last members could start (3.6 % of a 10,000-group cold start's CPU, issue 29).
+func (j *Journal) Reserve(n int) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for !j.closed {
+		need := j.needSize(max(n, len(j.members)))
+		if need <= j.size {
+			return nil
+		}
+		if err := j.grow(need); err != nil { // releases j.mu: look again
+			return err
+		}
+	}
+	return fmt.Errorf("vote journal %s is closed", j.dir)
+}
+
 // Has reports whether the journal holds a state for owner.
 func (j *Journal) Has(owner Owner) bool {
 	j.mu.Lock()
@@ -583,7 +603,7 @@ func (j *Journal) flushLocked(b *jbatch) error {
 	seq := j.seq
 	for _, r := range b.recs {
 		seq++
-		buf = append(buf, encodeJournalRecord(j.epoch, seq, r.o, r.d)...)
+		buf = appendJournalRecord(buf, j.epoch, seq, r.o, r.d)
 	}
 	if j.broken || j.off+int64(len(buf)) > j.size {
 		return j.compactLocked()
@@ -657,7 +677,7 @@ func (j *Journal) snapshot(epoch uint64) journalSnapshot {
 	var seq uint64
 	for _, o := range owners {
 		seq++
-		buf = append(buf, encodeJournalRecord(epoch, seq, o, j.states[o])...)
+		buf = appendJournalRecord(buf, epoch, seq, o, j.states[o])
 	}
 	seq++
 	body := journalPrefix + "epoch=" + strconv.FormatUint(epoch, 10) + " seq=" + strconv.FormatUint(seq, 10) +
@@ -718,9 +738,33 @@ func (s *JournalStore) Owner() Owner { return s.owner }
 func (s *JournalStore) Journal() *Journal { return s.j }
 
 func encodeJournalRecord(epoch, seq uint64, o Owner, d Durable) []byte {
-	body := journalPrefix + "epoch=" + strconv.FormatUint(epoch, 10) + " seq=" + strconv.FormatUint(seq, 10) +
-		" group=" + o.Group + " id=" + o.SelfID + " term=" + strconv.FormatInt(d.Term, 10) + " voteFor=" + d.VoteFor
-	return fmt.Appendf(nil, "%s crc=%08x\n", body, crc32.Checksum([]byte(body), crcTable))
+	return appendJournalRecord(nil, epoch, seq, o, d)
+}
+
+// appendJournalRecord appends encodeJournalRecord's line to dst, building it in place: the
+// body's string, its []byte copy and fmt's formatting were three allocations a record, on
+// every Save's flush and for every member of a snapshot (issue 29, a crash's elections).
+func appendJournalRecord(dst []byte, epoch, seq uint64, o Owner, d Durable) []byte {
+	start := len(dst)
+	dst = append(dst, journalPrefix+"epoch="...)
+	dst = strconv.AppendUint(dst, epoch, 10)
+	dst = append(dst, " seq="...)
+	dst = strconv.AppendUint(dst, seq, 10)
+	dst = append(dst, " group="...)
+	dst = append(dst, o.Group...)
+	dst = append(dst, " id="...)
+	dst = append(dst, o.SelfID...)
+	dst = append(dst, " term="...)
+	dst = strconv.AppendInt(dst, d.Term, 10)
+	dst = append(dst, " voteFor="...)
+	dst = append(dst, d.VoteFor...)
+	sum := crc32.Checksum(dst[start:], crcTable)
+	dst = append(dst, " crc="...)
+	const hexDigits = "0123456789abcdef"
+	for shift := 28; shift >= 0; shift -= 4 {
+		dst = append(dst, hexDigits[sum>>uint(shift)&0xf])
+	}
+	return append(dst, '\n')
 }
 
 // journalScan is one file read.

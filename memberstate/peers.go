@@ -49,14 +49,26 @@ func validatePeers(peers []Peer) error {
 	if len(peers) == 0 {
 		return fmt.Errorf("peers: no members")
 	}
-	ids := map[string]bool{}
-	for _, p := range peers {
-		item := p.ID + "-" + p.Addr
+	// The item's text only for an error, and no set of ids for a short list: a host of 10,000
+	// groups parses its members' peers three times each at its start (issue 29).
+	var ids map[string]bool
+	if len(peers) > smallPeers {
+		ids = make(map[string]bool, len(peers))
+	}
+	for i, p := range peers {
 		if err := ValidateID(p.ID); err != nil {
-			return fmt.Errorf("peers: item %q: %w", item, err)
+			return fmt.Errorf("peers: item %q: %w", p.ID+"-"+p.Addr, err)
 		}
 		if err := validateAddr(p.Addr); err != nil {
-			return fmt.Errorf("peers: item %q: %w", item, err)
+			return fmt.Errorf("peers: item %q: %w", p.ID+"-"+p.Addr, err)
+		}
+		if ids == nil {
+			for _, q := range peers[:i] {
+				if q.ID == p.ID {
+					return fmt.Errorf("peers: duplicate member id %q", p.ID)
+				}
+			}
+			continue
 		}
 		if ids[p.ID] {
 			return fmt.Errorf("peers: duplicate member id %q", p.ID)
@@ -65,6 +77,9 @@ func validatePeers(peers []Peer) error {
 	}
 	return nil
 }
+
+// smallPeers: a list this long or shorter is checked for duplicate ids pair by pair.
+const smallPeers = 16
 
 // FormatPeers is the inverse of ParsePeers.
 func FormatPeers(peers []Peer) string {

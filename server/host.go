@@ -142,6 +142,8 @@ type Host struct {
 	// votes is the host's vote journal (host_votes.go), opened by the first member that
 	// needs it; its members' stores are their Server.journaled, closed when they leave.
 	votes *memberstate.Journal
+	// reserve: how many members the vote journal is sized for when it opens (ReserveVotes).
+	reserve int
 	// layout is what the data dir root holds of the layouts before the vote journal, read
 	// once for every member placed by the host (memberDir).
 	layout rootLayout

@@ -21,6 +21,11 @@ func (h *Host) journalStore(group, self, ownDir string, legacy bool) (*membersta
 			return nil, fmt.Errorf("host: %w", err)
 		}
 		h.votes = j
+		if h.reserve > 0 {
+			if err := j.Reserve(h.reserve); err != nil {
+				return nil, fmt.Errorf("host: %w", err)
+			}
+		}
 	}
 	owner := memberstate.Owner{Group: group, SelfID: self}
 	var s *memberstate.JournalStore
@@ -34,6 +39,20 @@ func (h *Host) journalStore(group, self, ownDir string, legacy bool) (*membersta
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	return s, nil
+}
+
+// ReserveVotes sizes the host's vote journal, once it opens, for n members at once
+// (memberstate.Journal.Reserve): a process that starts with n members calls it before adding
+// them, so that the journal's zeros are written once, not grown by doubling on the start's path.
+// It changes nothing else: a journal larger than n members need is left as it is, and more
+// members still fit (the journal grows as before).
+func (h *Host) ReserveVotes(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reserve = n
+	if h.votes != nil {
+		_ = h.votes.Reserve(n) // best effort: a failure shows at the next member's open
+	}
 }
 
 // closeVotes closes the vote journal once every member has stopped.

@@ -608,7 +608,8 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	for _, w := range su.warnings {
 		log.Warn(w)
 	}
-	startProfiles(log) // server_profile.go: only with DLEDGERPPROF set
+	startProfiles(log)       // server_profile.go: only with DLEDGERPPROF set
+	startSignalProfiles(log) // server_profile_sig.go: only with DLEDGERCPUSIG set
 	// Only now is anything created (the data dir): bad settings leave no trace.
 	p, err := startHost(su, log)
 	if err != nil {

@@ -164,7 +164,9 @@ func startHost(su serverSetup, log *zap.Logger) (*hostProcess, error) {
 		return nil, err
 	}
 	var members []*server.Server
-	for _, c := range su.memberConfigs() {
+	configs := su.memberConfigs()
+	h.ReserveVotes(len(configs)) // the journal's zeros written once, for all of them
+	for _, c := range configs {
 		s, err := h.AddGroup(c, memberOpts...)
 		if err != nil {
 			if su.members != nil {

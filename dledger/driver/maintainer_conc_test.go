@@ -264,14 +264,15 @@ func TestMaintainerConcurrentPlansAreFiled(t *testing.T) {
 	if len(m.due) != n {
 		t.Fatalf("%d electors in the heap, want %d", len(m.due), n)
 	}
-	for i, d := range m.due {
+	for i, en := range m.due {
+		d := en.d
 		if d.index != i {
 			t.Fatalf("heap[%d] has index %d", i, d.index)
 		}
-		if d.key != d.at.Load() {
-			t.Fatalf("elector filed under %d, its alarm last said %d", d.key, d.at.Load())
+		if en.key != d.at.Load() {
+			t.Fatalf("elector filed under %d, its alarm last said %d", en.key, d.at.Load())
 		}
-		if i > 0 && m.due[(i-1)/2].key > d.key {
+		if i > 0 && m.due[(i-1)/2].key > en.key {
 			t.Fatalf("heap out of order at %d", i)
 		}
 	}
