@@ -82,6 +82,11 @@ type HostConfig struct {
 	// a new term or asks for votes, so that in a mass election the rounds that run finish
 	// within their deadlines (host_campaigns.go, docs/protocol.md 12.6).
 	MaxCampaigns int
+	// OnPeerHostGone, if set, is called as the host learns that a peer host's process is gone
+	// (its link's connection closed), before any member hears: the groups that host led elect
+	// here in the moments that follow, and the process may ready itself for that burst
+	// (cmd/dledger raises its collector's pace, server_gcpace.go). It must not block.
+	OnPeerHostGone func(host string)
 }
 
 // hostMaxInflightPerConn bounds the requests of one connection queued or in a handler on a

@@ -43,6 +43,8 @@ type hostLinks struct {
 	// live is the host's liveness table driver: members are registered with it as they join,
 	// and told of a peer host gone (Failed). Set once, before any member joins.
 	live *hostLive
+	// onGone is HostConfig.OnPeerHostGone: told first of a peer host gone.
+	onGone func(host string)
 
 	mu    sync.Mutex
 	links map[string]*link // peer host id -> its link
@@ -225,6 +227,9 @@ func (hl *hostLinks) on(host string, skip [][2]string) []*memberLink {
 // over its members, and the others goneNewsLater later (each). Without one, every member at
 // once.
 func (hl *hostLinks) gone(host string) {
+	if hl.onGone != nil {
+		hl.onGone(host)
+	}
 	if hl.live == nil {
 		tell(host, (*dledger.Elector).PeerGone, hl.on(host, nil), false)
 		return
@@ -509,6 +514,7 @@ func (h *Host) initLinks() (rpc.Hooks, error) {
 		}
 		h.links = newHostLinks(h.hostID, h.cfg.Keys, h.cfg.Insecure, h.log.Named("link"), hm.hooks())
 		h.links.auth.PeerKeys = h.peerKeys // member keys: the links authenticate with the host's key
+		h.links.onGone = h.cfg.OnPeerHostGone
 		h.mux.SetHost(h.hostID)
 		if h.live, err = newHostLive(h.hostID, h.cfg.LivenessInterval, h.links, h.log.Named("liveness")); err != nil {
 			return rpc.Hooks{}, err

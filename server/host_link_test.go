@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,11 +175,20 @@ func (h *Host) kill(t *testing.T) {
 // it led elects a leader on the other hosts well within that window, and no other group
 // changes leader or term. Without the closed-link signal reaching every member with a peer
 // on the dead host, the groups it led would wait out the 20 s detector and the test would
-// time out first.
+// time out first. Each survivor's HostConfig.OnPeerHostGone names the dead host, and no other.
 func TestHostKilledFailsOverByTheClosedLink(t *testing.T) {
 	slow := fastTimings()
 	slow.MaxHeartBeatLeak = 200 // 20 s without heartbeats before a follower campaigns
-	hosts, members, names := linkedHosts(t, 3, 12, slow, func(_ int, c *HostConfig) { noBalance(c) })
+	var goneMu sync.Mutex
+	gone := map[int][]string{} // host index -> the hosts its OnPeerHostGone named
+	hosts, members, names := linkedHosts(t, 3, 12, slow, func(i int, c *HostConfig) {
+		noBalance(c)
+		c.OnPeerHostGone = func(host string) {
+			goneMu.Lock()
+			defer goneMu.Unlock()
+			gone[i] = append(gone[i], host)
+		}
+	})
 	leaders, terms := awaitAllFollow(t, members, names)
 	victim := -1
 	fmt.Sscanf(leaders[names[0]], "n%d", &victim)
@@ -201,6 +211,24 @@ func TestHostKilledFailsOverByTheClosedLink(t *testing.T) {
 		}
 	}
 	t.Logf("the killed host led %d of %d groups", led, len(names))
+	told := func(i int) []string {
+		goneMu.Lock()
+		defer goneMu.Unlock()
+		return slices.Clone(gone[i])
+	}
+	// The groups' candidates heard of the dead host from their host's link, which tells
+	// OnPeerHostGone first; a survivor whose link to it was never dialled (quiet groups, the
+	// heartbeats on their own connection) hears nothing from it.
+	if len(told(0))+len(told(1))+len(told(2)) == 0 {
+		t.Errorf("no survivor's OnPeerHostGone was called after host %d died", victim)
+	}
+	for i, h := range hosts {
+		for _, g := range told(i) {
+			if i != victim && g != hosts[victim].hostID {
+				t.Errorf("host %d (%s): OnPeerHostGone named %s, not the dead host %s", i, h.hostID, g, hosts[victim].hostID)
+			}
+		}
+	}
 }
 
 // cutProxy forwards connections to a backend until cut: then it closes every connection it

@@ -494,7 +494,8 @@ func checkServerSetup(su *serverSetup, f *serverFlags, from func(string) string)
 	// always did (PerMemberLinks): its peers may be single-member processes of an older
 	// version during a rolling upgrade, which refuse a host link's handshake.
 	su.host = server.HostConfig{Listen: su.hostListen(), DataDir: su.cfg.DataDir, Keys: su.cfg.Keys, Insecure: su.cfg.Insecure,
-		MemberKey: su.cfg.MemberKey, Trust: su.cfg.Trust, PerMemberLinks: su.members == nil}
+		MemberKey: su.cfg.MemberKey, Trust: su.cfg.Trust, PerMemberLinks: su.members == nil,
+		OnPeerHostGone: func(string) { gcBurst() }} // server_gcpace.go: the survivors' elections at GOGC=100
 	if su.members != nil && !su.cfg.MemberKey.IsZero() { // host links: checked per member as they are added
 		if err := server.ValidateHostKeys(su.host); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -143,6 +144,25 @@ func (p *gcPacer) polled(s gcSample) (lowered bool) {
 	return lowered
 }
 
+// burst is told of a mass election before it allocates (a peer host's process is gone: its
+// thousands of groups elect here in the next half second): GOGC=100 at once, and the polls do not
+// lower it before a whole window has passed. A poll sees a burst only up to a second after it
+// began, by its collections, and a host's crash is over in half a second: the survivors ran it
+// at the settled goal, collecting every few MiB, and the collector took 22-23 % of their CPU in
+// it (BENCHMARKS.md, "hcpu, 2026-11-28 morning").
+func (p *gcPacer) burst(at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	p.burstAt = at
+	if p.percent != 100 {
+		p.percent = 100
+		p.set(100)
+	}
+}
+
 // paced: the percent is under 100 (the poll then runs every second whatever the goal).
 func (p *gcPacer) paced() bool {
 	p.mu.Lock()
@@ -168,6 +188,16 @@ func readGCSample() gcSample {
 	return gcSample{at: time.Now(), live: s[0].Value.Uint64(), allocs: s[1].Value.Uint64(), cycles: s[2].Value.Uint64()}
 }
 
+// processPacer is the process's pacer while it runs (startGCPacer), for gcBurst; nil without.
+var processPacer atomic.Pointer[gcPacer]
+
+// gcBurst tells the process's pacer, if it runs, that a mass election begins (burst).
+func gcBurst() {
+	if p := processPacer.Load(); p != nil {
+		p.burst(time.Now())
+	}
+}
+
 // startGCPacer starts the pacer on the process's collector, if gcPaceWanted: polled is for the
 // idle-heap poll (nil without the pacer), paced says whether it paces now; stop puts back
 // GOGC=100.
@@ -176,7 +206,9 @@ func startGCPacer() (polled func() bool, paced func() bool, stop func()) {
 		return nil, nil, func() {}
 	}
 	p := newGCPacer(readGCSample(), func(pct int) { debug.SetGCPercent(pct) })
+	processPacer.Store(p)
 	return func() bool { return p.polled(readGCSample()) }, p.paced, func() {
+		processPacer.CompareAndSwap(p, nil)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.stopped = true

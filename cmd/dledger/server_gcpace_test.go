@@ -261,3 +261,45 @@ func TestIdleHeapPollFor(t *testing.T) {
 		}
 	}
 }
+
+// TestGCPacerBurstRaisesAtOnceAndHoldsAWindow: told of a mass election (burst), a paced host
+// is at GOGC=100 before it allocates, and its quiet polls do not lower it again within a
+// window; a burst at 100 sets nothing, and nothing once stopped. Fails if burst waits for a
+// poll, or if the polls right after it lower the goal back to the settled one.
+func TestGCPacerBurstRaisesAtOnceAndHoldsAWindow(t *testing.T) {
+	const kib, mib = 1 << 10, 1 << 20
+	t0 := time.Unix(1000, 0)
+	var allocs uint64 = 1000 * mib
+	at := func(s float64) gcSample {
+		allocs += 1 * kib
+		return gcSample{at: t0.Add(time.Duration(s * float64(time.Second))), live: 80 * mib, allocs: allocs, cycles: 50}
+	}
+	var set []int
+	p := newGCPacer(at(0), func(pct int) { set = append(set, pct) })
+	for s := 1.0; s <= 10; s++ {
+		p.polled(at(s))
+	}
+	if !slices.Equal(set, []int{10}) {
+		t.Fatalf("settled: percents set %v, want [10]", set)
+	}
+	p.burst(t0.Add(10500 * time.Millisecond))
+	if !slices.Equal(set, []int{10, 100}) || p.paced() {
+		t.Fatalf("after burst: percents set %v, want [10 100] at once", set)
+	}
+	p.burst(t0.Add(10600 * time.Millisecond)) // already at 100: nothing set
+	for s := 11.0; s <= 20; s++ {             // quiet, within a window of the burst
+		if p.polled(at(s)) {
+			t.Fatalf("poll at %v s lowered the goal within a window of the burst", s)
+		}
+	}
+	if !p.polled(at(21)) { // a whole window after the burst: lowered again
+		t.Fatalf("poll at 21 s did not lower the goal a window after the burst (set %v)", set)
+	}
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	p.burst(t0.Add(22 * time.Second))
+	if want := []int{10, 100, 10}; !slices.Equal(set, want) {
+		t.Errorf("percents set %v, want %v", set, want)
+	}
+}
