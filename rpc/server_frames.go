@@ -163,9 +163,7 @@ func (s *Server) dispatch(sc *serverConn, t *task) gnet.Action {
 	if t.code == protocol.RequestHostHeartBeat {
 		q = s.hostTasks // not behind the groups' requests (server_work.go)
 	}
-	select {
-	case q <- t:
-	default:
+	if !q.push(t) {
 		s.obs.rpcError(t.code, ReasonOverloaded, sc.remote)
 		s.release(t)
 	}

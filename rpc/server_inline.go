@@ -35,14 +35,8 @@ func (s *Server) heartBeatOnLoop(t *task) gnet.Action {
 	}
 	resp, ok := s.inline.TryHandleHeartBeat(&t.hb)
 	if !ok {
-		select {
-		case s.hbTasks <- t:
-			return gnet.None
-		default:
-		}
-		select { // their queue is full: the ordinary workers take it
-		case s.tasks <- t:
-		default:
+		// Their queue full, the ordinary workers take it.
+		if !s.hbTasks.push(t) && !s.tasks.push(t) {
 			s.obs.rpcError(t.code, ReasonOverloaded, sc.remote)
 			s.release(t)
 		}
@@ -59,15 +53,6 @@ func (s *Server) heartBeatOnLoop(t *task) gnet.Action {
 	}
 	s.release(t)
 	return act
-}
-
-// workHeartBeats runs the heartbeats heartBeatOnLoop could not answer, until Stop closes
-// their queue.
-func (s *Server) workHeartBeats() {
-	defer s.workers.Done()
-	for t := range s.hbTasks {
-		s.serve(t)
-	}
 }
 
 // writeOnLoop writes an answer frame from the connection's own event loop: sealed first if
@@ -119,9 +104,9 @@ func (s *Server) queueWrite(sc *serverConn, fb *frameBuf) error {
 
 // closeQueues closes the queues from the event loops to the workers, once no loop runs.
 func (s *Server) closeQueues() {
-	close(s.tasks)
-	close(s.hostTasks)
+	s.tasks.close()
+	s.hostTasks.close()
 	if s.hbTasks != nil {
-		close(s.hbTasks)
+		s.hbTasks.close()
 	}
 }

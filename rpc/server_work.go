@@ -13,24 +13,10 @@ type task struct {
 	conn *serverConn
 }
 
-// work runs Handler methods until Stop closes the queue.
-func (s *Server) work() {
-	defer s.workers.Done()
-	for t := range s.tasks {
-		s.serve(t)
-	}
-}
+// Host heartbeats have a lane of one worker (hostTasks), since a host heartbeat's handler
+// only takes the liveness table's lock.
 
-// workHost runs host heartbeats until Stop closes their queue: one goroutine, since a host
-// heartbeat's handler only takes the liveness table's lock.
-func (s *Server) workHost() {
-	defer s.workers.Done()
-	for t := range s.hostTasks {
-		s.serve(t)
-	}
-}
-
-// hostTaskQueue bounds the host heartbeats waiting for workHost: a few per peer host.
+// hostTaskQueue bounds the host heartbeats waiting for their worker: a few per peer host.
 const hostTaskQueue = 1024
 
 // serve runs one request through its entry in the method table (method.go), which sends the
