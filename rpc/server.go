@@ -194,7 +194,7 @@ type Server struct {
 	started  atomic.Bool
 	stopped  atomic.Bool
 	stopping atomic.Bool // set first thing in Stop: queued requests are dropped, not handled
-	// loopMu guards handing work to an event loop from outside it (AsyncWrite, Wake, Close):
+	// loopMu guards handing work to an event loop from outside it (an outbox's Wake, Close):
 	// they hold it for reading and do nothing once stopping is set; Stop sets stopping under
 	// the write lock. gnet closes a loop's eventfd when the engine stops, and a late
 	// hand-over would write to that descriptor number, which the process may have reused.
