@@ -281,6 +281,11 @@ type frameDecoder struct {
 	r       bytes.Reader
 	dec     *msgpack.Decoder
 	lastLen int // body length of the previous frame
+	// body is the frame being decoded (what r reads), for the fast decoders (codec_fast.go),
+	// and ids the strings they keep.
+	body []byte
+	ids  idCache
+	wr   wireReader
 }
 
 // envelope is the part of a frame body before the message.
@@ -302,6 +307,7 @@ func (fd *frameDecoder) open(body []byte) (envelope, error) {
 		return envelope{}, err
 	}
 	fd.r.Reset(body)
+	fd.body = body
 	// The library's decoder keeps a scratch buffer as large as the longest string it has
 	// read. After a large frame, start over with a fresh decoder rather than pin up to
 	// MaxFrameSize per connection; heartbeats are far below the threshold.
@@ -576,7 +582,7 @@ func (fd *frameDecoder) decodeRequest(body []byte, r *request) error {
 	if r.m == nil {
 		return errUnknownCode
 	}
-	msg, err := r.m.decodeRequest(fd.dec, r)
+	msg, err := r.m.decodeRequest(fd, r)
 	return fd.finish(env, msg, err)
 }
 
@@ -591,7 +597,7 @@ func (fd *frameDecoder) decodeResponse(body []byte, r *response) error {
 	if m == nil {
 		return errUnknownCode
 	}
-	msg, err := m.decodeResponse(fd.dec, r)
+	msg, err := m.decodeResponse(fd, r)
 	return fd.finish(env, msg, err)
 }
 

@@ -1,0 +1,118 @@
+package rpc
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"unsafe"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// fastValues are value encodings a message field may meet: every integer form, nil, both
+// booleans, strings in each form, binary, a float and an array (which no field takes).
+var fastValues = [][]byte{
+	{0x05}, {0xff}, {0x00}, {0xcc, 0xff}, {0xd0, 0x80}, {0xcd, 0x12, 0x34}, {0xd1, 0x80, 0x00},
+	{0xce, 0x80, 0, 0, 1}, {0xd2, 0x80, 0, 0, 1}, {0xcf, 0, 0, 0, 0, 0, 0, 1, 0},
+	{0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0}, {0xd3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe},
+	{0xc0}, {0xc2}, {0xc3}, {0xa2, 'n', '1'}, {0xd9, 2, 'n', '2'}, {0xda, 0, 1, 'x'},
+	{0xc4, 2, 'n', '3'}, {0xa0}, {0xca, 0x3f, 0x80, 0, 0}, {0x91, 0x01}, {0x80},
+}
+
+// fastKeys are every key of the four messages the fast decoder reads, and keys it leaves to
+// the library.
+var fastKeys = []string{"group", "remoteId", "localId", "leaderId", "term", "code", "ledgerEndTerm",
+	"ledgerEndIndex", "confEpoch", "confTerm", "probe", "voteResult", "successors", "epoch",
+	"ledgerUnknown", "commitEpoch", "commitTerm", "conf", "pending", "unknownKey", "Term"}
+
+// bodyWithMessage is a frame body of code and direction whose message is the raw map msg.
+func bodyWithMessage(code protocol.RequestCode, resp bool, msg []byte) []byte {
+	var b bytes.Buffer
+	e := msgpack.NewEncoder(&b)
+	_ = e.EncodeArrayLen(envelopeLen)
+	_ = e.EncodeUint(9)
+	_ = e.EncodeInt(int64(code))
+	_ = e.EncodeBool(resp)
+	return append(b.Bytes(), msg...)
+}
+
+func strKey(k string) []byte { return append([]byte{0xa0 | byte(len(k))}, k...) }
+
+// Issue 29: the fast decoder (codec_fast.go) must read every message exactly as the library
+// does, or leave it to the library: for each field of the four messages in every value form,
+// alone, repeated and beside a well-formed message, the production decoder accepts what the
+// library accepts (and the bounds allow) and reads the same message, and refuses the rest.
+func TestFastDecodeReadsAsTheLibrary(t *testing.T) {
+	plain := map[string][]byte{}
+	for _, mc := range msgCases[:4] {
+		plain[mc.name] = messageOf(frameOf(mc, 1, mc.newMsg())[frameHeaderLen:])
+	}
+	n := 0
+	for _, mc := range msgCases[:4] {
+		for _, k := range fastKeys {
+			for _, v := range fastValues {
+				one := append(append([]byte{0x81}, strKey(k)...), v...)
+				two := append(append([]byte{0x82}, one[1:]...), one[1:]...)
+				base := plain[mc.name]
+				withBase := append([]byte{base[0] + 1}, base[1:]...) // base is a fixmap
+				withBase = append(append(withBase, strKey(k)...), v...)
+				for _, msg := range [][]byte{one, two, withBase} {
+					compareWithLibrary(t, mc, msg)
+					n++
+				}
+			}
+		}
+		// A key written as binary, and a map16 header: the library's reading either way.
+		compareWithLibrary(t, mc, append([]byte{0x81, 0xc4, 4, 't', 'e', 'r', 'm'}, 0x07))
+		compareWithLibrary(t, mc, append([]byte{0xde, 0, 1}, append(strKey("term"), 0x07)...))
+	}
+	if n == 0 {
+		t.Fatal("no case ran")
+	}
+}
+
+func compareWithLibrary(t *testing.T, mc msgCase, msg []byte) {
+	t.Helper()
+	body := bodyWithMessage(mc.code, mc.resp, msg)
+	_, got, err := decodeBody(mc, body)
+	lib := mc.newMsg()
+	libErr := msgpack.Unmarshal(msg, lib)
+	if libErr == nil && (!inBounds(lib) || !confInBounds(lib)) {
+		libErr = errOutOfRange
+	}
+	switch {
+	case (err == nil) != (libErr == nil):
+		t.Fatalf("% x: we say %v, the library %v", msg, err, libErr)
+	case err == nil && !reflect.DeepEqual(got, lib):
+		t.Fatalf("% x: we read %+v, the library %+v", msg, got, lib)
+	}
+}
+
+// The id cache returns the string it holds for bytes it has seen, and keeps no long string.
+func TestIDCache(t *testing.T) {
+	var c idCache
+	a := c.get([]byte("n1"))
+	if b := c.get([]byte("n1")); b != "n1" || !sameString(a, b) {
+		t.Fatalf("second n1: %q, same backing: %v", b, sameString(a, b))
+	}
+	long := bytes.Repeat([]byte("x"), idCacheMax+1)
+	if s := c.get(long); s != string(long) {
+		t.Fatal(s)
+	}
+	for _, s := range c.s {
+		if len(s) > idCacheMax {
+			t.Fatalf("kept a %d-byte string", len(s))
+		}
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = c.get([]byte("n1")) }); allocs != 0 {
+		t.Fatalf("%v allocations for a cached id", allocs)
+	}
+}
+
+func sameString(a, b string) bool {
+	return len(a) > 0 && len(a) == len(b) && unsafeData(a) == unsafeData(b)
+}
+
+func unsafeData(s string) *byte { return unsafe.StringData(s) }
