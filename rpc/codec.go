@@ -104,7 +104,7 @@ func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response boo
 		err = e.EncodeBool(response)
 	}
 	if err == nil {
-		err = encodeMessage(e, msg)
+		err = encodeMessageInto(fb, msg)
 	}
 	if err != nil {
 		return err
@@ -124,21 +124,36 @@ func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response boo
 // structs with those fields left out or always written (the bytes omitempty would give), and
 // allocate nothing.
 func encodeMessage(e *msgpack.Encoder, msg any) error {
+	return e.Encode(wireForm(msg))
+}
+
+// encodeMessageInto encodes msg into fb: the common forms by fastEncode (codec_fast_enc.go),
+// the rest by fb's encoder (encodeMessage).
+func encodeMessageInto(fb *frameBuf, msg any) error {
+	if b, ok := fastEncode(fb.b, msg); ok {
+		fb.b = b
+		return nil
+	}
+	return encodeMessage(fb.enc, msg)
+}
+
+// wireForm is msg as encodeMessage hands it to the library (see encodeMessage).
+func wireForm(msg any) any {
 	switch r := msg.(type) {
 	case *protocol.HeartBeatRequest:
-		return e.Encode(heartBeatRequestWire(r))
+		return heartBeatRequestWire(r)
 	case *protocol.HeartBeatResponse:
-		return e.Encode(heartBeatResponseWire(r))
+		return heartBeatResponseWire(r)
 	case *protocol.VoteRequest:
 		if r.ConfEpoch == 0 && r.ConfTerm == 0 && !r.Probe {
-			return e.Encode((*voteRequestPlain)(r))
+			return (*voteRequestPlain)(r)
 		}
 	case *protocol.VoteResponse:
 		if r.ConfEpoch == 0 && r.ConfTerm == 0 && r.Conf == nil && r.Pending == nil {
-			return e.Encode((*voteResponsePlain)(r))
+			return (*voteResponsePlain)(r)
 		}
 	}
-	return e.Encode(msg)
+	return msg
 }
 
 // voteRequestPlain and voteResponsePlain are a vote request and its answer in a group whose

@@ -116,3 +116,55 @@ func sameString(a, b string) bool {
 }
 
 func unsafeData(s string) *byte { return unsafe.StringData(s) }
+
+// Issue 29: the fast encoder (codec_fast_enc.go) writes the bytes the library writes for the
+// same message, for every value size (each integer and string form), and leaves every other
+// form to the library.
+func TestFastEncodeWritesAsTheLibrary(t *testing.T) {
+	ints := []int64{0, 1, 127, 128, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, protocol.MaxTerm, -1, -32, -33, -128, -129,
+		-32768, -32769, -1 << 31, -1<<31 - 1}
+	strs := []string{"", "n1", string(bytes.Repeat([]byte("g"), 31)), string(bytes.Repeat([]byte("g"), 32)),
+		string(bytes.Repeat([]byte("g"), 255)), string(bytes.Repeat([]byte("g"), 256)), string(bytes.Repeat([]byte("g"), 70000))}
+	var msgs []any
+	for i, n := range ints {
+		s := strs[i%len(strs)]
+		h := protocol.Header{Group: s, RemoteID: strs[(i+1)%len(strs)], LocalID: "n0", LeaderID: s, Term: n,
+			Code: protocol.ResponseCode(n)}
+		msgs = append(msgs,
+			&protocol.VoteRequest{Header: h, LedgerEndTerm: n, LedgerEndIndex: -n},
+			&protocol.VoteRequest{Header: h, ConfEpoch: uint64(i)}, // not plain: the library's
+			&protocol.VoteRequest{Header: h, Probe: true},
+			&protocol.VoteResponse{Header: h, VoteResult: protocol.VoteResult(n)},
+			&protocol.VoteResponse{Header: h, Conf: &protocol.WireConfig{Voters: s}},
+			&protocol.HeartBeatRequest{Header: h, Successors: s},
+			&protocol.HeartBeatRequest{Header: h, Successors: s, Epoch: uint64(n)},
+			&protocol.HeartBeatRequest{Header: h, ConfEpoch: 3, ConfTerm: n},
+			&protocol.HeartBeatResponse{Header: h, LedgerEndTerm: n, LedgerEndIndex: n - 1},
+			&protocol.HeartBeatResponse{Header: h, LedgerEndTerm: n, Epoch: uint64(n)},
+			&protocol.HeartBeatResponse{Header: h, LedgerUnknown: true},
+			&protocol.HeartBeatResponse{Header: h, CommitEpoch: 1, CommitTerm: n},
+			&protocol.MetadataRequest{Header: h})
+	}
+	fast := 0
+	for _, m := range msgs {
+		var lib bytes.Buffer
+		e := msgpack.NewEncoder(&lib)
+		e.UseCompactInts(true)
+		if err := encodeMessage(e, m); err != nil {
+			t.Fatal(err)
+		}
+		fb := newFrameBuf()
+		if err := encodeMessageInto(fb, m); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fb.b, lib.Bytes()) {
+			t.Fatalf("%T %+v:\nwe write      % x\nlibrary writes % x", m, m, fb.b[:min(len(fb.b), 80)], lib.Bytes()[:min(lib.Len(), 80)])
+		}
+		if _, ok := fastEncode(nil, m); ok {
+			fast++
+		}
+	}
+	if fast < len(ints)*6 {
+		t.Fatalf("the fast encoder wrote %d of the messages, want the %d plain ones", fast, len(ints)*6)
+	}
+}
