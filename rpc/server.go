@@ -253,7 +253,7 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 	s.hostTasks = newLane(hostTaskQueue, 1, &s.workers, s.serve)
 	if ih, ok := handler.(InlineHeartBeater); ok {
 		s.inline = ih
-		s.hbTasks = newLane(min(cap(s.tasks.q), hbTaskQueue), hbWorkers(opts.Workers), &s.workers, s.serve)
+		s.hbTasks = newLane(min(s.tasks.limit, hbTaskQueue), hbWorkers(opts.Workers), &s.workers, s.serve)
 	}
 	s.maxBody, s.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())
 	s.SetMembers(opts.Auth.Members)

@@ -7,10 +7,13 @@ package rpc
 // host's RSS). A lane starts a goroutine when a task arrives and none is waiting for one, up
 // to its bound; a goroutine beyond the lane's first finds the queue empty for laneLinger and
 // leaves. The first never leaves: it takes any task the others left behind.
+//
+// The queue is a slice that grows with the backlog and is dropped once drained, not a channel
+// of the bound's size: a host's bound is 128 Ki tasks, and a channel's ring buffer of 1 MiB,
+// which every send moves along, ends up resident whole however short the queue stays.
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -20,116 +23,142 @@ import (
 // none of them a second after the burst.
 const laneLinger = time.Second
 
-// lane is one task queue and the goroutines serving it.
+// laneKeep is the largest queue buffer (in tasks) a lane keeps once drained.
+const laneKeep = 256
+
+// lane is one task queue and the goroutines serving it. mu guards everything but the
+// constants; sig carries one token per waiting worker that push or close wakes.
 type lane struct {
-	q   chan *task
-	max int32 // goroutines at most (one beyond it briefly, see wait)
+	limit int   // tasks queued at most
+	max   int32 // goroutines at most
 	// linger is laneLinger; tests shorten it before the lane starts.
 	linger time.Duration
-	live   atomic.Int32
-	// idle counts the workers waiting for a task, queued the tasks pushed and not yet taken.
-	// A worker that takes a task lowers idle before queued, and push raises queued before
-	// it sends: a task and the worker taking it are in both counts or in queued alone, never
-	// in idle alone, so queued > idle always means a task no waiting worker will take.
-	idle   atomic.Int32
-	queued atomic.Int32
 	wg     *sync.WaitGroup
 	serve  func(*task)
+	sig    chan struct{}
+
+	mu      sync.Mutex
+	q       []*task // q[head:] waits
+	head    int
+	live    int32 // goroutines serving the lane
+	waiting int32 // of live, waiting for a token on sig (not yet woken)
+	closed  bool
 }
 
 func newLane(size, workers int, wg *sync.WaitGroup, serve func(*task)) *lane {
-	return &lane{q: make(chan *task, size), max: int32(max(workers, 1)), linger: laneLinger, wg: wg, serve: serve}
+	n := int32(max(workers, 1))
+	return &lane{limit: max(size, 1), max: n, linger: laneLinger, wg: wg, serve: serve,
+		sig: make(chan struct{}, n+1)}
 }
 
-// push queues t and makes sure a worker will take it; false: the queue is full (t is not
-// queued). Only the event loops push, and never after close.
+// push queues t and makes sure a worker will take it: it wakes a waiting one, or starts one
+// if the bound allows (else a running one takes it when done). false: the queue is full (t
+// is not queued). Never after close.
 func (l *lane) push(t *task) bool {
-	n := l.queued.Add(1)
-	select {
-	case l.q <- t:
-	default:
-		l.queued.Add(-1)
+	l.mu.Lock()
+	if len(l.q)-l.head >= l.limit {
+		l.mu.Unlock()
 		return false
 	}
-	// More tasks waiting than workers waiting: one more worker, if the bound allows.
-	if n > l.idle.Load() {
-		l.grow()
+	l.q = append(l.q, t)
+	wake, start := false, false
+	switch {
+	case l.waiting > 0:
+		l.waiting--
+		wake = true
+	case l.live < l.max:
+		l.live++
+		start = true
+	}
+	l.mu.Unlock()
+	if wake {
+		l.sig <- struct{}{} // never blocks: at most one token per waiter, fewer waiters than its room
+	}
+	if start {
+		l.wg.Add(1)
+		go l.run(false)
 	}
 	return true
 }
 
-// took notes that a worker took a task from the queue; wasIdle: it was counted idle.
-func (l *lane) took(wasIdle bool) {
-	if wasIdle {
-		l.idle.Add(-1)
-	}
-	l.queued.Add(-1)
-}
-
-// start starts the lane's first worker, which never leaves until close.
+// start starts the lane's first worker, which leaves only at close.
 func (l *lane) start() {
-	l.live.Add(1)
+	l.mu.Lock()
+	l.live++
+	l.mu.Unlock()
 	l.wg.Add(1)
 	go l.run(true)
 }
 
-// grow starts a worker unless max are running.
-func (l *lane) grow() {
-	for {
-		n := l.live.Load()
-		if n >= l.max {
-			return
-		}
-		if l.live.CompareAndSwap(n, n+1) {
-			break
-		}
+// close ends the lane once nothing pushes any more: its workers leave once the queue is empty.
+func (l *lane) close() {
+	l.mu.Lock()
+	l.closed = true
+	n := l.waiting
+	l.waiting = 0
+	l.mu.Unlock()
+	for ; n > 0; n-- {
+		l.sig <- struct{}{}
 	}
-	l.wg.Add(1)
-	go l.run(false)
 }
 
-// close ends the lane once nothing pushes any more: its workers leave once the queue is empty.
-func (l *lane) close() { close(l.q) }
+// pop takes the next task, with mu held; nil: the queue is empty (its buffer then dropped if
+// a burst grew it).
+func (l *lane) pop() *task {
+	if l.head == len(l.q) {
+		if cap(l.q) > laneKeep {
+			l.q = nil
+		} else {
+			l.q = l.q[:0]
+		}
+		l.head = 0
+		return nil
+	}
+	t := l.q[l.head]
+	l.q[l.head] = nil
+	l.head++
+	return t
+}
 
-// run serves the queue until it is closed, or, unless first, until it stayed empty for
-// laneLinger.
+// run serves the queue until close, or, unless first, until it stayed empty for linger.
 func (l *lane) run(first bool) {
 	defer l.wg.Done()
 	var linger *time.Timer
+	l.mu.Lock()
 	for {
-		select {
-		case t, ok := <-l.q:
-			if !ok {
-				return
-			}
-			l.took(false)
+		if t := l.pop(); t != nil {
+			l.mu.Unlock()
 			l.serve(t)
+			l.mu.Lock()
 			continue
-		default:
 		}
-		t, ok := l.wait(first, &linger)
-		switch {
-		case t != nil:
-			l.serve(t)
-		case !ok:
-			return
+		if l.closed {
+			break
+		}
+		l.waiting++
+		l.mu.Unlock()
+		woken := l.wait(first, &linger)
+		l.mu.Lock()
+		if !woken {
+			if l.waiting > 0 { // no token is on its way to this worker: leave
+				l.waiting--
+				break
+			}
+			// Every waiter was handed a token meanwhile, this one included: take it.
+			l.mu.Unlock()
+			<-l.sig
+			l.mu.Lock()
 		}
 	}
+	l.live--
+	l.mu.Unlock()
 }
 
-// wait waits for the next task; ok false: the worker leaves (the queue closed, or it lingered
-// in vain). A worker leaving looks at the queue once more after it stopped counting as live,
-// so a task pushed meanwhile either sees it gone (push starts another) or is taken here.
-func (l *lane) wait(first bool, linger **time.Timer) (*task, bool) {
-	l.idle.Add(1)
+// wait waits for a token; false: the linger timer fired first (never for the first worker).
+func (l *lane) wait(first bool, linger **time.Timer) bool {
 	if first {
-		t, ok := <-l.q
-		if !ok {
-			l.idle.Add(-1)
-			return nil, false
-		}
-		l.took(true)
-		return t, true
+		<-l.sig
+		return true
 	}
 	if *linger == nil {
 		*linger = time.NewTimer(l.linger)
@@ -137,27 +166,17 @@ func (l *lane) wait(first bool, linger **time.Timer) (*task, bool) {
 		(*linger).Reset(l.linger)
 	}
 	select {
-	case t, ok := <-l.q:
+	case <-l.sig:
 		(*linger).Stop()
-		if !ok {
-			l.idle.Add(-1)
-			return nil, false
-		}
-		l.took(true)
-		return t, true
+		return true
 	case <-(*linger).C:
+		return false
 	}
-	l.idle.Add(-1)
-	l.live.Add(-1)
-	select {
-	case t, ok := <-l.q:
-		if !ok {
-			return nil, false
-		}
-		l.live.Add(1) // back: may pass max by one until it leaves again
-		l.took(false)
-		return t, true
-	default:
-		return nil, false
-	}
+}
+
+// workers is how many goroutines serve the lane now.
+func (l *lane) workers() int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.live
 }

@@ -20,7 +20,7 @@ func TestWorkersStartOnDemandAndLeaveWhenIdle(t *testing.T) {
 	const workers, calls = 6, 10
 	h := &fakeHandler{gate: make(chan struct{}), gateOnly: protocol.RequestVote}
 	s := startServer(t, h, func(o *ServerOptions) { o.Workers = workers })
-	if n := s.tasks.live.Load(); n != 1 {
+	if n := s.tasks.workers(); n != 1 {
 		t.Fatalf("%d workers after Start, want 1", n)
 	}
 	cl := newClient(t, map[string]string{testSelf: s.Addr()}, func(o *ClientOptions) { o.CallTimeout = waitTimeout })
@@ -30,7 +30,7 @@ func TestWorkersStartOnDemandAndLeaveWhenIdle(t *testing.T) {
 		votes[i] = voteAsync(cl, int64(i+1))
 	}
 	eventually(t, "Workers handlers at once", func() bool { return h.active.Load() == workers })
-	if n := s.tasks.live.Load(); n > workers+1 {
+	if n := s.tasks.workers(); n > workers+1 {
 		t.Fatalf("%d workers, bound %d", n, workers)
 	}
 	close(h.gate)
@@ -42,7 +42,7 @@ func TestWorkersStartOnDemandAndLeaveWhenIdle(t *testing.T) {
 	if m := h.maxActive.Load(); m > workers+1 {
 		t.Fatalf("%d handlers at once, bound %d", m, workers)
 	}
-	eventually(t, "the workers beyond the first gone", func() bool { return s.tasks.live.Load() == 1 })
+	eventually(t, "the workers beyond the first gone", func() bool { return s.tasks.workers() == 1 })
 }
 
 // A lane whose workers come and go as fast as they can (no linger) serves every task pushed:
@@ -71,8 +71,49 @@ func TestLaneLosesNoTask(t *testing.T) {
 		}
 	}
 	eventually(t, "every task served", func() bool { return served.Load() == n })
-	if m := l.live.Load(); m > l.max+1 || m < 1 {
+	if m := l.workers(); m > l.max+1 || m < 1 {
 		t.Fatalf("%d workers live, bound %d", m, l.max)
+	}
+	l.close()
+	waitGroup(t, &wg, "the lane's workers")
+}
+
+// Issue 29: the queue holds what a burst queues and lets it go once drained; the bound is
+// no buffer allocated up front (a host's was a 1 MiB channel, resident once its ring had been
+// moved along).
+func TestLaneQueueShrinksAfterABurst(t *testing.T) {
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	var served atomic.Int64
+	l := newLane(1<<17, 2, &wg, func(*task) {
+		<-gate
+		served.Add(1)
+	})
+	l.start()
+	const n = 10_000
+	tasks := make([]task, n)
+	for i := range tasks {
+		if !l.push(&tasks[i]) {
+			t.Fatalf("push %d refused", i)
+		}
+	}
+	l.mu.Lock()
+	grown := cap(l.q)
+	l.mu.Unlock()
+	if grown < n-2 {
+		t.Fatalf("queue of cap %d for %d tasks", grown, n)
+	}
+	close(gate)
+	eventually(t, "every task served", func() bool { return served.Load() == n })
+	eventually(t, "the burst's buffer dropped", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return cap(l.q) <= laneKeep
+	})
+	full := newLane(2, 1, &wg, nil)
+	full.live = full.max // no worker to start: the queue alone
+	if !full.push(&tasks[0]) || !full.push(&tasks[1]) || full.push(&tasks[2]) {
+		t.Fatal("a lane of limit 2 must take two tasks and refuse the third")
 	}
 	l.close()
 	waitGroup(t, &wg, "the lane's workers")
