@@ -168,3 +168,31 @@ func TestFastEncodeWritesAsTheLibrary(t *testing.T) {
 		t.Fatalf("the fast encoder wrote %d of the messages, want the %d plain ones", fast, len(ints)*6)
 	}
 }
+
+// The envelope is written by hand too (encodeInto): the library's bytes for every id size,
+// request code and direction.
+func TestEnvelopeWritesAsTheLibrary(t *testing.T) {
+	msg := &protocol.MetadataRequest{Header: protocol.Header{Group: "g", RemoteID: "n1", LocalID: "n0"}}
+	for _, id := range []uint64{0, 1, 127, 128, 255, 256, 1 << 16, 1 << 32, 1<<64 - 1} {
+		for _, code := range []protocol.RequestCode{protocol.RequestVote, protocol.RequestHeartBeat, protocol.RequestMetadata,
+			protocol.RequestHostHeartBeat, 0, -1, -40000} {
+			for _, resp := range []bool{false, true} {
+				var lib bytes.Buffer
+				e := msgpack.NewEncoder(&lib)
+				e.UseCompactInts(true)
+				_ = e.EncodeArrayLen(envelopeLen)
+				_ = e.EncodeUint(id)
+				_ = e.EncodeInt(int64(code))
+				_ = e.EncodeBool(resp)
+				_ = encodeMessage(e, msg)
+				fb := newFrameBuf()
+				if err := encodeInto(fb, id, code, resp, msg, DefaultMaxFrameSize); err != nil {
+					t.Fatal(err)
+				}
+				if got := fb.b[frameHeaderLen:]; !bytes.Equal(got, lib.Bytes()) {
+					t.Fatalf("id %d code %d response %v: we write % x, the library % x", id, code, resp, got, lib.Bytes())
+				}
+			}
+		}
+	}
+}
