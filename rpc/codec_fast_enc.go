@@ -36,6 +36,10 @@ func fastEncode(b []byte, msg any) ([]byte, bool) {
 		return fastHeartBeatRequestEnc(b, r)
 	case *protocol.HeartBeatResponse:
 		return fastHeartBeatResponseEnc(b, r)
+	case *protocol.HostHeartBeatRequest:
+		return wireHostHeartBeat(b, &r.Header, r.Incarnation, r.Seq, r.Changes, r.Upto, r.Sent, r.From), true
+	case *protocol.HostHeartBeatResponse:
+		return wireHostHeartBeat(b, &r.Header, r.Incarnation, r.Seq, r.Changes, r.Upto), true
 	}
 	return b, false
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -192,6 +193,66 @@ func TestEnvelopeWritesAsTheLibrary(t *testing.T) {
 				if got := fb.b[frameHeaderLen:]; !bytes.Equal(got, lib.Bytes()) {
 					t.Fatalf("id %d code %d response %v: we write % x, the library % x", id, code, resp, got, lib.Bytes())
 				}
+			}
+		}
+	}
+}
+
+// Host heartbeats (codec_fast_host.go): written in the library's bytes, with and without each
+// optional field, for lists of changes of every header size, nil and empty; read as the library
+// reads them, whatever the value forms.
+func TestFastHostHeartBeatAsTheLibrary(t *testing.T) {
+	changes := func(n int) []protocol.HostChange {
+		cs := make([]protocol.HostChange, n)
+		for i := range cs {
+			cs[i] = protocol.HostChange{Group: fmt.Sprintf("group-%d", i), Member: "n1", Epoch: uint64(i) << (i % 40)}
+		}
+		return cs
+	}
+	h := protocol.Header{Group: "", RemoteID: "h1", LocalID: "h0", Term: 3}
+	var msgs []any
+	for _, cs := range [][]protocol.HostChange{nil, {}, changes(1), changes(15), changes(16), changes(300), changes(70000)} {
+		for _, opt := range [][3]uint64{{}, {1, 0, 0}, {0, 1 << 40, 0}, {0, 0, 7}, {5, 6, 7}} {
+			msgs = append(msgs,
+				&protocol.HostHeartBeatRequest{Header: h, Incarnation: opt[2] + 1, Seq: opt[0], Changes: cs, Upto: opt[0], Sent: opt[1], From: opt[2]},
+				&protocol.HostHeartBeatResponse{Header: h, Incarnation: opt[1], Seq: 9, Changes: cs, Upto: opt[0]})
+		}
+	}
+	for _, m := range msgs {
+		var lib bytes.Buffer
+		e := msgpack.NewEncoder(&lib)
+		e.UseCompactInts(true)
+		if err := encodeMessage(e, m); err != nil {
+			t.Fatal(err)
+		}
+		fb := newFrameBuf()
+		if err := encodeMessageInto(fb, m); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(fb.b, lib.Bytes()) {
+			t.Fatalf("%T:\nwe write      % x\nlibrary writes % x", m, fb.b[:min(len(fb.b), 120)], lib.Bytes()[:min(lib.Len(), 120)])
+		}
+		mc := hostCases[0]
+		if _, ok := m.(*protocol.HostHeartBeatResponse); ok {
+			mc = hostCases[1]
+		}
+		compareWithLibrary(t, mc, lib.Bytes())
+	}
+	// Every value form in every field, alone and beside a well-formed message, and changes whose
+	// elements are not what they should be.
+	keys := []string{"inc", "seq", "changes", "upto", "sent", "from", "term", "group", "localId", "x"}
+	elems := [][]byte{{0x90}, {0xc0}, {0x91, 0x80}, {0x91, 0xc0}, {0x91, 0x81, 0xa1, 'g', 0xa1, 'x'}, {0x91, 0x81, 0xa1, 'e', 0xff},
+		{0x91, 0x81, 0xa1, 'm', 0xc4, 1, 'n'}, {0x91, 0x81, 0xa1, 'q', 0x01}, {0x92, 0x83, 0xa1, 'g', 0xa1, 'a', 0xa1, 'm', 0xa0, 0xa1, 'e', 0x05, 0x80},
+		{0xdc, 0, 1, 0x80}}
+	for _, mc := range hostCases {
+		base := messageOf(frameOf(mc, 1, mc.newMsg())[frameHeaderLen:])
+		for _, k := range keys {
+			for _, v := range append(append([][]byte{}, fastValues...), elems...) {
+				one := append(append([]byte{0x81}, strKey(k)...), v...)
+				withBase := append([]byte{base[0] + 1}, base[1:]...)
+				withBase = append(append(withBase, strKey(k)...), v...)
+				compareWithLibrary(t, mc, one)
+				compareWithLibrary(t, mc, withBase)
 			}
 		}
 	}

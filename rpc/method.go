@@ -133,6 +133,8 @@ var (
 			}
 			return &protocol.HostHeartBeatResponse{Header: protocol.Header{Code: protocol.CodeUnsupported}}
 		},
+		fastReq:  fastHostHeartBeatRequest,
+		fastResp: fastHostHeartBeatResponse,
 	}
 	methods = [...]method{voteMethod, heartBeatMethod, transferMethod, metadataMethod, hostHeartBeatMethod}
 )
