@@ -3,7 +3,6 @@ package rpc
 import (
 	"sync"
 
-	"github.com/panjf2000/gnet/v2"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -15,12 +14,6 @@ type frameBuf struct {
 	// enc writes into b through frameBuf's Write and WriteByte: no bytes.Buffer in between,
 	// and no copy of the frame. It is configured once, when the buffer is created.
 	enc *msgpack.Encoder
-	// written is fb's gnet write callback, bound once when the buffer is created: binding a
-	// method value per write would allocate a closure each time.
-	written gnet.AsyncCallback
-	// owner is the sealed connection whose queued count (serverConn.queued) this frame is
-	// in until gnet has written it; nil otherwise.
-	owner *serverConn
 }
 
 const (
@@ -48,14 +41,6 @@ func newFrameBuf() *frameBuf {
 	// write them and members before this codec wrote them. Without this the library writes
 	// every int64 field in 9 bytes; either form decodes the same.
 	fb.enc.UseCompactInts(true)
-	fb.written = func(gnet.Conn, error) error {
-		if sc := fb.owner; sc != nil {
-			fb.owner = nil
-			sc.queued.Add(-1)
-		}
-		putFrameBuf(fb)
-		return nil
-	}
 	return fb
 }
 

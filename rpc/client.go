@@ -66,7 +66,7 @@ type ClientOptions struct {
 	// Auth.Keys at most secure.MaxMessageLen, sealed).
 	MaxFrameSize int
 	// SendQueue is how many frames may wait for one peer's writer (default 256); beyond it
-	// calls fail at once with ErrOverloaded.
+	// calls fail at once with ErrOverloaded. Only what waits takes memory.
 	SendQueue int
 	// Logger receives the client's logs (default: none). Bad-frame lines are rate-limited.
 	Logger *zap.Logger
@@ -149,7 +149,7 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	cl.ctx, cl.cancel = context.WithCancel(context.Background())
 	for id, addr := range opts.Peers {
 		p := &peer{cl: cl, id: id, addr: addr,
-			sendq: make(chan outFrame, opts.SendQueue), pending: make(map[uint64]*call), kick: make(chan struct{}, 1),
+			sendq: sendQueue{limit: opts.SendQueue, sig: make(chan struct{}, 1)}, pending: make(map[uint64]*call), kick: make(chan struct{}, 1),
 			swap: make(chan struct{}, 1)}
 		cl.peers[id] = p
 		cl.wg.Add(1)

@@ -124,9 +124,7 @@ func (p *peer) submit(c *call, id uint64, fb *frameBuf, encErr error) {
 		return
 	}
 	cl.obs.requests.Add(1)
-	select {
-	case p.sendq <- outFrame{gen: gen, fb: fb}:
-	default:
+	if !p.sendq.put(outFrame{gen: gen, fb: fb}) {
 		putFrameBuf(fb)
 		if c := p.take(id); c != nil { // the connection may have failed it meanwhile
 			cl.finish(c, nil, ErrOverloaded, p.id)
@@ -262,12 +260,5 @@ func (p *peer) disconnect() {
 		p.expired[i] = nil
 	}
 	p.clearExpired()
-	for {
-		select {
-		case f := <-p.sendq:
-			putFrameBuf(f.fb)
-		default:
-			return
-		}
-	}
+	p.sendq.drop()
 }

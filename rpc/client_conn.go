@@ -25,7 +25,7 @@ type peer struct {
 	cl     *Client
 	id     string
 	addr   string
-	sendq  chan outFrame
+	sendq  sendQueue
 	nextID atomic.Uint64
 
 	state atomic.Uint32 // peerDown, peerUp or peerClosed: closed and connected, for usable
@@ -170,8 +170,8 @@ func (p *peer) pump(w *bufio.Writer, sess *secure.Session, gen uint64, sweep *sw
 	readDone <-chan error) (readerExited bool, err error) {
 	for err == nil {
 		select {
-		case f := <-p.sendq:
-			err = p.write(w, sess, gen, f) // submit armed the sweep for f's call
+		case <-p.sendq.sig:
+			err = p.writeQueued(w, sess, gen) // submit armed the sweep for their calls
 		case now := <-sweep.timer.C:
 			err = p.sweepFired(sweep, now, rc)
 		case err = <-readDone:
@@ -303,40 +303,110 @@ func (p *peer) hello(w *bufio.Writer, sess *secure.Session, gen uint64) error {
 	p.addPending(id, c)
 	p.mu.Unlock()
 	p.cl.obs.requests.Add(1)
-	return p.write(w, sess, gen, outFrame{gen: gen, fb: fb})
+	if err := p.writeFrame(w, sess, gen, outFrame{gen: gen, fb: fb}); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 func dropHelloAnswer(*protocol.MetadataResponse, error) {}
 
-// write sends f and what else was queued when it began, then flushes. The batch is capped
-// at what was queued so that under a steady stream serve still gets back to expiring
-// overdue calls and to noticing a failed reader. With a session each frame is sealed here,
-// in the order it goes on the wire.
-func (p *peer) write(w *bufio.Writer, sess *secure.Session, gen uint64, f outFrame) error {
-	for more := len(p.sendq); ; more-- {
-		var err error
-		if f.gen == gen { // a frame queued for an earlier connection: its call already failed
-			if sess != nil {
-				if err = sealFrame(sess, f.fb); err != nil {
-					p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
-				}
+// writeQueued sends the frames queued when it began, then flushes. The batch is capped at
+// what was queued so that under a steady stream serve still gets back to expiring overdue
+// calls and to noticing a failed reader (frames queued meanwhile signal the next batch).
+func (p *peer) writeQueued(w *bufio.Writer, sess *secure.Session, gen uint64) error {
+	batch := p.sendq.take()
+	defer p.sendq.giveBack(batch)
+	for i, f := range batch {
+		batch[i] = outFrame{}
+		if err := p.writeFrame(w, sess, gen, f); err != nil {
+			for _, rest := range batch[i+1:] {
+				putFrameBuf(rest.fb)
 			}
-			if err == nil {
-				_, err = w.Write(f.fb.b)
-			}
-		}
-		putFrameBuf(f.fb)
-		if err != nil {
 			return err
 		}
-		if more <= 0 {
-			return w.Flush()
+	}
+	return w.Flush()
+}
+
+// writeFrame sends f, sealed first with a session (in the order it goes on the wire), and
+// recycles its buffer. A frame queued for an earlier connection is dropped: its call already
+// failed.
+func (p *peer) writeFrame(w *bufio.Writer, sess *secure.Session, gen uint64, f outFrame) error {
+	var err error
+	if f.gen == gen {
+		if sess != nil {
+			if err = sealFrame(sess, f.fb); err != nil {
+				p.cl.obs.authFailure(authReason(err), p.addr, p.id, err)
+			}
 		}
+		if err == nil {
+			_, err = w.Write(f.fb.b)
+		}
+	}
+	putFrameBuf(f.fb)
+	return err
+}
+
+// sendQueue holds the frames waiting for a peer's writer, in order: a slice that grows with
+// the backlog, up to limit, and is dropped once a burst drained it. A host link's limit is
+// 32 Ki frames (issue 29); a channel of that size, 512 KiB, became resident as its ring moved
+// along. sig holds a token while frames wait.
+type sendQueue struct {
+	limit int
+	sig   chan struct{}
+	mu    sync.Mutex
+	q     []outFrame
+	spare []outFrame
+}
+
+// sendQueueKeep is the largest buffer (in frames) a queue keeps between batches.
+const sendQueueKeep = 256
+
+// put queues f; false: the queue holds limit frames (f is not queued).
+func (s *sendQueue) put(f outFrame) bool {
+	s.mu.Lock()
+	if len(s.q) >= s.limit {
+		s.mu.Unlock()
+		return false
+	}
+	s.q = append(s.q, f)
+	first := len(s.q) == 1
+	s.mu.Unlock()
+	if first {
 		select {
-		case f = <-p.sendq:
-		default:
-			return w.Flush()
+		case s.sig <- struct{}{}:
+		default: // a token waits already
 		}
+	}
+	return true
+}
+
+// take removes and returns every frame queued.
+func (s *sendQueue) take() []outFrame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	batch := s.q
+	s.q, s.spare = s.spare, nil
+	return batch
+}
+
+// giveBack returns take's emptied batch for reuse, unless a burst grew it.
+func (s *sendQueue) giveBack(batch []outFrame) {
+	if cap(batch) > sendQueueKeep {
+		return
+	}
+	s.mu.Lock()
+	if s.spare == nil {
+		s.spare = batch[:0]
+	}
+	s.mu.Unlock()
+}
+
+// drop recycles every frame queued (the connection is gone).
+func (s *sendQueue) drop() {
+	for _, f := range s.take() {
+		putFrameBuf(f.fb)
 	}
 }
 

@@ -133,14 +133,12 @@ func (c *budgetConn) Write(b []byte) (int, error) {
 func TestWriterUnderSteadyStream(t *testing.T) {
 	const timeout = time.Second
 	frame := frameOf(metaRespCase, 1, &protocol.MetadataResponse{Peers: strings.Repeat("x", 1000)})
-	p := &peer{sendq: make(chan outFrame, 64)}
+	p := &peer{sendq: sendQueue{limit: 64, sig: make(chan struct{}, 1)}}
 	queue := func(n int) {
 		for i := 0; i < n; i++ {
 			fb := getFrameBuf()
 			fb.b = append(fb.b[:0], frame...)
-			select {
-			case p.sendq <- outFrame{gen: 1, fb: fb}:
-			default:
+			if !p.sendq.put(outFrame{gen: 1, fb: fb}) {
 				putFrameBuf(fb)
 			}
 		}
@@ -151,14 +149,48 @@ func TestWriterUnderSteadyStream(t *testing.T) {
 	// than the write carried (a 16 KiB write holds 15 of them).
 	conn := &budgetConn{cost: timeout * 4 / 10, onWrite: func() { queue(20) }}
 	w := newConnWriter(conn, conn, timeout)
-	if err := p.write(w, nil, 1, <-p.sendq); err != nil {
+	if err := p.writeQueued(w, nil, 1); err != nil {
 		t.Fatalf("healthy connection failed after %d socket writes: %v", conn.writes, err)
 	}
 	if got := conn.written.Len(); got != batch*len(frame) {
 		t.Fatalf("wrote %d bytes, want the %d frames queued when the batch began (%d bytes)",
 			got, batch, batch*len(frame))
 	}
-	for len(p.sendq) > 0 {
-		putFrameBuf((<-p.sendq).fb)
+	if n := len(p.sendq.take()); n != 64 {
+		t.Fatalf("%d frames queued meanwhile, want the queue's 64", n)
+	}
+}
+
+// Issue 29: a peer's send queue holds what a burst queues, up to its limit, signals the writer
+// once however many frames wait, and lets the burst's buffer go once drained (a host link's
+// was a channel of 32 Ki frames, 512 KiB, resident once its ring had moved along).
+func TestSendQueueGrowsAndShrinks(t *testing.T) {
+	q := sendQueue{limit: 4096, sig: make(chan struct{}, 1)}
+	for i := 0; i < 4096; i++ {
+		if !q.put(outFrame{gen: 1, fb: getFrameBuf()}) {
+			t.Fatalf("put %d refused", i)
+		}
+	}
+	if q.put(outFrame{gen: 1, fb: getFrameBuf()}) {
+		t.Fatal("a full queue took a frame")
+	}
+	if len(q.sig) != 1 {
+		t.Fatalf("%d tokens, want 1", len(q.sig))
+	}
+	<-q.sig
+	batch := q.take()
+	if len(batch) != 4096 {
+		t.Fatalf("took %d frames, want 4096", len(batch))
+	}
+	for _, f := range batch {
+		putFrameBuf(f.fb)
+	}
+	q.giveBack(batch)
+	if q.put(outFrame{gen: 1, fb: getFrameBuf()}); len(q.sig) != 1 || cap(q.q) > sendQueueKeep {
+		t.Fatalf("after the burst: %d tokens, buffer of cap %d (keep %d)", len(q.sig), cap(q.q), sendQueueKeep)
+	}
+	q.drop()
+	if len(q.take()) != 0 {
+		t.Fatal("drop left frames")
 	}
 }

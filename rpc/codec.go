@@ -91,22 +91,17 @@ func encodeFrameOf(id uint64, code protocol.RequestCode, response bool, msg any,
 
 // encodeInto replaces fb's contents with the frame, using fb's encoder.
 func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response bool, msg any, maxSize int) error {
-	fb.b = append(fb.b[:0], 0, 0, 0, 0) // the length, written below
-	e := fb.enc
-	err := e.EncodeArrayLen(envelopeLen)
-	if err == nil {
-		err = e.EncodeUint(id)
+	// The length, written below, and the envelope, in the bytes the library's EncodeArrayLen,
+	// EncodeUint, EncodeInt and EncodeBool write (codec_fast_enc.go).
+	b := append(fb.b[:0], 0, 0, 0, 0, msgpcode.FixedArrayLow|envelopeLen)
+	b = wireInt(wireUint(b, id), int64(code))
+	if response {
+		b = append(b, msgpcode.True)
+	} else {
+		b = append(b, msgpcode.False)
 	}
-	if err == nil {
-		err = e.EncodeInt(int64(code))
-	}
-	if err == nil {
-		err = e.EncodeBool(response)
-	}
-	if err == nil {
-		err = encodeMessage(e, msg)
-	}
-	if err != nil {
+	fb.b = b
+	if err := encodeMessageInto(fb, msg); err != nil {
 		return err
 	}
 	n := len(fb.b) - frameHeaderLen
@@ -124,21 +119,36 @@ func encodeInto(fb *frameBuf, id uint64, code protocol.RequestCode, response boo
 // structs with those fields left out or always written (the bytes omitempty would give), and
 // allocate nothing.
 func encodeMessage(e *msgpack.Encoder, msg any) error {
+	return e.Encode(wireForm(msg))
+}
+
+// encodeMessageInto encodes msg into fb: the common forms by fastEncode (codec_fast_enc.go),
+// the rest by fb's encoder (encodeMessage).
+func encodeMessageInto(fb *frameBuf, msg any) error {
+	if b, ok := fastEncode(fb.b, msg); ok {
+		fb.b = b
+		return nil
+	}
+	return encodeMessage(fb.enc, msg)
+}
+
+// wireForm is msg as encodeMessage hands it to the library (see encodeMessage).
+func wireForm(msg any) any {
 	switch r := msg.(type) {
 	case *protocol.HeartBeatRequest:
-		return e.Encode(heartBeatRequestWire(r))
+		return heartBeatRequestWire(r)
 	case *protocol.HeartBeatResponse:
-		return e.Encode(heartBeatResponseWire(r))
+		return heartBeatResponseWire(r)
 	case *protocol.VoteRequest:
 		if r.ConfEpoch == 0 && r.ConfTerm == 0 && !r.Probe {
-			return e.Encode((*voteRequestPlain)(r))
+			return (*voteRequestPlain)(r)
 		}
 	case *protocol.VoteResponse:
 		if r.ConfEpoch == 0 && r.ConfTerm == 0 && r.Conf == nil && r.Pending == nil {
-			return e.Encode((*voteResponsePlain)(r))
+			return (*voteResponsePlain)(r)
 		}
 	}
-	return e.Encode(msg)
+	return msg
 }
 
 // voteRequestPlain and voteResponsePlain are a vote request and its answer in a group whose
@@ -281,6 +291,11 @@ type frameDecoder struct {
 	r       bytes.Reader
 	dec     *msgpack.Decoder
 	lastLen int // body length of the previous frame
+	// body is the frame being decoded (what r reads), for the fast decoders (codec_fast.go),
+	// and ids the strings they keep.
+	body []byte
+	ids  idCache
+	wr   wireReader
 }
 
 // envelope is the part of a frame body before the message.
@@ -302,6 +317,7 @@ func (fd *frameDecoder) open(body []byte) (envelope, error) {
 		return envelope{}, err
 	}
 	fd.r.Reset(body)
+	fd.body = body
 	// The library's decoder keeps a scratch buffer as large as the longest string it has
 	// read. After a large frame, start over with a fresh decoder rather than pin up to
 	// MaxFrameSize per connection; heartbeats are far below the threshold.
@@ -576,7 +592,7 @@ func (fd *frameDecoder) decodeRequest(body []byte, r *request) error {
 	if r.m == nil {
 		return errUnknownCode
 	}
-	msg, err := r.m.decodeRequest(fd.dec, r)
+	msg, err := r.m.decodeRequest(fd, r)
 	return fd.finish(env, msg, err)
 }
 
@@ -591,7 +607,7 @@ func (fd *frameDecoder) decodeResponse(body []byte, r *response) error {
 	if m == nil {
 		return errUnknownCode
 	}
-	msg, err := m.decodeResponse(fd.dec, r)
+	msg, err := m.decodeResponse(fd, r)
 	return fd.finish(env, msg, err)
 }
 

@@ -574,8 +574,9 @@ func TestLibraryIsUnsafeOnHostileInput(t *testing.T) {
 
 // TestEncodeDecodeAllocations is the benchmark's claim as a test. Once warm, encoding a
 // heartbeat (request and response) allocates nothing: the buffer and its encoder are reused. Decoding
-// allocates only the strings the library copies out of the frame, at most one per string
-// field (a heartbeat has four) and nothing else: reused decoder, reader and target.
+// allocates only the group's name, once per message (issue 29: the member ids come from the
+// connection's cache, codec_fast.go; the library copied all four strings) and nothing else:
+// reused decoder, reader and target.
 func TestEncodeDecodeAllocations(t *testing.T) {
 	req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: "group-a", RemoteID: "n1",
 		LocalID: "n0", LeaderID: "n0", Term: 42}}
@@ -607,8 +608,8 @@ func TestEncodeDecodeAllocations(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, encode); allocs != 0 {
 		t.Fatalf("%v allocations per heartbeat encode (request and response), want 0", allocs)
 	}
-	if allocs := testing.AllocsPerRun(100, decode); allocs > 8 {
-		t.Fatalf("%v allocations per heartbeat decode (request and response), want at most 8", allocs)
+	if allocs := testing.AllocsPerRun(100, decode); allocs > 2 {
+		t.Fatalf("%v allocations per heartbeat decode (request and response), want at most 2", allocs)
 	}
 }
 

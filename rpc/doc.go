@@ -54,7 +54,8 @@
 // valid once, in order, on its own connection. The server bounds msg1 by
 // secure.MaxHandshakeLen before buffering it, runs the handshake on the event loop, opens
 // frames into a buffer of the connection's own, and seals replies under a per-connection
-// mutex held across Seal and AsyncWrite, so they reach the wire in the order sealed; the
+// mutex held across Seal and queueing in the connection's outbox, so they reach the wire in
+// the order sealed; the
 // client seals in its writer and opens in its reader. The handshake is bounded by the
 // client's DialTimeout, and a connection counts as up (Connected) only once it is done.
 //
@@ -103,10 +104,12 @@
 //
 // # Server
 //
-// gnet event loops frame and decode; a fixed pool of workers runs the Handler (vote
-// handling fsyncs, and a blocked loop would stall every connection on it) and replies with
-// AsyncWrite. The exception is a heartbeat to a Handler that can answer it without waiting
-// (InlineHeartBeater): the loop answers it and writes the answer itself, and hands it to
+// gnet event loops frame and decode; workers, started as requests wait (up to Workers) and
+// leaving after a second idle, run the Handler (vote handling fsyncs, and a blocked loop
+// would stall every connection on it) and queue the answer in the connection's outbox, which
+// the loop writes in one write per batch. The exception is a heartbeat to a Handler that can
+// answer it without waiting (InlineHeartBeater): the loop answers it into the outbox itself
+// (written at the end of the read), and hands it to
 // workers reserved for heartbeats when it can not, so a heartbeat never waits behind other
 // requests and costs an idle follower no goroutine hand-off. Each connection may have MaxInflightPerConn requests queued or running; at the
 // limit the server stops decoding that connection's frames until one finishes (gnet keeps

@@ -4,8 +4,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -21,10 +19,11 @@ import (
 // concrete types, behind one interface so those paths do not know them.
 type method interface {
 	requestCode() protocol.RequestCode
-	// decodeRequest and decodeResponse reset the message's member of the union and let the
-	// library decode into it; they return that member for the bounds check.
-	decodeRequest(d *msgpack.Decoder, r *request) (any, error)
-	decodeResponse(d *msgpack.Decoder, r *response) (any, error)
+	// decodeRequest and decodeResponse reset the message's member of the union and decode
+	// into it (the fast decoder if the entry has one and it can, else the library); they
+	// return that member for the bounds check.
+	decodeRequest(fd *frameDecoder, r *request) (any, error)
+	decodeResponse(fd *frameDecoder, r *response) (any, error)
 	// header is the request's header (sender, receiver, group).
 	header(r *request) *protocol.Header
 	// serve runs the Handler on t's request on a worker, sends the answer and releases t
@@ -61,6 +60,10 @@ type kind[Q, P any] struct {
 	handleLater func(s *Server, req *Q, reply func(*P))
 	// long: a call waits TransferTimeout instead of CallTimeout.
 	long bool
+	// fastReq and fastResp decode the common forms of the messages without the library
+	// (codec_fast.go); nil: the library always.
+	fastReq  func(*wireReader, *Q) bool
+	fastResp func(*wireReader, *P) bool
 }
 
 // The table. methodOf finds an entry by its code.
@@ -74,6 +77,8 @@ var (
 		handle: func(s *Server, req *protocol.VoteRequest) *protocol.VoteResponse {
 			return s.handler.HandleVote(req)
 		},
+		fastReq:  fastVoteRequest,
+		fastResp: fastVoteResponse,
 	}
 	heartBeatMethod = &kind[protocol.HeartBeatRequest, protocol.HeartBeatResponse]{
 		code:       protocol.RequestHeartBeat,
@@ -84,6 +89,8 @@ var (
 		handle: func(s *Server, req *protocol.HeartBeatRequest) *protocol.HeartBeatResponse {
 			return s.handler.HandleHeartBeat(req)
 		},
+		fastReq:  fastHeartBeatRequest,
+		fastResp: fastHeartBeatResponse,
 	}
 	transferMethod = &kind[protocol.LeadershipTransferRequest, protocol.LeadershipTransferResponse]{
 		code:       protocol.RequestLeadershipTransfer,
@@ -126,6 +133,8 @@ var (
 			}
 			return &protocol.HostHeartBeatResponse{Header: protocol.Header{Code: protocol.CodeUnsupported}}
 		},
+		fastReq:  fastHostHeartBeatRequest,
+		fastResp: fastHostHeartBeatResponse,
 	}
 	methods = [...]method{voteMethod, heartBeatMethod, transferMethod, metadataMethod, hostHeartBeatMethod}
 )
@@ -142,14 +151,27 @@ func methodOf(code protocol.RequestCode) method {
 
 func (k *kind[Q, P]) requestCode() protocol.RequestCode { return k.code }
 
-func (k *kind[Q, P]) decodeRequest(d *msgpack.Decoder, r *request) (any, error) {
+func (k *kind[Q, P]) decodeRequest(fd *frameDecoder, r *request) (any, error) {
 	m := k.req(r)
-	return m, decodeMessage(d, m)
+	return m, decodeWith(fd, m, k.fastReq)
 }
 
-func (k *kind[Q, P]) decodeResponse(d *msgpack.Decoder, r *response) (any, error) {
+func (k *kind[Q, P]) decodeResponse(fd *frameDecoder, r *response) (any, error) {
 	m := k.resp(r)
-	return m, decodeMessage(d, m)
+	return m, decodeWith(fd, m, k.fastResp)
+}
+
+// decodeWith decodes the message at fd's position into m: with fast if it is set and can,
+// else with the library (decodeMessage resets m first).
+func decodeWith[M any](fd *frameDecoder, m *M, fast func(*wireReader, *M) bool) error {
+	if fast != nil {
+		var zero M
+		*m = zero
+		if fastDecode(fd, m, fast) {
+			return nil
+		}
+	}
+	return decodeMessage(fd.dec, m)
 }
 
 func (k *kind[Q, P]) header(r *request) *protocol.Header { return k.reqHeader(k.req(r)) }

@@ -93,7 +93,8 @@ type ServerOptions struct {
 	// and reaches us, so our client may stop backing off from it (Client.Kick). Called on a
 	// worker goroutine; it must not block. With Auth.Keys the id is the authenticated one.
 	OnPeerHello func(peer string)
-	// Workers is the number of goroutines that run Handler methods (default 8).
+	// Workers bounds the goroutines that run Handler methods (default 8). They are started
+	// as requests arrive, and all but one leave after a second without any.
 	Workers int
 	// EventLoops is the number of gnet event loops (default 1: a member has a handful of
 	// connections, and the loops only frame and decode).
@@ -174,26 +175,26 @@ type Server struct {
 	accept            func(peerID string) bool
 	members           atomic.Pointer[map[string]bool] // what accept reads; SetMembers (members.go)
 
-	tasks    chan *task // from the event loops to the workers
+	tasks    *lane // from the event loops to the workers, started on demand (server_lanes.go)
 	taskPool sync.Pool
 	workers  sync.WaitGroup
 
 	// hostTasks: host heartbeats, from the event loops to a worker of their own, so that a
 	// backlog of group requests (a mass election's votes waiting for their fsyncs) does not
 	// delay the liveness frames that say the host is alive (docs/protocol.md 12.1).
-	hostTasks chan *task
+	hostTasks *lane
 
 	// inline answers heartbeats on the event loop when the Handler can (InlineHeartBeater;
 	// nil: every heartbeat goes to the workers). hbTasks carries the heartbeats it could not
 	// answer there to workers of their own (hbWorkers of them), again never behind the
 	// groups' other requests (server_inline.go).
 	inline  InlineHeartBeater
-	hbTasks chan *task
+	hbTasks *lane
 
 	started  atomic.Bool
 	stopped  atomic.Bool
 	stopping atomic.Bool // set first thing in Stop: queued requests are dropped, not handled
-	// loopMu guards handing work to an event loop from outside it (AsyncWrite, Wake, Close):
+	// loopMu guards handing work to an event loop from outside it (an outbox's Wake, Close):
 	// they hold it for reading and do nothing once stopping is set; Stop sets stopping under
 	// the write lock. gnet closes a loop's eventfd when the engine stops, and a late
 	// hand-over would write to that descriptor number, which the process may have reused.
@@ -242,17 +243,17 @@ func NewServer(handler Handler, opts ServerOptions) (*Server, error) {
 		// Sized so that every connection can have all its requests queued at once (up to
 		// maxTaskQueue): a full queue then means a burst of reconnecting peers, and the
 		// request is dropped.
-		tasks:    make(chan *task, min(opts.MaxConns*opts.MaxInflightPerConn, maxTaskQueue)),
 		booted:   make(chan struct{}),
 		lnFD:     -1,
 		runDone:  make(chan struct{}),
 		stopDone: make(chan struct{}),
 		perIP:    make(map[netip.Addr]int),
 	}
-	s.hostTasks = make(chan *task, hostTaskQueue)
+	s.tasks = newLane(min(opts.MaxConns*opts.MaxInflightPerConn, maxTaskQueue), opts.Workers, &s.workers, s.serve)
+	s.hostTasks = newLane(hostTaskQueue, 1, &s.workers, s.serve)
 	if ih, ok := handler.(InlineHeartBeater); ok {
 		s.inline = ih
-		s.hbTasks = make(chan *task, min(cap(s.tasks), hbTaskQueue))
+		s.hbTasks = newLane(min(s.tasks.limit, hbTaskQueue), hbWorkers(opts.Workers), &s.workers, s.serve)
 	}
 	s.maxBody, s.maxPlain = bodyLimits(opts.MaxFrameSize, opts.Auth.secure())
 	s.SetMembers(opts.Auth.Members)
@@ -267,17 +268,11 @@ func (s *Server) Start() error {
 	if !s.started.CompareAndSwap(false, true) {
 		return errors.New("rpc: server already started")
 	}
-	for i := 0; i < s.opts.Workers; i++ {
-		s.workers.Add(1)
-		go s.work()
-	}
-	s.workers.Add(1)
-	go s.workHost()
+	// One worker per lane now; the others start as tasks arrive (server_lanes.go).
+	s.tasks.start()
+	s.hostTasks.start()
 	if s.hbTasks != nil {
-		for i := 0; i < hbWorkers(s.opts.Workers); i++ {
-			s.workers.Add(1)
-			go s.workHeartBeats()
-		}
+		s.hbTasks.start()
 	}
 	// gnet.Run blocks for the server's lifetime, so it runs in its own goroutine. It binds the
 	// listener before calling OnBoot, so either OnBoot runs (listening) or Run returns the

@@ -65,16 +65,14 @@ type serverConn struct {
 	// event loop before any request of the connection is decoded, so the workers, which get
 	// requests through the task queue, see it). framed is set only by the first frame that
 	// opens: a replayed msg1 also gets a session, but nothing it sends opens. sealMu holds
-	// Seal and AsyncWrite together, so frames go on the wire in the order they were sealed.
+	// Seal and posting to the outbox together, so frames go on the wire in the order they were sealed.
 	// plain is the event loop's buffer for opened frames.
 	sess   *secure.Session
 	sealMu sync.Mutex
 	plain  []byte
-	// queued counts this sealed connection's frames handed to gnet with AsyncWrite and not
-	// yet written (changed under sealMu, lowered by the frame's write callback on the loop):
-	// the event loop writes a sealed answer of its own directly only while it is 0, so that
-	// it never overtakes a frame sealed before it (server_inline.go).
-	queued atomic.Int32
+	// outbox holds the answers waiting for the event loop to write them, in the order they
+	// were queued (server_outbox.go).
+	outbox outbox
 	// link: sess is a host link's (handshake version 2), whose PeerID is the dialling
 	// host's id; its requests are checked by Mux.linkSender instead of by their localId alone.
 	link bool
@@ -129,6 +127,10 @@ func (e *events) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	_ = c.SetKeepAlive(true, tcpKeepAlive, tcpKeepAlive, tcpKeepAliveCount)
 	_ = setUserTimeout(c.Fd(), tcpUserTimeout)
 	sc := &serverConn{c: c, remote: remote, ip: ip}
+	sc.outbox.flush = func(gnet.Conn, error) error {
+		s.woken(sc)
+		return nil
+	}
 	sc.lastFrame.Store(monoNow())
 	if first := s.opts.FirstFrameTimeout; first > 0 {
 		sc.idleTimer = time.AfterFunc(first, func() { s.idleCheck(sc) })
@@ -179,6 +181,7 @@ func (e *events) OnClose(c gnet.Conn, _ error) gnet.Action {
 	}
 	s.removePerIP(sc.ip)
 	sc.closed.Store(true)
+	sc.dropOutbox()
 	if sc.untrack != nil {
 		sc.untrack()
 	}

@@ -22,6 +22,15 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 	if !ok { // a connection OnOpen refused; gnet is closing it
 		return gnet.Close
 	}
+	act := s.traffic(c, sc)
+	if act == gnet.None {
+		act = s.flushOutbox(sc, false) // the answers made on the loop (server_outbox.go)
+	}
+	return act
+}
+
+// traffic is OnTraffic but for the write of the answers it queued.
+func (s *Server) traffic(c gnet.Conn, sc *serverConn) gnet.Action {
 	// decoded: a frame was decoded in this call (every pass that does not return decodes one).
 	for decoded := false; ; decoded = true {
 		if parked, act := s.throttle(c, sc); parked {
@@ -163,9 +172,7 @@ func (s *Server) dispatch(sc *serverConn, t *task) gnet.Action {
 	if t.code == protocol.RequestHostHeartBeat {
 		q = s.hostTasks // not behind the groups' requests (server_work.go)
 	}
-	select {
-	case q <- t:
-	default:
+	if !q.push(t) {
 		s.obs.rpcError(t.code, ReasonOverloaded, sc.remote)
 		s.release(t)
 	}

@@ -2,17 +2,15 @@ package rpc
 
 // Heartbeats answered on the event loop (docs/protocol.md 4.5, "Where a heartbeat is
 // answered"). A worker's answer takes three hand-offs: the loop wakes a worker (a futex), the
-// worker hands the frame back with AsyncWrite (the loop's eventfd), and the loop wakes to
-// write it. A heartbeat's answer needs none of them when the Handler can answer without
-// waiting (InlineHeartBeater): the loop that decoded the request answers it and writes the
-// frame at once. A heartbeat that can not be answered that way (its member's lock is held, by
+// worker hands the frame back through the connection's outbox (a wake-up on the loop's
+// eventfd), and the loop wakes to write it. A heartbeat's answer needs none of them when the
+// Handler can answer without waiting (InlineHeartBeater): the loop that decoded the request
+// answers it and writes the frame with the other answers of that read. A heartbeat that can not be answered that way (its member's lock is held, by
 // a vote waiting for its fsync for instance, or the answer needs a durable write first) goes
 // to workers of its own, never behind the queue of other requests.
 
 import (
 	"github.com/panjf2000/gnet/v2"
-
-	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
 // hbWorkers is how many workers serve the heartbeats the loop could not answer: as many as
@@ -35,14 +33,8 @@ func (s *Server) heartBeatOnLoop(t *task) gnet.Action {
 	}
 	resp, ok := s.inline.TryHandleHeartBeat(&t.hb)
 	if !ok {
-		select {
-		case s.hbTasks <- t:
-			return gnet.None
-		default:
-		}
-		select { // their queue is full: the ordinary workers take it
-		case s.tasks <- t:
-		default:
+		// Their queue full, the ordinary workers take it.
+		if !s.hbTasks.push(t) && !s.tasks.push(t) {
 			s.obs.rpcError(t.code, ReasonOverloaded, sc.remote)
 			s.release(t)
 		}
@@ -55,27 +47,17 @@ func (s *Server) heartBeatOnLoop(t *task) gnet.Action {
 	case err != nil:
 		s.obs.rpcError(t.code, callErrReason(encodeErr(err)), sc.remote)
 	case fb != nil:
-		act = s.writeOnLoop(sc, t.code, fb)
+		act = s.writeOnLoop(sc, fb)
 	}
 	s.release(t)
 	return act
 }
 
-// workHeartBeats runs the heartbeats heartBeatOnLoop could not answer, until Stop closes
-// their queue.
-func (s *Server) workHeartBeats() {
-	defer s.workers.Done()
-	for t := range s.hbTasks {
-		s.serve(t)
-	}
-}
-
-// writeOnLoop writes an answer frame from the connection's own event loop: sealed first if
-// the connection has a session, then written with one write(2) (gnet buffers what the socket
-// does not take). A sealed frame is queued behind the connection's frames still waiting in the
-// loop's queue instead, which were sealed before it (the peer checks the order). It returns
-// gnet.Close if the frame could not be sealed or written.
-func (s *Server) writeOnLoop(sc *serverConn, code protocol.RequestCode, fb *frameBuf) gnet.Action {
+// writeOnLoop queues an answer frame the connection's own event loop made (sealed first if
+// the connection has a session) in its outbox, which the loop writes at the end of OnTraffic
+// (server_outbox.go), after what was queued before it. It returns gnet.Close if the frame
+// could not be sealed or queued.
+func (s *Server) writeOnLoop(sc *serverConn, fb *frameBuf) gnet.Action {
 	if sc.sess != nil {
 		sc.sealMu.Lock()
 		defer sc.sealMu.Unlock()
@@ -85,43 +67,15 @@ func (s *Server) writeOnLoop(sc *serverConn, code protocol.RequestCode, fb *fram
 			s.obs.authFailure(authReason(err), sc.remote, sc.sess.PeerID(), err)
 			return gnet.Close
 		}
-		if sc.queued.Load() > 0 {
-			if err := s.queueWrite(sc, fb); err != nil {
-				putFrameBuf(fb)
-				s.obs.rpcError(code, ReasonWrite, sc.remote)
-			}
-			return gnet.None
-		}
 	}
-	_, err := sc.c.Write(fb.b) // gnet closes the connection if this fails
-	putFrameBuf(fb)
-	if err != nil {
-		s.obs.rpcError(code, ReasonWrite, sc.remote)
-		return gnet.Close
-	}
-	return gnet.None
-}
-
-// queueWrite hands fb to sc's event loop, which writes it and then recycles it. On a sealed
-// connection (sealMu held) the frame counts in sc.queued until it is written.
-func (s *Server) queueWrite(sc *serverConn, fb *frameBuf) error {
-	if sc.sess != nil {
-		fb.owner = sc
-		sc.queued.Add(1)
-	}
-	err := sc.c.AsyncWrite(fb.b, fb.written)
-	if err != nil && fb.owner != nil {
-		fb.owner = nil
-		sc.queued.Add(-1)
-	}
-	return err
+	return s.postOnLoop(sc, fb)
 }
 
 // closeQueues closes the queues from the event loops to the workers, once no loop runs.
 func (s *Server) closeQueues() {
-	close(s.tasks)
-	close(s.hostTasks)
+	s.tasks.close()
+	s.hostTasks.close()
 	if s.hbTasks != nil {
-		close(s.hbTasks)
+		s.hbTasks.close()
 	}
 }

@@ -4,6 +4,8 @@ package rpc
 // Handler, and the answer back to the connection.
 
 import (
+	"errors"
+
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -13,24 +15,10 @@ type task struct {
 	conn *serverConn
 }
 
-// work runs Handler methods until Stop closes the queue.
-func (s *Server) work() {
-	defer s.workers.Done()
-	for t := range s.tasks {
-		s.serve(t)
-	}
-}
+// Host heartbeats have a lane of one worker (hostTasks), since a host heartbeat's handler
+// only takes the liveness table's lock.
 
-// workHost runs host heartbeats until Stop closes their queue: one goroutine, since a host
-// heartbeat's handler only takes the liveness table's lock.
-func (s *Server) workHost() {
-	defer s.workers.Done()
-	for t := range s.hostTasks {
-		s.serve(t)
-	}
-}
-
-// hostTaskQueue bounds the host heartbeats waiting for workHost: a few per peer host.
+// hostTaskQueue bounds the host heartbeats waiting for their worker: a few per peer host.
 const hostTaskQueue = 1024
 
 // serve runs one request through its entry in the method table (method.go), which sends the
@@ -51,8 +39,8 @@ var refusedHeader = protocol.Header{Code: protocol.CodeUnknownGroup}
 
 func foreign(h *protocol.Header) bool { return h.Code == protocol.CodeUnknownGroup }
 
-// sendReply queues the encoded frame (or counts the encoding failure) on the connection;
-// gnet writes it from the event loop and then calls fb.written, which recycles the buffer.
+// sendReply queues the encoded frame (or counts the encoding failure) in the connection's
+// outbox, which its event loop writes (server_outbox.go) and then recycles the buffer.
 // Once Stop has begun the reply is dropped, as queued requests are: the connection is
 // closing, and the engine's loops may be gone (see loopMu).
 func (s *Server) sendReply(t *task, fb *frameBuf, err error) {
@@ -74,13 +62,14 @@ func (s *Server) sendReply(t *task, fb *frameBuf, err error) {
 	s.loopMu.RLock()
 	stopping := s.stopping.Load()
 	if !stopping {
-		err = s.queueWrite(t.conn, fb)
+		err = s.postFromWorker(t.conn, fb)
 	}
 	s.loopMu.RUnlock()
-	if stopping || err != nil {
-		putFrameBuf(fb)
+	closed := errors.Is(err, errConnClosed)
+	if stopping || closed {
+		putFrameBuf(fb) // not queued (a failed wake-up leaves it queued, for OnClose)
 	}
-	if err != nil {
+	if err != nil && !closed { // an answer to a connection that closed meanwhile is no failure to count
 		s.obs.rpcError(t.code, ReasonWrite, t.conn.remote)
 	}
 }

@@ -131,7 +131,8 @@ func (hl *hostLinks) join(group, self string, peers []memberstate.Peer, election
 // hostLinkSendQueue is how many frames may wait for a host link's writer: a link carries every
 // group the two hosts share, and a host's crash or a cold start makes each of thousands of
 // groups send a vote request at once (a member's own client waits for at most 256). Measured:
-// with 256, a cold start of 10,000 groups failed most of its vote requests as overloaded.
+// with 256, a cold start of 10,000 groups failed most of its vote requests as overloaded. It is
+// a bound only: the queue grows with its backlog and is let go once drained (rpc's sendQueue).
 const hostLinkSendQueue = 1 << 15
 
 // newClient dials peer host: its requests time out by each member's Caller bounds, and the
