@@ -66,8 +66,9 @@ type HostConfig struct {
 	// or more, as both profiles have), or their failover waits for the table rather than
 	// their own detection window.
 	LivenessInterval time.Duration
-	// Workers is the number of rpc handler goroutines (default 256; a member's own port has
-	// 8). A vote request's handler waits for the grant's durable write, so after a host crash
+	// Workers bounds the rpc handler goroutines (default 256; a member's own port has 8): they
+	// start as requests wait and leave after a second without work (rpc.ServerOptions.Workers),
+	// so a settled host keeps few. A vote request's handler waits for the grant's durable write, so after a host crash
 	// thousands of grants arrive at once, and each worker holds one in the vote journal's
 	// batch: with 8, grants took a fsync per 8 (docs/design.md, "The data dir").
 	Workers int
