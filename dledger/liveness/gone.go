@@ -155,7 +155,7 @@ func (t *Table) FailedLink(to string, now time.Time) [][2]string {
 	t.mu.Unlock()
 	run(tells)
 	if !exact {
-		return t.failPass(h, edges, hooks, told)
+		return t.failPass(h, edges, hooks, told, alone)
 	}
 	if len(edges) == 0 {
 		alone = nil // h was stale already: woken then
@@ -205,11 +205,17 @@ const passChunk = 512
 // group whose leader had died waited for both (the campaign's first step, Member.Changed,
 // read-locks the table). A member added meanwhile is not looked at (nothing it relies on has
 // turned yet), one moved to another slot may be looked at twice (told or woken twice: both
-// are idempotent).
-func (t *Table) failPass(h *host, edges []*host, hooks []call, told [][2]string) [][2]string {
+// are idempotent). It skips the members FailedLink told already (toldFirst), not those in h's
+// index now: a member that came to depend on h alone between the two (its Rely, while the
+// lock was let go) is in the index but was not told.
+func (t *Table) failPass(h *host, edges []*host, hooks []call, told [][2]string, toldFirst []*local) [][2]string {
 	if h == nil && len(edges) == 0 {
 		run(hooks)
 		return told
+	}
+	first := make(map[*local]struct{}, len(toldFirst))
+	for _, l := range toldFirst {
+		first[l] = struct{}{}
 	}
 	var woken []*local
 	var tells []call
@@ -224,7 +230,7 @@ func (t *Table) failPass(h *host, edges []*host, hooks []call, told [][2]string)
 			if l == nil {
 				continue
 			}
-			if h != nil && !h.alone.has(l.slot) && t.dependsOnGone(l, h) {
+			if _, already := first[l]; h != nil && !already && t.dependsOnGone(l, h) {
 				told, tells = tellOf(told, tells, l, h.id)
 			}
 			if len(edges) > 0 && t.dependsOnAny(l, edges, false) {

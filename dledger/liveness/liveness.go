@@ -976,7 +976,7 @@ func (t *Table) Failed(to string, now time.Time) {
 		return
 	}
 	t.mu.Unlock()
-	t.failPass(nil, edges, hooks, nil) // the wakes, the processor yielded in between
+	t.failPass(nil, edges, hooks, nil, nil) // the wakes, the processor yielded in between
 }
 
 // Member is one local member's view of the table: the elector's seam (dledger.HostLiveness).

@@ -584,3 +584,45 @@ func TestFailedWakesAsThePassWould(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedLinkTellsAMemberThatCameToDependMeanwhile: when another host is stale too (no
+// shortcut), FailedLink tells the members of the failed host's index, lets the lock go, then
+// passes over every member. A member that came to depend on the failed host alone in between
+// (its Rely, here from the first tell) is in the index by the pass but was not told: the pass
+// must tell it. Fails if the pass skips by the index as it is then (that member heard only
+// from the links' news for every member, 100 ms later).
+func TestFailedLinkTellsAMemberThatCameToDependMeanwhile(t *testing.T) {
+	m := newMesh(t, 3, "a", "b")
+	a, err := New(Config{Self: "H0", Incarnation: 1, Interval: iv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]string{"m0": "H0", "m1": "H1", "m2": "H2"}
+	var told []string
+	for _, g := range []string{"a", "b"} {
+		if err := a.AddMemberTold(g, "m0", hosts, func(gone string) {
+			if gone == "" {
+				return
+			}
+			told = append(told, g+" "+gone)
+			if g == "a" { // b follows m1 now: its leader moved to H1 as a was told
+				a.For("b", "m0").Rely([]string{"m1"}, nil, 1)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.tables[0] = a
+	m.all(t0)
+	a.For("a", "m0").Rely([]string{"m1"}, nil, 1)
+	a.For("b", "m0").Rely([]string{"m2"}, nil, 1)
+	a.Failed("H2", t0) // another host stale: FailedLink cannot take its index alone
+	told = nil
+	got := a.FailedLink("H1", t0.Add(iv))
+	if !slices.Equal(told, []string{"a m1", "b m1"}) {
+		t.Fatalf("told %v, want a then b (which came to follow m1 while a was told)", told)
+	}
+	if len(got) != 2 {
+		t.Fatalf("FailedLink returned %v, want both members", got)
+	}
+}
