@@ -469,10 +469,15 @@ func (j *Journal) Has(owner Owner) bool {
 }
 
 // grow extends both files to size; with j.mu held, it waits for the flusher and takes its
-// place while it writes.
+// place while it writes. It never shrinks: a grow sized before it waited (a member's add)
+// may find the files grown past it meanwhile (Reserve), and setting the smaller size would
+// make the next grow write zeros over records past it.
 func (j *Journal) grow(size int64) error {
 	for j.flushing {
 		j.cond.Wait()
+	}
+	if size <= j.size {
+		return nil
 	}
 	j.flushing = true
 	old := j.size

@@ -69,3 +69,29 @@ func TestJournalReserveSizesOnceForTheMembers(t *testing.T) {
 		t.Fatalf("%d members past the reserve: files of %d bytes, want more than %d", 1024, got, want)
 	}
 }
+
+// TestJournalGrowNeverShrinks: a grow sized before it waited for the files (a member's add,
+// sized from the journal as it was) that finds them grown past it meanwhile (Reserve) leaves
+// the size alone. Fails if it sets the smaller size: the next grow would then write zeros
+// from there, over the records past it, in both files.
+func TestJournalGrowNeverShrinks(t *testing.T) {
+	j, err := OpenJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Reserve(5000); err != nil {
+		t.Fatal(err)
+	}
+	j.mu.Lock()
+	big := j.size
+	err = j.grow(big / 4) // a grow sized for fewer members, run after the reserve
+	after := j.size
+	j.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != big {
+		t.Fatalf("size %d after a smaller grow, want %d kept", after, big)
+	}
+}

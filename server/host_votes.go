@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"go.uber.org/zap"
 	"path/filepath"
 
 	"github.com/dledger-go/dledger/memberstate"
@@ -22,8 +23,8 @@ func (h *Host) journalStore(group, self, ownDir string, legacy bool) (*membersta
 		}
 		h.votes = j
 		if h.reserve > 0 {
-			if err := j.Reserve(h.reserve); err != nil {
-				return nil, fmt.Errorf("host: %w", err)
+			if err := j.Reserve(h.reserve); err != nil { // best effort, as ReserveVotes: the journal grows as members come
+				h.log.Warn("vote journal not sized for the members to come", zap.Int("members", h.reserve), zap.Error(err))
 			}
 		}
 	}
