@@ -53,12 +53,19 @@ func newLane(size, workers int, wg *sync.WaitGroup, serve func(*task)) *lane {
 
 // push queues t and makes sure a worker will take it: it wakes a waiting one, or starts one
 // if the bound allows (else a running one takes it when done). false: the queue is full (t
-// is not queued). Never after close.
+// is not queued). Never after close. A queue that never empties (a sustained overload) moves
+// its waiting tasks to the front when its buffer is full, so the buffer stays within about
+// twice the bound instead of growing by a slot per task served.
 func (l *lane) push(t *task) bool {
 	l.mu.Lock()
 	if len(l.q)-l.head >= l.limit {
 		l.mu.Unlock()
 		return false
+	}
+	if len(l.q) == cap(l.q) && l.head > 0 { // full: reuse the served front before growing
+		n := copy(l.q, l.q[l.head:])
+		clear(l.q[n:])
+		l.q, l.head = l.q[:n], 0
 	}
 	l.q = append(l.q, t)
 	wake, start := false, false

@@ -118,3 +118,38 @@ func TestLaneQueueShrinksAfterABurst(t *testing.T) {
 	l.close()
 	waitGroup(t, &wg, "the lane's workers")
 }
+
+// TestLaneQueueStaysBoundedUnderSustainedLoad: a queue that never empties (one task served,
+// one pushed, over and over, the queue full) keeps its buffer within about twice its bound.
+// Fails if the served front is only let go when the queue drains: the buffer then grows by
+// a slot per task served, without bound (201,024 slots after 200,000 tasks with a bound of
+// 1,024).
+func TestLaneQueueStaysBoundedUnderSustainedLoad(t *testing.T) {
+	var wg sync.WaitGroup
+	const limit = 1024
+	l := newLane(limit, 1, &wg, nil)
+	l.live = l.max // no worker to start: the test serves the queue itself
+	tasks := make([]task, limit+1)
+	for i := range limit {
+		if !l.push(&tasks[i]) {
+			t.Fatalf("push %d refused", i)
+		}
+	}
+	for i := range 200_000 {
+		l.mu.Lock()
+		got := l.pop()
+		l.mu.Unlock()
+		if got == nil {
+			t.Fatalf("round %d: the queue was empty", i)
+		}
+		if !l.push(got) {
+			t.Fatalf("round %d: push refused with a slot free", i)
+		}
+	}
+	l.mu.Lock()
+	waiting, c := len(l.q)-l.head, cap(l.q)
+	l.mu.Unlock()
+	if waiting != limit || c > 2*limit+limit/2 {
+		t.Fatalf("%d waiting in a buffer of %d slots; want %d in at most about %d", waiting, c, limit, 2*limit)
+	}
+}
