@@ -137,6 +137,9 @@ func fieldHostHeartBeatRequest(r *wireReader, k []byte, m *protocol.HostHeartBea
 	case "seq":
 		m.Seq, ok = r.uint()
 	case "changes":
+		if m.Changes != nil { // repeated: the library decodes into the first one's elements; leave it to the library
+			return false, false
+		}
 		m.Changes, ok = r.changes()
 	case "upto":
 		m.Upto, ok = r.uint()
@@ -161,6 +164,9 @@ func fieldHostHeartBeatResponse(r *wireReader, k []byte, m *protocol.HostHeartBe
 	case "seq":
 		m.Seq, ok = r.uint()
 	case "changes":
+		if m.Changes != nil { // repeated: the library decodes into the first one's elements; leave it to the library
+			return false, false
+		}
 		m.Changes, ok = r.changes()
 	case "upto":
 		m.Upto, ok = r.uint()

@@ -255,5 +255,11 @@ func TestFastHostHeartBeatAsTheLibrary(t *testing.T) {
 				compareWithLibrary(t, mc, withBase)
 			}
 		}
+		// changes twice: the library decodes the second list into the first one's elements
+		// (b keeps x and 5), which is the library's reading to keep (review of hrpc).
+		twice := append([]byte{0x82}, strKey("changes")...)
+		twice = append(twice, 0x91, 0x83, 0xa1, 'g', 0xa1, 'a', 0xa1, 'm', 0xa1, 'x', 0xa1, 'e', 0x05)
+		twice = append(append(twice, strKey("changes")...), 0x91, 0x81, 0xa1, 'g', 0xa1, 'b')
+		compareWithLibrary(t, mc, twice)
 	}
 }
