@@ -148,19 +148,7 @@ func TestFastEncodeWritesAsTheLibrary(t *testing.T) {
 	}
 	fast := 0
 	for _, m := range msgs {
-		var lib bytes.Buffer
-		e := msgpack.NewEncoder(&lib)
-		e.UseCompactInts(true)
-		if err := encodeMessage(e, m); err != nil {
-			t.Fatal(err)
-		}
-		fb := newFrameBuf()
-		if err := encodeMessageInto(fb, m); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(fb.b, lib.Bytes()) {
-			t.Fatalf("%T %+v:\nwe write      % x\nlibrary writes % x", m, m, fb.b[:min(len(fb.b), 80)], lib.Bytes()[:min(lib.Len(), 80)])
-		}
+		encodedAsTheLibrary(t, m)
 		if _, ok := fastEncode(nil, m); ok {
 			fast++
 		}
@@ -219,24 +207,12 @@ func TestFastHostHeartBeatAsTheLibrary(t *testing.T) {
 		}
 	}
 	for _, m := range msgs {
-		var lib bytes.Buffer
-		e := msgpack.NewEncoder(&lib)
-		e.UseCompactInts(true)
-		if err := encodeMessage(e, m); err != nil {
-			t.Fatal(err)
-		}
-		fb := newFrameBuf()
-		if err := encodeMessageInto(fb, m); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(fb.b, lib.Bytes()) {
-			t.Fatalf("%T:\nwe write      % x\nlibrary writes % x", m, fb.b[:min(len(fb.b), 120)], lib.Bytes()[:min(lib.Len(), 120)])
-		}
+		lib := encodedAsTheLibrary(t, m)
 		mc := hostCases[0]
 		if _, ok := m.(*protocol.HostHeartBeatResponse); ok {
 			mc = hostCases[1]
 		}
-		compareWithLibrary(t, mc, lib.Bytes())
+		compareWithLibrary(t, mc, lib)
 	}
 	// Every value form in every field, alone and beside a well-formed message, and changes whose
 	// elements are not what they should be.
@@ -262,4 +238,24 @@ func TestFastHostHeartBeatAsTheLibrary(t *testing.T) {
 		twice = append(append(twice, strKey("changes")...), 0x91, 0x81, 0xa1, 'g', 0xa1, 'b')
 		compareWithLibrary(t, mc, twice)
 	}
+}
+
+// encodedAsTheLibrary is m as the library writes it, after checking that the hand encoder
+// writes the same bytes.
+func encodedAsTheLibrary(t *testing.T, m any) []byte {
+	t.Helper()
+	var lib bytes.Buffer
+	e := msgpack.NewEncoder(&lib)
+	e.UseCompactInts(true)
+	if err := encodeMessage(e, m); err != nil {
+		t.Fatal(err)
+	}
+	fb := newFrameBuf()
+	if err := encodeMessageInto(fb, m); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(fb.b, lib.Bytes()) {
+		t.Fatalf("%T %+v:\nwe write      % x\nlibrary writes % x", m, m, fb.b[:min(len(fb.b), 120)], lib.Bytes()[:min(lib.Len(), 120)])
+	}
+	return lib.Bytes()
 }
