@@ -99,6 +99,17 @@ func (r *wireReader) changes() ([]protocol.HostChange, bool) {
 	return cs, true
 }
 
+// changesOnce reads a host heartbeat's or answer's changes into *cs, as a field reader's
+// (known, ok). A repeated key goes to the library (known false), which decodes the second list
+// into the first one's elements: a fresh list would read differently.
+func (r *wireReader) changesOnce(cs *[]protocol.HostChange) (known, ok bool) {
+	if *cs != nil {
+		return false, false
+	}
+	*cs, ok = r.changes()
+	return true, ok
+}
+
 func (r *wireReader) change(c *protocol.HostChange) bool {
 	n, ok := r.mapLen()
 	if !ok {
@@ -137,10 +148,7 @@ func fieldHostHeartBeatRequest(r *wireReader, k []byte, m *protocol.HostHeartBea
 	case "seq":
 		m.Seq, ok = r.uint()
 	case "changes":
-		if m.Changes != nil { // repeated: the library decodes into the first one's elements; leave it to the library
-			return false, false
-		}
-		m.Changes, ok = r.changes()
+		return r.changesOnce(&m.Changes)
 	case "upto":
 		m.Upto, ok = r.uint()
 	case "sent":
@@ -164,10 +172,7 @@ func fieldHostHeartBeatResponse(r *wireReader, k []byte, m *protocol.HostHeartBe
 	case "seq":
 		m.Seq, ok = r.uint()
 	case "changes":
-		if m.Changes != nil { // repeated: the library decodes into the first one's elements; leave it to the library
-			return false, false
-		}
-		m.Changes, ok = r.changes()
+		return r.changesOnce(&m.Changes)
 	case "upto":
 		m.Upto, ok = r.uint()
 	default:
