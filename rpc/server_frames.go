@@ -23,10 +23,16 @@ func (e *events) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	act := s.traffic(c, sc)
-	if act == gnet.None {
-		act = s.flushOutbox(sc, false) // the answers made on the loop (server_outbox.go)
+	if act != gnet.None {
+		// A bad frame, or an answer that could not be queued: the connection closes, but
+		// the answers made to the frames before it are written first (gnet sends what a
+		// connection's buffer holds before it closes it). Dropped with the outbox, a
+		// heartbeat answered on the loop was lost to its leader, which had written it
+		// before answers were batched (server_outbox.go).
+		_ = s.flushOutbox(sc, false)
+		return act
 	}
-	return act
+	return s.flushOutbox(sc, false) // the answers made on the loop (server_outbox.go)
 }
 
 // traffic is OnTraffic but for the write of the answers it queued.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"go.uber.org/zap"
+
+	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
 // outboxConn is the gnet connection as the outbox sees it: it records the writes and the
@@ -102,5 +104,35 @@ func TestOutboxFlushesALongReadEarly(t *testing.T) {
 	}
 	if len(c.writes) != 1 || len(c.writes[0]) != outboxFlushAt || len(c.wakes) != 0 {
 		t.Fatalf("%d writes (%v), %d wake-ups; want one write of %d answers", len(c.writes), c.writes, len(c.wakes), outboxFlushAt)
+	}
+}
+
+// A read that ends in a bad frame closes the connection, but the answers the loop made to
+// the good frames before it in the same read are written first: dropped with the outbox
+// (OnClose), they were lost to the peer, which got them before the answers were batched (a
+// heartbeat answered on the loop was its own write then).
+func TestAnswersBeforeABadFrameAreWrittenBeforeTheClose(t *testing.T) {
+	h := &inlineHandler{fakeHandler: &fakeHandler{}}
+	s := startServer(t, h, nil)
+	conn := dialRaw(t, s.Addr())
+	// One write, so that one read takes the two heartbeats and the bad frame after them.
+	send := append(frameOf(hbReqCase, 1, hbRequest(1)), frameOf(hbReqCase, 2, hbRequest(2))...)
+	send = append(send, frameWith([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff})...) // malformed
+	if _, err := conn.Write(send); err != nil {
+		t.Fatal(err)
+	}
+	for want := uint64(1); want <= 2; want++ {
+		body, err := readFrame(conn)
+		if err != nil {
+			t.Fatalf("answer %d of 2 before the close: %v (%d answered inline)", want, err, h.inline.Load())
+		}
+		var c frameDecoder
+		var resp response
+		if err := c.decodeResponse(body, &resp); err != nil || resp.id != want || resp.hb.Code != protocol.CodeSuccess {
+			t.Fatalf("answer %+v (id %d), %v; want id %d, success", resp.hb, resp.id, err, want)
+		}
+	}
+	if n, err := conn.Read(make([]byte, 64)); err == nil || isTimeout(err) {
+		t.Fatalf("connection not closed after the bad frame: read %d bytes, %v", n, err)
 	}
 }
