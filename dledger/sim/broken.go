@@ -33,6 +33,9 @@ import (
 //	host-never-stale   on hosts of many groups, the elector's view of its host's liveness
 //	                   table vouches for every peer once heard: a stale, restarted or
 //	                   changed host's members stay trusted (hosts.go, liveFor)       L4
+//	gone-as-wake       on hosts, the table's news of a dead host only wakes the
+//	                   followers whose leader was there; the host's later news
+//	                   skips them as told (hosts.go, liveFor; gone.go)              GONE
 //	two-voters         a promote also removes another voter (reconfigurations)     S7 (S6, S1)
 //	commit-new-quorum  a proposal commits on a quorum of its own voters, not the
 //	                   committed configuration's (reconfigurations)                 S7 (S6, S1)

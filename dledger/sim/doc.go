@@ -36,8 +36,10 @@
 // of many of them and share a liveness table (dledger/liveness, docs/protocol.md section 12):
 // each group is a sim of its own, all on one virtual clock, the tables' frames travel between
 // hosts, and the faults are a host's (crash, pause, restart, isolation, cut). L4 is checked
-// during one host's crash, pause or isolation; MeasureIdle (idle.go) counts what an idle group
-// costs with and without the tables.
+// during one host's crash, pause or isolation; a crash's closed links reach each survivor once
+// and go through its table's FailedLink, as on a server.Host, and GONE checks that the
+// followers whose leader was on the dead host heard of it first (gone.go); MeasureIdle
+// (idle.go) counts what an idle group costs with and without the tables.
 //
 // Reconfigurations (reconfig.go, Options.Reconfig, docs/protocol.md 13.8): in chaos runs, two
 // spare members join, and the leader adds, promotes and removes members during the faults

@@ -272,8 +272,8 @@ func (hr *hostRun) startHost(h *simHost) {
 }
 
 // liveFor is the elector's seam for member m of group g: its host's table registers the
-// member (wake schedules its pass now), through the planted bug if one is on. Nil without
-// tables.
+// member (its wake schedules its pass now, its news of a dead host goes to its elector),
+// through the planted bugs if one is on. Nil without tables.
 func (hr *hostRun) liveFor(g *sim, m *member) dledger.HostLiveness {
 	h := hr.hosts[hr.place(g.gi, m.idx)]
 	if h.table == nil {
@@ -285,7 +285,14 @@ func (hr *hostRun) liveFor(g *sim, m *member) dledger.HostLiveness {
 	}
 	h.table.RemoveMember(g.name, m.id) // a member restarted on a running host
 	inc := m.inc
-	if err := h.table.AddMember(g.name, m.id, peerHost, func() { hr.wake(g, m, inc) }); err != nil {
+	tell := func(gone string) { // as server.Host's: a wake, or the news of a dead host (gone.go)
+		if gone == "" || hr.opt.Broken == BrokenGoneAsWake {
+			hr.wake(g, m, inc)
+			return
+		}
+		hr.tellGone(g, m, inc, gone)
+	}
+	if err := h.table.AddMemberTold(g.name, m.id, peerHost, tell); err != nil {
 		panic(err)
 	}
 	var live dledger.HostLiveness = h.table.For(g.name, m.id)
@@ -445,8 +452,8 @@ func (h *simHost) runOrHold(fn func()) {
 
 // ---- host faults ----
 
-// crashHost kills host h: every member it carries, and its table. The peers' tables hear
-// the closed sockets after a network delay (Failed), unless the link is cut.
+// crashHost kills host h: every member it carries, and its table. The survivors hear the
+// closed links after a network delay, unless the link is cut (announceHostGone, gone.go).
 func (hr *hostRun) crashHost(h *simHost) {
 	if !h.up {
 		return
@@ -454,23 +461,7 @@ func (hr *hostRun) crashHost(h *simHost) {
 	hr.note("host %s crashes", hr.tr.ids[h.idx])
 	h.up, h.paused, h.held, h.table = false, false, nil, nil
 	hr.crashMembersOn(h)
-	for _, p := range hr.hosts {
-		if p == h || !p.up || hr.cut[h.idx][p.idx] || p.table == nil {
-			continue
-		}
-		d, lost := hr.fate()
-		if lost {
-			continue
-		}
-		pInc, hInc := p.inc, h.inc
-		hr.at(d, func() {
-			p.runOrHold(func() {
-				if p.up && p.inc == pInc && !(h.up && h.inc != hInc) {
-					p.table.Failed(h.id, epoch.Add(hr.now))
-				}
-			})
-		})
-	}
+	hr.announceHostGone(h)
 }
 
 // crashMembersOn crashes every live member host h carries, each checked in its group's run.

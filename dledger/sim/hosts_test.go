@@ -70,6 +70,25 @@ func TestCheckerCatchesHostNeverStale(t *testing.T) {
 	t.Fatal("host-never-stale went unnoticed for 20 seeds")
 }
 
+// The planted bug of the news of a dead host (gone.go): a host whose table's news only wakes
+// the followers whose leader was there is caught as GONE, with a report that replays it.
+// Without GONE it passes L4: those followers fail over by silence, a detection window late.
+func TestCheckerCatchesGoneAsWake(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		r := mustRun(t, Options{Seed: seed, Hosts: 3, Groups: 6, Members: 3, Broken: BrokenGoneAsWake})
+		if r.Violation == nil {
+			continue
+		}
+		if r.Violation.Invariant != "GONE" {
+			t.Fatalf("seed %d: got %s, want GONE\n%s", seed, r.Violation.Invariant, r.Report())
+		}
+		checkReport(t, r)
+		t.Logf("caught at seed %d: %s", seed, r.Violation.Detail)
+		return
+	}
+	t.Fatal("gone-as-wake went unnoticed for 20 seeds")
+}
+
 // What an idle group costs (docs/protocol.md 12.5), over one QuietRefresh (every quiet
 // follower's refresh falls in it once): with the tables, a group member sends about one
 // request in a thousand and runs about one pass in a hundred of what it does without, but
@@ -143,6 +162,7 @@ func TestHostOptionsRefused(t *testing.T) {
 		{Hosts: 3, Scenario: ScenarioRejoin},
 		{Groups: 3},
 		{Broken: BrokenHostNeverStale},
+		{Broken: BrokenGoneAsWake},
 	} {
 		if _, err := Run(o); err == nil {
 			t.Errorf("Run(%+v) accepted", o)

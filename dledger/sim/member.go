@@ -310,8 +310,12 @@ func (s *sim) connectLater(from, to *member) {
 // connections, and a peer that sees its connection closed and its redial refused tells its
 // elector the process is gone (rpc.ClientOptions.OnPeerGone, Elector.PeerGone). Only where
 // the link carries packets: a cut link delivers no close and no refusal. The news travels
-// like a message (a network delay, maybe lost) and finds the peer as it is then.
+// like a message (a network delay, maybe lost) and finds the peer as it is then. On hosts of
+// many groups the host's shared links carry it instead (announceHostGone).
 func (s *sim) announceGone(dead *member) {
+	if s.hr != nil {
+		return // a host's links carry it, once per host (gone.go)
+	}
 	for _, p := range s.members {
 		if p == dead || !p.up || s.net.cut[dead.idx][p.idx] {
 			continue

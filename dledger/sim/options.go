@@ -49,6 +49,11 @@ const (
 	// vouching for a peer host's members once heard, as if the host never went stale and its
 	// members never changed, so a paused or crashed host's leaders stay trusted: L4.
 	BrokenHostNeverStale Broken = "host-never-stale"
+	// BrokenGoneAsWake: on hosts of many groups, the host registers its members with its
+	// liveness table as a wake only (Table.AddMember), so the table's news of a dead host
+	// (FailedLink's tells) wakes the followers whose leader was there but does not tell them
+	// it is gone, and the host's later news skips them as told: GONE.
+	BrokenGoneAsWake Broken = "gone-as-wake"
 	// BrokenTwoVoters: a promote also removes another voter, two voters changed at once
 	// (issue 31): S7, or S6 / S1. It implies Options.Reconfig.
 	BrokenTwoVoters Broken = "two-voters"
@@ -66,7 +71,7 @@ const (
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
 		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut,
-		BrokenForgetDeadline, BrokenHostNeverStale, BrokenTwoVoters, BrokenCommitNewQuorum, BrokenWindowBelowFloor}
+		BrokenForgetDeadline, BrokenHostNeverStale, BrokenGoneAsWake, BrokenTwoVoters, BrokenCommitNewQuorum, BrokenWindowBelowFloor}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
@@ -199,7 +204,7 @@ func (o *Options) brokenNeeds() error {
 	if o.Reconfig && o.Hosts > 0 {
 		return fmt.Errorf("reconfigurations run with one group, not hosts")
 	}
-	if o.Broken == BrokenHostNeverStale && o.Hosts == 0 {
+	if (o.Broken == BrokenHostNeverStale || o.Broken == BrokenGoneAsWake) && o.Hosts == 0 {
 		return fmt.Errorf("broken mode %s needs hosts", o.Broken)
 	}
 	return nil
