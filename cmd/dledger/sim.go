@@ -54,8 +54,10 @@ replays it with the full trace. Exit status 0 only when no seed violated an inva
                                        check's deadline
                     host-never-stale   a host's liveness table vouches for a host   L4 (--hosts)
                                        once heard, stale or changed
-                    gone-as-wake       a host's table wakes the followers whose      GONE (--hosts)
+                    gone-as-wake       a host's table wakes the followers whose     GONE (--hosts)
                                        leader's host died but does not tell them
+                    rely-once          a host's table keeps the first reliance a    GONE or L4 (--hosts)
+                                       member tells it
                     two-voters         a promote also removes a voter: two voters   S7 (S6, S1)
                                        changed at once (implies --reconfig)
                     commit-new-quorum  a configuration commits on a quorum of its   S7 (S6, S1)

@@ -36,6 +36,9 @@ import (
 //	gone-as-wake       on hosts, the table's news of a dead host only wakes the
 //	                   followers whose leader was there; the host's later news
 //	                   skips them as told (hosts.go, liveFor; gone.go)              GONE
+//	rely-once          on hosts, the table keeps the first reliance a member tells
+//	                   it: its index and wakes follow a follower's first leader
+//	                   (hosts.go, liveFor)                                    GONE or L4
 //	two-voters         a promote also removes another voter (reconfigurations)     S7 (S6, S1)
 //	commit-new-quorum  a proposal commits on a quorum of its own voters, not the
 //	                   committed configuration's (reconfigurations)                 S7 (S6, S1)

@@ -296,8 +296,11 @@ func (hr *hostRun) liveFor(g *sim, m *member) dledger.HostLiveness {
 		panic(err)
 	}
 	var live dledger.HostLiveness = h.table.For(g.name, m.id)
-	if hr.opt.Broken == BrokenHostNeverStale {
+	switch hr.opt.Broken {
+	case BrokenHostNeverStale:
 		live = neverStale{live}
+	case BrokenRelyOnce:
+		live = &relyOnce{Member: h.table.For(g.name, m.id)}
 	}
 	return live
 }
@@ -821,6 +824,22 @@ func (n neverStale) Peer(id string, epoch uint64, since, now time.Time) (heard, 
 		return now, now, true
 	}
 	return heard, acked, ok
+}
+
+// relyOnce is the rely-once bug (broken.go): the table keeps the first reliance a member
+// incarnation tells it (Member.Rely), so its index of the members that depend on a peer host
+// alone, and its wakes, keep following the leader a follower named first.
+type relyOnce struct {
+	*hostlive.Member
+	said bool
+}
+
+func (r *relyOnce) Rely(quorum, also []string, need int) bool {
+	if r.said {
+		return true
+	}
+	r.said = r.Member.Rely(quorum, also, need)
+	return r.said
 }
 
 // prefixWriter writes each line (one Write per line, as the tracer writes) after a prefix.

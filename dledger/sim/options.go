@@ -54,6 +54,10 @@ const (
 	// (FailedLink's tells) wakes the followers whose leader was there but does not tell them
 	// it is gone, and the host's later news skips them as told: GONE.
 	BrokenGoneAsWake Broken = "gone-as-wake"
+	// BrokenRelyOnce: on hosts of many groups, a member's liveness table keeps the first
+	// reliance the member told it (Member.Rely), so the table's index of the followers that
+	// depend on a peer host, and its wakes, follow the leader a follower named first.
+	BrokenRelyOnce Broken = "rely-once"
 	// BrokenTwoVoters: a promote also removes another voter, two voters changed at once
 	// (issue 31): S7, or S6 / S1. It implies Options.Reconfig.
 	BrokenTwoVoters Broken = "two-voters"
@@ -71,7 +75,7 @@ const (
 func BrokenModes() []Broken {
 	return []Broken{BrokenDoubleVote, BrokenSkipLedgerCheck, BrokenForgetOnCrash, BrokenAcceptHasLeader,
 		BrokenEventSeenTerm, BrokenNoRevote, BrokenKeepLostRound, BrokenEndlessTake, BrokenNoAbstain, BrokenGoneOnCut,
-		BrokenForgetDeadline, BrokenHostNeverStale, BrokenGoneAsWake, BrokenTwoVoters, BrokenCommitNewQuorum, BrokenWindowBelowFloor}
+		BrokenForgetDeadline, BrokenHostNeverStale, BrokenGoneAsWake, BrokenRelyOnce, BrokenTwoVoters, BrokenCommitNewQuorum, BrokenWindowBelowFloor}
 }
 
 // DefaultRPCTimeout matches the rpc client's default CallTimeout: a lost message ends in
@@ -204,7 +208,7 @@ func (o *Options) brokenNeeds() error {
 	if o.Reconfig && o.Hosts > 0 {
 		return fmt.Errorf("reconfigurations run with one group, not hosts")
 	}
-	if (o.Broken == BrokenHostNeverStale || o.Broken == BrokenGoneAsWake) && o.Hosts == 0 {
+	if (o.Broken == BrokenHostNeverStale || o.Broken == BrokenGoneAsWake || o.Broken == BrokenRelyOnce) && o.Hosts == 0 {
 		return fmt.Errorf("broken mode %s needs hosts", o.Broken)
 	}
 	return nil
