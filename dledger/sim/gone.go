@@ -6,8 +6,8 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// The news of a dead host, on hosts of many groups (docs/protocol.md 7.11 and 12.1, "the news
-// of a dead host"), as server.Host carries it. The members of one host share its connections
+// The news of a dead host, on hosts of many groups (docs/protocol.md 7.11, 12.1 and
+// 12.2), as server.Host carries it. The members of one host share its connections
 // to a peer host, so a crash of that host closes one link per surviving host, not one per
 // member pair: the news reaches each survivor once, after a network delay (lost, or behind a
 // cut link, it does not come), and finds it as it is then (a stopped host reads it when it
@@ -16,7 +16,12 @@ import (
 // failed and tells, through each member's tell(id) (Elector.PeerGone), the members whose plan
 // rests on a peer there (a follower whose leader was there) before its call returns; the host
 // tells every other member with a peer there goneNewsLater later (unless the dead host is
-// back by then), as server's hostLinks.gone does. Without a table, every member at once.
+// back by then), as server's hostLinks.gone does. Hosts without tables (Options.NoTable) model
+// server.Host with PerMemberLinks, the only server.Host without a table: a connection per
+// member pair, each closing on its own (sim.announceGone), so this path is not theirs. Unlike
+// server.Host, whose news is void only once the link has come up again, the news here is void
+// as soon as the dead host is up again: the difference reaches only the leaders' lists of live
+// followers, which are advice.
 //
 // GONE (docs/protocol.md section 9) is the oracle of the first part: when the survivor's
 // table has taken the news, no member of the survivor follows a leader on the dead host. The
@@ -32,6 +37,9 @@ const goneNewsLater = 100 * time.Millisecond
 // announceHostGone sends the news of dead host h's closed links to every surviving host
 // whose link to it carries packets, each after a network delay.
 func (hr *hostRun) announceHostGone(h *simHost) {
+	if hr.opt.NoTable {
+		return // a connection per member pair: sim.announceGone
+	}
 	for _, p := range hr.hosts {
 		if p == h || !p.up || hr.cut[h.idx][p.idx] {
 			continue
@@ -52,28 +60,26 @@ func (hr *hostRun) announceHostGone(h *simHost) {
 }
 
 // hostGone is host p learning that h's process is gone: its table first (FailedLink, which
-// tells the members it concerns), then GONE, then the others now (no table) or later.
+// tells the members it concerns), then GONE, then the others goneNewsLater later.
 func (hr *hostRun) hostGone(p, h *simHost) {
 	hr.note("host %s hears that host %s's process is gone", hr.tr.ids[p.idx], hr.tr.ids[h.idx])
-	var told map[[2]string]bool
-	if p.table != nil {
-		told = map[[2]string]bool{}
-		for _, k := range p.table.FailedLink(h.id, epoch.Add(hr.now)) {
-			told[k] = true
-		}
-		hr.checkGroups()
-		hr.goneCheck(p, h)
-		pInc, hInc := p.inc, h.inc
-		hr.at(goneNewsLater, func() {
-			p.runOrHold(func() {
-				if p.up && p.inc == pInc && !h.up && h.inc == hInc { // back: its news is void
-					hr.tellHostGone(p, h, told)
-				}
-			})
-		})
+	if p.table == nil { // a host with tables always has one while up
 		return
 	}
-	hr.tellHostGone(p, h, nil)
+	told := map[[2]string]bool{}
+	for _, k := range p.table.FailedLink(h.id, epoch.Add(hr.now)) {
+		told[k] = true
+	}
+	hr.checkGroups()
+	hr.goneCheck(p, h)
+	pInc, hInc := p.inc, h.inc
+	hr.at(goneNewsLater, func() {
+		p.runOrHold(func() {
+			if p.up && p.inc == pInc && !h.up && h.inc == hInc { // back: its news is void
+				hr.tellHostGone(p, h, told)
+			}
+		})
+	})
 }
 
 // tellHostGone tells every member of host p, but those in told, that each of its peers on h

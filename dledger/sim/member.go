@@ -311,9 +311,10 @@ func (s *sim) connectLater(from, to *member) {
 // elector the process is gone (rpc.ClientOptions.OnPeerGone, Elector.PeerGone). Only where
 // the link carries packets: a cut link delivers no close and no refusal. The news travels
 // like a message (a network delay, maybe lost) and finds the peer as it is then. On hosts of
-// many groups the host's shared links carry it instead (announceHostGone).
+// many groups with tables the host's shared links carry it instead (announceHostGone); hosts
+// without tables keep a connection per member pair, as server.Host with PerMemberLinks does.
 func (s *sim) announceGone(dead *member) {
-	if s.hr != nil {
+	if s.hr != nil && !s.hr.opt.NoTable {
 		return // a host's links carry it, once per host (gone.go)
 	}
 	for _, p := range s.members {

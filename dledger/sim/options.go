@@ -56,7 +56,8 @@ const (
 	BrokenGoneAsWake Broken = "gone-as-wake"
 	// BrokenRelyOnce: on hosts of many groups, a member's liveness table keeps the first
 	// reliance the member told it (Member.Rely), so the table's index of the followers that
-	// depend on a peer host, and its wakes, follow the leader a follower named first.
+	// depend on a peer host, and its wakes, follow the leader a follower named first: GONE
+	// after a crash, L4 after a pause or an isolation (nobody woken).
 	BrokenRelyOnce Broken = "rely-once"
 	// BrokenTwoVoters: a promote also removes another voter, two voters changed at once
 	// (issue 31): S7, or S6 / S1. It implies Options.Reconfig.
