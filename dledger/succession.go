@@ -46,11 +46,13 @@ func (*succession) next() deadline { return never }
 // startUp is the start-up order's state: when this elector started, whether it has known a
 // leader since, whether the re-vote time is the one a start-up round short of answers
 // scheduled (retry; setNextVote clears it), and how many new connections the transport has
-// reported (reached), so that a round can tell whether one came up while it was out.
+// reported (reached), so that a round can tell whether one came up while it was out; started:
+// Started was called (the wait is reset once).
 type startUp struct {
 	at        time.Time
 	hadLeader bool
 	retry     bool
+	started   bool // Started was called
 	reached   uint64
 }
 
@@ -240,6 +242,28 @@ func (e *Elector) startupRank() int {
 		return first + n
 	}
 	return first + e.spreadRank(pos, n) // spread.go: pos unless Options.SpreadStartup
+}
+
+// Started tells the elector that its driver starts now: the start-up order's wait (its rank in
+// slots before the first probe) and the start-up window (startingUp) count from this moment,
+// not from New. A host builds all its members first and then starts them one after another:
+// a member started a second after it was built had its whole wait behind it and probed at
+// once, whatever its rank, and so did its group's other members on the other hosts; each
+// voted for itself at term 0, and a fifth of a 10,000-group cold start was elected a term
+// later (docs/protocol.md 7.11). Call it once, before the member can receive a request; it
+// changes nothing once a pass has run or the re-vote time has been set since New.
+func (e *Elector) Started() {
+	e.mu.Lock()
+	defer e.unlockAndDeliver()
+	started := e.startUp.started
+	e.startUp.started = true
+	if started || e.lastPass != e.startUp.at || e.startUp.hadLeader || e.vote != nil || e.ms.Role() != protocol.CANDIDATE ||
+		!e.nextTimeToRequestVote.Equal(e.startUp.at.Add(time.Duration(e.startupRank())*e.cfg.SuccessionSlot())) {
+		return
+	}
+	now := e.clock.Now()
+	e.lastPass, e.startUp.at = now, now
+	e.setNextVote(now.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
 }
 
 // startingUp: this elector has known no leader since it started, less than one detection
