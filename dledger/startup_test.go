@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/dledger/campaign"
 	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -107,4 +108,82 @@ func voteTo(to, cand string, term int64) *protocol.VoteRequest {
 	r := voteReq(cand, term, -1, -1)
 	r.RemoteID = to
 	return r
+}
+
+// gatedStarter is member self of a 3-member group on a host whose bound is g, built and
+// started now (Started), and a holder: n0 of another group on that host, whose round holds
+// g's one place.
+func gatedStarter(t *testing.T, g *campaign.Gate, self string) (*Elector, *dledgertest.FakeClock, *recTransport) {
+	t.Helper()
+	ms, err := memberstate.New("g", self, peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock, tr := newFakeClock(), &recTransport{}
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr, Campaigns: g.Slot(func() {})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Started()
+	return e, clock, tr
+}
+
+// On a busy host (every place of its bound taken), a member that is not first in the start-up
+// order does not join the line after its wait: it looks again a slot later, grants its first
+// member meanwhile, and runs its probe once a place is free at once. The first member of the
+// order queues as before. Past startUpDeferWindows detection windows it queues too.
+func TestStartUpDefersOnABusyHost(t *testing.T) {
+	g := campaign.New(1)
+	hold := g.Slot(func() {})
+	e, clock, tr := gatedStarter(t, g, "n1") // rank 1
+	slot := e.cfg.SuccessionSlot()
+	if !hold.Begin(clock.Now(), clock.Now().Add(time.Hour)) {
+		t.Fatal("the holder got no place")
+	}
+	clock.Advance(slot)
+	e.Tick()
+	if v := tr.takeVotes(); len(v) != 0 || e.ms.VoteFor() != "" {
+		t.Fatalf("rank 1 on a busy host: %d vote requests, vote for %q; want none", len(v), e.ms.VoteFor())
+	}
+	if e.gateWait || e.gateAsked {
+		t.Fatal("rank 1 deferring waits in the host's line")
+	}
+	if got := e.NextPassAt().Sub(clock.Now()); got != slot {
+		t.Fatalf("rank 1 deferring: next look in %v, want a slot (%v)", got, slot)
+	}
+	hold.End(clock.Now())
+	if g.Held() != 0 {
+		t.Fatal("the freed place went to the deferring member: it was in the line")
+	}
+	if r := e.HandleVote(voteTo("n1", "n0", 0)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("deferring rank 1 asked by n0 at term 0: %v, want ACCEPT", r.VoteResult)
+	}
+
+	// A place free at once: the probe runs (here the vote for n0 stands: the round asks, at term 0).
+	clock.Advance(slot)
+	e.Tick()
+	if v := tr.takeVotes(); len(v) != 2 || v[0].req.Term != 0 {
+		t.Fatalf("rank 1, a place free: %d vote requests, want its probe at term 0", len(v))
+	}
+
+	// Rank 0 never defers: refused, it waits in line.
+	g2 := campaign.New(1)
+	hold2 := g2.Slot(func() {})
+	e0, clock0, tr0 := gatedStarter(t, g2, "n0")
+	hold2.Begin(clock0.Now(), clock0.Now().Add(time.Hour))
+	e0.Tick()
+	if v := tr0.takeVotes(); len(v) != 0 || !e0.gateWait {
+		t.Fatalf("rank 0 on a busy host: %d vote requests, in line %v; want none, in line", len(v), e0.gateWait)
+	}
+
+	// Past the deferral's bound, rank 2 queues like any candidate.
+	g3 := campaign.New(1)
+	hold3 := g3.Slot(func() {})
+	e2, clock2, _ := gatedStarter(t, g3, "n2")
+	hold3.Begin(clock2.Now(), clock2.Now().Add(time.Hour))
+	clock2.Advance(startUpDeferWindows*e2.cfg.DetectionWindow() + time.Millisecond)
+	e2.Tick()
+	if !e2.gateWait {
+		t.Fatal("rank 2 past the deferral's bound is not in the host's line")
+	}
 }

@@ -266,6 +266,35 @@ func (e *Elector) Started() {
 	e.setNextVote(now.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
 }
 
+// startUpDeferWindows bounds startUpDefers: a member defers its start-up probe for at most
+// this many detection windows after it started, however busy its host stays.
+const startUpDeferWindows = 2
+
+// startUpDefers is the start-up order on a busy host (docs/protocol.md 7.11): a member that is
+// not first in the order, starting up and without a vote of its own at its term, does not join
+// its host's line for a round (12.6) while that line is not empty: it asks again a slot later,
+// for at most startUpDeferWindows detection windows after its start. In a cold start of
+// thousands of groups the line is a second long, so a wait of a slot or two after the start
+// put every member of every group in it, and which member of a group ran first was decided by
+// the hosts' lines, not by the order: two or three of a group's members each voted for
+// themselves at term 0 and it was elected a term later, and the line held three rounds a group
+// where one was needed. The first member's round, in its own host's line, reaches this member
+// meanwhile and is granted (7.1 row 11). True: the pass ends (no place held, none waited for).
+func (e *Elector) startUpDefers(now time.Time) bool {
+	if e.gate == nil || e.startUp.hadLeader || e.lastParseResult == protocol.WaitToVoteNext ||
+		e.ms.VoteFor() == e.ms.SelfID() || e.take.campaigning() || e.startupRank() == 0 ||
+		now.Sub(e.startUp.at) > startUpDeferWindows*e.cfg.DetectionWindow() {
+		return false
+	}
+	if e.gate.Begin(now, now.Add(e.cfg.MaxVoteRound())) {
+		return false // a place at once: nobody waits (mayCampaign renews it)
+	}
+	e.gate.End(now) // out of the line again
+	e.gateAsked, e.gateWait = false, false
+	e.setNextVote(now.Add(e.cfg.SuccessionSlot()))
+	return true
+}
+
 // startingUp: this elector has known no leader since it started, less than one detection
 // window ago. While starting up, the first member of the start-up order retries a round that
 // too few members answered (they are still starting) after two passes instead of a random
