@@ -131,7 +131,7 @@ func gatedStarter(t *testing.T, g *campaign.Gate, self string) (*Elector, *dledg
 // On a busy host (every place of its bound taken), a member that is not first in the start-up
 // order does not join the line after its wait: it looks again a slot later, grants its first
 // member meanwhile, and runs its probe once a place is free at once. The first member of the
-// order queues as before. Past the longest a round lasts after its start it queues too.
+// order queues as before. Past the deferral's bound (startUpDeferRounds) it queues too.
 func TestStartUpDefersOnABusyHost(t *testing.T) {
 	g := campaign.New(1)
 	hold := g.Slot(func() {})
@@ -181,7 +181,7 @@ func TestStartUpDefersOnABusyHost(t *testing.T) {
 	hold3 := g3.Slot(func() {})
 	e2, clock2, _ := gatedStarter(t, g3, "n2")
 	hold3.Begin(clock2.Now(), clock2.Now().Add(time.Hour))
-	clock2.Advance(e2.cfg.MaxVoteRound() + time.Millisecond)
+	clock2.Advance(startUpDeferRounds*e2.cfg.MaxVoteRound() + time.Millisecond)
 	e2.Tick()
 	if !e2.gateWait {
 		t.Fatal("rank 2 past the deferral's bound is not in the host's line")
