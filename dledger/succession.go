@@ -274,11 +274,11 @@ func (e *Elector) Started() {
 const startUpDeferRounds = 2
 
 // startUpDefers is the start-up order on a busy host (docs/protocol.md 7.11): a member that is
-// not first in the order, starting up and without a vote of its own at its term, does not join
-// its host's line for a round (12.6) while that line is not empty: it asks again a slot later,
-// for at most startUpDeferRounds times the longest a round lasts after its start (lan 1.2 s,
-// dledger 6 s). In a cold start of
-// thousands of groups the line is a second long, so a wait of a slot or two after the start
+// not first in the order, has known no leader since its start and has no vote of its own at its
+// term does not join its host's line for a round (12.6) while no place is free: it asks again a
+// slot later, for at most startUpDeferRounds times the longest a round lasts after its start
+// (lan 1.2 s, dledger 6 s). In a cold start of thousands of groups the line is a second long,
+// so a wait of a slot or two after the start
 // put every member of every group in it, and which member of a group ran first was decided by
 // the hosts' lines, not by the order: two or three of a group's members each voted for
 // themselves at term 0 and it was elected a term later, and the line held three rounds a group
