@@ -82,7 +82,7 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 	if now.Before(e.nextTimeToRequestVote) && !e.needIncreaseTerm { // step 2
 		return
 	}
-	if !e.needIncreaseTerm && !e.mayCampaign(now) { // the host's bound (docs/protocol.md 12.6)
+	if !e.needIncreaseTerm && (e.startUpDefers(now) || !e.mayCampaign(now)) { // the start-up order on a busy host (7.11), the host's bound (12.6)
 		return
 	}
 	term, ok := e.roundTerm(now) // step 3

@@ -536,6 +536,7 @@ func (s *Server) start() error {
 	if s.cfg.Ledger == LedgerStorage && !s.ledgerReported.Load() {
 		return ErrNoLedger
 	}
+	s.elector.Started() // the start-up order counts from here, not from New (docs/protocol.md 7.11)
 	if err := s.startRPC(); err != nil {
 		return err
 	}

@@ -1,0 +1,189 @@
+package dledger
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dledger-go/dledger/dledger/campaign"
+	"github.com/dledger-go/dledger/dledger/dledgertest"
+	"github.com/dledger-go/dledger/memberstate"
+	"github.com/dledger-go/dledger/rpc/protocol"
+)
+
+// startedLater builds member self of a 3-member group at the fake clock's time and calls
+// Started a second later, as a host that builds all its members and then starts them one
+// after another does (docs/protocol.md 7.11, "Start-up order").
+func startedLater(t *testing.T, self string) (*Elector, *dledgertest.FakeClock, *recTransport) {
+	t.Helper()
+	ms, err := memberstate.New("g", self, peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock, tr := newFakeClock(), &recTransport{}
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second) // longer than any rank's wait and the start-up window (DW)
+	e.Started()
+	return e, clock, tr
+}
+
+// The start-up order's wait counts from Started, not from New: a member of rank 2 built a
+// second before it starts still waits two slots after its start before it probes (before,
+// it probed at once and voted for itself at term 0, before its group's first member could ask).
+func TestStartUpWaitCountsFromStarted(t *testing.T) {
+	e, clock, tr := startedLater(t, "n2")
+	slot := e.cfg.SuccessionSlot()
+	if got := e.NextPassAt().Sub(clock.Now()); got != 2*slot {
+		t.Fatalf("rank 2 started: first probe in %v, want %v", got, 2*slot)
+	}
+	clock.Advance(2*slot - time.Millisecond)
+	e.Tick()
+	if v := tr.takeVotes(); len(v) != 0 {
+		t.Fatalf("rank 2 probed %v after its start, before its wait of %v", 2*slot-time.Millisecond, 2*slot)
+	}
+	// Asked by the first member meanwhile, it grants at term 0: it has not voted.
+	if r := e.HandleVote(voteTo("n2", "n0", 0)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("rank 2 asked by n0 at term 0 within its wait: %v, want ACCEPT", r.VoteResult)
+	}
+}
+
+// The start-up window (the first member's quick retry of a round too few answered) counts
+// from Started too: the first member started a second after it was built retries after two
+// passes, not after the ordinary re-vote delay.
+func TestStartUpWindowCountsFromStarted(t *testing.T) {
+	e, clock, tr := startedLater(t, "n0")
+	if !e.NextPassAt().Equal(clock.Now()) {
+		t.Fatalf("rank 0 started: first probe at %v, want now (%v)", e.NextPassAt(), clock.Now())
+	}
+	e.Tick()
+	votes := tr.takeVotes()
+	if len(votes) != 2 || votes[0].req.Term != 0 {
+		t.Fatalf("rank 0's first pass sent %d requests", len(votes))
+	}
+	for _, v := range votes {
+		v.done(nil, errors.New("unknown group: not started yet"))
+	}
+	if got := e.NextPassAt().Sub(clock.Now()); got != 2*e.cfg.MaintainInterval {
+		t.Fatalf("rank 0, others not started: retry in %v, want %v (start-up window from Started)", got, 2*e.cfg.MaintainInterval)
+	}
+}
+
+// Started changes nothing once the member has done anything that set its re-vote time: a
+// pass that ran, or a vote it granted.
+func TestStartedAfterActivityChangesNothing(t *testing.T) {
+	ms, err := memberstate.New("g", "n2", peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.HandleVote(voteTo("n2", "n0", 1)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("n0 at term 1: %v", r.VoteResult)
+	}
+	before := e.NextPassAt()
+	clock.Advance(time.Second)
+	e.Started()
+	if got := e.NextPassAt(); !got.Equal(before) {
+		t.Fatalf("Started after a grant moved the next pass from %v to %v", before, got)
+	}
+
+	e2, clock2, _ := startedLater(t, "n1")
+	e2.Tick()
+	before = e2.NextPassAt()
+	clock2.Advance(time.Second)
+	e2.Started()
+	if got := e2.NextPassAt(); !got.Equal(before) {
+		t.Fatalf("a second Started moved the next pass from %v to %v", before, got)
+	}
+}
+
+// voteTo is voteReq addressed to member to.
+func voteTo(to, cand string, term int64) *protocol.VoteRequest {
+	r := voteReq(cand, term, -1, -1)
+	r.RemoteID = to
+	return r
+}
+
+// gatedStarter is member self of a 3-member group on a host whose bound is g, built and
+// started now (Started), and a holder: n0 of another group on that host, whose round holds
+// g's one place.
+func gatedStarter(t *testing.T, g *campaign.Gate, self string) (*Elector, *dledgertest.FakeClock, *recTransport) {
+	t.Helper()
+	ms, err := memberstate.New("g", self, peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock, tr := newFakeClock(), &recTransport{}
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr, Campaigns: g.Slot(func() {})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Started()
+	return e, clock, tr
+}
+
+// On a busy host (every place of its bound taken), a member that is not first in the start-up
+// order does not join the line after its wait: it looks again a slot later, grants its first
+// member meanwhile, and runs its probe once a place is free at once. The first member of the
+// order queues as before. Past the deferral's bound (startUpDeferRounds) it queues too.
+func TestStartUpDefersOnABusyHost(t *testing.T) {
+	g := campaign.New(1)
+	hold := g.Slot(func() {})
+	e, clock, tr := gatedStarter(t, g, "n1") // rank 1
+	slot := e.cfg.SuccessionSlot()
+	if !hold.Begin(clock.Now(), clock.Now().Add(time.Hour)) {
+		t.Fatal("the holder got no place")
+	}
+	clock.Advance(slot)
+	e.Tick()
+	if v := tr.takeVotes(); len(v) != 0 || e.ms.VoteFor() != "" {
+		t.Fatalf("rank 1 on a busy host: %d vote requests, vote for %q; want none", len(v), e.ms.VoteFor())
+	}
+	if e.gateWait || e.gateAsked {
+		t.Fatal("rank 1 deferring waits in the host's line")
+	}
+	if got := e.NextPassAt().Sub(clock.Now()); got != slot {
+		t.Fatalf("rank 1 deferring: next look in %v, want a slot (%v)", got, slot)
+	}
+	hold.End(clock.Now())
+	if g.Held() != 0 {
+		t.Fatal("the freed place went to the deferring member: it was in the line")
+	}
+	if r := e.HandleVote(voteTo("n1", "n0", 0)); r.VoteResult != protocol.VoteAccept {
+		t.Fatalf("deferring rank 1 asked by n0 at term 0: %v, want ACCEPT", r.VoteResult)
+	}
+
+	// A place free at once: the probe runs (here the vote for n0 stands: the round asks, at term 0).
+	clock.Advance(slot)
+	e.Tick()
+	if v := tr.takeVotes(); len(v) != 2 || v[0].req.Term != 0 {
+		t.Fatalf("rank 1, a place free: %d vote requests, want its probe at term 0", len(v))
+	}
+
+	// Rank 0 never defers: refused, it waits in line.
+	g2 := campaign.New(1)
+	hold2 := g2.Slot(func() {})
+	e0, clock0, tr0 := gatedStarter(t, g2, "n0")
+	hold2.Begin(clock0.Now(), clock0.Now().Add(time.Hour))
+	e0.Tick()
+	if v := tr0.takeVotes(); len(v) != 0 || !e0.gateWait {
+		t.Fatalf("rank 0 on a busy host: %d vote requests, in line %v; want none, in line", len(v), e0.gateWait)
+	}
+
+	// Past the deferral's bound, rank 2 queues like any candidate.
+	g3 := campaign.New(1)
+	hold3 := g3.Slot(func() {})
+	e2, clock2, _ := gatedStarter(t, g3, "n2")
+	hold3.Begin(clock2.Now(), clock2.Now().Add(time.Hour))
+	clock2.Advance(startUpDeferRounds*e2.cfg.MaxVoteRound() + time.Millisecond)
+	e2.Tick()
+	if !e2.gateWait {
+		t.Fatal("rank 2 past the deferral's bound is not in the host's line")
+	}
+}
