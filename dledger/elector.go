@@ -174,9 +174,9 @@ type Elector struct {
 	// split round and keeps its place in the host's bound for it (vote.go, nextTermDelay,
 	// revotesNow); setNextVote clears it. (These bools sit with the ones above so that they
 	// share one word: an Elector per member.)
-	spread              bool
-	gateAsked, gateWait bool
-	lostAgain           bool
+	spread                            bool
+	gateAsked, gateWait, gateSettling bool
+	lostAgain                         bool
 
 	// Stall detection (see stalled): when the last pass ran, and the last pass that ran more
 	// than StallThreshold after it was due.
@@ -198,6 +198,8 @@ type Elector struct {
 	// The host's bound on rounds run at once (vote.go, mayCampaign): nil, none. gateAsked: the
 	// slot may hold a place or wait in line (End not called since the last Begin). gateWait:
 	// the last ask was refused, and the pass asks again at gateRetry at the latest.
+	// gateSettling: a leader elected by a round that held a place keeps it until a quorum has
+	// answered a heartbeat round of its leadership (campaignEnds).
 	gate      CampaignSlot
 	gateRetry time.Time
 
@@ -498,6 +500,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	// earlier one (perhaps a minute) would otherwise delay the first hand-over of this one.
 	l.preferred.reset()
 	l.leaderSince = now // D3: the quorum-ack clock starts at election
+	e.gateSettling = e.gateAsked
 	l.leadFromRound = e.roundSeq
 	l.lastSendHeartBeat = time.Time{}
 	l.sendHeartBeatNow = true

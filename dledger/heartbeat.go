@@ -239,6 +239,7 @@ func (e *Elector) decideHeartBeat(now time.Time) {
 	case r.maxTerm > r.term: // rule 1 (D4)
 		e.becomeCandidate(r.maxTerm, now, "a follower is at a higher term")
 	case e.ms.Quorum(r.succ): // rule 2: the acks were recorded per member as they came
+		e.gateSettling = false // its election is over (campaignEnds)
 	case e.ms.Quorum(r.succ + r.notReady): // rule 3
 		e.lead.sendHeartBeatNow = true
 	case r.inconsistentLeader: // rule 4

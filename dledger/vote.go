@@ -172,8 +172,9 @@ func (e *Elector) mayCampaign(now time.Time) bool {
 }
 
 // endCampaign gives back the host's place (mayCampaign), or leaves its line, when the member
-// has no round in flight and is not waiting for one, or is no candidate (a leader's round was
-// decided: it won). Run at the end of every entry point, with the lock held.
+// has no round in flight and is not waiting for one, or is no candidate, but a leader only once
+// a quorum has answered a heartbeat round of its leadership. Run at the end of every entry
+// point, with the lock held.
 func (e *Elector) endCampaign() {
 	if e.campaignEnds() {
 		e.gateAsked, e.gateWait = false, false
@@ -181,19 +182,21 @@ func (e *Elector) endCampaign() {
 	}
 }
 
-// campaignEnds says whether endCampaign gives back the place or leaves the line now: at once
-// for a member that is no candidate (a new leader included), else once no round is in flight
-// and none is waited for. A new leader gives its place back as it is elected, with its first
-// heartbeat round sent (becomeLeader), not when a quorum has answered that round: held until
-// then, a host crash's elections ran in waves of the bound's size, each starting only when the
-// wave before it had been heard by its followers, one heartbeat round trip after its election
-// (10-40 ms under the mass election), and the last wave, a few dozen groups over three times
-// the bound, was the crash's p99 (docs/protocol.md 12.6).
+// campaignEnds says whether endCampaign gives back the place or leaves the line now. A new
+// leader's election is not over when the votes are in: until its followers have answered its
+// first heartbeats they do not know it leads, and in a mass election those heartbeats are
+// work the host must have room for, or they come back later than the check-quorum window and
+// the group elects again. Holding the place until then makes the bound count elections until
+// they are settled, and its adaptation (dledger/campaign) sees how long that took; a leader
+// whose quorum never answers loses the place when it runs out its time, or when it steps down.
 func (e *Elector) campaignEnds() bool {
 	if !e.gateAsked {
 		return false
 	}
-	if e.ms.Role() == protocol.CANDIDATE {
+	switch e.ms.Role() {
+	case protocol.LEADER:
+		return !e.gateSettling
+	case protocol.CANDIDATE:
 		return e.vote == nil && !e.gateWait && !e.revotesNow()
 	}
 	return true
