@@ -304,6 +304,7 @@ func New(cfg Config, m Member, opt Options) (*Elector, error) {
 	if err := e.initMembership(m); err != nil {
 		return nil, err
 	}
+	e.planStartUp() // by the rank in the stored configuration, which may differ from Peers'
 	return e, nil
 }
 
@@ -347,9 +348,7 @@ func newElector(cfg Config, ms *memberstate.MemberState, opt Options) (*Elector,
 	}
 	e.lastPass = e.clock.Now() // a new elector has not stalled
 	e.startUp.at = e.lastPass
-	// Start-up order (succession.go): the first probe waits this member's start-up rank in
-	// slots, so members started together do not all campaign at once.
-	e.setNextVote(e.startUp.at.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
+	e.planStartUp()
 	e.last = lastEvent{term: ms.CurrTerm(), role: protocol.UNKNOWN}
 	e.emit(e.clock.Now()) // the starting role (CANDIDATE at the persisted term)
 	return e, nil

@@ -176,14 +176,53 @@ func TestStartUpDefersOnABusyHost(t *testing.T) {
 		t.Fatalf("rank 0 on a busy host: %d vote requests, in line %v; want none, in line", len(v), e0.gateWait)
 	}
 
-	// Past the deferral's bound, rank 2 queues like any candidate.
+	// Rank 2 defers up to the bound plus its rank in slots (so it outlasts rank 1's bound by a
+	// slot, and the order holds when the first is down), then queues like any candidate.
 	g3 := campaign.New(1)
 	hold3 := g3.Slot(func() {})
 	e2, clock2, _ := gatedStarter(t, g3, "n2")
 	hold3.Begin(clock2.Now(), clock2.Now().Add(time.Hour))
-	clock2.Advance(startUpDeferRounds*e2.cfg.MaxVoteRound() + time.Millisecond)
+	clock2.Advance(startUpDeferRounds*e2.cfg.MaxVoteRound() + 2*slot)
+	e2.Tick()
+	if e2.gateWait {
+		t.Fatal("rank 2 within its deferral's bound (two rounds and two slots) is in the host's line")
+	}
+	clock2.Advance(slot) // its next look, past the bound
 	e2.Tick()
 	if !e2.gateWait {
 		t.Fatal("rank 2 past the deferral's bound is not in the host's line")
+	}
+}
+
+// A member restarted after a membership change is built from its configuration file's peers
+// and then takes the stored configuration, which changes its start-up rank (the spread rank
+// counts the members): Started still moves its wait to its start. Before, New planned the
+// wait by the file's peers, Started found it unlike the stored configuration's and left it,
+// and the member probed at once.
+func TestStartedAfterARestartWithAStoredConfiguration(t *testing.T) {
+	for _, self := range []string{"n0", "n1", "n2", "n3"} {
+		store := memberstate.NewMemStore()
+		stored := memberstate.DurableConfig{Committed: memberstate.ConfigRecord{Epoch: 1, Term: 1, Voters: peersOf(4)}}
+		if err := store.SaveConfig(stored); err != nil {
+			t.Fatal(err)
+		}
+		clock := newFakeClock()
+		e, err := New(testConfig(), Member{Group: "g7", SelfID: self, Peers: peersOf(3), Store: store},
+			Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}, SpreadStartup: true})
+		if self == "n3" && err != nil {
+			continue // not in the file's peers: no elector to start
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(e.Status().Peers); n != 4 {
+			t.Fatalf("%s: %d peers, want the stored configuration's 4", self, n)
+		}
+		clock.Advance(time.Second)
+		e.Started()
+		want := time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()
+		if got := e.NextPassAt().Sub(clock.Now()); got != want {
+			t.Fatalf("%s (rank %d): first probe in %v after its start, want %v", self, e.startupRank(), got, want)
+		}
 	}
 }

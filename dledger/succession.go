@@ -244,6 +244,15 @@ func (e *Elector) startupRank() int {
 	return first + e.spreadRank(pos, n) // spread.go: pos unless Options.SpreadStartup
 }
 
+// planStartUp is the start-up order (docs/protocol.md 7.11): the first probe waits this
+// member's start-up rank in slots after startUp.at, so members started together do not all
+// campaign at once. New plans it again once the stored configuration is applied (the rank
+// counts the members, and a restart after a membership change builds the elector from the
+// configuration file's peers first), so that Started finds the wait as planned and moves it.
+func (e *Elector) planStartUp() {
+	e.setNextVote(e.startUp.at.Add(time.Duration(e.startupRank()) * e.cfg.SuccessionSlot()))
+}
+
 // Started tells the elector that its driver starts now: the start-up order's wait (its rank in
 // slots before the first probe) and the start-up window (startingUp) count from this moment,
 // not from New. A host builds all its members first and then starts them one after another:
@@ -276,8 +285,9 @@ const startUpDeferRounds = 2
 // startUpDefers is the start-up order on a busy host (docs/protocol.md 7.11): a member that is
 // not first in the order, has known no leader since its start and has no vote of its own at its
 // term does not join its host's line for a round (12.6) while no place is free: it asks again a
-// slot later, for at most startUpDeferRounds times the longest a round lasts after its start
-// (lan 1.2 s, dledger 6 s). In a cold start of thousands of groups the line is a second long,
+// slot later, for at most startUpDeferRounds times the longest a round lasts plus its rank in
+// slots after its start (lan 1.2 s and a slot per rank, dledger 6 s and 300 ms per rank): the
+// rank keeps the order among the members that outlast it, when the first is down. In a cold start of thousands of groups the line is a second long,
 // so a wait of a slot or two after the start
 // put every member of every group in it, and which member of a group ran first was decided by
 // the hosts' lines, not by the order: two or three of a group's members each voted for
@@ -287,7 +297,7 @@ const startUpDeferRounds = 2
 func (e *Elector) startUpDefers(now time.Time) bool {
 	if e.gate == nil || e.startUp.hadLeader || e.lastParseResult == protocol.WaitToVoteNext ||
 		e.ms.VoteFor() == e.ms.SelfID() || e.take.campaigning() || e.startupRank() == 0 ||
-		now.Sub(e.startUp.at) > startUpDeferRounds*e.cfg.MaxVoteRound() {
+		now.Sub(e.startUp.at) > startUpDeferRounds*e.cfg.MaxVoteRound()+time.Duration(e.startupRank())*e.cfg.SuccessionSlot() {
 		return false
 	}
 	if e.gate.Begin(now, now.Add(e.cfg.MaxVoteRound())) {
