@@ -120,10 +120,7 @@ func (hr *hostRun) checkGroups() {
 		hr.enter(g)
 		g.check()
 		if g.violation != nil && hr.violation == nil {
-			v := *g.violation
-			v.Detail = g.name + ": " + v.Detail
-			v.Replay = ReplayCommand(hr.opt)
-			hr.violation = &v
+			hr.takeViolation(g)
 		}
 	}
 }

@@ -3,6 +3,8 @@ package sim
 import (
 	"testing"
 	"time"
+
+	"github.com/dledger-go/dledger/dledger"
 )
 
 // goneInterleavings are host faults around a crash that the campaign's phases never combine
@@ -51,18 +53,8 @@ func runGoneInterleaving(t *testing.T, seed uint64, i int, broken Broken) *Viola
 	if err != nil {
 		t.Fatal(err)
 	}
-	hr := newHostRun(o, cfg)
-	hr.idle = true
-	for _, h := range hr.hosts {
-		hr.startHost(h)
-	}
-	run := func(d time.Duration) {
-		end := hr.now + d
-		for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= end {
-			hr.step()
-		}
-		hr.now = end
-	}
+	hr := startedHostRun(o, cfg)
+	run := hr.runFor
 	run(L1Bound(cfg))
 	h := hr.busiestLeader()
 	p := hr.hosts[(h.idx+1)%len(hr.hosts)]
@@ -95,4 +87,24 @@ func TestGoneUnderHostFaultInterleavings(t *testing.T) {
 			t.Logf("gone-as-wake caught in %d of 20 seeds", caught)
 		})
 	}
+}
+
+// startedHostRun is a run of hosts started at once, with no fault of its own (idle): a test
+// drives its faults and time (runFor).
+func startedHostRun(o Options, cfg dledger.Config) *hostRun {
+	hr := newHostRun(o, cfg)
+	hr.idle = true
+	for _, h := range hr.hosts {
+		hr.startHost(h)
+	}
+	return hr
+}
+
+// runFor runs the hosts' events due within d, until a violation, and moves time to its end.
+func (hr *hostRun) runFor(d time.Duration) {
+	end := hr.now + d
+	for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= end {
+		hr.step()
+	}
+	hr.now = end
 }

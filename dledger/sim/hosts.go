@@ -213,10 +213,7 @@ func (hr *hostRun) step() bool {
 	} else {
 		best.step()
 		if best.violation != nil {
-			v := *best.violation
-			v.Detail = best.name + ": " + v.Detail
-			v.Replay = ReplayCommand(hr.opt)
-			hr.violation = &v
+			hr.takeViolation(best)
 			return false
 		}
 		if hr.expecting && !hr.stable[best.gi] {
@@ -649,11 +646,16 @@ func (hr *hostRun) transfer(g *sim) {
 	g.transfer()
 	g.check()
 	if g.violation != nil && hr.violation == nil {
-		v := *g.violation
-		v.Detail = g.name + ": " + v.Detail
-		v.Replay = ReplayCommand(hr.opt)
-		hr.violation = &v
+		hr.takeViolation(g)
 	}
+}
+
+// takeViolation makes group g's violation the run's, named by the group and replayable.
+func (hr *hostRun) takeViolation(g *sim) {
+	v := *g.violation
+	v.Detail = g.name + ": " + v.Detail
+	v.Replay = ReplayCommand(hr.opt)
+	hr.violation = &v
 }
 
 // busiestLeader is the up host whose members lead the most groups (the first on a tie).

@@ -207,18 +207,10 @@ func TestL3ExemptsAStoppedMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hr := newHostRun(o, cfg)
-	hr.idle = true
-	for _, h := range hr.hosts {
-		hr.startHost(h)
-	}
+	hr := startedHostRun(o, cfg)
 	run := func(d time.Duration) {
 		t.Helper()
-		end := hr.now + d
-		for hr.violation == nil && hr.q.len()+hr.queued() > 0 && hr.nextAt() <= end {
-			hr.step()
-		}
-		hr.now = end
+		hr.runFor(d)
 		if hr.violation != nil {
 			t.Fatal(hr.violation)
 		}
