@@ -226,3 +226,37 @@ func TestStartedAfterARestartWithAStoredConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// Only a member still in its start-up order defers (docs/protocol.md 7.11, "On a busy host"):
+// one that has known a leader, that waits for the next term after a round (WAIT_TO_VOTE_NEXT),
+// or that has voted for itself at its term, is an ordinary candidate and waits in the host's
+// line like any other.
+func TestStartUpDeferralOnlyInTheOrder(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(e *Elector)
+	}{
+		{"has known a leader", func(e *Elector) { e.startUp.hadLeader = true }},
+		{"waits for the next term", func(e *Elector) { e.lastParseResult = protocol.WaitToVoteNext }},
+		{"voted for itself", func(e *Elector) {
+			if err := e.ms.Vote(e.ms.SelfID()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := campaign.New(1)
+			hold := g.Slot(func() {})
+			e, clock, _ := gatedStarter(t, g, "n1") // rank 1
+			if !hold.Begin(clock.Now(), clock.Now().Add(time.Hour)) {
+				t.Fatal("the holder got no place")
+			}
+			c.set(e)
+			clock.Advance(e.cfg.MaxVoteRound()) // past any wait it planned, within the deferral's bound
+			e.Tick()
+			if !e.gateWait {
+				t.Fatal("deferred: not in the host's line")
+			}
+		})
+	}
+}
