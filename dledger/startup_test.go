@@ -11,20 +11,32 @@ import (
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
-// startedLater builds member self of a 3-member group at the fake clock's time and calls
-// Started a second later, as a host that builds all its members and then starts them one
-// after another does (docs/protocol.md 7.11, "Start-up order").
-func startedLater(t *testing.T, self string) (*Elector, *dledgertest.FakeClock, *recTransport) {
+// builtMember is member self of a 3-member group, built at the fake clock's time and not
+// started; campaigns is its share of a host's bound (nil: none).
+func builtMember(t *testing.T, self string, campaigns *campaign.Slot) (*Elector, *dledgertest.FakeClock, *recTransport) {
 	t.Helper()
 	ms, err := memberstate.New("g", self, peersOf(3), memberstate.NewMemStore())
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock, tr := newFakeClock(), &recTransport{}
-	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr})
+	opt := Options{Clock: clock, Rand: zeroRand, Transport: tr}
+	if campaigns != nil { // Options.Campaigns is an interface: a nil *Slot in it is not "none"
+		opt.Campaigns = campaigns
+	}
+	e, err := newElector(testConfig(), ms, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, clock, tr
+}
+
+// startedLater builds member self of a 3-member group at the fake clock's time and calls
+// Started a second later, as a host that builds all its members and then starts them one
+// after another does (docs/protocol.md 7.11, "Start-up order").
+func startedLater(t *testing.T, self string) (*Elector, *dledgertest.FakeClock, *recTransport) {
+	t.Helper()
+	e, clock, tr := builtMember(t, self, nil)
 	clock.Advance(time.Second) // longer than any rank's wait and the start-up window (DW)
 	e.Started()
 	return e, clock, tr
@@ -74,15 +86,7 @@ func TestStartUpWindowCountsFromStarted(t *testing.T) {
 // Started changes nothing once the member has done anything that set its re-vote time: a
 // pass that ran, or a vote it granted.
 func TestStartedAfterActivityChangesNothing(t *testing.T) {
-	ms, err := memberstate.New("g", "n2", peersOf(3), memberstate.NewMemStore())
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := newFakeClock()
-	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, clock, _ := builtMember(t, "n2", nil)
 	if r := e.HandleVote(voteTo("n2", "n0", 1)); r.VoteResult != protocol.VoteAccept {
 		t.Fatalf("n0 at term 1: %v", r.VoteResult)
 	}
@@ -115,15 +119,7 @@ func voteTo(to, cand string, term int64) *protocol.VoteRequest {
 // g's one place.
 func gatedStarter(t *testing.T, g *campaign.Gate, self string) (*Elector, *dledgertest.FakeClock, *recTransport) {
 	t.Helper()
-	ms, err := memberstate.New("g", self, peersOf(3), memberstate.NewMemStore())
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock, tr := newFakeClock(), &recTransport{}
-	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: tr, Campaigns: g.Slot(func() {})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, clock, tr := builtMember(t, self, g.Slot(func() {}))
 	e.Started()
 	return e, clock, tr
 }
