@@ -399,17 +399,18 @@ func (g *groupsRun) awaitLeaders(ctx context.Context, since time.Time, want map[
 	deadline := time.Now().Add(g.o.Timeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	w := NewLeaderWatch(since, want, skip)
 	for {
 		g.logs.Poll()
-		led := FirstLeaders(g.logs.Events, since, want, skip)
-		if len(led) == len(want) {
-			return led, nil
+		w.Add(g.logs.Events)
+		if len(w.Led) == len(want) {
+			return w.Led, nil
 		}
 		if err := g.hosts.UnexpectedExit(); err != nil {
 			return nil, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s: after %v, %d of %d groups have no leader (bound: --timeout)", what, g.o.Timeout, len(want)-len(led), len(want))
+			return nil, fmt.Errorf("%s: after %v, %d of %d groups have no leader (bound: --timeout)", what, g.o.Timeout, len(want)-len(w.Led), len(want))
 		}
 		select {
 		case <-ctx.Done():
