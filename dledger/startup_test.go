@@ -256,3 +256,27 @@ func TestStartUpDeferralOnlyInTheOrder(t *testing.T) {
 		})
 	}
 }
+
+// The fourth guard of the deferral: a member taking leadership (7.8) campaigns at once even on
+// a busy host and even when it is not first in the start-up order, as it asks for no place in
+// the bound: its budget is the transfer's own, and a take that deferred a slot at a time would
+// outlast it.
+func TestStartUpDeferralNotForATake(t *testing.T) {
+	g := campaign.New(1)
+	hold := g.Slot(func() {})
+	e, clock, tr := gatedStarter(t, g, "n1") // rank 1
+	if !hold.Begin(clock.Now(), clock.Now().Add(time.Hour)) {
+		t.Fatal("the holder got no place")
+	}
+	clock.Advance(e.cfg.SuccessionSlot()) // its start-up wait is over; the host is busy
+	e.mu.Lock()
+	e.take = &take{taking: true, deadline: clock.Now().Add(time.Hour)}
+	e.mu.Unlock()
+	e.Tick()
+	if v := tr.takeVotes(); len(v) != 2 {
+		t.Fatalf("a take on a busy host, rank 1: %d vote requests, want 2 (deferred?)", len(v))
+	}
+	if e.gateWait || e.gateAsked {
+		t.Fatal("a take asked the host's bound for a place")
+	}
+}

@@ -26,7 +26,7 @@ func TestScanGroupLogLineAgreesWithJSON(t *testing.T) {
 	log.Info(dledger.EventBecomesLeader, zap.String("group", `g"q`), zap.String("self", "n1"), zap.Int64("term", 3))  // an escape
 	log.Info(dledger.EventBecomesLeader, zap.String("group", "g1"), zap.String("self", "n1"), zap.Int64("term", 3), zap.String("group", "g2"))
 	log.Info(dledger.EventBecomesLeader, zap.String("group", "g1"), zap.String("self", "n1"), zap.Float64("term", 3.5))
-	log.Info(dledger.EventBecomesLeader, zap.String("group", "g1"), zap.String("self", "n1"))                          // no term
+	log.Info(dledger.EventBecomesLeader, zap.String("group", "g1"), zap.String("self", "n1"))                        // no term
 	log.Info(dledger.EventBecomesLeader, zap.String("group", "g1"), zap.String("self", "n1"), zap.Int64("term", -4)) // a negative term
 	log.Info(dledger.EventBecomesLeader, zap.String("group", "g1"), zap.Any("peer", map[string]string{"self": "n9"}), zap.String("self", "n1"), zap.Int64("term", 2))
 	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
