@@ -363,7 +363,12 @@ func (e *Elector) PeerReachable(id string) {
 // only after their own detection window, 0.6 s later, and then went the slow way, a same-term
 // probe first: docs/design.md, "A host's crash: what the elections wait for").
 func (e *Elector) PeerGone(id string) {
-	e.handleAnswer(func() { e.peerGone(id) })
+	if e.answerNow() { // the closure only for a busy lock (answers.go)
+		defer e.unlockAndDeliver()
+		e.peerGone(id)
+		return
+	}
+	e.answerLater(func() { e.peerGone(id) })
 }
 
 // peerGone is PeerGone's decision, with the lock held.
