@@ -37,7 +37,7 @@ func TestSpareOutboxesAreBounded(t *testing.T) {
 	if len(s.spare) != 0 {
 		t.Fatal("an array above spareOutboxLen was kept")
 	}
-	one := []entry{{msg: heartBeatRequest{idx: 1}}}
+	one := []entry{{msg: &heartBeatRequest{idx: 1}}}
 	s.give(one)
 	if got := s.take(); cap(got) != cap(one) || len(got) != 0 || one[0].msg != nil {
 		t.Fatalf("took %d/%d (entry %v), want the given array emptied", len(got), cap(got), one[0].msg)

@@ -127,10 +127,11 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 			}
 			continue
 		}
-		req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
-			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}, Successors: successors, Epoch: e.epoch}
-		e.stampHeartBeat(req, i)
-		e.post(heartBeatRequest{req: req, round: r.id, sentAt: now, idx: i})
+		m := &heartBeatRequest{req: protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
+			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}, Successors: successors, Epoch: e.epoch},
+			e: e, round: r.id, sentAt: now, idx: i}
+		e.stampHeartBeat(&m.req, i)
+		e.post(m)
 	}
 	e.noteHeartBeatProgress(r, now)
 }

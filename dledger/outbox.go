@@ -42,12 +42,21 @@ type voteRequest struct {
 }
 
 // heartBeatRequest is one member's heartbeat of the leader round `round`, sent at sentAt
-// (docs/protocol.md 7.5 step 5).
+// (docs/protocol.md 7.5 step 5). It is posted by pointer, with the request in it and the
+// elector its answer goes to, and its method answered is the transport's callback: one
+// allocation per heartbeat sent and one for the callback, where a request, the outbox entry
+// put in an interface and a closure were three (issue 29, halloc).
 type heartBeatRequest struct {
-	req    *protocol.HeartBeatRequest
+	req    protocol.HeartBeatRequest
+	e      *Elector
 	round  uint64
 	sentAt time.Time
 	idx    int
+}
+
+// answered is the transport's callback of the heartbeat m.
+func (m *heartBeatRequest) answered(resp *protocol.HeartBeatResponse, err error) {
+	m.e.onHeartBeatResponse(m.round, m.sentAt, m.idx, resp, err)
 }
 
 // transferRequest asks the transferee to take leadership, for the transfer numbered seq
@@ -64,10 +73,10 @@ type transferReply struct {
 	resp  *protocol.LeadershipTransferResponse
 }
 
-func (voteRequest) isMessage()      {}
-func (heartBeatRequest) isMessage() {}
-func (transferRequest) isMessage()  {}
-func (transferReply) isMessage()    {}
+func (voteRequest) isMessage()       {}
+func (*heartBeatRequest) isMessage() {}
+func (transferRequest) isMessage()   {}
+func (transferReply) isMessage()     {}
 
 // post appends m to the outbox. Lock held.
 func (e *Elector) post(m message) { e.outbox = append(e.openOutbox(), entry{msg: m}) }
@@ -209,10 +218,8 @@ func (e *Elector) deliver(out []entry) {
 			e.tr.SendVote(m.req.RemoteID, m.req, func(resp *protocol.VoteResponse, err error) {
 				e.onVoteResponse(m.round, m.idx, resp, err)
 			})
-		case heartBeatRequest:
-			e.tr.SendHeartBeat(m.req.RemoteID, m.req, func(resp *protocol.HeartBeatResponse, err error) {
-				e.onHeartBeatResponse(m.round, m.sentAt, m.idx, resp, err)
-			})
+		case *heartBeatRequest:
+			e.tr.SendHeartBeat(m.req.RemoteID, &m.req, m.answered)
 		case transferRequest:
 			e.tr.SendLeadershipTransfer(m.req.RemoteID, m.req, func(resp *protocol.LeadershipTransferResponse, err error) {
 				e.onTransferResponse(m.seq, resp, err)
