@@ -41,22 +41,21 @@ type voteRequest struct {
 	idx   int
 }
 
-// heartBeatRequest is one member's heartbeat of the leader round `round`, sent at sentAt
-// (docs/protocol.md 7.5 step 5). It is posted by pointer, with the request in it and the
+// heartBeatRequest is one member's heartbeat of the leader round `round`, sent at the round's
+// sentAt (docs/protocol.md 7.5 step 5). It is posted by pointer, with the request in it and the
 // elector its answer goes to, and its method answered is the transport's callback: one
 // allocation per heartbeat sent and one for the callback, where a request, the outbox entry
 // put in an interface and a closure were three (issue 29, halloc).
 type heartBeatRequest struct {
-	req    protocol.HeartBeatRequest
-	e      *Elector
-	round  uint64
-	sentAt time.Time
-	idx    int
+	req   protocol.HeartBeatRequest
+	e     *Elector
+	round *heartBeatRound // its id and sentAt, which never change (the tally is read under the lock only)
+	idx   int
 }
 
 // answered is the transport's callback of the heartbeat m.
 func (m *heartBeatRequest) answered(resp *protocol.HeartBeatResponse, err error) {
-	m.e.onHeartBeatResponse(m.round, m.sentAt, m.idx, resp, err)
+	m.e.onHeartBeatResponse(m.round.id, m.round.sentAt, m.idx, resp, err)
 }
 
 // transferRequest asks the transferee to take leadership, for the transfer numbered seq
