@@ -61,14 +61,32 @@ type answerQueue struct {
 
 // handleAnswer runs f (an answer's handling) under the lock now if the lock is free, else queues it.
 func (e *Elector) handleAnswer(f func()) {
-	if e.mu.TryLock() {
+	if e.answerNow() {
 		defer e.unlockAndDeliver()
-		e.runQueuedAnswers()
 		f()
 		return
 	}
+	e.answerLater(f)
+}
+
+// answerNow is handleAnswer's fast half, for an entry point that builds its answer's closure
+// only when the lock is busy (a closure made up front is an allocation per answer, and in a
+// mass election nearly every answer finds the lock free: issue 29, halloc): it takes the lock
+// if it is free and handles the queued answers, and then the caller handles its own answer and
+// defers unlockAndDeliver; false if the lock is held, and the caller calls answerLater.
+func (e *Elector) answerNow() bool {
+	if !e.mu.TryLock() {
+		return false
+	}
+	e.runQueuedAnswers()
+	return true
+}
+
+// answerLater is handleAnswer's slow half: it queues f, then takes the lock if it was released
+// meanwhile, perhaps before the holder could see f queued.
+func (e *Elector) answerLater(f func()) {
 	e.queueAnswer(f)
-	if e.mu.TryLock() { // released meanwhile, perhaps before the holder could see f queued
+	if e.mu.TryLock() {
 		defer e.unlockAndDeliver()
 		e.runQueuedAnswers()
 	}

@@ -446,11 +446,11 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	case wasLeader && e.handOver.busy() && why == voteRequestWhy(e.handOver.to):
 		// The transferee campaigns at term+1 as asked: the planned end of a hand-over, not a
 		// fault an operator should be warned of.
-		e.logAt(zap.InfoLevel).Info("leader hands over", e.fields(zap.Int64("seenTerm", term), zap.String("to", e.handOver.to))...)
+		e.line(zap.InfoLevel, "leader hands over", zap.Int64("seenTerm", term), zap.String("to", e.handOver.to))
 	case wasLeader:
-		e.logAt(zap.WarnLevel).Warn("leader steps down", e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+		e.line(zap.WarnLevel, "leader steps down", zap.Int64("seenTerm", term), zap.String("why", why))
 	case was != protocol.CANDIDATE:
-		e.logAt(zap.InfoLevel).Info(EventBecomesCandidate, e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
+		e.line(zap.InfoLevel, EventBecomesCandidate, zap.Int64("seenTerm", term), zap.String("why", why)) // logline.go
 	default: // already a candidate: a repeated higher-term request is routine
 		if ce := e.logAt(zap.DebugLevel).Check(zap.DebugLevel, "candidate notes a term"); ce != nil {
 			ce.Write(e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)
@@ -482,7 +482,7 @@ func (e *Elector) becomeFollower(term int64, leader string, now time.Time) {
 	e.needIncreaseTerm = false
 	e.lost, e.lostAgain = lostLeader{}, false
 	e.startUp.hadLeader = true
-	e.logAt(zap.InfoLevel).Info("follows leader", e.fields(zap.String("leader", leader))...)
+	e.line(zap.InfoLevel, "follows leader", zap.String("leader", leader)) // logline.go
 	e.emit(now)
 }
 
@@ -506,7 +506,7 @@ func (e *Elector) becomeLeader(term int64, now time.Time) {
 	e.peers = make([]peerStatus, len(e.ms.Peers())) // a fresh table: nothing known of this leadership yet
 	e.startUp.hadLeader = true
 	e.leadMembership()
-	e.logAt(zap.InfoLevel).Info(EventBecomesLeader, e.fields()...)
+	e.line(zap.InfoLevel, EventBecomesLeader) // logline.go
 	e.emit(now)
 	// The first heartbeat round leaves at once, not at the next pass: until it arrives the
 	// other members do not know there is a leader (docs/protocol.md 7.5).

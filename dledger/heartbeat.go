@@ -22,7 +22,8 @@ type heartBeatRound struct {
 	succ, notReady     int
 	maxTerm            int64
 	inconsistentLeader bool
-	successors         string // the order of succession the round carried (quiet.go)
+	successors         string  // the order of succession the round carried (quiet.go)
+	gotOf              [5]bool // got's array for a group of up to 5 members: one allocation less per round
 }
 
 // maintainAsLeader is the leader pass of docs/protocol.md 7.5, step by step.
@@ -113,8 +114,11 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 	peers := e.ms.Peers()
 	term := e.ms.CurrTerm()
 	e.roundSeq++
-	r := &heartBeatRound{id: e.roundSeq, term: term, sentAt: now, deadline: now.Add(e.cfg.HeartBeatInterval),
-		got: make([]bool, len(peers)), maxTerm: -1}
+	r := &heartBeatRound{id: e.roundSeq, term: term, sentAt: now, deadline: now.Add(e.cfg.HeartBeatInterval), maxTerm: -1}
+	r.got = r.gotOf[:min(len(peers), len(r.gotOf))]
+	if len(peers) > len(r.gotOf) {
+		r.got = make([]bool, len(peers))
+	}
 	e.lead.hb = r
 	successors := e.successorOrder()
 	r.successors = successors
@@ -127,10 +131,11 @@ func (e *Elector) startHeartBeatRound(now time.Time) {
 			}
 			continue
 		}
-		req := &protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
-			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}, Successors: successors, Epoch: e.epoch}
-		e.stampHeartBeat(req, i)
-		e.post(heartBeatRequest{req: req, round: r.id, sentAt: now, idx: i})
+		m := &heartBeatRequest{req: protocol.HeartBeatRequest{Header: protocol.Header{Group: e.ms.Group(), RemoteID: p.ID,
+			LocalID: e.ms.SelfID(), LeaderID: e.ms.SelfID(), Term: term}, Successors: successors, Epoch: e.epoch},
+			e: e, round: r, idx: i}
+		e.stampHeartBeat(&m.req, i)
+		e.post(m)
 	}
 	e.noteHeartBeatProgress(r, now)
 }

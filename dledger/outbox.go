@@ -1,6 +1,7 @@
 package dledger
 
 import (
+	"sync"
 	"time"
 
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -40,13 +41,21 @@ type voteRequest struct {
 	idx   int
 }
 
-// heartBeatRequest is one member's heartbeat of the leader round `round`, sent at sentAt
-// (docs/protocol.md 7.5 step 5).
+// heartBeatRequest is one member's heartbeat of the leader round `round`, sent at the round's
+// sentAt (docs/protocol.md 7.5 step 5). It is posted by pointer, with the request in it and the
+// elector its answer goes to, and its method answered is the transport's callback: one
+// allocation per heartbeat sent and one for the callback, where a request, the outbox entry
+// put in an interface and a closure were three (issue 29, halloc).
 type heartBeatRequest struct {
-	req    *protocol.HeartBeatRequest
-	round  uint64
-	sentAt time.Time
-	idx    int
+	req   protocol.HeartBeatRequest
+	e     *Elector
+	round *heartBeatRound // its id and sentAt, which never change (the tally is read under the lock only)
+	idx   int
+}
+
+// answered is the transport's callback of the heartbeat m.
+func (m *heartBeatRequest) answered(resp *protocol.HeartBeatResponse, err error) {
+	m.e.onHeartBeatResponse(m.round.id, m.round.sentAt, m.idx, resp, err)
 }
 
 // transferRequest asks the transferee to take leadership, for the transfer numbered seq
@@ -63,16 +72,72 @@ type transferReply struct {
 	resp  *protocol.LeadershipTransferResponse
 }
 
-func (voteRequest) isMessage()      {}
-func (heartBeatRequest) isMessage() {}
-func (transferRequest) isMessage()  {}
-func (transferReply) isMessage()    {}
+func (voteRequest) isMessage()       {}
+func (*heartBeatRequest) isMessage() {}
+func (transferRequest) isMessage()   {}
+func (transferReply) isMessage()     {}
 
 // post appends m to the outbox. Lock held.
-func (e *Elector) post(m message) { e.outbox = append(e.outbox, entry{msg: m}) }
+func (e *Elector) post(m message) { e.outbox = append(e.openOutbox(), entry{msg: m}) }
 
 // observe appends a count for the Observer to the outbox. Lock held.
-func (e *Elector) observe(o observation) { e.outbox = append(e.outbox, entry{obs: o}) }
+func (e *Elector) observe(o observation) { e.outbox = append(e.openOutbox(), entry{obs: o}) }
+
+// openOutbox is the outbox to append to: an empty one is given a spare array (spareOutboxes)
+// instead of growing a new one, 1, 2, 4 entries, in every step that sends. Lock held.
+func (e *Elector) openOutbox() []entry {
+	if cap(e.outbox) == 0 {
+		e.outbox = spareOutboxes.take()
+	}
+	return e.outbox
+}
+
+// spareOutboxes holds the arrays of delivered outboxes, emptied, for the next step of any
+// elector of the process to fill: a step's few entries were a new array (and its growth) per
+// step, some 35,000 allocations of a survivor in a 10,000-group crash (issue 29, halloc). A
+// member keeps no array between steps (a host's thousands of idle members would hold one
+// each), and the spares are bounded in number and size.
+var spareOutboxes outboxSpares
+
+// spareOutboxLen is the largest array kept (a step of a member of up to 8 peers), and
+// spareOutboxes the most kept.
+const (
+	spareOutboxLen = 16
+	spareOutboxMax = 256
+)
+
+type outboxSpares struct {
+	mu    sync.Mutex
+	spare [][]entry
+}
+
+// take returns an empty array, spare if one is; nil (append makes one) if none is.
+func (s *outboxSpares) take() []entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.spare)
+	if n == 0 {
+		return nil
+	}
+	out := s.spare[n-1]
+	s.spare[n-1] = nil
+	s.spare = s.spare[:n-1]
+	return out
+}
+
+// give keeps out's array, emptied, for a later take; one too large, or past the bound, is
+// left to the collector.
+func (s *outboxSpares) give(out []entry) {
+	if cap(out) == 0 || cap(out) > spareOutboxLen {
+		return
+	}
+	clear(out) // what it sent is the transport's now, not the spare's
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.spare) < spareOutboxMax {
+		s.spare = append(s.spare, out[:0])
+	}
+}
 
 // unlockAndDeliver releases the lock, then delivers the outbox in order: requests to the
 // transport, with the entry point their answer comes back through, answers to the callers
@@ -104,7 +169,8 @@ func (e *Elector) deliverHeld() {
 		e.outbox = nil
 		e.mu.Unlock()
 		e.deliver(out)
-		e.mu.Lock() // the delivery loop's own: to take what was decided meanwhile
+		spareOutboxes.give(out) // delivered: nothing refers to its entries now
+		e.mu.Lock()             // the delivery loop's own: to take what was decided meanwhile
 	}
 	e.delivering = false
 }
@@ -151,10 +217,8 @@ func (e *Elector) deliver(out []entry) {
 			e.tr.SendVote(m.req.RemoteID, m.req, func(resp *protocol.VoteResponse, err error) {
 				e.onVoteResponse(m.round, m.idx, resp, err)
 			})
-		case heartBeatRequest:
-			e.tr.SendHeartBeat(m.req.RemoteID, m.req, func(resp *protocol.HeartBeatResponse, err error) {
-				e.onHeartBeatResponse(m.round, m.sentAt, m.idx, resp, err)
-			})
+		case *heartBeatRequest:
+			e.tr.SendHeartBeat(m.req.RemoteID, &m.req, m.answered)
 		case transferRequest:
 			e.tr.SendLeadershipTransfer(m.req.RemoteID, m.req, func(resp *protocol.LeadershipTransferResponse, err error) {
 				e.onTransferResponse(m.seq, resp, err)
@@ -183,13 +247,23 @@ func (e *Elector) onVoteResponse(roundID uint64, idx int, resp *protocol.VoteRes
 		e.voteAnswered(roundID, idx, resp, err)
 		return
 	}
-	e.handleAnswer(func() { e.voteAnswered(roundID, idx, resp, err) })
+	if e.answerNow() { // the closure only for a busy lock (answers.go)
+		defer e.unlockAndDeliver()
+		e.voteAnswered(roundID, idx, resp, err)
+		return
+	}
+	e.answerLater(func() { e.voteAnswered(roundID, idx, resp, err) })
 }
 
 // onHeartBeatResponse is the entry point of a member's answer to the heartbeat round roundID.
 // It never waits for the lock (answers.go).
 func (e *Elector) onHeartBeatResponse(roundID uint64, sentAt time.Time, idx int, resp *protocol.HeartBeatResponse, err error) {
-	e.handleAnswer(func() { e.heartBeatAnswered(roundID, sentAt, idx, resp, err) })
+	if e.answerNow() { // the closure only for a busy lock (answers.go)
+		defer e.unlockAndDeliver()
+		e.heartBeatAnswered(roundID, sentAt, idx, resp, err)
+		return
+	}
+	e.answerLater(func() { e.heartBeatAnswered(roundID, sentAt, idx, resp, err) })
 }
 
 // onTransferResponse is the entry point of the transferee's answer to the transfer seq.

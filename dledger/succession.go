@@ -81,12 +81,26 @@ func (c Config) SuccessionSlot() time.Duration { return c.MinVoteInterval }
 // followers that answered the last round with a known ledger, preferred leaders first (in the
 // configured order), then the newest ledger first, then configuration order; ';'-separated.
 func (e *Elector) successorOrder() string {
-	return strings.Join(e.successorIDs(), ";")
+	var buf [8]int
+	return e.joinedSuccessors(e.successorIdx(buf[:0])) // succession_order.go: interned
 }
 
 func (e *Elector) successorIDs() []string {
+	idx := e.successorIdx(make([]int, 0, len(e.ms.Peers())))
+	if len(idx) == 0 {
+		return nil
+	}
 	peers := e.ms.Peers()
-	idx := make([]int, 0, len(peers))
+	out := make([]string, len(idx))
+	for k, i := range idx {
+		out[k] = peers[i].ID
+	}
+	return out
+}
+
+// successorIdx is successorIDs as peer indices, appended to idx (empty).
+func (e *Elector) successorIdx(idx []int) []int {
+	peers := e.ms.Peers()
 	for i, p := range peers {
 		if p.ID != e.ms.SelfID() && e.peers[i].alive && e.peers[i].known && i < e.ms.Voters() {
 			idx = append(idx, i)
@@ -119,14 +133,10 @@ func (e *Elector) successorIDs() []string {
 		}
 		return 0 // stable: the (rotated) configuration order
 	})
-	out := make([]string, len(idx))
-	for k, i := range idx {
-		out[k] = peers[i].ID
-	}
-	return out
+	return idx
 }
 
-// spreadOrder rotates idx (peer indices in configuration order, self left out) so that its
+// spreadOrder rotates idx in place (peer indices in configuration order, self left out) so that its
 // first element is the first at or after the voter spreadRank puts first among the other
 // voters of the configuration; without Options.SpreadStartup it returns idx. The rotation
 // depends on the configuration, not on which followers are alive now, so a loss only takes
@@ -158,7 +168,10 @@ func (e *Elector) spreadOrder(idx []int) []int {
 	for k < len(idx) && pos(idx[k]) < rot {
 		k++
 	}
-	return append(slices.Clone(idx[k:]), idx[:k]...)
+	slices.Reverse(idx[:k]) // idx[k:] then idx[:k], in place: three reversals
+	slices.Reverse(idx[k:])
+	slices.Reverse(idx)
+	return idx
 }
 
 // noteSuccessors records the order of succession from a heartbeat of this member's leader
@@ -363,7 +376,12 @@ func (e *Elector) PeerReachable(id string) {
 // only after their own detection window, 0.6 s later, and then went the slow way, a same-term
 // probe first: docs/design.md, "A host's crash: what the elections wait for").
 func (e *Elector) PeerGone(id string) {
-	e.handleAnswer(func() { e.peerGone(id) })
+	if e.answerNow() { // the closure only for a busy lock (answers.go)
+		defer e.unlockAndDeliver()
+		e.peerGone(id)
+		return
+	}
+	e.answerLater(func() { e.peerGone(id) })
 }
 
 // peerGone is PeerGone's decision, with the lock held.

@@ -34,41 +34,46 @@ func socketIO(c net.Conn) (io.Reader, io.Writer) {
 	if err != nil {
 		return c, c
 	}
-	s := rawSocket{rc: rc, local: tc.LocalAddr(), remote: tc.RemoteAddr()}
+	s := &rawSocket{rc: rc, local: tc.LocalAddr(), remote: tc.RemoteAddr()}
+	s.rd.fn, s.wr.fn = s.rd.read, s.wr.write // made once: a closure per call was an allocation per write
 	return s, s
 }
 
 // rawSocket is a socket read and written with raw system calls (sysRead, sysWrite), waiting
-// through its RawConn.
+// through its RawConn. One goroutine reads it and one writes it (the client's reader and
+// writer): each direction keeps its call's state in its own rawOp, whose function RawConn calls
+// was made once, where a closure over the call's variables was made (and those variables moved
+// to the heap) per read and per write (issue 29, halloc: thousands of a host's allocations in a
+// crash's elections).
 type rawSocket struct {
 	rc            syscall.RawConn
 	local, remote net.Addr
+	rd, wr        rawOp
+}
+
+// rawOp is one direction's call in progress: its buffer, the bytes done, and how it ended.
+type rawOp struct {
+	fn    func(fd uintptr) bool // rd.read or wr.write, bound once
+	b     []byte
+	n     int
+	errno syscall.Errno
+	short bool
 }
 
 // opError wraps a system call's errno as net.Conn would, so logs still name the connection.
-func (s rawSocket) opError(op string, errno syscall.Errno) error {
+func (s *rawSocket) opError(op string, errno syscall.Errno) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: s.local, Addr: s.remote, Err: errno}
 }
 
-func (s rawSocket) Read(b []byte) (int, error) {
+func (s *rawSocket) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := s.rc.Read(func(fd uintptr) bool {
-		for {
-			r, e := sysRead(fd, b)
-			switch e {
-			case syscall.EINTR:
-				continue
-			case syscall.EAGAIN:
-				return false // nothing yet: wait for the poller
-			}
-			n, errno = r, e
-			return true
-		}
-	})
+	op := &s.rd
+	op.b, op.n, op.errno = b, 0, 0
+	err := s.rc.Read(op.fn)
+	n, errno := op.n, op.errno
+	op.b = nil
 	switch {
 	case err != nil: // closed, or the read deadline passed
 		return 0, err
@@ -80,29 +85,27 @@ func (s rawSocket) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (s rawSocket) Write(b []byte) (int, error) {
-	written := 0
-	var errno syscall.Errno
-	short := false
-	err := s.rc.Write(func(fd uintptr) bool {
-		for written < len(b) {
-			r, e := sysWrite(fd, b[written:])
-			switch {
-			case e == syscall.EINTR:
-			case e == syscall.EAGAIN:
-				return false // the send buffer is full: wait for the poller
-			case e != 0:
-				errno = e
-				return true
-			case r == 0: // no progress and no error: never loop on it
-				short = true
-				return true
-			default:
-				written += r
-			}
+// read is the reader's RawConn callback: one read(2) of op.b, false to wait for the poller.
+func (op *rawOp) read(fd uintptr) bool {
+	for {
+		r, e := sysRead(fd, op.b)
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false // nothing yet: wait for the poller
 		}
+		op.n, op.errno = r, e
 		return true
-	})
+	}
+}
+
+func (s *rawSocket) Write(b []byte) (int, error) {
+	op := &s.wr
+	op.b, op.n, op.errno, op.short = b, 0, 0, false
+	err := s.rc.Write(op.fn)
+	written, errno, short := op.n, op.errno, op.short
+	op.b = nil
 	switch {
 	case err != nil: // closed, or the write deadline passed
 		return written, err
@@ -112,6 +115,28 @@ func (s rawSocket) Write(b []byte) (int, error) {
 		return written, io.ErrUnexpectedEOF
 	}
 	return written, nil
+}
+
+// write is the writer's RawConn callback: write(2) until op.b is written, false to wait for the
+// poller when the send buffer is full.
+func (op *rawOp) write(fd uintptr) bool {
+	for op.n < len(op.b) {
+		r, e := sysWrite(fd, op.b[op.n:])
+		switch {
+		case e == syscall.EINTR:
+		case e == syscall.EAGAIN:
+			return false // the send buffer is full: wait for the poller
+		case e != 0:
+			op.errno = e
+			return true
+		case r == 0: // no progress and no error: never loop on it
+			op.short = true
+			return true
+		default:
+			op.n += r
+		}
+	}
+	return true
 }
 
 // unreadBytes is how many bytes have arrived on c's socket and wait to be read (SIOCINQ), or

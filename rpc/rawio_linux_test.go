@@ -52,7 +52,7 @@ func awaitRawWait(t *testing.T, op string) {
 	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, "runtime_pollWait") && strings.Contains(g, "rpc.rawSocket."+op) {
+			if strings.Contains(g, "runtime_pollWait") && strings.Contains(g, "rpc.(*rawSocket)."+op) {
 				return
 			}
 		}
@@ -67,7 +67,7 @@ func awaitRawWait(t *testing.T, op string) {
 func TestSocketIOReadsAndWrites(t *testing.T) {
 	d, a := tcpPair(t)
 	r, w := socketIO(d)
-	if _, ok := r.(rawSocket); !ok {
+	if _, ok := r.(*rawSocket); !ok {
 		t.Fatalf("a TCP connection got %T, not the raw socket", r)
 	}
 	if n, err := r.Read(nil); n != 0 || err != nil {
@@ -188,5 +188,34 @@ func TestSocketIOOtherConnsUnchanged(t *testing.T) {
 	defer c2.Close()
 	if r, w := socketIO(c1); r != c1 || w != c1 {
 		t.Fatalf("a pipe got %T and %T", r, w)
+	}
+}
+
+// TestSocketIOAllocatesNothing: a read and a write of the raw socket allocate nothing: each
+// direction's RawConn callback is made once per connection (issue 29, halloc: a closure per
+// call was thousands of a host's allocations in a crash's elections).
+func TestSocketIOAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under the race detector the socket uses syscall.Read and Write, which allocate (rawsys_linux_race.go)")
+	}
+	d, a := tcpPair(t)
+	r, w := socketIO(d)
+	ar, aw := socketIO(a)
+	msg, got := []byte("heartbeat"), make([]byte, 64)
+	if a := testing.AllocsPerRun(100, func() {
+		if _, err := w.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(ar, got[:len(msg)]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := aw.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(r, got[:len(msg)]); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("a write and a read each way made %v allocations", a)
 	}
 }

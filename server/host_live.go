@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -218,11 +219,7 @@ func (l *hostLive) send(out liveness.Outgoing, sentAt time.Time) {
 		l.table.Lost(out.To, out.Frame.Seq)
 		return
 	}
-	changes := make([]protocol.HostChange, len(out.Frame.Changes))
-	for i, c := range out.Frame.Changes {
-		changes[i] = protocol.HostChange(c)
-	}
-	parts := split(changes) // one part: the table bounds a frame to what fits one heartbeat
+	parts := split(wireChanges(out.Frame.Changes)) // one part: the table bounds a frame to what fits one heartbeat
 	agg := &frameAnswer{l: l, to: out.To, sentAt: sentAt, left: len(parts), ack: liveness.Ack{Seq: out.Frame.Seq}}
 	caller := cl.Caller(rpc.Timeouts{})
 	for _, part := range parts {
@@ -341,4 +338,13 @@ func hostLiveness(h *Host, group, self string) dledger.HostLiveness {
 		return m
 	}
 	return nil
+}
+
+// wireChanges is a frame's changes as the wire's type, in the same array: the frame's list is
+// its own (the table makes one per frame) and nothing changes it once sent, and a copy was a
+// frame's size again of a mass election's garbage (issue 29, halloc). The two types have the
+// same fields in the same order (the conversion below compiles only then), so the same layout.
+func wireChanges(cs []liveness.Change) []protocol.HostChange {
+	_ = protocol.HostChange(liveness.Change{})
+	return unsafe.Slice((*protocol.HostChange)(unsafe.Pointer(unsafe.SliceData(cs))), len(cs))
 }

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
+	"github.com/dledger-go/dledger/dledger/liveness"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc"
 	"github.com/dledger-go/dledger/rpc/protocol"
@@ -71,5 +73,23 @@ func TestFrameWithNoLinkIsLost(t *testing.T) {
 	}
 	if sent != 1 {
 		t.Fatalf("the change of a frame that could not be sent went again %d times, want 1", sent)
+	}
+}
+
+// TestWireChangesShareTheFramesArray: a frame's changes go out as the wire's type in the same
+// array, field for field (issue 29, halloc: a copy per frame).
+func TestWireChangesShareTheFramesArray(t *testing.T) {
+	cs := []liveness.Change{{Group: "g1", Member: "n0", Epoch: 7}, {Group: "g22", Member: "n2", Epoch: 1 << 40}}
+	w := wireChanges(cs)
+	if len(w) != 2 || &w[0] != (*protocol.HostChange)(unsafe.Pointer(&cs[0])) {
+		t.Fatal("not the frame's array")
+	}
+	for i := range cs {
+		if w[i] != protocol.HostChange(cs[i]) {
+			t.Fatalf("change %d reads %+v, want %+v", i, w[i], cs[i])
+		}
+	}
+	if wireChanges(nil) != nil {
+		t.Fatal("no changes made a list")
 	}
 }

@@ -114,7 +114,8 @@ func (s *Slot) Begin(now, until time.Time) bool {
 			g.expireLocked(now)
 		}
 	}
-	wake := g.grantLocked(now) // those in line go first, s too if it is
+	var buf [4]*Slot                    // on the stack: the few slots a call wakes
+	wake := g.grantLocked(now, buf[:0]) // those in line go first, s too if it is
 	ok := s.holds.Load()
 	switch {
 	case ok:
@@ -152,7 +153,8 @@ func (s *Slot) End(now time.Time) {
 		g.releaseLocked(s)
 	}
 	s.left = s.queued.Load()
-	wake := g.grantLocked(now)
+	var buf [4]*Slot // on the stack: the few slots a call wakes
+	wake := g.grantLocked(now, buf[:0])
 	wake = g.newHeadLocked(nil, wake)
 	g.noteQuietLocked(now)
 	g.mu.Unlock()
@@ -168,7 +170,8 @@ func (s *Slot) Close(now time.Time) {
 	if s.holds.Load() {
 		g.releaseLocked(s)
 	}
-	wake := g.grantLocked(now)
+	var buf [4]*Slot // on the stack: the few slots a call wakes
+	wake := g.grantLocked(now, buf[:0])
 	wake = g.newHeadLocked(nil, wake)
 	g.noteQuietLocked(now)
 	g.mu.Unlock()
@@ -272,9 +275,8 @@ func (g *Gate) slowLocked(s *Slot, now time.Time) {
 
 // grantLocked gives the free places to the first slots in line, each kept for it as long as
 // the round it asked for may last, counted from now (its Begin then renews it), and returns
-// them to be woken.
-func (g *Gate) grantLocked(now time.Time) []*Slot {
-	var wake []*Slot
+// them to be woken, appended to wake.
+func (g *Gate) grantLocked(now time.Time, wake []*Slot) []*Slot {
 	for len(g.held) < g.limit && len(g.waiting) > 0 {
 		s := g.waiting[0]
 		g.waiting[0] = nil

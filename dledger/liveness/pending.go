@@ -37,6 +37,12 @@ type pendingSet struct {
 	queue    []*pending // in epoch order; gone entries included
 	gone     int        // gone entries in queue
 	inflight map[uint64][]*pending
+	// outBuf and carriedBuf are frame's scratch, kept while changes wait (an empty set lets
+	// them go): a frame's lists are copied out of them at their length, one allocation each,
+	// where growing them by appends made a frame of a mass election's hundreds of changes
+	// allocate twice their size in ten steps (issue 29, halloc).
+	outBuf     []Change
+	carriedBuf []*pending
 }
 
 // pending is a member's changes waiting: the latest epoch, the floor (the epoch of its first
@@ -122,7 +128,7 @@ func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change,
 		return nil, c, false
 	}
 	held := false // upto stops below a change this frame does not carry
-	var carried []*pending
+	out, carried := ps.outBuf[:0], ps.carriedBuf[:0]
 	cost := 0
 	for _, p := range ps.queue {
 		if p.gone {
@@ -149,13 +155,18 @@ func (ps *pendingSet) frame(seq, last uint64, maxN, maxBytes int) (out []Change,
 		out = append(out, ch)
 		carried = append(carried, p)
 	}
-	if len(carried) > 0 {
-		if ps.inflight == nil {
-			ps.inflight = map[uint64][]*pending{}
-		}
-		ps.inflight[seq] = carried
+	ps.outBuf, ps.carriedBuf = out[:0], carried[:0]
+	if len(carried) == 0 {
+		return nil, c, more
 	}
-	return out, c, more
+	if ps.inflight == nil {
+		ps.inflight = map[uint64][]*pending{}
+	}
+	ps.inflight[seq] = slices.Clone(carried)
+	frame := slices.Clone(out)
+	clear(out) // the scratch keeps no strings or entries alive
+	clear(carried)
+	return frame, c, more
 }
 
 // acked drops the changes frame seq carried, still in flight in it.

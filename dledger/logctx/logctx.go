@@ -79,3 +79,10 @@ func (w writer) Write(e zapcore.Entry, fs []zapcore.Field) error {
 	w.inner.Write(append(slices.Clip(w.fields), fs...)...)
 	return nil
 }
+
+// Carries says whether log adds exactly fields to every entry already (With would return log as
+// it is): a caller that writes an entry's fields itself then leaves them out.
+func Carries(log *zap.Logger, fields ...zap.Field) bool {
+	c, ok := log.Core().(core)
+	return ok && sameFields(c.fields, fields)
+}

@@ -49,6 +49,8 @@ func TestLoggedCheckCanFail(t *testing.T) {
 func f() {
 	log.Info("becomes a candidate", zap.Int64("term", 1)) // reworded
 	e.log.Debug(EventBecomesLeader)                       // below info
+	e.line(zap.DebugLevel, EventBecomesCandidate)         // below info
+	e.line(zap.InfoLevel, "becomes a leader")             // reworded
 	s.log.Info(dledger.EventMemberStarted)
 }`
 	fset := token.NewFileSet()
@@ -90,7 +92,7 @@ func loggedInDir(dir string) (map[string]bool, error) {
 
 // loggedMessages adds to into the message of every x.Info, x.Warn and x.Error call in f whose
 // first argument is a string literal or one of the phase event constants (EventX or
-// dledger.EventX).
+// dledger.EventX), and of every x.line(zap.InfoLevel (or Warn, Error), msg, ...) call.
 func loggedMessages(f *ast.File, into map[string]bool) {
 	ast.Inspect(f, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
@@ -98,11 +100,19 @@ func loggedMessages(f *ast.File, into map[string]bool) {
 			return true
 		}
 		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || !slices.Contains([]string{"Info", "Warn", "Error"}, sel.Sel.Name) {
+		if !ok {
+			return true
+		}
+		msgArg := call.Args[0]
+		switch {
+		case slices.Contains([]string{"Info", "Warn", "Error"}, sel.Sel.Name):
+		case sel.Sel.Name == "line" && len(call.Args) >= 2 && atInfoOrAbove(call.Args[0]):
+			msgArg = call.Args[1] // the elector's e.line(zap.InfoLevel, msg, ...) (dledger/logline.go)
+		default:
 			return true
 		}
 		var name string
-		switch a := call.Args[0].(type) {
+		switch a := msgArg.(type) {
 		case *ast.BasicLit:
 			if msg, err := strconv.Unquote(a.Value); err == nil && a.Kind == token.STRING {
 				into[msg] = true
@@ -122,4 +132,14 @@ func loggedMessages(f *ast.File, into map[string]bool) {
 		}
 		return true
 	})
+}
+
+// atInfoOrAbove: level is zap.InfoLevel, zap.WarnLevel or zap.ErrorLevel.
+func atInfoOrAbove(level ast.Expr) bool {
+	sel, ok := level.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	return ok && pkg.Name == "zap" && slices.Contains([]string{"InfoLevel", "WarnLevel", "ErrorLevel"}, sel.Sel.Name)
 }
