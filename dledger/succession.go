@@ -36,8 +36,8 @@ import (
 // was an allocation of each follower of a host's thousands, made in the cold start and kept
 // (issue 29). defers: this member's re-vote time is the end of its slot in a lost leader's
 // order, behind the first successor, and it may put off joining a busy host's line that many
-// more slots (successionDefers); busy: its last look found the host busy. setNextVote clears
-// both. (n is an int32 so that they take no word of their own: an Elector per member,
+// more slots (successionDefers); busy: its last look found the host busy, or it has not
+// looked yet. setNextVote clears both. (n is an int32 so that they take no word of their own: an Elector per member,
 // TestElectorFitsItsAllocationClass.)
 type succession struct {
 	n       int32
@@ -252,6 +252,11 @@ func (e *Elector) successionSlotDefers(lost string) uint8 {
 	if k, ok := e.successionRank(lost); !ok || k == 0 {
 		return 0
 	}
+	return e.successionDeferLooks()
+}
+
+// successionDeferLooks is successionDeferRounds longest rounds in slots (at least 1, at most 255).
+func (e *Elector) successionDeferLooks() uint8 {
 	n := successionDeferRounds * e.cfg.MaxVoteRound() / max(e.cfg.SuccessionSlot(), time.Millisecond)
 	return uint8(min(max(n, 1), 255))
 }
@@ -269,8 +274,9 @@ func (e *Elector) defersOnABusyHost(now time.Time) bool {
 // lost leader's first successor (succession.defers, set with that time), about to start the
 // next term (WAIT_TO_VOTE_NEXT), does not join its host's line while the host's bound on
 // campaigns is busy (every place taken, or a member in line), nor at the first look after it
-// was: it looks again a slot later, at most succession.defers times in all, without asking for
-// a place. In a crash of a host that led thousands of groups both survivors elect hundreds of
+// was or, unless the bound is quiet (no place held, nobody in line), at its first look: it
+// looks again a slot later, at most succession.defers times in all, without asking for a
+// place. In a crash of a host that led thousands of groups both survivors elect hundreds of
 // groups at once for a few hundred milliseconds; a second successor whose slot ended joined
 // its host's line, and when a place came it campaigned at the first term after the loss while
 // its first successor, still in the other survivor's line, did the same: each voted for
@@ -279,14 +285,20 @@ func (e *Elector) defersOnABusyHost(now time.Time) bool {
 // its own host was busy still split 13-75: the survivors' lines run empty within some tens of
 // milliseconds of each other, and the host whose line ran empty first let its second
 // successors campaign just as the other's last first successors did; the slot more gives
-// those time to ask. Deferred, it grants the first successor's request when that comes (7.1
-// row 8a), which plans its re-vote time anew (setNextVote: no more deferring). Like the slot
-// itself, it changes when a member asks, never who may win: a first successor that cannot win
-// (down, behind) costs the others at most the bound, and only while their host is busy.
+// those time to ask. And beside other work the news of the crash and the passes it starts
+// take longer than a slot: at its first look a second successor found its host's line not
+// yet formed, campaigned, and split (15-106). Deferred, it grants the first successor's
+// request when that comes (7.1 row 8a), which plans its re-vote time anew (setNextVote: no
+// more deferring). Like the slot itself, it changes when a member asks, never who may win: a
+// first successor that cannot win (down, behind) costs the others at most the bound, and only
+// while their host has rounds of its own under way.
 func (e *Elector) successionDefers(now time.Time) bool {
 	sc := &e.succession
 	if e.gate == nil || sc.defers == 0 || e.lastParseResult != protocol.WaitToVoteNext || e.take.campaigning() || e.gateAsked {
 		return false
+	}
+	if sc.defers == e.successionDeferLooks() && e.gate.Quiet() {
+		return false // its first look, and no round of its host under way: none to wait for
 	}
 	busy := e.gate.Busy()
 	if !busy && !sc.busy {
@@ -456,7 +468,7 @@ func (e *Elector) peerGone(id string) {
 		e.lost = lostLeader{id: id, term: term}
 		e.lastParseResult = protocol.WaitToVoteNext
 		e.setNextVote(now.Add(e.successionDelay(id)))
-		e.succession.defers = e.successionSlotDefers(id)
+		e.succession.defers, e.succession.busy = e.successionSlotDefers(id), true
 		e.logAt(zap.InfoLevel).Info("leader gone: campaigns after its succession delay", e.fields(zap.String("lost", id),
 			zap.Duration("delay", e.nextTimeToRequestVote.Sub(now)))...)
 	case protocol.LEADER:
@@ -465,5 +477,8 @@ func (e *Elector) peerGone(id string) {
 				e.peers[i].alive = false
 			}
 		}
+		// A transfer to that member waiting for its ledger end is judged now (7.8 row 5 refuses
+		// a member not alive), not when the fetch's wait ends (its planned pass).
+		e.resumeTransfer(now)
 	}
 }

@@ -387,7 +387,7 @@ func (e *Elector) planNextTerm(r *voteRound, now time.Time, delay time.Duration)
 	e.setNextVote(now.Add(d))
 	e.lostAgain = ordered && d == 0
 	if ordered {
-		e.succession.defers = e.successionSlotDefers(e.lost.id)
+		e.succession.defers, e.succession.busy = e.successionSlotDefers(e.lost.id), true
 	}
 }
 

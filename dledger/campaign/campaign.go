@@ -354,6 +354,14 @@ func (s *Slot) Busy() bool {
 	return len(g.held) >= g.limit || g.firstLocked() != nil
 }
 
+// Quiet says whether the gate is quiet: no place held, nobody in line. It asks for nothing.
+func (s *Slot) Quiet() bool {
+	g := s.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held) == 0 && g.firstLocked() == nil
+}
+
 // Holds says whether a place is the slot's: taken by its Begin, or given to it while it waited
 // in line (then its member has not begun yet, and the wake has run or is about to).
 func (s *Slot) Holds() bool { return s.holds.Load() }
