@@ -623,6 +623,7 @@ func (e *Elector) setNextVote(t time.Time) {
 	e.nextTimeToRequestVote = t
 	e.startUp.retry = false
 	e.lostAgain = false
+	e.succession.defers, e.succession.busy = 0, false // succession.go, successionDefers
 }
 
 // voteDelay is the random re-vote delay in [min, max); the faster take-leadership interval is

@@ -60,6 +60,12 @@ type CampaignSlot interface {
 	// Holds says whether a place is the member's: taken by its Begin, or given to it while it
 	// waited in line (its wake then runs, or has run, its pass).
 	Holds() bool
+	// Busy says whether the host's bound is busy: every place taken, or a member in line (an
+	// asker would wait). It asks for nothing.
+	Busy() bool
+	// Quiet says whether the host's bound is quiet: no place held, nobody in line. It asks
+	// for nothing.
+	Quiet() bool
 }
 
 // HostLiveness is an elector's view of its host's liveness table (package dledger/liveness,

@@ -82,7 +82,7 @@ func (e *Elector) maintainAsCandidate(now time.Time) {
 	if now.Before(e.nextTimeToRequestVote) && !e.needIncreaseTerm { // step 2
 		return
 	}
-	if !e.needIncreaseTerm && (e.startUpDefers(now) || !e.mayCampaign(now)) { // the start-up order on a busy host (7.11), the host's bound (12.6)
+	if !e.needIncreaseTerm && (e.defersOnABusyHost(now) || !e.mayCampaign(now)) { // the start-up and succession orders on a busy host (7.11), the host's bound (12.6)
 		return
 	}
 	term, ok := e.roundTerm(now) // step 3
@@ -365,9 +365,7 @@ func (e *Elector) decideVote(now time.Time) {
 		e.setNextVote(time.Time{})
 	default: // rule 7
 		res = protocol.WaitToVoteNext
-		d, ordered := e.nextTermDelay(r, delay)
-		e.setNextVote(now.Add(d))
-		e.lostAgain = ordered && d == 0
+		e.planNextTerm(r, now, delay)
 	}
 	e.lastParseResult = res
 	e.observe(observation{kind: obsVoteRoundDecided, arg: int64(res)})
@@ -378,6 +376,18 @@ func (e *Elector) decideVote(now time.Time) {
 	}
 	if res == protocol.Passed && e.ms.CurrTerm() == r.term && e.ms.Role() == protocol.CANDIDATE {
 		e.becomeLeader(r.term, now)
+	}
+}
+
+// planNextTerm plans the next term after a lost round: after nextTermDelay; a first successor
+// that goes at once keeps its place (lostAgain), a later one's slot may be deferred on a busy
+// host (succession.defers, successionDefers).
+func (e *Elector) planNextTerm(r *voteRound, now time.Time, delay time.Duration) {
+	d, ordered := e.nextTermDelay(r, delay)
+	e.setNextVote(now.Add(d))
+	e.lostAgain = ordered && d == 0
+	if ordered {
+		e.succession.defers, e.succession.busy = e.successionSlotDefers(e.lost.id), true
 	}
 }
 

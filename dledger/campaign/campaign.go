@@ -345,6 +345,25 @@ func (g *Gate) newHeadLocked(running *Slot, wake []*Slot) []*Slot {
 	return wake
 }
 
+// Busy says whether the gate is busy: every place taken, or a member in line (an asker would
+// wait). A member that may put off its round while its host elects many groups at once
+// (dledger's successionDefers) asks it without asking for a place, so neither the line nor the
+// bound's adaptation sees it.
+func (s *Slot) Busy() bool {
+	g := s.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held) >= g.limit || g.firstLocked() != nil
+}
+
+// Quiet says whether the gate is quiet: no place held, nobody in line. It asks for nothing.
+func (s *Slot) Quiet() bool {
+	g := s.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held) == 0 && g.firstLocked() == nil
+}
+
 // Holds says whether a place is the slot's: taken by its Begin, or given to it while it waited
 // in line (then its member has not begun yet, and the wake has run or is about to).
 func (s *Slot) Holds() bool { return s.holds.Load() }
