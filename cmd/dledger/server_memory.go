@@ -97,11 +97,12 @@ func returnIdleHeap(stop <-chan struct{}, tick <-chan time.Time, gap int, pace f
 }
 
 // startReturningIdleHeap runs returnIdleHeap on the process's heap, with the GC pacer
-// (startGCPacer) unless the operator set GOGC or GOMEMLIMIT; the returned func stops both.
-func startReturningIdleHeap() (stop func()) {
+// (startGCPacer: busy for its bursts' hold, the burst begun at started by gcBurstAtStart if
+// not zero) unless the operator set GOGC or GOMEMLIMIT; the returned func stops both.
+func startReturningIdleHeap(started time.Time, busy func() bool) (stop func()) {
 	done := make(chan struct{})
 	t := time.NewTicker(idleHeapPollSmall)
-	polled, paced, stopPacing := startGCPacer()
+	polled, paced, stopPacing := startGCPacer(started, busy)
 	var pace func() bool
 	if polled != nil {
 		period := idleHeapPollSmall
