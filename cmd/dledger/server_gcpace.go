@@ -227,6 +227,20 @@ func (p *gcPacer) endHoldLocked(now time.Time) (again time.Duration) {
 	return 0
 }
 
+// settling: a burst was announced or seen less than a whole window ago, and the pacer has not
+// lowered the percent since (returnIdleHeap leaves an excess to the release of its lowering).
+func (p *gcPacer) settling(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.stopped && p.percent >= 100 && !p.burstAt.IsZero() && now.Sub(p.burstAt) < gcPaceWindow*idleHeapPoll
+}
+
+// gcSettling is the process's pacer's settling now (false without one).
+func gcSettling() bool {
+	p := processPacer.Load()
+	return p != nil && p.settling(time.Now())
+}
+
 // paced: the percent is under 100 (the poll then runs every second whatever the goal).
 func (p *gcPacer) paced() bool {
 	p.mu.Lock()

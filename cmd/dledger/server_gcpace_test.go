@@ -172,7 +172,7 @@ func TestReturnIdleHeapReleasesWhenThePacerLowers(t *testing.T) {
 		}
 		return heapUse{mapped: 36 * mib, free: 8 * mib, goal: 35 * mib}
 	}
-	returnIdleHeap(stop, tick, gap, pace, read, func() {
+	returnIdleHeap(stop, tick, gap, pace, nil, read, func() {
 		releasedAt = append(releasedAt, polls())
 		if len(releasedAt) == 2 {
 			go func() { // let polls 4-8 be taken, then stop
@@ -410,5 +410,28 @@ func TestGCBurstAtStartIsHeldByThePacer(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the host is done: GOGC still %d after 30 s, want 100", gogc())
 		}
+	}
+}
+
+// TestGCPacerSettlesAWindowAfterABurst: settling from a burst until a whole window has passed or
+// the pacer lowered the percent, not before any burst, not once stopped.
+func TestGCPacerSettlesAWindowAfterABurst(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := newGCPacer(gcSample{at: t0}, func(int) {})
+	if p.settling(t0) {
+		t.Fatal("settling before any burst")
+	}
+	p.burst(t0)
+	window := gcPaceWindow * idleHeapPoll
+	if !p.settling(t0.Add(window-time.Millisecond)) || p.settling(t0.Add(window)) {
+		t.Fatalf("settling not exactly the window after the burst")
+	}
+	p.percent = 10 // lowered
+	if p.settling(t0.Add(time.Second)) {
+		t.Fatal("settling once the pacer lowered the percent")
+	}
+	p.percent, p.stopped = 100, true
+	if p.settling(t0.Add(time.Second)) {
+		t.Fatal("settling once stopped")
 	}
 }
