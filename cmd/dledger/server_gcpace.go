@@ -227,18 +227,20 @@ func (p *gcPacer) endHoldLocked(now time.Time) (again time.Duration) {
 	return 0
 }
 
-// settling: a burst was announced or seen less than a whole window ago, and the pacer has not
-// lowered the percent since (returnIdleHeap leaves an excess to the release of its lowering).
-func (p *gcPacer) settling(now time.Time) bool {
+// settling: a burst was announced or seen and the pacer has not yet had a whole window of
+// polls since, the one it may lower the percent at (polled); returnIdleHeap leaves an excess to
+// the release of that lowering, in the same poll.
+func (p *gcPacer) settling() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return !p.stopped && p.percent >= 100 && !p.burstAt.IsZero() && now.Sub(p.burstAt) < gcPaceWindow*idleHeapPoll
+	full := len(p.polls) == gcPaceWindow+1 && p.polls[0].at.After(p.burstAt)
+	return !p.stopped && p.percent >= 100 && !p.burstAt.IsZero() && !full
 }
 
-// gcSettling is the process's pacer's settling now (false without one).
+// gcSettling is the process's pacer's settling (false without one).
 func gcSettling() bool {
 	p := processPacer.Load()
-	return p != nil && p.settling(time.Now())
+	return p != nil && p.settling()
 }
 
 // paced: the percent is under 100 (the poll then runs every second whatever the goal).

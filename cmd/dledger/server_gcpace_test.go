@@ -413,25 +413,34 @@ func TestGCBurstAtStartIsHeldByThePacer(t *testing.T) {
 	}
 }
 
-// TestGCPacerSettlesAWindowAfterABurst: settling from a burst until a whole window has passed or
-// the pacer lowered the percent, not before any burst, not once stopped.
+// TestGCPacerSettlesAWindowAfterABurst: settling from a burst until the pacer has had a whole
+// window of polls after it (the poll that may lower the percent), not before any burst, not
+// once stopped. Fails if it ends before that poll (an excess released then, at GOGC=100's goal,
+// leaves the lowering's release nothing to return).
 func TestGCPacerSettlesAWindowAfterABurst(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	p := newGCPacer(gcSample{at: t0}, func(int) {})
-	if p.settling(t0) {
+	at := func(s float64) gcSample {
+		return gcSample{at: t0.Add(time.Duration(s * float64(time.Second))), live: 80 << 20, allocs: 1 << 30, cycles: 50}
+	}
+	p := newGCPacer(at(0), func(int) {})
+	if p.settling() {
 		t.Fatal("settling before any burst")
 	}
-	p.burst(t0)
-	window := gcPaceWindow * idleHeapPoll
-	if !p.settling(t0.Add(window-time.Millisecond)) || p.settling(t0.Add(window)) {
-		t.Fatalf("settling not exactly the window after the burst")
+	p.burst(t0.Add(500 * time.Millisecond))
+	for s := 1.0; s <= gcPaceWindow+1; s++ {
+		if !p.settling() {
+			t.Fatalf("not settling before the poll at %v s, within a window of polls of the burst", s)
+		}
+		p.polled(at(s))
 	}
-	p.percent = 10 // lowered
-	if p.settling(t0.Add(time.Second)) {
-		t.Fatal("settling once the pacer lowered the percent")
+	if p.settling() {
+		t.Fatalf("settling after a whole window of polls (percent %d)", p.percent)
 	}
-	p.percent, p.stopped = 100, true
-	if p.settling(t0.Add(time.Second)) {
+	p.burst(t0.Add(20 * time.Second))
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	if p.settling() {
 		t.Fatal("settling once stopped")
 	}
 }
