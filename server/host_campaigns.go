@@ -31,6 +31,17 @@ func newCampaignGate(cfg HostConfig) *campaign.Gate {
 	return campaign.New(cfg.MaxCampaigns)
 }
 
+// Campaigning says whether the host's members run vote rounds now or wait in line to run one
+// (docs/protocol.md 12.6): a mass election (a cold start, a peer host's crash) is under way.
+// dledger server's collector pacer keeps a burst's headroom while it is
+// (cmd/dledger/server_gcpace.go). False without a bound.
+func (h *Host) Campaigning() bool {
+	if h == nil || h.campaigns == nil {
+		return false
+	}
+	return h.campaigns.Held() > 0 || h.campaigns.Waiting() > 0
+}
+
 // campaignSlot is a member's share of the host's bound: its wake runs the member's pass on the
 // host's Maintainer, which never takes a member's lock (the gate wakes a member from under
 // another's). nil without a host or a bound.

@@ -611,6 +611,10 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	}
 	startProfiles(log)       // server_profile.go: only with DLEDGERPPROF set
 	startSignalProfiles(log) // server_profile_sig.go: only with DLEDGERCPUSIG set
+	var started time.Time
+	if quietOnceServing {
+		started = gcBurstAtStart() // server_gcpace.go: the members' first elections, from their making
+	}
 	// Only now is anything created (the data dir): bad settings leave no trace.
 	p, err := startHost(su, log)
 	if err != nil {
@@ -619,7 +623,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	var quiet *time.Timer
 	stopReturning := func() {}
 	if quietOnceServing {
-		stopReturning = startReturningIdleHeap() // server_memory.go
+		stopReturning = startReturningIdleHeap(started, p.host.Campaigning) // server_memory.go
 		// One detection window later, not at once: dropping the second processor hands its
 		// cached memory back to the heap, a few milliseconds of page faults that a group started
 		// together would otherwise spend during its first election (docs/design.md).

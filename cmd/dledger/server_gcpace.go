@@ -22,9 +22,10 @@ import (
 // enough for gcPaceEvery of allocation at the rate it saw (the runtime collects at least every
 // two minutes anyway: a heap collected that often costs no more than an idle runtime's forced
 // collections), at least a tenth of the live heap and gcPaceHeadroomMin, and never more than
-// GOGC=100's (a burst, a cold start, a failover of thousands of groups, runs at the default
-// pace, as before). It sets GOGC (debug.SetGCPercent), so it leaves the operator's GOGC and
-// GOMEMLIMIT alone: with either in the environment it does nothing (gcPaceWanted).
+// GOGC=100's (a burst seen by its collections runs at the default pace, as before; a mass
+// election the host announces, its start or a peer host gone, at gcPaceBurstPercent). It sets
+// GOGC (debug.SetGCPercent), so it leaves the operator's GOGC and GOMEMLIMIT alone: with either
+// in the environment it does nothing (gcPaceWanted).
 //
 // It looks at every idle-heap poll (server_memory.go, every second while it paces). It takes
 // the host's steady allocation rate, the average over the last gcPaceWindow polls (long
@@ -61,6 +62,33 @@ const gcPaceWindow = 10
 // gcPaceBurstCycles: this many collections between two polls are a burst.
 const gcPaceBurstCycles = 2
 
+// gcPaceBurstPercent is GOGC through a mass election the host announced (burst), for
+// gcPaceBurstHold: headroom for three times the live heap, so that the election runs no
+// collection. A survivor of a 10,000-group host's crash allocates 35-45 MB in its first 300 ms
+// (some 12 KB a group it elects, about its live heap of 44-49 MB: BENCHMARKS.md, "hgc,
+// 2026-11-28 (third session)"), from a heap at its settled goal, a tenth above the live heap, or
+// more if an admin listing has just run; GOGC=100 collected once or twice in it (at 170-360 ms,
+// 40-55 ms of CPU each), and a collection starts at 70 % of the headroom at the earliest (the runtime's
+// trigger bound), so 100 % of the live heap is not enough and 300 % leaves room for a crash of a
+// host that led a half more groups. It costs no memory the burst does not allocate: the heap
+// grows by what the election allocates, and it is collected when the hold ends.
+const gcPaceBurstPercent = 300
+
+// gcPaceBurstHold is how long the burst percent holds at least: a 10,000-group host's crash
+// is over in half a second on two cores (the first rounds start after the succession delay,
+// 100 ms, so the host's campaign bound is still empty at first). Then it holds while the
+// host's members still run or wait to run vote rounds (the pacer's busy: Host.Campaigning),
+// looked at every gcPaceBurstStep, up to gcPaceBurstMax after the burst (a host whose rounds
+// go on failing must not keep it for good; the runtime collects at the burst percent's goal
+// meanwhile anyway). Then GOGC=100 (a timer, holdOver; or a poll, if it comes first), and the
+// rest of the window goes as before: the polls do not lower it below 100 before a whole
+// window has passed since the burst.
+const (
+	gcPaceBurstHold = time.Second
+	gcPaceBurstStep = 250 * time.Millisecond
+	gcPaceBurstMax  = 5 * time.Second
+)
+
 // gcPercentFor is the GOGC a heap of live bytes allocating rate bytes a second wants: its
 // headroom, max(rate x gcPaceEvery, live/10, gcPaceHeadroomMin), as a percent of live, within
 // [gcPaceMinPercent, 100].
@@ -87,10 +115,13 @@ type gcSample struct {
 type gcPacer struct {
 	mu      sync.Mutex
 	percent int
-	polls   []gcSample // the last gcPaceWindow+1 polls' samples, oldest first
-	burstAt time.Time  // the last poll that saw a burst
-	set     func(int)  // debug.SetGCPercent, or a test's
-	stopped bool       // the process is stopping: GOGC=100 again, for good
+	polls   []gcSample  // the last gcPaceWindow+1 polls' samples, oldest first
+	burstAt time.Time   // the last poll that saw a burst, or the last burst announced
+	holdEnd time.Time   // the least end of the last burst announced (gcPaceBurstPercent)
+	holdMax time.Time   // when it ends whatever busy says
+	busy    func() bool // the host's members run vote rounds or wait to (nil: never)
+	set     func(int)   // debug.SetGCPercent, or a test's
+	stopped bool        // the process is stopping: GOGC=100 again, for good
 }
 
 func newGCPacer(now gcSample, set func(int)) *gcPacer {
@@ -121,6 +152,7 @@ func (p *gcPacer) polled(s gcSample) (lowered bool) {
 	if p.stopped {
 		return false
 	}
+	p.endHoldLocked(s.at)
 	if s.cycles >= prev.cycles+gcPaceBurstCycles {
 		p.burstAt = s.at
 		if want := gcPercentFor(s.live, rate(prev, s)); want > p.percent {
@@ -145,22 +177,70 @@ func (p *gcPacer) polled(s gcSample) (lowered bool) {
 }
 
 // burst is told of a mass election before it allocates (a peer host's process is gone: its
-// thousands of groups elect here in the next half second): GOGC=100 at once, and the polls do not
-// lower it before a whole window has passed. A poll sees a burst only up to a second after it
+// thousands of groups elect here in the next half second): GOGC=gcPaceBurstPercent at once,
+// GOGC=100 gcPaceBurstHold after it (holdOver, or a poll), and the polls do not lower it below
+// 100 before a whole window has passed. A poll sees a burst only up to a second after it
 // began, by its collections, and a host's crash is over in half a second: the survivors ran it
 // at the settled goal, collecting every few MiB, and the collector took 22-23 % of their CPU in
-// it (BENCHMARKS.md, "hcpu, 2026-11-28 morning").
+// it (BENCHMARKS.md, "hcpu, 2026-11-28 morning"); at GOGC=100 from the burst, they still
+// collected once in it (gcPaceBurstPercent).
 func (p *gcPacer) burst(at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
 		return
 	}
-	p.burstAt = at
-	if p.percent != 100 {
-		p.percent = 100
-		p.set(100)
+	p.burstAt, p.holdEnd, p.holdMax = at, at.Add(gcPaceBurstHold), at.Add(gcPaceBurstMax)
+	if p.percent != gcPaceBurstPercent {
+		p.percent = gcPaceBurstPercent
+		p.set(gcPaceBurstPercent)
 	}
+}
+
+// holdOver is called gcPaceBurstHold after a burst, and then again after the delay it returns
+// while that is not zero (gcBurst's timer): the burst percent ends when the election does,
+// not at the next poll, up to a second later, while the host goes on allocating (a survivor
+// of a 10,000-group crash grew its heap by 95 MB in the 1.7 s before a poll ended it: the
+// crash, then the killed host's return).
+func (p *gcPacer) holdOver(now time.Time) (again time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return 0
+	}
+	return p.endHoldLocked(now)
+}
+
+// endHoldLocked puts GOGC=100 once the last burst's hold has ended (gcPaceBurstHold), or says
+// when to look again (zero: no burst percent to end).
+func (p *gcPacer) endHoldLocked(now time.Time) (again time.Duration) {
+	switch {
+	case p.percent <= 100:
+		return 0
+	case now.Before(p.holdEnd):
+		return p.holdEnd.Sub(now)
+	case now.Before(p.holdMax) && p.busy != nil && p.busy():
+		return gcPaceBurstStep
+	}
+	p.percent = 100
+	p.set(100)
+	return 0
+}
+
+// settling: a burst was announced or seen and the pacer has not yet had a whole window of
+// polls since, the one it may lower the percent at (polled); returnIdleHeap leaves an excess to
+// the release of that lowering, in the same poll.
+func (p *gcPacer) settling() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	full := len(p.polls) == gcPaceWindow+1 && p.polls[0].at.After(p.burstAt)
+	return !p.stopped && p.percent >= 100 && !p.burstAt.IsZero() && !full
+}
+
+// gcSettling is the process's pacer's settling (false without one).
+func gcSettling() bool {
+	p := processPacer.Load()
+	return p != nil && p.settling()
 }
 
 // paced: the percent is under 100 (the poll then runs every second whatever the goal).
@@ -191,21 +271,53 @@ func readGCSample() gcSample {
 // processPacer is the process's pacer while it runs (startGCPacer), for gcBurst; nil without.
 var processPacer atomic.Pointer[gcPacer]
 
-// gcBurst tells the process's pacer, if it runs, that a mass election begins (burst).
+// gcBurst tells the process's pacer, if it runs, that a mass election begins (burst), and ends
+// the burst percent when its hold is over (holdOver, on a timer).
 func gcBurst() {
 	if p := processPacer.Load(); p != nil {
 		p.burst(time.Now())
+		endHoldLater(p, gcPaceBurstHold)
 	}
 }
 
-// startGCPacer starts the pacer on the process's collector, if gcPaceWanted: polled is for the
-// idle-heap poll (nil without the pacer), paced says whether it paces now; stop puts back
-// GOGC=100.
-func startGCPacer() (polled func() bool, paced func() bool, stop func()) {
+// endHoldLater calls p.holdOver after d, and again as long as it asks.
+func endHoldLater(p *gcPacer, d time.Duration) {
+	time.AfterFunc(d, func() {
+		if again := p.holdOver(time.Now()); again > 0 {
+			endHoldLater(p, again)
+		}
+	})
+}
+
+// gcBurstAtStart begins the burst of a host's start, if gcPaceWanted, before it makes its
+// members: GOGC=gcPaceBurstPercent at once, the time returned (zero without) for the pacer
+// (startGCPacer) to hold it as any burst's, while the members' first elections run. A cold
+// start of 10,000 groups grows the heap from nothing to some 50 MB live while its members elect
+// (from a second after the start to two): at GOGC=100 a host collected a dozen times in its
+// first two seconds, the last three of them, of 30-50 MB live heaps, some 100-170 ms of CPU
+// each, in the elections.
+func gcBurstAtStart() time.Time {
+	if !gcPaceWanted(os.Getenv) {
+		return time.Time{}
+	}
+	debug.SetGCPercent(gcPaceBurstPercent)
+	return time.Now()
+}
+
+// startGCPacer starts the pacer on the process's collector, if gcPaceWanted, with busy (nil:
+// none) for a burst's hold (gcPaceBurstHold), and holds the burst begun at started
+// (gcBurstAtStart) unless that is zero: polled is for the idle-heap poll (nil without the
+// pacer), paced says whether it paces now; stop puts back GOGC=100.
+func startGCPacer(started time.Time, busy func() bool) (polled func() bool, paced func() bool, stop func()) {
 	if !gcPaceWanted(os.Getenv) {
 		return nil, nil, func() {}
 	}
 	p := newGCPacer(readGCSample(), func(pct int) { debug.SetGCPercent(pct) })
+	p.busy = busy
+	if !started.IsZero() {
+		p.burst(started)
+		endHoldLater(p, time.Until(started.Add(gcPaceBurstHold)))
+	}
 	processPacer.Store(p)
 	return func() bool { return p.polled(readGCSample()) }, p.paced, func() {
 		processPacer.CompareAndSwap(p, nil)

@@ -12,6 +12,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -171,7 +172,7 @@ func TestReturnIdleHeapReleasesWhenThePacerLowers(t *testing.T) {
 		}
 		return heapUse{mapped: 36 * mib, free: 8 * mib, goal: 35 * mib}
 	}
-	returnIdleHeap(stop, tick, gap, pace, read, func() {
+	returnIdleHeap(stop, tick, gap, pace, nil, read, func() {
 		releasedAt = append(releasedAt, polls())
 		if len(releasedAt) == 2 {
 			go func() { // let polls 4-8 be taken, then stop
@@ -263,9 +264,12 @@ func TestIdleHeapPollFor(t *testing.T) {
 }
 
 // TestGCPacerBurstRaisesAtOnceAndHoldsAWindow: told of a mass election (burst), a paced host
-// is at GOGC=100 before it allocates, and its quiet polls do not lower it again within a
-// window; a burst at 100 sets nothing, and nothing once stopped. Fails if burst waits for a
-// poll, or if the polls right after it lower the goal back to the settled one.
+// is at GOGC=gcPaceBurstPercent before it allocates, until gcPaceBurstHold after the last
+// burst told (its timer, holdOver, or a poll), then at GOGC=100, and its quiet polls do not lower it below 100
+// within a window; a burst at the burst percent sets nothing (but holds it longer), and
+// nothing once stopped. Fails if burst waits for a poll, if it raises only to 100 (a crash of
+// 10,000 groups then collects in its first 300 ms), if the burst percent outlasts its hold, or
+// if the polls right after it lower the goal back to the settled one.
 func TestGCPacerBurstRaisesAtOnceAndHoldsAWindow(t *testing.T) {
 	const kib, mib = 1 << 10, 1 << 20
 	t0 := time.Unix(1000, 0)
@@ -283,14 +287,22 @@ func TestGCPacerBurstRaisesAtOnceAndHoldsAWindow(t *testing.T) {
 		t.Fatalf("settled: percents set %v, want [10]", set)
 	}
 	p.burst(t0.Add(10500 * time.Millisecond))
-	if !slices.Equal(set, []int{10, 100}) || p.paced() {
-		t.Fatalf("after burst: percents set %v, want [10 100] at once", set)
+	if want := []int{10, gcPaceBurstPercent}; !slices.Equal(set, want) || p.paced() {
+		t.Fatalf("after burst: percents set %v, want %v at once", set, want)
 	}
-	p.burst(t0.Add(10600 * time.Millisecond)) // already at 100: nothing set
-	for s := 11.0; s <= 20; s++ {             // quiet, within a window of the burst
+	p.burst(t0.Add(10600 * time.Millisecond))    // already at the burst percent: nothing set, held to 11.6 s
+	p.holdOver(t0.Add(11500 * time.Millisecond)) // the first burst's timer: the last one's hold goes on
+	if p.polled(at(11.5)) || len(set) != 2 {
+		t.Fatalf("a poll or timer within the hold of the last burst changed the percent: set %v", set)
+	}
+	p.holdOver(t0.Add(11600 * time.Millisecond)) // the last burst's timer: GOGC=100
+	for s := 12.0; s <= 20; s++ {                // quiet, within a window of the burst
 		if p.polled(at(s)) {
-			t.Fatalf("poll at %v s lowered the goal within a window of the burst", s)
+			t.Fatalf("poll at %v s lowered the goal below 100 within a window of the burst", s)
 		}
+	}
+	if want := []int{10, gcPaceBurstPercent, 100}; !slices.Equal(set, want) {
+		t.Fatalf("after the hold: percents set %v, want %v", set, want)
 	}
 	if !p.polled(at(21)) { // a whole window after the burst: lowered again
 		t.Fatalf("poll at 21 s did not lower the goal a window after the burst (set %v)", set)
@@ -299,7 +311,136 @@ func TestGCPacerBurstRaisesAtOnceAndHoldsAWindow(t *testing.T) {
 	p.stopped = true
 	p.mu.Unlock()
 	p.burst(t0.Add(22 * time.Second))
-	if want := []int{10, 100, 10}; !slices.Equal(set, want) {
+	if want := []int{10, gcPaceBurstPercent, 100, 10}; !slices.Equal(set, want) {
 		t.Errorf("percents set %v, want %v", set, want)
+	}
+}
+
+// TestGCBurstEndsItsHoldByItself: gcBurst raises the process's pacer to the burst percent at
+// once and puts it back to 100 by itself, without a poll, once the hold is over. Fails if the
+// burst percent waits for a poll to end (the host allocates on after the election: a survivor
+// of a 10,000-group crash grew its heap by 95 MB before the poll) or if gcBurst does not raise.
+func TestGCBurstEndsItsHoldByItself(t *testing.T) {
+	set := make(chan int, 4)
+	p := newGCPacer(gcSample{at: time.Now()}, func(pct int) { set <- pct })
+	if !processPacer.CompareAndSwap(nil, p) {
+		t.Fatal("a process pacer is running in this test process")
+	}
+	defer processPacer.CompareAndSwap(p, nil)
+	gcBurst()
+	if got := <-set; got != gcPaceBurstPercent {
+		t.Fatalf("gcBurst set GOGC %d, want %d", got, gcPaceBurstPercent)
+	}
+	select {
+	case got := <-set:
+		if got != 100 {
+			t.Fatalf("after the hold: GOGC %d, want 100", got)
+		}
+	case <-time.After(gcPaceBurstHold + 30*time.Second):
+		t.Fatalf("the burst percent did not end %v after gcBurst, with no poll", gcPaceBurstHold+30*time.Second)
+	}
+}
+
+// TestGCPacerBurstHoldsWhileTheHostCampaigns: past gcPaceBurstHold the burst percent holds as
+// long as the host's members run or wait to run vote rounds (busy), looked at every
+// gcPaceBurstStep, and ends once they do not, or at gcPaceBurstMax whatever busy says. Fails
+// if the burst percent ends in the middle of a cold start's elections (a collection of the
+// growing heap in them), or if a host whose rounds never end keeps it for good.
+func TestGCPacerBurstHoldsWhileTheHostCampaigns(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	var set []int
+	busy := true
+	p := newGCPacer(gcSample{at: t0}, func(pct int) { set = append(set, pct) })
+	p.busy = func() bool { return busy }
+	p.burst(t0)
+	if again := p.holdOver(ms(400)); again != 600*time.Millisecond {
+		t.Fatalf("within the least hold: look again in %v, want 600ms", again)
+	}
+	for _, at := range []int{1000, 1250, 4750} {
+		if again := p.holdOver(ms(at)); again != gcPaceBurstStep {
+			t.Fatalf("busy at %d ms: look again in %v, want %v", at, again, gcPaceBurstStep)
+		}
+	}
+	if again := p.holdOver(ms(5000)); again != 0 || !slices.Equal(set, []int{gcPaceBurstPercent, 100}) {
+		t.Fatalf("busy at gcPaceBurstMax: again %v, percents set %v, want [%d 100]", again, set, gcPaceBurstPercent)
+	}
+	p.burst(ms(6000)) // another burst; the host's rounds end 1.5 s into it
+	if again := p.holdOver(ms(7250)); again != gcPaceBurstStep {
+		t.Fatalf("busy 1.25 s into the second burst: look again in %v", again)
+	}
+	busy = false
+	if again := p.holdOver(ms(7500)); again != 0 || !slices.Equal(set, []int{gcPaceBurstPercent, 100, gcPaceBurstPercent, 100}) {
+		t.Fatalf("not busy: again %v, percents set %v", again, set)
+	}
+	if again := p.holdOver(ms(7750)); again != 0 || len(set) != 4 {
+		t.Fatalf("a look after the end: again %v, percents set %v", again, set)
+	}
+}
+
+// TestGCBurstAtStartIsHeldByThePacer: a server process is at GOGC=gcPaceBurstPercent from
+// before it makes its members (gcBurstAtStart), the pacer started later holds it while the
+// host campaigns, past the least hold, and puts GOGC=100 by itself once the host is done.
+// Fails if the start is not a burst (a cold start then collects its growing heap a dozen times
+// as its members elect), if the pacer drops it while the host still campaigns, or keeps it
+// once it does not.
+func TestGCBurstAtStartIsHeldByThePacer(t *testing.T) {
+	if !gcPaceWanted(os.Getenv) {
+		t.Skip("GOGC or GOMEMLIMIT set for this test process")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	gogc := func() uint64 {
+		m := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(m)
+		return m[0].Value.Uint64()
+	}
+	started := gcBurstAtStart()
+	if started.IsZero() || gogc() != gcPaceBurstPercent {
+		t.Fatalf("at start: GOGC %d (started %v), want %d", gogc(), started, gcPaceBurstPercent)
+	}
+	var busy atomic.Bool
+	busy.Store(true)
+	_, _, stop := startGCPacer(started.Add(-gcPaceBurstHold), busy.Load) // its least hold is over: busy holds it
+	defer stop()
+	if got := gogc(); got != gcPaceBurstPercent {
+		t.Fatalf("the host campaigns: GOGC %d, want %d", got, gcPaceBurstPercent)
+	}
+	busy.Store(false)
+	for deadline := time.Now().Add(30 * time.Second); gogc() != 100; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the host is done: GOGC still %d after 30 s, want 100", gogc())
+		}
+	}
+}
+
+// TestGCPacerSettlesAWindowAfterABurst: settling from a burst until the pacer has had a whole
+// window of polls after it (the poll that may lower the percent), not before any burst, not
+// once stopped. Fails if it ends before that poll (an excess released then, at GOGC=100's goal,
+// leaves the lowering's release nothing to return).
+func TestGCPacerSettlesAWindowAfterABurst(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64) gcSample {
+		return gcSample{at: t0.Add(time.Duration(s * float64(time.Second))), live: 80 << 20, allocs: 1 << 30, cycles: 50}
+	}
+	p := newGCPacer(at(0), func(int) {})
+	if p.settling() {
+		t.Fatal("settling before any burst")
+	}
+	p.burst(t0.Add(500 * time.Millisecond))
+	for s := 1.0; s <= gcPaceWindow+1; s++ {
+		if !p.settling() {
+			t.Fatalf("not settling before the poll at %v s, within a window of polls of the burst", s)
+		}
+		p.polled(at(s))
+	}
+	if p.settling() {
+		t.Fatalf("settling after a whole window of polls (percent %d)", p.percent)
+	}
+	p.burst(t0.Add(20 * time.Second))
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
+	if p.settling() {
+		t.Fatal("settling once stopped")
 	}
 }

@@ -72,7 +72,13 @@ func readHeapUse() heapUse {
 // last such release at the earliest: a settled host's RSS then falls to the smaller goal now,
 // not as the background scavenger gets to it, and a pacer that lowers again and again (a host
 // between bursts) pays for one forced collection a minute at most.
-func returnIdleHeap(stop <-chan struct{}, tick <-chan time.Time, gap int, pace func() bool, read func() heapUse, release func()) {
+//
+// While settling (nil: never) says a burst's window is open (server_gcpace.go: the pacer lowers
+// the goal at its end, and its release then returns the heap above the lower goal), an excess
+// is left for it: a release at GOGC=100's goal right after a cold start's burst (its heap at
+// GOGC=300 far above that goal) spent the gap, and the lowering after it found too little
+// above the lower goal to release, so the settled host kept 5-10 MiB more.
+func returnIdleHeap(stop <-chan struct{}, tick <-chan time.Time, gap int, pace func() bool, settling func() bool, read func() heapUse, release func()) {
 	since, sinceLowered := gap, gap // polls since the last release, and the last release on a lowering
 	for {
 		select {
@@ -84,7 +90,7 @@ func returnIdleHeap(stop <-chan struct{}, tick <-chan time.Time, gap int, pace f
 			lowered := pace != nil && pace()
 			h := read()
 			switch {
-			case since >= gap && idleHeapExcess(h):
+			case since >= gap && idleHeapExcess(h) && (settling == nil || !settling()):
 			case lowered && sinceLowered >= gap && aboveGoal(h):
 				sinceLowered = 0
 			default:
@@ -97,13 +103,15 @@ func returnIdleHeap(stop <-chan struct{}, tick <-chan time.Time, gap int, pace f
 }
 
 // startReturningIdleHeap runs returnIdleHeap on the process's heap, with the GC pacer
-// (startGCPacer) unless the operator set GOGC or GOMEMLIMIT; the returned func stops both.
-func startReturningIdleHeap() (stop func()) {
+// (startGCPacer: busy for its bursts' hold, the burst begun at started by gcBurstAtStart if
+// not zero) unless the operator set GOGC or GOMEMLIMIT; the returned func stops both.
+func startReturningIdleHeap(started time.Time, busy func() bool) (stop func()) {
 	done := make(chan struct{})
 	t := time.NewTicker(idleHeapPollSmall)
-	polled, paced, stopPacing := startGCPacer()
-	var pace func() bool
+	polled, paced, stopPacing := startGCPacer(started, busy)
+	var pace, settling func() bool
 	if polled != nil {
+		settling = gcSettling
 		period := idleHeapPollSmall
 		pace = func() bool {
 			lowered := polled()
@@ -114,7 +122,7 @@ func startReturningIdleHeap() (stop func()) {
 			return lowered
 		}
 	}
-	go returnIdleHeap(done, t.C, idleHeapGap, pace, readHeapUse, debug.FreeOSMemory)
+	go returnIdleHeap(done, t.C, idleHeapGap, pace, settling, readHeapUse, debug.FreeOSMemory)
 	return func() { t.Stop(); close(done); stopPacing() }
 }
 

@@ -73,7 +73,7 @@ func TestReturnIdleHeapReleasesOnExcess(t *testing.T) {
 		}
 		return heapUse{mapped: 43 * mib, free: 20 * mib, goal: 32 * mib} // a burst's excess
 	}
-	returnIdleHeap(stop, tick, gap, nil, read, func() {
+	returnIdleHeap(stop, tick, gap, nil, nil, read, func() {
 		if len(releasedAt) == 2 {
 			return // stopped; the loop may take a few more (ready) ticks before it sees stop
 		}
@@ -83,5 +83,33 @@ func TestReturnIdleHeapReleasesOnExcess(t *testing.T) {
 	})
 	if want := []int{3, 3 + gap}; !slices.Equal(releasedAt, want) {
 		t.Errorf("released at polls %v, want %v", releasedAt, want)
+	}
+}
+
+// TestReturnIdleHeapLeavesAnExcessToTheLoweringWhileSettling: while the pacer settles after a
+// burst (settling), an excess is not released: the release of the pacer's lowering, at the
+// window's end, returns more. Fails if the excess is released within the window (after a cold
+// start's burst at GOGC=300 that release, at GOGC=100's goal, spent the gap, and the settled
+// host kept 5-10 MiB more than one released at the lowering).
+func TestReturnIdleHeapLeavesAnExcessToTheLoweringWhileSettling(t *testing.T) {
+	const mib, gap, ticks = 1 << 20, 4, 20
+	tick := make(chan time.Time, ticks)
+	for range ticks {
+		tick <- time.Time{}
+	}
+	close(tick)
+	polls := func() int { return ticks - len(tick) }
+	stop := make(chan struct{})
+	var releasedAt []int
+	read := func() heapUse { return heapUse{mapped: 140 * mib, free: 60 * mib, goal: 96 * mib} }
+	settling := func() bool { return polls() < 6 }
+	returnIdleHeap(stop, tick, gap, nil, settling, read, func() {
+		if len(releasedAt) == 0 {
+			releasedAt = append(releasedAt, polls())
+			close(stop)
+		}
+	})
+	if want := []int{6}; !slices.Equal(releasedAt, want) {
+		t.Errorf("released at polls %v, want %v (not while settling)", releasedAt, want)
 	}
 }
