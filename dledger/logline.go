@@ -1,7 +1,9 @@
 package dledger
 
 import (
+	"maps"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -32,27 +34,44 @@ func (e *Elector) line(lvl zapcore.Level, msg string, extra ...zap.Field) {
 }
 
 // lineLoggers holds, for each logger the electors of the process were given, that logger with
-// one more frame of caller skipped (line's own), made once. Bounded: past lineLoggersMax
-// loggers (tests make one per member) a line makes its own.
+// one more frame of caller skipped (line's own), made once. Read without a lock (a map
+// replaced, never changed, under mu): every election line of a host's thousands of members
+// asks it. Bounded: past lineLoggersMax loggers (tests make one per member) a line makes its
+// own.
 var lineLoggers struct {
 	mu sync.Mutex
-	m  map[*zap.Logger]*zap.Logger
+	m  atomic.Pointer[map[*zap.Logger]*zap.Logger]
 }
 
 const lineLoggersMax = 64
 
 func skipLine(log *zap.Logger) *zap.Logger {
-	lineLoggers.mu.Lock()
-	defer lineLoggers.mu.Unlock()
-	if l := lineLoggers.m[log]; l != nil {
-		return l
+	if m := lineLoggers.m.Load(); m != nil {
+		if l := (*m)[log]; l != nil {
+			return l
+		}
 	}
 	l := log.WithOptions(zap.AddCallerSkip(1))
-	if len(lineLoggers.m) < lineLoggersMax {
-		if lineLoggers.m == nil {
-			lineLoggers.m = map[*zap.Logger]*zap.Logger{}
+	lineLoggers.mu.Lock()
+	defer lineLoggers.mu.Unlock()
+	old := lineLoggers.m.Load()
+	if old != nil && (*old)[log] != nil {
+		return (*old)[log]
+	}
+	if old == nil || len(*old) < lineLoggersMax {
+		m := make(map[*zap.Logger]*zap.Logger, 1+lenOf(old))
+		if old != nil {
+			maps.Copy(m, *old)
 		}
-		lineLoggers.m[log] = l
+		m[log] = l
+		lineLoggers.m.Store(&m)
 	}
 	return l
+}
+
+func lenOf(m *map[*zap.Logger]*zap.Logger) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }

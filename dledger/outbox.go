@@ -96,7 +96,9 @@ func (e *Elector) openOutbox() []entry {
 // elector of the process to fill: a step's few entries were a new array (and its growth) per
 // step, some 35,000 allocations of a survivor in a 10,000-group crash (issue 29, halloc). A
 // member keeps no array between steps (a host's thousands of idle members would hold one
-// each), and the spares are bounded in number and size.
+// each), and the spares are bounded in number and size. Its mutex is also taken on the rpc
+// event loop (TryHandleHeartBeat, when a heartbeat handled there posts or counts something,
+// which is rare), where nothing may wait long: it is held for a slice's push or pop.
 var spareOutboxes outboxSpares
 
 // spareOutboxLen is the largest array kept (a step of a member of up to 8 peers), and

@@ -1,6 +1,9 @@
 package dledger
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // joinedSuccessors is the order of succession of the peers idx, their ids ';'-separated, as
 // strings.Join of successorIDs makes it, but one string per distinct order in the process
@@ -34,8 +37,9 @@ var successorOrders internTable
 const successorOrdersMax = 4096
 
 type internTable struct {
-	mu sync.RWMutex
-	m  map[string]string
+	mu   sync.RWMutex
+	m    map[string]string
+	full atomic.Bool // successorOrdersMax reached: a new order is its own string, with no lock
 }
 
 // intern returns the table's string equal to b, adding it if there is room.
@@ -45,6 +49,9 @@ func (t *internTable) intern(b []byte) string {
 	t.mu.RUnlock()
 	if ok {
 		return s
+	}
+	if t.full.Load() {
+		return string(b) // as before the table, and no writer's lock per call
 	}
 	s = string(b)
 	t.mu.Lock()
@@ -58,5 +65,6 @@ func (t *internTable) intern(b []byte) string {
 		}
 		t.m[s] = s
 	}
+	t.full.Store(len(t.m) >= successorOrdersMax)
 	return s
 }

@@ -1,9 +1,11 @@
 package dledger
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dledger-go/dledger/memberstate"
 )
@@ -49,5 +51,31 @@ func TestSuccessorOrderAllocatesNothing(t *testing.T) {
 		}
 	}); a != 0 {
 		t.Fatalf("an order of succession made %v allocations", a)
+	}
+}
+
+// A full table still answers a new order, equal and not kept, and without the writer's lock:
+// past its bound every call for a new order took it, and a host's leaders queued on it. Held
+// for reading here, a writer's lock would wait for the test: the call must return anyway.
+func TestInternTableFullTakesNoWritersLock(t *testing.T) {
+	var tab internTable
+	for i := range successorOrdersMax {
+		tab.intern([]byte(fmt.Sprintf("n%d;n%d", i, i+1)))
+	}
+	if !tab.full.Load() {
+		t.Fatal("not full at its bound")
+	}
+	tab.mu.RLock()
+	got := make(chan string, 1)
+	go func() { got <- tab.intern([]byte("x;y")) }()
+	select {
+	case s := <-got:
+		tab.mu.RUnlock()
+		if s != "x;y" || len(tab.m) != successorOrdersMax {
+			t.Fatalf("full table: %q, %d kept", s, len(tab.m))
+		}
+	case <-time.After(10 * time.Second):
+		tab.mu.RUnlock()
+		t.Fatal("a new order on a full table waited for the writer's lock")
 	}
 }
