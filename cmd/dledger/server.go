@@ -495,7 +495,7 @@ func checkServerSetup(su *serverSetup, f *serverFlags, from func(string) string)
 	// version during a rolling upgrade, which refuse a host link's handshake.
 	su.host = server.HostConfig{Listen: su.hostListen(), DataDir: su.cfg.DataDir, Keys: su.cfg.Keys, Insecure: su.cfg.Insecure,
 		MemberKey: su.cfg.MemberKey, Trust: su.cfg.Trust, PerMemberLinks: su.members == nil,
-		OnPeerHostGone: func(string) { gcBurst() }} // server_gcpace.go: the survivors' elections at GOGC=100
+		OnPeerHostGone: func(string) { gcBurst() }} // server_gcpace.go: the survivors' elections at the burst's GOGC
 	if su.members != nil && !su.cfg.MemberKey.IsZero() { // host links: checked per member as they are added
 		if err := server.ValidateHostKeys(su.host); err != nil {
 			return err
@@ -612,7 +612,7 @@ func runServer(args []string, stdout, stderr io.Writer) int {
 	startProfiles(log)       // server_profile.go: only with DLEDGERPPROF set
 	startSignalProfiles(log) // server_profile_sig.go: only with DLEDGERCPUSIG set
 	var started time.Time
-	if quietOnceServing {
+	if quietOnceServing && len(su.members) > 1 { // a host of groups; a member process's heap is a few MiB
 		started = gcBurstAtStart() // server_gcpace.go: the members' first elections, from their making
 	}
 	// Only now is anything created (the data dir): bad settings leave no trace.

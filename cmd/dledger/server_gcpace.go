@@ -122,6 +122,7 @@ type gcPacer struct {
 	busy    func() bool // the host's members run vote rounds or wait to (nil: never)
 	set     func(int)   // debug.SetGCPercent, or a test's
 	stopped bool        // the process is stopping: GOGC=100 again, for good
+	timed   bool        // a timer will end the hold (holdOver): one at a time, whatever the bursts
 }
 
 func newGCPacer(now gcSample, set func(int)) *gcPacer {
@@ -178,23 +179,35 @@ func (p *gcPacer) polled(s gcSample) (lowered bool) {
 
 // burst is told of a mass election before it allocates (a peer host's process is gone: its
 // thousands of groups elect here in the next half second): GOGC=gcPaceBurstPercent at once,
-// GOGC=100 gcPaceBurstHold after it (holdOver, or a poll), and the polls do not lower it below
-// 100 before a whole window has passed. A poll sees a burst only up to a second after it
-// began, by its collections, and a host's crash is over in half a second: the survivors ran it
-// at the settled goal, collecting every few MiB, and the collector took 22-23 % of their CPU in
-// it (BENCHMARKS.md, "hcpu, 2026-11-28 morning"); at GOGC=100 from the burst, they still
-// collected once in it (gcPaceBurstPercent).
-func (p *gcPacer) burst(at time.Time) {
+// GOGC=100 gcPaceBurstHold after it, or later while busy says the host's members still
+// campaign, but never past gcPaceBurstMax after the burst that began the hold (holdOver, or a
+// poll), and the polls do not lower it below 100 before a whole window has passed. A burst
+// announced during a hold extends its least end, never its cap: a peer host that crashes
+// again and again cannot keep the process at the burst percent. A poll sees a burst only up to
+// a second after it began, by its collections, and a host's crash is over in half a second:
+// the survivors ran it at the settled goal, collecting every few MiB, and the collector took
+// 22-23 % of their CPU in it (BENCHMARKS.md, "hcpu, 2026-11-28 morning"); at GOGC=100 from the
+// burst, they still collected once in it (gcPaceBurstPercent). It returns whether the caller
+// must start the timer that ends the hold (endHoldLater): false while one runs.
+func (p *gcPacer) burst(at time.Time) (startTimer bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
-		return
+		return false
 	}
-	p.burstAt, p.holdEnd, p.holdMax = at, at.Add(gcPaceBurstHold), at.Add(gcPaceBurstMax)
+	p.burstAt = at
 	if p.percent != gcPaceBurstPercent {
 		p.percent = gcPaceBurstPercent
 		p.set(gcPaceBurstPercent)
+		p.holdMax = at.Add(gcPaceBurstMax)
 	}
+	p.holdEnd = at.Add(gcPaceBurstHold)
+	if p.holdEnd.After(p.holdMax) {
+		p.holdEnd = p.holdMax
+	}
+	startTimer = !p.timed
+	p.timed = true
+	return startTimer
 }
 
 // holdOver is called gcPaceBurstHold after a burst, and then again after the delay it returns
@@ -206,9 +219,12 @@ func (p *gcPacer) holdOver(now time.Time) (again time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
+		p.timed = false
 		return 0
 	}
-	return p.endHoldLocked(now)
+	again = p.endHoldLocked(now)
+	p.timed = again > 0
+	return again
 }
 
 // endHoldLocked puts GOGC=100 once the last burst's hold has ended (gcPaceBurstHold), or says
@@ -274,8 +290,7 @@ var processPacer atomic.Pointer[gcPacer]
 // gcBurst tells the process's pacer, if it runs, that a mass election begins (burst), and ends
 // the burst percent when its hold is over (holdOver, on a timer).
 func gcBurst() {
-	if p := processPacer.Load(); p != nil {
-		p.burst(time.Now())
+	if p := processPacer.Load(); p != nil && p.burst(time.Now()) {
 		endHoldLater(p, gcPaceBurstHold)
 	}
 }
@@ -314,8 +329,7 @@ func startGCPacer(started time.Time, busy func() bool) (polled func() bool, pace
 	}
 	p := newGCPacer(readGCSample(), func(pct int) { debug.SetGCPercent(pct) })
 	p.busy = busy
-	if !started.IsZero() {
-		p.burst(started)
+	if !started.IsZero() && p.burst(started) {
 		endHoldLater(p, time.Until(started.Add(gcPaceBurstHold)))
 	}
 	processPacer.Store(p)

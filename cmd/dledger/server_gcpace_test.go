@@ -399,9 +399,17 @@ func TestGCBurstAtStartIsHeldByThePacer(t *testing.T) {
 		t.Fatalf("at start: GOGC %d (started %v), want %d", gogc(), started, gcPaceBurstPercent)
 	}
 	var busy atomic.Bool
+	var asked atomic.Int32
 	busy.Store(true)
-	_, _, stop := startGCPacer(started.Add(-gcPaceBurstHold), busy.Load) // its least hold is over: busy holds it
+	// Its least hold is over: busy holds it. Looked at twice (the timer's first look, at once,
+	// and one a step later) before GOGC is read: a pacer that dropped it at a look would show.
+	_, _, stop := startGCPacer(started.Add(-gcPaceBurstHold), func() bool { asked.Add(1); return busy.Load() })
 	defer stop()
+	for deadline := time.Now().Add(30 * time.Second); asked.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pacer looked at the host %d times in 30 s, want 2", asked.Load())
+		}
+	}
 	if got := gogc(); got != gcPaceBurstPercent {
 		t.Fatalf("the host campaigns: GOGC %d, want %d", got, gcPaceBurstPercent)
 	}
@@ -442,5 +450,38 @@ func TestGCPacerSettlesAWindowAfterABurst(t *testing.T) {
 	p.mu.Unlock()
 	if p.settling() {
 		t.Fatal("settling once stopped")
+	}
+}
+
+// TestGCPacerRepeatedBurstsKeepTheirCap: bursts announced during a hold (a peer host crashing
+// again and again while the members campaign) extend its least end but not its cap, counted
+// from the burst that began it, and ask for one timer between them. Fails if each burst moved
+// the cap (the process then stays at the burst percent for as long as a peer flaps) or started
+// a timer of its own (timers piling up, each polling busy every gcPaceBurstStep).
+func TestGCPacerRepeatedBurstsKeepTheirCap(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	var set []int
+	p := newGCPacer(gcSample{at: t0}, func(pct int) { set = append(set, pct) })
+	p.busy = func() bool { return true }
+	timers := 0
+	for at := 0; at < 9000; at += 500 {
+		if p.burst(ms(at)) {
+			timers++
+		}
+		if at < int(gcPaceBurstMax/time.Millisecond) {
+			if again := p.holdOver(ms(at + 1)); again == 0 {
+				t.Fatalf("the hold ended %d ms in, before its cap", at+1)
+			}
+		}
+	}
+	if timers != 1 {
+		t.Fatalf("%d timers asked for by one hold's bursts, want 1", timers)
+	}
+	if again := p.holdOver(t0.Add(gcPaceBurstMax)); again != 0 || !slices.Equal(set, []int{gcPaceBurstPercent, 100}) {
+		t.Fatalf("at the first burst's cap: again %v, percents set %v, want [%d 100]", again, set, gcPaceBurstPercent)
+	}
+	if !p.burst(ms(9500)) || !slices.Equal(set, []int{gcPaceBurstPercent, 100, gcPaceBurstPercent}) {
+		t.Fatalf("a burst after the hold ended: a new hold with its timer; percents set %v", set)
 	}
 }
