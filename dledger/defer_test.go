@@ -90,7 +90,7 @@ func TestSuccessionDefersOnABusyHost(t *testing.T) {
 // lines run empty within some tens of milliseconds of each other: deferring only while its
 // own host was busy, the host whose line ran empty first let its second successors campaign
 // just as the other host's last first successors did (13-75 splits of 3,334 groups in a
-// 10,000-group crash, against 99-387 before). A host that was not busy at its first look
+// 10,000-group crash, against 0-387 before). A host that was not busy at its first look
 // lets it campaign at once (no first successor's request is held up in a line).
 func TestSuccessionDefersASlotAfterItsHostWasBusy(t *testing.T) {
 	u, hold := busyHostMember(t)
@@ -209,5 +209,41 @@ func TestSuccessionDefersAfterASplitAndAProbe(t *testing.T) {
 	}
 	if v := passDue(p); len(v) != 0 || p.e.gateWait {
 		t.Fatalf("second successor after the probe, host busy: %d vote requests, in line %v; want a deferral", len(v), p.e.gateWait)
+	}
+}
+
+// busyAfter is a host's bound whose Busy says false for its first n calls and true after: a
+// place taken by another member of the host between a successor's look and its Begin.
+type busyAfter struct {
+	*campaign.Slot
+	n int
+}
+
+func (b *busyAfter) Busy(time.Time) bool { b.n--; return b.n < 0 }
+
+// TestSuccessionDeferralNotOnceInLine: a successor that found its host not busy and asked for a
+// place, refused (another member took the last one in between), waits in the line like any
+// candidate: its next pass neither defers nor leaves the line, though the host is busy now.
+// Fails without successionDefers' gateAsked guard: the member would put off its round a slot
+// at a time while its entry kept its place in the line.
+func TestSuccessionDeferralNotOnceInLine(t *testing.T) {
+	u, hold := busyHostMember(t)
+	slot := &busyAfter{Slot: u.e.gate.(*campaign.Slot), n: 1}
+	u.e.gate = slot
+	lostLeaderUnit(t, u, "n2;n0")
+	u.e.mu.Lock()
+	u.e.succession.busy = false
+	looks := u.e.succession.defers
+	u.e.mu.Unlock()
+	if v := passDue(u); len(v) != 0 || !u.e.gateWait {
+		t.Fatalf("its look found the host not busy: %d vote requests, in line %v; want none, in line", len(v), u.e.gateWait)
+	}
+	if v := passDue(u); len(v) != 0 || !u.e.gateWait || u.e.succession.defers != looks {
+		t.Fatalf("in line, the host busy: %d vote requests, in line %v, looks left %d of %d; want none, in line, none used",
+			len(v), u.e.gateWait, u.e.succession.defers, looks)
+	}
+	hold.End(u.clock.Now())
+	if v := passDue(u); len(v) != 2 {
+		t.Fatalf("given the freed place: %d vote requests, want 2", len(v))
 	}
 }

@@ -62,10 +62,10 @@ type CampaignSlot interface {
 	Holds() bool
 	// Busy says whether the host's bound is busy: every place taken, or a member in line (an
 	// asker would wait). It asks for nothing.
-	Busy() bool
+	Busy(now time.Time) bool
 	// Quiet says whether the host's bound is quiet: no place held, nobody in line. It asks
 	// for nothing.
-	Quiet() bool
+	Quiet(now time.Time) bool
 }
 
 // HostLiveness is an elector's view of its host's liveness table (package dledger/liveness,

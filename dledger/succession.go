@@ -293,7 +293,7 @@ func (e *Elector) defersOnABusyHost(now time.Time) bool {
 // groups at once for a few hundred milliseconds; a second successor whose slot ended joined
 // its host's line, and when a place came it campaigned at the first term after the loss while
 // its first successor, still in the other survivor's line, did the same: each voted for
-// itself, the dead member could not vote, and the group was elected a term later (99-387 of
+// itself, the dead member could not vote, and the group was elected a term later (0-387 of
 // the 3,334 groups of a 10,000-group crash, the tail of its failover). Deferring only while
 // its own host was busy still split 13-75: the survivors' lines run empty within some tens of
 // milliseconds of each other, and the host whose line ran empty first let its second
@@ -310,10 +310,10 @@ func (e *Elector) successionDefers(now time.Time) bool {
 	if e.gate == nil || sc.defers == 0 || e.lastParseResult != protocol.WaitToVoteNext || e.take.campaigning() || e.gateAsked {
 		return false
 	}
-	if sc.defers == e.successionDeferLooks() && e.gate.Quiet() {
+	if sc.defers == e.successionDeferLooks() && e.gate.Quiet(now) {
 		return false // its first look, and no round of its host under way: none to wait for
 	}
-	busy := e.gate.Busy()
+	busy := e.gate.Busy(now)
 	if !busy && !sc.busy {
 		return false
 	}

@@ -345,23 +345,33 @@ func (g *Gate) newHeadLocked(running *Slot, wake []*Slot) []*Slot {
 	return wake
 }
 
-// Busy says whether the gate is busy: every place taken, or a member in line (an asker would
-// wait). A member that may put off its round while its host elects many groups at once
+// Busy says whether the gate is busy at now: every place taken, or a member in line (an
+// asker would wait). A place past its until is not taken: the first Begin on a full gate takes
+// it back. A member that may put off its round while its host elects many groups at once
 // (dledger's successionDefers) asks it without asking for a place, so neither the line nor the
 // bound's adaptation sees it.
-func (s *Slot) Busy() bool {
+func (s *Slot) Busy(now time.Time) bool {
 	g := s.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.held) >= g.limit || g.firstLocked() != nil
+	return g.firstLocked() != nil || len(g.held) >= g.limit && !now.After(g.held[0].until)
 }
 
-// Quiet says whether the gate is quiet: no place held, nobody in line. It asks for nothing.
-func (s *Slot) Quiet() bool {
+// Quiet says whether the gate is quiet at now: no place held but past its until, nobody in
+// line. It asks for nothing.
+func (s *Slot) Quiet(now time.Time) bool {
 	g := s.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.held) == 0 && g.firstLocked() == nil
+	if g.firstLocked() != nil {
+		return false
+	}
+	for _, h := range g.held {
+		if !now.After(h.until) {
+			return false
+		}
+	}
+	return true
 }
 
 // Holds says whether a place is the slot's: taken by its Begin, or given to it while it waited
