@@ -41,11 +41,16 @@ func TestHostsRunClean(t *testing.T) {
 // pass on the resume, before that Due, found its leader's host stale though no wake had told
 // it, and timed out, while its elector had planned no pass (no timeout while vouched,
 // docs/protocol.md 12.3). The table now vouches as it last found a host until it looks (its
-// overdue Due, or a frame read), and that look wakes the members it concerns.
+// overdue Due, or a frame read), and that look wakes the members it concerns. The seeds
+// follow the traces: 86 (dledger) and 129 (lan) found it first, and no longer reached it once
+// the host's crash news and the start-up and succession deferrals changed the traces
+// (2026-11-28); with that read put back, seeds 1-400 of both profiles found it at 120, 271, 342
+// and 365 (dledger), and 342 had found it before the deferral of successors too. Past a change
+// of the host traces, put the read back and scan again (every seed here must fail then).
 func TestRegressionStoppedHostVouchesUntilItsTableLooks(t *testing.T) {
 	for _, o := range []Options{
-		{Seed: 86, Hosts: 3, Groups: 20, Members: 3, Profile: dledger.ProfileDLedger},
-		{Seed: 129, Hosts: 3, Groups: 20, Members: 3, Profile: dledger.ProfileLAN},
+		{Seed: 342, Hosts: 3, Groups: 20, Members: 3, Profile: dledger.ProfileDLedger},
+		{Seed: 120, Hosts: 3, Groups: 20, Members: 3, Profile: dledger.ProfileDLedger},
 	} {
 		if r := mustRun(t, o); r.Violation != nil {
 			t.Errorf("seed %d:\n%s", o.Seed, r.Report())
