@@ -13,13 +13,7 @@ import (
 // found a pass run before that plan ending the transfer (dledger sim --hosts 3 --groups 20
 // --seed-start 1084 --seeds 1, with the successors' deferral of 7.11).
 func TestPeerGoneEndsATransferFetchingItsLedgerEnd(t *testing.T) {
-	u, live := quietLeader(t)
-	for range 3 {
-		live.set(u.clock.Now(), u.clock.Now(), true)
-		if to := nextRound(u); len(to) != 0 {
-			t.Fatalf("heartbeats to quiet followers: %v", to)
-		}
-	}
+	u, _ := quietLeaderSettled(t)
 	var got *protocol.LeadershipTransferResponse
 	u.e.TransferLeadership("n2", -1, func(r *protocol.LeadershipTransferResponse) { got = r })
 	if got != nil || u.e.handOver == nil || !u.e.handOver.fetching {

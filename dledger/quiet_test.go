@@ -121,6 +121,20 @@ func quietLeader(t *testing.T) (*unit, *fakeLive) {
 	return u, live
 }
 
+// quietLeaderSettled is quietLeader three quiet rounds later: its followers all vouched for by
+// the host's table, none sent a heartbeat.
+func quietLeaderSettled(t *testing.T) (*unit, *fakeLive) {
+	t.Helper()
+	u, live := quietLeader(t)
+	for range 3 {
+		live.set(u.clock.Now(), u.clock.Now(), true)
+		if to := nextRound(u); len(to) != 0 {
+			t.Fatalf("heartbeats to quiet followers: %v", to)
+		}
+	}
+	return u, live
+}
+
 // The rules of docs/protocol.md 12.2, each against the others held.
 func TestQuietFollower(t *testing.T) {
 	t.Run("rule1_no_epoch_in_the_answer_is_explicit", func(t *testing.T) {
@@ -188,13 +202,7 @@ func TestQuietFollower(t *testing.T) {
 	t.Run("rule5_a_decision_fetches_the_ledger_end", func(t *testing.T) {
 		// A transfer to a quiet follower whose ledger end is older than LedgerFreshness waits
 		// for an explicit heartbeat to it alone, then is judged on the fresh answer.
-		u, live := quietLeader(t)
-		for range 3 {
-			live.set(u.clock.Now(), u.clock.Now(), true)
-			if to := nextRound(u); len(to) != 0 {
-				t.Fatalf("heartbeats to quiet followers: %v", to)
-			}
-		}
+		u, live := quietLeaderSettled(t)
 		var got *protocol.LeadershipTransferResponse
 		u.e.TransferLeadership("n1", -1, func(r *protocol.LeadershipTransferResponse) { got = r })
 		if got != nil || len(u.tr.takeTransfers()) != 0 {

@@ -154,12 +154,7 @@ func TestGCPacerSetsTheRuntimesGOGC(t *testing.T) {
 // the goal: not) and 6 (above it again, within the gap since poll 3: not).
 func TestReturnIdleHeapReleasesWhenThePacerLowers(t *testing.T) {
 	const mib, gap, ticks = 1 << 20, 12, 8
-	tick := make(chan time.Time, ticks)
-	for range ticks {
-		tick <- time.Time{}
-	}
-	close(tick)
-	polls := func() int { return ticks - len(tick) }
+	tick, polls := filledTicks(ticks)
 	stop := make(chan struct{})
 	var releasedAt []int
 	pace := func() bool { return polls() == 3 || polls() == 5 || polls() == 6 }

@@ -93,12 +93,7 @@ func TestReturnIdleHeapReleasesOnExcess(t *testing.T) {
 // host kept 5-10 MiB more than one released at the lowering).
 func TestReturnIdleHeapLeavesAnExcessToTheLoweringWhileSettling(t *testing.T) {
 	const mib, gap, ticks = 1 << 20, 4, 20
-	tick := make(chan time.Time, ticks)
-	for range ticks {
-		tick <- time.Time{}
-	}
-	close(tick)
-	polls := func() int { return ticks - len(tick) }
+	tick, polls := filledTicks(ticks)
 	stop := make(chan struct{})
 	var releasedAt []int
 	read := func() heapUse { return heapUse{mapped: 140 * mib, free: 60 * mib, goal: 96 * mib} }
@@ -112,4 +107,15 @@ func TestReturnIdleHeapLeavesAnExcessToTheLoweringWhileSettling(t *testing.T) {
 	if want := []int{6}; !slices.Equal(releasedAt, want) {
 		t.Errorf("released at polls %v, want %v (not while settling)", releasedAt, want)
 	}
+}
+
+// filledTicks is a closed channel of n ticks for an idle-heap poll loop, and how many it has
+// taken so far.
+func filledTicks(n int) (<-chan time.Time, func() int) {
+	tick := make(chan time.Time, n)
+	for range n {
+		tick <- time.Time{}
+	}
+	close(tick)
+	return tick, func() int { return n - len(tick) }
 }

@@ -156,12 +156,19 @@ func TestLogFollowerEvents(t *testing.T) {
 	}
 }
 
-func TestFirstLeaders(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	lead := func(host, ms int, group string, term int64) GroupEvent {
+// leaderEvents gives a test's time origin, its times in ms from it, and an EventBecomesLeader
+// of a host at such a time.
+func leaderEvents() (t0 time.Time, at func(ms int) time.Time, lead func(host, ms int, group string, term int64) GroupEvent) {
+	t0 = time.Unix(1000, 0)
+	at = func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	lead = func(host, ms int, group string, term int64) GroupEvent {
 		return GroupEvent{Host: host, At: at(ms), Msg: dledger.EventBecomesLeader, Group: group, Term: term}
 	}
+	return t0, at, lead
+}
+
+func TestFirstLeaders(t *testing.T) {
+	t0, at, lead := leaderEvents()
 	evs := []GroupEvent{
 		lead(1, -5, "a", 8), // before the fault
 		lead(0, 10, "a", 8), // the killed host (skipped)

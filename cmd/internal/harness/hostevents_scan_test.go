@@ -68,11 +68,7 @@ func TestScanGroupLogLineAgreesWithJSON(t *testing.T) {
 // A LeaderWatch fed the events as they arrive, in any slices, finds what FirstLeaders finds
 // over all of them.
 func TestLeaderWatchAgreesWithFirstLeaders(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	lead := func(host, ms int, group string, term int64) GroupEvent {
-		return GroupEvent{Host: host, At: at(ms), Msg: dledger.EventBecomesLeader, Group: group, Term: term}
-	}
+	t0, at, lead := leaderEvents()
 	evs := []GroupEvent{
 		lead(1, -5, "a", 8), lead(0, 10, "a", 8), lead(1, 20, "a", 7), lead(2, 40, "a", 8),
 		lead(1, 30, "b", 6), lead(2, 25, "b", 6),
