@@ -35,11 +35,12 @@ func newCampaignGate(cfg HostConfig) *campaign.Gate {
 // (docs/protocol.md 12.6): a mass election (a cold start, a peer host's crash) is under way.
 // dledger server's collector pacer keeps a burst's headroom while it is
 // (cmd/dledger/server_gcpace.go). False without a bound.
-func (h *Host) Campaigning() bool {
-	if h == nil || h.campaigns == nil {
-		return false
-	}
-	return h.campaigns.Held() > 0 || h.campaigns.Waiting() > 0
+func (h *Host) Campaigning() bool { return h.campaigningAt(time.Now()) }
+
+// campaigningAt is Campaigning at now: the bound not quiet (campaign.Gate.Quiet, which is also
+// what a successor on the host looks at; a place past its time is not a round under way).
+func (h *Host) campaigningAt(now time.Time) bool {
+	return h != nil && h.campaigns != nil && !h.campaigns.Quiet(now)
 }
 
 // campaignSlot is a member's share of the host's bound: its wake runs the member's pass on the

@@ -357,10 +357,12 @@ func (s *Slot) Busy(now time.Time) bool {
 	return g.firstLocked() != nil || len(g.held) >= g.limit && !now.After(g.held[0].until)
 }
 
+// Quiet says whether the gate is quiet at now (Gate.Quiet). It asks for nothing.
+func (s *Slot) Quiet(now time.Time) bool { return s.g.Quiet(now) }
+
 // Quiet says whether the gate is quiet at now: no place held but past its until, nobody in
-// line. It asks for nothing.
-func (s *Slot) Quiet(now time.Time) bool {
-	g := s.g
+// line. Its members run no vote round and wait for none (a host's mass election is over).
+func (g *Gate) Quiet(now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.firstLocked() != nil {
