@@ -34,7 +34,8 @@ group's crash failover on hosts of N groups: g0 prefers n0 and every other group
 host0 leads g0 alone; K times, kill -9 of host0, g0's failover measured (kill -> its new
 leader), host0 restarted and g0 back at it:
   bench-groups-one: groups=N trials=K one_crash_p50_ms=A one_crash_p99_ms=B one_crash_max_ms=C
-    other_term_changes=D cold_p99_ms=E
+    other_term_changes=D cold_p99_ms=E one_exit_p50_ms=F one_after_exit_p50_ms=G one_after_exit_max_ms=H
+(F: kill -> host0 reaped, the kernel's teardown before its sockets close; G, H: the failover less F)
 Exits 1 if a run fails, e.g. a group without a leader within --timeout.
 `
 

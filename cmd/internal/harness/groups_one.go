@@ -27,7 +27,12 @@ type OneReport struct {
 	P50, P99, Max    float64 // ms, g0's failover over the trials
 	OtherTermChanges int     // over the trials: groups other than g0 whose term moved
 	ColdP99          float64 // ms: the cold start, every group led
-	samples          []time.Duration
+	// ExitP50: kill -> the killed host reaped (its exit done, so its sockets closed: the
+	// kernel's teardown, which grows with the process's memory, before any survivor can hear
+	// of the death); AfterExitP50 and AfterExitMax: g0's failover less that, per trial (what
+	// the survivors take once the death can be heard). Both in ms, over the trials.
+	ExitP50, AfterExitP50, AfterExitMax float64
+	samples, exits, afterExit           []time.Duration
 }
 
 // Line is `bench-groups-one: key=value ...`; fields are only ever added at the end.
@@ -36,7 +41,8 @@ func (r OneReport) Line() string {
 	b.WriteString("bench-groups-one:")
 	for _, f := range [][2]any{{"groups", r.Groups}, {"trials", r.Trials}, {"one_crash_p50_ms", r.P50},
 		{"one_crash_p99_ms", r.P99}, {"one_crash_max_ms", r.Max}, {"other_term_changes", r.OtherTermChanges},
-		{"cold_p99_ms", r.ColdP99}} {
+		{"cold_p99_ms", r.ColdP99}, {"one_exit_p50_ms", r.ExitP50}, {"one_after_exit_p50_ms", r.AfterExitP50},
+		{"one_after_exit_max_ms", r.AfterExitMax}} {
 		fmt.Fprintf(&b, " %s=%s", f[0], formatField(f[1]))
 	}
 	return b.String()
@@ -68,7 +74,9 @@ func oneLayout(groups int) func(j int, procs []*HostProc) []ConfigEntry {
 
 // doOne is a --one-failover run: the cold start, then o.OneFailover trials.
 func (g *groupsRun) doOne(ctx context.Context, dir string) (OneReport, error) {
-	rep := OneReport{Groups: g.o.Groups, Trials: g.o.OneFailover, ColdP99: math.NaN(), P50: math.NaN(), P99: math.NaN(), Max: math.NaN()}
+	nan := math.NaN()
+	rep := OneReport{Groups: g.o.Groups, Trials: g.o.OneFailover, ColdP99: nan, P50: nan, P99: nan, Max: nan,
+		ExitP50: nan, AfterExitP50: nan, AfterExitMax: nan}
 	h, err := NewHosts(dir, HostLayout{Binary: g.o.Binary, Hosts: groupsHosts, Groups: g.o.Groups,
 		Profile: g.o.Profile, LogLevel: g.o.LogLevel, Configs: oneLayout(g.o.Groups)})
 	if err != nil {
@@ -88,6 +96,8 @@ func (g *groupsRun) doOne(ctx context.Context, dir string) (OneReport, error) {
 		}
 	}
 	rep.P50, rep.P99, rep.Max = Percentile(rep.samples, 50), Percentile(rep.samples, 99), Percentile(rep.samples, 100)
+	rep.ExitP50 = Percentile(rep.exits, 50)
+	rep.AfterExitP50, rep.AfterExitMax = Percentile(rep.afterExit, 50), Percentile(rep.afterExit, 100)
 	return rep, nil
 }
 
@@ -116,15 +126,18 @@ func (g *groupsRun) oneTrial(ctx context.Context, trial int, rep *OneReport) err
 	case <-time.After(5*g.o.cfg.HeartBeatInterval + time.Duration(rand.Int64N(int64(g.o.cfg.HeartBeatInterval)))):
 	}
 	t0 := time.Now()
-	if err := g.hosts.Kill(0); err != nil {
+	if err := g.hosts.Kill(0); err != nil { // returns once host0 is reaped
 		return err
 	}
+	exited := time.Since(t0)
 	led, err := g.awaitLeaders(ctx, t0, map[string]int64{g0: term}, 0, fmt.Sprintf("trial %d: kill -9 of host0", trial))
 	if err != nil {
 		return err
 	}
 	took := led[g0].At.Sub(t0)
 	rep.samples = append(rep.samples, took)
+	rep.exits = append(rep.exits, exited)
+	rep.afterExit = append(rep.afterExit, max(0, took-exited))
 	after, err := g.awaitStable(ctx, fmt.Sprintf("trial %d: the survivors", trial))
 	if err != nil {
 		return err
@@ -137,8 +150,8 @@ func (g *groupsRun) oneTrial(ctx context.Context, trial int, rep *OneReport) err
 	if _, err := g.awaitPreferred(ctx); err != nil {
 		return fmt.Errorf("trial %d, after host0's restart: %w", trial, err)
 	}
-	g.progress("trial %d: g0 failed over in %.1f ms; %d other groups' terms moved so far; host0 back and leading g0 %.0f ms after its restart",
-		trial, Ms(took), rep.OtherTermChanges, Ms(time.Since(restart)))
+	g.progress("trial %d: g0 failed over in %.1f ms (host0 reaped after %.1f ms); %d other groups' terms moved so far; host0 back and leading g0 %.0f ms after its restart",
+		trial, Ms(took), Ms(exited), rep.OtherTermChanges, Ms(time.Since(restart)))
 	return nil
 }
 

@@ -358,8 +358,9 @@ func TestOneFailoverLayout(t *testing.T) {
 	if es := oneLayout(5)(0, procs); es[0].PreferredLeaderIDs != "n0" || counts["n0"] != 1 || counts["n1"] != 2 || counts["n2"] != 2 {
 		t.Fatalf("preferred leaders %v (g0: %s)", counts, es[0].PreferredLeaderIDs)
 	}
-	line := OneReport{Groups: 1, Trials: 2, P50: 3, P99: 4, Max: 4, ColdP99: 5}.Line()
-	if !strings.HasPrefix(line, "bench-groups-one: groups=1 trials=2 one_crash_p50_ms=3.0 one_crash_p99_ms=4.0 ") {
+	line := OneReport{Groups: 1, Trials: 2, P50: 3, P99: 4, Max: 4, ColdP99: 5, ExitP50: 1.5, AfterExitP50: 2, AfterExitMax: 2.5}.Line()
+	if !strings.HasPrefix(line, "bench-groups-one: groups=1 trials=2 one_crash_p50_ms=3.0 one_crash_p99_ms=4.0 ") ||
+		!strings.HasSuffix(line, " cold_p99_ms=5.0 one_exit_p50_ms=1.5 one_after_exit_p50_ms=2.0 one_after_exit_max_ms=2.5") {
 		t.Fatalf("line %q", line)
 	}
 }
