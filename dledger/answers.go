@@ -165,7 +165,7 @@ func (e *Elector) unlock() {
 		if !e.answersWaiting() || !e.mu.TryLock() {
 			return
 		}
-		e.deliverHeld() // the queued answers first
+		e.deliverHeld(true) // the queued answers first
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
 
@@ -178,5 +179,107 @@ func TestPeerGoneDecidesQueuedAnswersAndPlans(t *testing.T) {
 	mu.Unlock()
 	if n == 0 || !planned.Equal(want) {
 		t.Fatalf("after the queued rejections the news planned %d times, at %v; want the candidate's plan %v", n, planned, want)
+	}
+}
+
+// BenchmarkPeerGoneLaterNews is the news of a dead host as a survivor's links tell it, 100 ms
+// after the crash, to the members the table did not tell first: here 10,000 followers of n1
+// (a leader on another host, which the host's table vouches for), each told that n2's process
+// is gone, one after another. Before unlockUnlessChanged, each re-planned (a query of the
+// table, its deadlines, an alarm moved later); the news changes nothing for them.
+func BenchmarkPeerGoneLaterNews(b *testing.B) {
+	const n = 10000
+	live := &fakeLive{changed: map[string]bool{}}
+	clock := newFakeClock()
+	live.set(clock.Now(), clock.Now(), true)
+	es := make([]*Elector, n)
+	for i := range es {
+		store := memberstate.NewMemStore()
+		ms, err := memberstate.New("g", "n0", peersOf(3), store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}, Liveness: live})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e.startUp.hadLeader = true
+		req := hbReq("n1", 1)
+		req.Epoch = 42
+		if resp := e.HandleHeartBeat(req); resp.Code != protocol.CodeSuccess {
+			b.Fatalf("heartbeat answered %v", resp.Code)
+		}
+		e.SetPassAlarm(func(time.Time) {})
+		e.NextPassAt()
+		es[i] = e
+	}
+	clock.Advance(100 * time.Millisecond)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if i%n == 0 {
+			clock.Advance(time.Millisecond) // each round of news a moment later: a plan would move
+		}
+		es[i%n].PeerGone("n2")
+	}
+}
+
+// TestAPassPlansOnce: a driver runs a pass (Tick) and then asks for the next (NextPassAt); the
+// plan is computed once, by NextPassAt, not also at the end of the pass (unlockAfterPass,
+// outbox.go). A vouched follower asks the table about its leader once in its pass and once per
+// plan: two queries, not three. The pass that ran stays planned until NextPassAt, which plans
+// the follower's next pass as before. Fails if the pass plans too (three queries per pass: in
+// a 10,000-group crash, every pass of a survivor computed its plan twice).
+func TestAPassPlansOnce(t *testing.T) {
+	u, live, alarms := vouchedFollower(t)
+	u.clock.Advance(time.Second)
+	u.e.Wake() // the driver's pass, now
+	plans := len(alarms())
+	peers := live.count()
+	u.e.Tick()
+	if got := alarms()[plans:]; len(got) != 0 {
+		t.Fatalf("the pass itself moved the driver's alarm to %v", got)
+	}
+	at := u.e.NextPassAt()
+	if n := live.count() - peers; n != 2 {
+		t.Fatalf("a pass and its plan asked the table %d times, want 2 (the pass's and the plan's)", n)
+	}
+	u.e.mu.Lock()
+	want := u.e.nextPassAt(u.clock.Now())
+	u.e.mu.Unlock()
+	if !at.Equal(want) || at.Sub(u.clock.Now()) < u.cfg.QuietRefresh() {
+		t.Fatalf("NextPassAt after the pass planned %v, want %v (a vouched follower's: QuietRefresh ahead)", at, want)
+	}
+	if st := u.e.Status(); st.Role != protocol.FOLLOWER {
+		t.Fatalf("the pass changed the follower: %v", st.Role)
+	}
+}
+
+// BenchmarkDrivenFollowerPass is a driver's pass of a vouched follower and its plan: Tick, then
+// NextPassAt, as driver.Maintainer runs every pass (before unlockAfterPass, the pass computed
+// the plan too).
+func BenchmarkDrivenFollowerPass(b *testing.B) {
+	live := &fakeLive{changed: map[string]bool{}}
+	clock := newFakeClock()
+	live.set(clock.Now(), clock.Now(), true)
+	ms, err := memberstate.New("g", "n0", peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}, Liveness: live})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.startUp.hadLeader = true
+	req := hbReq("n1", 1)
+	req.Epoch = 42
+	if resp := e.HandleHeartBeat(req); resp.Code != protocol.CodeSuccess {
+		b.Fatalf("heartbeat answered %v", resp.Code)
+	}
+	e.SetPassAlarm(func(time.Time) {})
+	e.NextPassAt()
+	for b.Loop() {
+		clock.Advance(time.Millisecond)
+		e.Tick()
+		e.NextPassAt()
 	}
 }

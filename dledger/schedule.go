@@ -36,7 +36,8 @@ func (c Config) maxPassGap() time.Duration { return c.DetectionWindow() + c.Hear
 // once), never later than maxPassGap from now, and sets the alarm (if any) for it. The driver
 // sleeps until then, or until the alarm is moved. A driver must set the alarm (SetPassAlarm):
 // without it nothing tells the driver when an answer makes a pass due sooner (this replaced
-// the Reschedule channel, which only ever moved a pass earlier).
+// the Reschedule channel, which only ever moved a pass earlier). A driver calls it after every
+// pass (Tick), which plans nothing itself: the pass that ran stays planned, due, until then.
 func (e *Elector) NextPassAt() time.Time {
 	e.mu.Lock()
 	defer e.unlockQuiet()
