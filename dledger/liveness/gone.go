@@ -229,12 +229,10 @@ func (t *Table) failPass(h *host, edges []*host, hooks []call, told [][2]string,
 		run(hooks)
 		return told
 	}
-	first := make(map[*local]struct{}, len(toldFirst))
+	s := failScan{h: h, edges: edges, told: told, first: make(map[*local]struct{}, len(toldFirst))}
 	for _, l := range toldFirst {
-		first[l] = struct{}{}
+		s.first[l] = struct{}{}
 	}
-	var woken []*local
-	var tells []call
 	for from := 0; ; from += passChunk {
 		runtime.Gosched()
 		t.mu.Lock()
@@ -243,26 +241,43 @@ func (t *Table) failPass(h *host, edges []*host, hooks []call, told [][2]string,
 			break
 		}
 		for _, l := range t.slots[from:min(from+passChunk, len(t.slots))] {
-			if l == nil {
-				continue
-			}
-			_, already := first[l]
-			tell := h != nil && !already && t.dependsOnGone(l, h)
-			if tell {
-				told, tells = tellOf(told, tells, l, h.id)
-			}
-			if (tell || already) && l.newsWakes() {
-				continue // its news is its wake (FailedLink)
-			}
-			if len(edges) > 0 && t.dependsOnAny(l, edges, false) {
-				woken = append(woken, l)
+			if l != nil {
+				s.look(t, l)
 			}
 		}
 		t.mu.Unlock()
 	}
-	run(tells)
-	run(appendWakes(hooks, woken))
-	return told
+	run(s.tells)
+	run(appendWakes(hooks, s.woken))
+	return s.told
+}
+
+// failScan is what failPass has found so far: the members told (first: by FailedLink before
+// the pass), their tells, and the members to wake.
+type failScan struct {
+	h     *host
+	edges []*host
+	first map[*local]struct{}
+	told  [][2]string
+	tells []call
+	woken []*local
+}
+
+// look is failPass's look at member l, with mu held: tell it if it depends on the failed host
+// and was not told first; wake it if it depends on a host that turned stale, unless its news
+// was its wake (FailedLink).
+func (s *failScan) look(t *Table, l *local) {
+	_, already := s.first[l]
+	tell := s.h != nil && !already && t.dependsOnGone(l, s.h)
+	if tell {
+		s.told, s.tells = tellOf(s.told, s.tells, l, s.h.id)
+	}
+	if (tell || already) && l.newsWakes() {
+		return
+	}
+	if len(s.edges) > 0 && t.dependsOnAny(l, s.edges, false) {
+		s.woken = append(s.woken, l)
+	}
 }
 
 // tellOf appends l to told and its tell for each of its peers on host to tells.
