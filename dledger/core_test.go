@@ -143,7 +143,7 @@ func coreViolations(path string, src []byte) ([]string, error) {
 var entryPoints = map[string]bool{"onVoteResponse": true, "onHeartBeatResponse": true, "onTransferResponse": true,
 	"onProbeResponse":  true, // forced recovery's probes (force.go)
 	"unlockAndDeliver": true, "deliverHeld": true, "deliveryPanicked": true,
-	"handleAnswer": true, "answerNow": true, "answerLater": true, "unlock": true, "unlockQuiet": true} // answers.go: an answer never waits for the lock
+	"handleAnswer": true, "answerNow": true, "answerNowNoting": true, "answerLater": true, "unlock": true, "unlockQuiet": true} // answers.go: an answer never waits for the lock
 
 // delivery is the one method that runs with the lock released and calls out: the transport and
 // the Observer.

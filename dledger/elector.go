@@ -378,10 +378,11 @@ func (e *Elector) fields(extra ...zap.Field) []zap.Field {
 	return append([]zap.Field{zap.Int64("term", e.ms.CurrTerm()), zap.Stringer("role", e.ms.Role())}, extra...)
 }
 
-// Tick is one StateMaintainer pass (every MaintainInterval).
+// Tick is one StateMaintainer pass (every MaintainInterval). A driver calls NextPassAt after
+// each: the pass plans nothing itself (unlockAfterPass, outbox.go).
 func (e *Elector) Tick() {
 	e.mu.Lock()
-	defer e.unlockAndDeliver()
+	defer e.unlockAfterPass()
 	e.runQueuedAnswers() // answers that came while the lock was held: before what they may decide (answers.go)
 	now := e.clock.Now()
 	if now.Sub(e.passDue()) > e.cfg.StallThreshold() {

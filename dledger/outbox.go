@@ -149,18 +149,33 @@ func (s *outboxSpares) give(out []entry) {
 // otherwise this one delivers until the outbox stays empty. Every entry point that can post
 // defers it right after taking the lock.
 func (e *Elector) unlockAndDeliver() {
-	e.deliverHeld()
+	e.deliverHeld(true)
 	e.unlock() // and the answers queued meanwhile (answers.go)
+}
+
+// unlockAfterPass is unlockAndDeliver for the pass (Tick), less its plan: every driver asks
+// NextPassAt right after a pass (driver.Maintainer, driver.Run, the simulator), which plans
+// the next pass whatever the pass's own plan said, so that plan was computed for nothing, a
+// computation of every deadline (Member.Peer queries of the host's table among them) in
+// every pass. Until the driver asks, the pass that ran stays planned (due), as it did when
+// the pass's plan found nothing due sooner: an entry point in between plans a pass due sooner
+// still, never a later one (a due pass is never postponed). The answers queued meanwhile are
+// decided and planned as after any entry point (unlock).
+func (e *Elector) unlockAfterPass() {
+	e.deliverHeld(false)
+	e.unlock()
 }
 
 // deliverHeld is unlockAndDeliver up to the release: with the lock held on entry and on
 // return, it first decides the answers queued while the lock was held (answers.go: before
-// what the schedule and the campaign place are computed from), then delivers, unless a
-// delivery is already running, which takes the entries.
-func (e *Elector) deliverHeld() {
+// what the schedule and the campaign place are computed from), plans (if plan), then
+// delivers, unless a delivery is already running, which takes the entries.
+func (e *Elector) deliverHeld(plan bool) {
 	e.runQueuedAnswers()
 	e.endCampaign()
-	e.noteSchedule()
+	if plan {
+		e.noteSchedule()
+	}
 	if e.delivering {
 		return
 	}

@@ -36,7 +36,8 @@ func (c Config) maxPassGap() time.Duration { return c.DetectionWindow() + c.Hear
 // once), never later than maxPassGap from now, and sets the alarm (if any) for it. The driver
 // sleeps until then, or until the alarm is moved. A driver must set the alarm (SetPassAlarm):
 // without it nothing tells the driver when an answer makes a pass due sooner (this replaced
-// the Reschedule channel, which only ever moved a pass earlier).
+// the Reschedule channel, which only ever moved a pass earlier). A driver calls it after every
+// pass (Tick), which plans nothing itself: the pass that ran stays planned, due, until then.
 func (e *Elector) NextPassAt() time.Time {
 	e.mu.Lock()
 	defer e.unlockQuiet()
@@ -66,7 +67,9 @@ func (e *Elector) plan(next time.Time) {
 
 // noteSchedule runs at the end of every entry point, with the lock held: if the next pass is
 // now due earlier than the time the driver sleeps until, or later and the planned pass is not
-// due yet, move it.
+// due yet, move it. An entry point that changed nothing (the news of a gone member to a member
+// that neither follows it nor leads) skips it (unlockUnlessChanged, answers.go): its deadlines
+// are where the last plan found them, so the plan could only be postponed.
 func (e *Elector) noteSchedule() {
 	if e.plannedPass.IsZero() {
 		return // no driver has asked yet (the simulator and the tests tick on their own)

@@ -464,22 +464,26 @@ func (e *Elector) PeerReachable(id string) {
 // survivor of a 10,000-group crash, most of its followers of the dead host's leaders heard
 // only after their own detection window, 0.6 s later, and then went the slow way, a same-term
 // probe first: docs/design.md, "A host's crash: what the elections wait for").
+//
+// News that changes nothing here (a follower of a leader on another host, a candidate: most
+// members of a host that hear of a crash goneNewsLater after the members it concerns) ends
+// without re-planning (unlockUnlessChanged, answers.go).
 func (e *Elector) PeerGone(id string) {
-	if e.answerNow() { // the closure only for a busy lock (answers.go)
-		defer e.unlockAndDeliver()
-		e.peerGone(id)
+	if locked, decided := e.answerNowNoting(); locked { // the closure only for a busy lock (answers.go)
+		e.unlockUnlessChanged(e.peerGone(id) || decided)
 		return
 	}
 	e.answerLater(func() { e.peerGone(id) })
 }
 
-// peerGone is PeerGone's decision, with the lock held.
-func (e *Elector) peerGone(id string) {
+// peerGone is PeerGone's decision, with the lock held; false if it changed nothing (the
+// member neither follows id nor leads).
+func (e *Elector) peerGone(id string) bool {
 	now := e.clock.Now()
 	switch e.ms.Role() {
 	case protocol.FOLLOWER:
 		if e.ms.LeaderID() != id || id == e.ms.SelfID() {
-			return
+			return false
 		}
 		term := e.ms.CurrTerm()
 		e.becomeCandidate(term, now, "the leader's process is gone (connection closed, reconnection refused)")
@@ -489,6 +493,7 @@ func (e *Elector) peerGone(id string) {
 		e.succession.defers, e.succession.busy = e.successionSlotDefers(id), true
 		e.logAt(zap.InfoLevel).Info("leader gone: campaigns after its succession delay", e.fields(zap.String("lost", id),
 			zap.Duration("delay", e.nextTimeToRequestVote.Sub(now)))...)
+		return true
 	case protocol.LEADER:
 		for i, p := range e.ms.Peers() {
 			if p.ID == id && id != e.ms.SelfID() {
@@ -498,5 +503,7 @@ func (e *Elector) peerGone(id string) {
 		// A transfer to that member waiting for its ledger end is judged now (7.8 row 5 refuses
 		// a member not alive), not when the fetch's wait ends (its planned pass).
 		e.resumeTransfer(now)
+		return true
 	}
+	return false
 }

@@ -212,6 +212,10 @@ type local struct {
 	// map, as a group has a handful of members and a host thousands of them (hostOf). Its
 	// distinct hosts are found in it when needed (Changed: a group's few peers), not kept.
 	peers []peerAt
+	// removed: RemoveMember has forgotten it (under the table's lock); a Member that still
+	// holds it then finds nothing, as it would in the table's map. Next to peers, which every
+	// query reads after it: one cache line of the entry, not two (Member.Peer).
+	removed bool
 	// wake is AddMember's wake, as tell(""), or AddMemberTold's tell: called with "" to run
 	// the member's pass, with a peer's id to tell it that peer's process is gone (FailedLink).
 	wake func(gone string)
@@ -222,9 +226,6 @@ type local struct {
 	rely reliance
 	// slot is its place in Table.slots, and in the peer hosts' indexes (host.alone; gone.go).
 	slot int32
-	// removed: RemoveMember has forgotten it (under the table's lock); a Member that still
-	// holds it then finds nothing, as it would in the table's map.
-	removed bool
 	// next is the next local member of the same group (Table.groups), nil for the last.
 	next *local
 }
@@ -245,6 +246,23 @@ const maxRelyPeers = 32
 type peerAt struct {
 	id, host string
 	r        remote
+	// h is its host's entry (nil for this host), set where the member's peers are (place, by
+	// AddMember and SetPeers): an entry lives while a member has a peer there (host.refs), so
+	// it is the map's. Every query of a pass looked the host up in the map by its name before
+	// (Member.Peer, the news of a dead host's passes); and 64 bytes make a peer one cache line
+	// of its member's array.
+	h *host
+}
+
+// linkHosts sets each of l's peers' host entry (peerAt.h); with mu held, once the entries of
+// l's hosts are made.
+func (t *Table) linkHosts(l *local) {
+	for i := range l.peers {
+		l.peers[i].h = nil
+		if p := &l.peers[i]; p.host != t.cfg.Self {
+			p.h = t.hosts[p.host]
+		}
+	}
 }
 
 // peersOf is peerHost without self, in a fixed order.
@@ -367,6 +385,7 @@ func (t *Table) AddMemberTold(group, self string, peerHost map[string]string, te
 	for _, h := range l.hostSet(t.cfg.Self) {
 		t.hostFor(h).refs++
 	}
+	t.linkHosts(l)
 	t.place(l)
 	t.index(l)
 	return nil
@@ -686,7 +705,7 @@ func (t *Table) dependsOnGone(l *local, h *host) bool {
 		if r.quorum&(1<<i) == 0 || p.host == t.cfg.Self || p.host == h.id {
 			continue // h counts as stale, found so or not yet
 		}
-		if ph := t.hosts[p.host]; ph != nil && !ph.stale {
+		if ph := p.h; ph != nil && !ph.stale {
 			fresh++
 		}
 	}
@@ -1009,10 +1028,10 @@ func (m *Member) Changed() uint64 {
 	kick := false
 	if l := m.local(); l != nil {
 		for i, p := range l.peers {
-			if p.host == t.cfg.Self || slices.ContainsFunc(l.peers[:i], func(q peerAt) bool { return q.host == p.host }) {
+			h := p.h
+			if h == nil || slices.ContainsFunc(l.peers[:i], func(q peerAt) bool { return q.h == h }) {
 				continue // this host, or a peer host met before
 			}
-			h := t.hosts[p.host]
 			h.pending.set(m.k, ep)
 			h.unsent, kick = true, true
 		}
@@ -1112,8 +1131,8 @@ func (m *Member) Peer(id string, epoch uint64, since, now time.Time) (heard, ack
 	if p == nil {
 		return
 	}
-	h := t.hosts[p.host]
-	if p.host == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
+	h := p.h // nil for a peer on this host
+	if h == nil || h.inc == 0 || h.since.After(since) {
 		return
 	}
 	heard, acked = h.heard, h.acked
@@ -1150,8 +1169,8 @@ func (m *Member) HostGone(id string, epoch uint64, since, now time.Time) (gone b
 	if p == nil {
 		return false, time.Time{}
 	}
-	h := t.hosts[p.host]
-	if p.host == t.cfg.Self || h == nil || h.inc == 0 || h.since.After(since) {
+	h := p.h // nil for a peer on this host
+	if h == nil || h.inc == 0 || h.since.After(since) {
 		return false, time.Time{}
 	}
 	if p.r.epoch > epoch || !h.failed {

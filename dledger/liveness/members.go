@@ -47,6 +47,7 @@ func (t *Table) SetPeers(group, self string, peerHost map[string]string) error {
 			t.order = slices.DeleteFunc(t.order, func(x string) bool { return x == h })
 		}
 	}
+	t.linkHosts(l) // after the entries no member needs are dropped and the new ones made
 	t.index(l)
 	return nil
 }

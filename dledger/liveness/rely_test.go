@@ -288,10 +288,13 @@ func relyAsNamed(a *Table) {
 // A dead host's news (FailedLink: its link closed and a redial refused) reaches the members
 // whose plan rests on a peer there first, each with its peers there (tell(id)), from the
 // table's one pass over its members, before the turn's HostChanged hook and wakes run; the
-// members it returns and tells are those Dependents names, and the wakes are Failed's. Fails
-// if a dependent is told after a wake or the hook (a host of 10,000 groups made three passes
-// over every member before the one follower whose leader was there heard), if a member that
-// does not depend on the host is told, or if the wakes differ from Failed's.
+// members it returns and tells are those Dependents names, and the wakes are Failed's less the
+// members told that said what they rely on (their news is their wake: fol1 is told, not woken;
+// mute, which never said, is both). Fails if a dependent is told after a wake or the hook (a
+// host of 10,000 groups made three passes over every member before the one follower whose
+// leader was there heard), if a member that does not depend on the host is told, if the wakes
+// differ from Failed's, or if a member told whose news stands for its wake is woken as well
+// (a second pass, for nothing: about 3,300 on each survivor of a 10,000-group crash).
 func TestFailedLinkTellsDependentsFirst(t *testing.T) {
 	groups := []string{"fol1", "fol2", "lead", "mute", "cand"}
 	var events []string
@@ -332,8 +335,8 @@ func TestFailedLinkTellsDependentsFirst(t *testing.T) {
 	if !slices.Equal(first, []string{"tell fol1 m1", "tell mute m1"}) {
 		t.Fatalf("the first news went to %v, want the dependents (events %v)", first, events)
 	}
-	if rest := events[2:]; !slices.Equal(rest, []string{"host H1", "wake fol1", "wake mute"}) {
-		t.Fatalf("after the news: %v, want the hook and Failed's wakes", rest)
+	if rest := events[2:]; !slices.Equal(rest, []string{"host H1", "wake mute"}) {
+		t.Fatalf("after the news: %v, want the hook and Failed's wakes less fol1 (told)", rest)
 	}
 	events = nil
 	if told := a.FailedLink("H9", t0.Add(iv)); told != nil || events != nil {
@@ -503,9 +506,11 @@ func TestFailedLinkConcurrentWithTheMembers(t *testing.T) {
 // take the index alone (aloneExact: only the failed host turned, every other one fresh) or
 // pass over every member: random members, peers and reliances over hosts B, C and D, some of
 // which are stale or failed first. Fails if the index's shortcut wakes or tells a different
-// set of members than the pass would.
+// set of members than the pass would, less the members FailedLink told that said what they
+// rely on (their news is their wake), or if it wakes one of those.
 func TestFailedWakesAsThePassWould(t *testing.T) {
 	for seed := range uint64(200) {
+		said := map[string]bool{} // the groups whose member's Rely was recorded
 		build := func() (*Table, *[]string) {
 			rnd := rand.New(rand.NewPCG(seed, 31))
 			var ev []string
@@ -530,8 +535,8 @@ func TestFailedWakesAsThePassWould(t *testing.T) {
 						q = append(q, id)
 					}
 				}
-				if rnd.IntN(5) > 0 {
-					tb.For(g, "a").Rely(q, nil, rnd.IntN(3))
+				if rnd.IntN(5) > 0 && tb.For(g, "a").Rely(q, nil, rnd.IntN(3)) {
+					said[g] = true
 				}
 			}
 			for _, h := range []string{"B", "C", "D"} {
@@ -573,14 +578,20 @@ func TestFailedWakesAsThePassWould(t *testing.T) {
 		if !slices.Equal(told, deps) {
 			t.Fatalf("seed %d: FailedLink told %v, Dependents %v", seed, told, deps)
 		}
-		var woken []string
+		var woken, want []string
 		for _, e := range *flEv {
 			if strings.HasSuffix(e, "/") {
 				woken = append(woken, e)
 			}
 		}
-		if !slices.Equal(woken, *refEv) {
-			t.Fatalf("seed %d: FailedLink woke %v, the pass %v", seed, woken, *refEv)
+		for _, e := range *refEv {
+			g := strings.TrimSuffix(e, "/")
+			if !said[g] || !slices.Contains(told, [2]string{g, "a"}) {
+				want = append(want, e)
+			}
+		}
+		if !slices.Equal(woken, want) {
+			t.Fatalf("seed %d: FailedLink woke %v, want the pass's %v less the members told that said (%v)", seed, woken, *refEv, want)
 		}
 	}
 }
