@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/liveness"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server/balance"
 )
@@ -84,13 +85,15 @@ var (
 	// machine the rejoin keeps busy. Moves above the ceil are exact in a queue that old; the
 	// others are what the next plan corrects.
 	balanceBusyGap = time.Second
-	// balanceElectionsWait: while members of this host wait in line for the host's bound on
-	// campaigns (a mass election: a cold start, a peer host's crash), a plan waits, a settle at a
-	// time, up to this long: a plan visits every member, and what it sees then is half-elected
-	// groups; its moves are transfers, each an election more, run beside the mass election's on
-	// the same processors. At 10,000 groups on two cores the plans in a cold start's first
-	// seconds queued 260-392 moves a host, and the survivors of a crash planned 1,382-1,471 at
-	// 200 ms, in the middle of their 3,334 elections (BENCHMARKS.md, "hcpu").
+	// balanceElectionsWait: while members of this host run vote rounds or wait in line to run
+	// one (the host's bound on campaigns not quiet: a mass election, a cold start or a peer
+	// host's crash, or any election), a plan waits, a settle at a time, up to this long: a plan
+	// visits every member, and what it sees then is half-elected groups; its moves are
+	// transfers, each an election more, run beside the mass election's on the same processors.
+	// At 10,000 groups on two cores the plans in a cold start's first seconds queued 260-392
+	// moves a host, and the survivors of a crash planned 1,382-1,471 at 200 ms, in the middle
+	// of their 3,334 elections (BENCHMARKS.md, "hcpu"); waiting only while members were in
+	// line, they still planned in the crash's last rounds (BENCHMARKS.md, "hpub").
 	balanceElectionsWait = 3 * time.Second
 )
 
@@ -130,6 +133,9 @@ type balancer struct {
 	// the members' publishers write it, never waiting for a plan.
 	rmu   sync.Mutex
 	roles map[*Server]roleNote
+	// candidates: the members whose latest role event says CANDIDATE (under rmu): an election
+	// of theirs is under way, or about to take a place in the host's bound (electing).
+	candidates int
 	// view is the plans' view, kept between them (balanceView).
 	view viewCache
 
@@ -270,9 +276,14 @@ func (h *Host) runBalancer(ctx context.Context) {
 	}
 }
 
-// electing: members of this host wait in line for its bound on campaigns (docs/protocol.md
-// 12.6), which only a mass election fills.
-func (h *Host) electing() bool { return h.campaigns != nil && h.campaigns.Waiting() > 0 }
+// electing: a member here is a candidate (its latest role event), or the host's members run
+// vote rounds or wait in line to run one (its bound on campaigns not quiet, docs/protocol.md
+// 12.6: Host.Campaigning). Members waiting in line alone (a full bound) were the test before:
+// at 10,000 groups the line of a crash's survivors had emptied while their last rounds still
+// held their places, and the bound is quiet too while the candidates of a lost leader wait out
+// their succession delay, in the crash's first moments: the survivors planned in the crash,
+// beside its elections (BENCHMARKS.md, "hpub").
+func (h *Host) electing() bool { return h.bal.campaigning() || h.campaigningAt(time.Now()) }
 
 // awaitElections waits, step at a time (sleep reports false when the loop must end, and then
 // so does awaitElections), while the host is electing, up to limit: a plan made then is wasted
@@ -547,6 +558,33 @@ type viewCache struct {
 	// plan of the view as it is found no move, no shortfall and no host absent (PlanAll is a
 	// function of the view: planning it again would find the same), false again at any change.
 	changed, idle bool
+	// live is the host's liveness table (nil: none, every peer host counts as fresh) and fresh
+	// what it said of each peer host during this build (hostFresh), asked once per host.
+	live  *liveness.Table
+	fresh map[string]bool
+}
+
+// hostFresh says whether the host's liveness table holds peer host fresh at now (heard from and
+// acknowledging within its bounds, its link not failed), asking the table once per build: a
+// member on a host that is not is not a receiver (groupOf). A leader's own view of a member
+// (alive in its last heartbeat round) is only as fresh as that round, and a quiet group has
+// none: 400 ms after a host of 10,000 groups was killed, its survivors' leaders still saw its
+// members alive in their quiet groups, and each survivor planned 1,569-1,763 transfers to the
+// dead host, all refused (row 5 of docs/protocol.md 7.8) and each logged (BENCHMARKS.md, "hpub").
+func (vc *viewCache) hostFresh(host string, now time.Time) bool {
+	if vc.live == nil {
+		return true
+	}
+	f, ok := vc.fresh[host]
+	if !ok {
+		v, known := vc.live.Host(host, now)
+		f = !known || v.Fresh // a host the table does not know (no link yet) is left to the leader
+		if vc.fresh == nil {
+			vc.fresh = map[string]bool{}
+		}
+		vc.fresh[host] = f
+	}
+	return f
 }
 
 // drop forgets the view's members (and so the removed ones among them): the next plan takes
@@ -600,6 +638,11 @@ func (h *Host) balanceView(vc *viewCache, now time.Time) bool {
 	vc.v.Self = self
 	old := len(vc.v.Groups)
 	vc.v.Groups, vc.lead, vc.nLed = vc.v.Groups[:0], vc.lead[:0], 0
+	vc.live = nil
+	if h.live != nil {
+		vc.live = h.live.table
+	}
+	clear(vc.fresh)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, until := range b.failed {
@@ -770,7 +813,7 @@ func (b *balancer) groupOf(vc *viewCache, s *Server, self string, now time.Time)
 			g.Leader = host
 		}
 		g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
-			Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{g.Name, p.ID}])})
+			Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{g.Name, p.ID}]) && vc.hostFresh(host, now)})
 	}
 	return st.Role == protocol.LEADER
 }
@@ -784,11 +827,28 @@ func (b *balancer) noteRoles(s *Server, evs []dledger.RoleEvent) {
 	ev := evs[len(evs)-1]
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
+	if old, ok := b.roles[s]; ok && old.Role == protocol.CANDIDATE {
+		b.candidates--
+	}
 	if ev.Role == protocol.UNKNOWN {
 		delete(b.roles, s)
 		return
 	}
+	if ev.Role == protocol.CANDIDATE {
+		b.candidates++
+	}
 	b.roles[s] = roleNote{Role: ev.Role, LeaderID: ev.LeaderID}
+}
+
+// campaigning says whether a member here is a candidate, as its latest role event says. nil:
+// none.
+func (b *balancer) campaigning() bool {
+	if b == nil {
+		return false
+	}
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	return b.candidates > 0
 }
 
 // running: started and not stopping.
