@@ -452,6 +452,10 @@ const (
 	fsyncDir  = "dir"
 )
 
+// ObservesVoteStore says whether VoteStoreOp records anything: false for a host-only member
+// (NewHostOnly), whose store then need not time its writes for it.
+func (m *Metrics) ObservesVoteStore() bool { return !m.hostOnly }
+
 // VoteStoreOp records one timed step of a vote state write; it has the signature of
 // memberstate.FileStore.SetObserver's argument.
 func (m *Metrics) VoteStoreOp(op string, d time.Duration) {

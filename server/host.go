@@ -409,7 +409,9 @@ func (h *Host) memberStore(cfg *Config, store memberstate.Store) (*memberstate.J
 func (h *Host) admit(key memberKey, s *Server, journaled *memberstate.JournalStore) {
 	if journaled != nil {
 		s.journaled = journaled
-		journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
+		if s.metrics.ObservesVoteStore() { // a host-only member's records no duration: no clock read per Save
+			journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
+		}
 	}
 	if h.drained.Load() {
 		s.elector.WithdrawCandidacy("host drained")
