@@ -587,6 +587,7 @@ func (h *Host) Stop(ctx context.Context) error {
 
 // forget removes a stopped member from the host's table.
 func (h *Host) forget(s *Server) {
+	h.bal.forgetRole(s) // its passes have stopped: no role event of it follows
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if g := h.groups[s.cfg.Group]; slices.Contains(g, s) {

@@ -829,6 +829,20 @@ func (b *balancer) noteRoles(s *Server, evs []dledger.RoleEvent) {
 	s.candidate = is
 }
 
+// forgetRole takes member s out of the candidates: it stopped (Host.forget). Its last event
+// (UNKNOWN) is published by its Stop, not by the host's publisher, so noteRoles never sees it.
+func (b *balancer) forgetRole(s *Server) {
+	if b == nil {
+		return
+	}
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	if s.candidate {
+		b.candidates--
+		s.candidate = false
+	}
+}
+
 // campaigning says whether a member here is a candidate, as its latest role event says. nil:
 // none.
 func (b *balancer) campaigning() bool {

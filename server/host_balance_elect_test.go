@@ -102,4 +102,11 @@ func TestBalancerWaitsForItsCandidates(t *testing.T) {
 	if h.bal.candidates != 0 {
 		t.Fatalf("%d candidates counted, want 0", h.bal.candidates)
 	}
+	// A member removed while a candidate: its final event does not come through the host's
+	// publisher, and it must not hold every later plan back.
+	h.bal.noteRoles(a, cand)
+	h.forget(a)
+	if h.electing() {
+		t.Fatal("a removed candidate still holds the plan back")
+	}
 }
