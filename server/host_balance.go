@@ -129,12 +129,12 @@ type balancer struct {
 	cool     *time.Timer           // starts the queue when the cooldown ends
 	short    *time.Timer           // wakes the loop to plan again soon (a short plan)
 	wg       sync.WaitGroup
-	// candidates: the members whose latest role event says CANDIDATE (each member's
-	// Server.candidate), under rmu: an election of theirs is under way, or about to take a
-	// place in the host's bound (electing). The members' publishers write it, never waiting
-	// for a plan.
+	// leaderless: the members whose latest role event names no leader (each member's
+	// Server.leaderless), under rmu: a candidate, or a follower that has voted and not yet
+	// heard the new leader; their groups' elections are under way (electing). The members'
+	// publishers write it, never waiting for a plan.
 	rmu        sync.Mutex
-	candidates int
+	leaderless int
 	// view is the plans' view, kept between them (balanceView).
 	view viewCache
 
@@ -269,14 +269,17 @@ func (h *Host) runBalancer(ctx context.Context) {
 	}
 }
 
-// electing: a member here is a candidate (its latest role event), or the host's members run
-// vote rounds or wait in line to run one (its bound on campaigns not quiet, docs/protocol.md
-// 12.6: Host.Campaigning). Members waiting in line alone (a full bound) were the test before:
-// at 10,000 groups the line of a crash's survivors had emptied while their last rounds still
-// held their places, and the bound is quiet too while the candidates of a lost leader wait out
-// their succession delay, in the crash's first moments: the survivors planned in the crash,
-// beside its elections (BENCHMARKS.md, "hpub").
-func (h *Host) electing() bool { return h.bal.campaigning() || h.campaigningAt(time.Now()) }
+// electing: a member here knows no leader (its latest role event: a candidate, or a follower
+// that voted and has not heard the new leader yet), or the host's members run vote rounds or
+// wait in line to run one (its bound on campaigns not quiet, docs/protocol.md 12.6:
+// Host.Campaigning). Members waiting in line alone (a full bound) were the test before: at
+// 10,000 groups the line of a crash's survivors had emptied while their last rounds still held
+// their places, and the bound is quiet too while the candidates of a lost leader wait out their
+// succession delay, in the crash's first moments, and on the survivor whose own candidates
+// are done while the other survivor elects the last groups: the survivors planned in the
+// crash, beside its elections (BENCHMARKS.md, "hpub"). Candidates alone were not enough: a
+// survivor planned in the crash's last 20 ms, its members there followers that had voted.
+func (h *Host) electing() bool { return h.bal.electing() || h.campaigningAt(time.Now()) }
 
 // awaitElections waits, step at a time (sleep reports false when the loop must end, and then
 // so does awaitElections), while the host is electing, up to limit: a plan made then is wasted
@@ -809,27 +812,28 @@ func (b *balancer) groupOf(vc *viewCache, s *Server, self string, now time.Time)
 	return st.Role == protocol.LEADER
 }
 
-// noteRoles counts member s in the host's candidates while its latest role event (the last of
-// evs) says CANDIDATE. The plan reads a member's latest role and leader from its dispatcher
+// noteRoles counts member s in the host's leaderless members while its latest role event (the
+// last of evs) names no leader. The plan reads a member's latest role and leader from its dispatcher
 // (groupOf): a map of them here, written at every role event, was a map assignment per event
 // (0.3-1 % of a crash's survivor's CPU) and an entry per member.
 func (b *balancer) noteRoles(s *Server, evs []dledger.RoleEvent) {
 	if len(evs) == 0 {
 		return
 	}
-	is := evs[len(evs)-1].Role == protocol.CANDIDATE
+	ev := &evs[len(evs)-1]
+	is := ev.LeaderID == "" && ev.Role != protocol.UNKNOWN
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
 	switch {
-	case is && !s.candidate:
-		b.candidates++
-	case !is && s.candidate:
-		b.candidates--
+	case is && !s.leaderless:
+		b.leaderless++
+	case !is && s.leaderless:
+		b.leaderless--
 	}
-	s.candidate = is
+	s.leaderless = is
 }
 
-// forgetRole takes member s out of the candidates: it stopped (Host.forget). Its last event
+// forgetRole takes member s out of the leaderless members: it stopped (Host.forget). Its last event
 // (UNKNOWN) is published by its Stop, not by the host's publisher, so noteRoles never sees it.
 func (b *balancer) forgetRole(s *Server) {
 	if b == nil {
@@ -837,21 +841,21 @@ func (b *balancer) forgetRole(s *Server) {
 	}
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
-	if s.candidate {
-		b.candidates--
-		s.candidate = false
+	if s.leaderless {
+		b.leaderless--
+		s.leaderless = false
 	}
 }
 
-// campaigning says whether a member here is a candidate, as its latest role event says. nil:
+// electing says whether a member here knows no leader, as its latest role event says. nil:
 // none.
-func (b *balancer) campaigning() bool {
+func (b *balancer) electing() bool {
 	if b == nil {
 		return false
 	}
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
-	return b.candidates > 0
+	return b.leaderless > 0
 }
 
 // running: started and not stopping.
