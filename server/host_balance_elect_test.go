@@ -86,7 +86,7 @@ func TestBalancerWaitsForItsLeaderlessMembers(t *testing.T) {
 	}
 	h.bal.noteRoles(a, cand)
 	h.bal.noteRoles(b, cand)
-	h.bal.noteRoles(b, cand) // the same again counts once
+	h.bal.noteRoles(b, cand)                                                    // the same again counts once
 	h.bal.noteRoles(c, []dledger.RoleEvent{{Role: protocol.FOLLOWER, Term: 2}}) // voted, no leader yet
 	steps := 0
 	h.awaitElections(time.Hour, time.Second, func(time.Duration) bool {
