@@ -274,11 +274,11 @@ func (h *Host) runBalancer(ctx context.Context) {
 // wait in line to run one (its bound on campaigns not quiet, docs/protocol.md 12.6:
 // Host.Campaigning). Members waiting in line alone (a full bound) were the test before: at
 // 10,000 groups the line of a crash's survivors had emptied while their last rounds still held
-// their places, and the bound is quiet too while the candidates of a lost leader wait out their
-// succession delay, in the crash's first moments, and on the survivor whose own candidates
-// are done while the other survivor elects the last groups: the survivors planned in the
-// crash, beside its elections (BENCHMARKS.md, "hpub"). Candidates alone were not enough: a
-// survivor planned in the crash's last 20 ms, its members there followers that had voted.
+// their places, and both survivors planned 220 ms after the news, before the crash's last
+// groups were elected (BENCHMARKS.md, "hpub"). The bound is quiet too while the candidates of
+// a lost leader wait out their succession delay, in the crash's first moments, and for a
+// member that voted and waits for the new leader's first heartbeat: its group is still
+// electing, and its role event says so (no leader).
 func (h *Host) electing() bool { return h.bal.electing() || h.campaigningAt(time.Now()) }
 
 // awaitElections waits, step at a time (sleep reports false when the loop must end, and then
