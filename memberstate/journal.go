@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Journal keeps the Durable state of every member of a host (server.Host) in one pair of
@@ -82,6 +83,13 @@ type Journal struct {
 
 	syncs    atomic.Uint64
 	syncTook time.Duration // the last flush's fdatasync; the flusher's alone
+	// buf is the last flush's encoding buffer and spare the last flushed batch's records
+	// array, kept for the next flush and batch (the flusher's alone, spare under mu), each up
+	// to keepFlushBuffers bytes: built from nothing, a batch's records and their encoding
+	// grew by doubling, about 500 bytes of garbage a Save, in the moments a mass election
+	// saves thousands of votes (issue 29, hpub).
+	buf   []byte
+	spare []jrec
 	// confDir: the members' configurations dir (configDir) exists, or could not be told not
 	// to; read at open and set when SaveConfig makes it. Without it no member has a
 	// configuration file, and LoadConfig opens none (issue 29: a cold start of 10,000 members
@@ -579,10 +587,12 @@ func (s *JournalStore) Save(d Durable) error {
 		// b is still the batch being filled: this Save flushes it, with every record
 		// added while the last flush ran.
 		j.flushing = true
-		j.cur = &jbatch{}
+		j.cur = &jbatch{recs: j.spare}
+		j.spare = nil
 		j.syncTook = 0
 		err := j.flushLocked(b)
 		b.done, b.err, b.fsync = true, err, j.syncTook
+		j.spare, b.recs = keepRecs(b.recs), nil // no one reads a flushed batch's records
 		j.flushing = false
 		j.cond.Broadcast()
 	}
@@ -604,11 +614,14 @@ func (s *JournalStore) Save(d Durable) error {
 // flushLocked writes b durably: appended, or as a snapshot if the file is broken or full. It
 // is called with j.mu held and flushing set, and releases j.mu while it writes.
 func (j *Journal) flushLocked(b *jbatch) error {
-	var buf []byte
+	buf := j.buf[:0]
 	seq := j.seq
 	for _, r := range b.recs {
 		seq++
 		buf = appendJournalRecord(buf, j.epoch, seq, r.o, r.d)
+	}
+	if cap(buf) <= keepFlushBuffers {
+		j.buf = buf[:0]
 	}
 	if j.broken || j.off+int64(len(buf)) > j.size {
 		return j.compactLocked()
@@ -628,6 +641,20 @@ func (j *Journal) flushLocked(b *jbatch) error {
 	j.off += int64(len(buf))
 	j.seq = seq
 	return nil
+}
+
+// keepFlushBuffers bounds the buffers a journal keeps between flushes (Journal.buf, spare):
+// a batch of about a thousand records, a mass election's on one host.
+const keepFlushBuffers = 128 << 10
+
+// keepRecs is a flushed batch's records array, emptied, to fill the next batch, or nil if it is
+// past keepFlushBuffers.
+func keepRecs(recs []jrec) []jrec {
+	if cap(recs)*int(unsafe.Sizeof(jrec{})) > keepFlushBuffers {
+		return nil
+	}
+	clear(recs) // its owners' and votes' strings are not held by it
+	return recs[:0]
 }
 
 // compactLocked writes every member's state as a snapshot into the file that is not active,

@@ -29,6 +29,47 @@ type Host struct {
 
 	reg        prometheus.Registerer
 	registered []prometheus.Collector
+
+	// The series above that every role event and vote round of the host's members moves,
+	// resolved once in NewHost: WithLabelValues hashes its labels and looks the series up under
+	// the vector's lock at each call, thousands of times in a crash's survivor (issue 29, hpub).
+	// byRole is indexed by protocol.Role, byResult by protocol.ParseResult; transferBy holds
+	// the declared codes.
+	byRole     [protocol.LEADER + 1]prometheus.Gauge
+	byResult   []prometheus.Counter
+	transferBy []codeCounter
+}
+
+// codeCounter is a transfer result's series.
+type codeCounter struct {
+	code protocol.ResponseCode
+	c    prometheus.Counter
+}
+
+// member is dledger_host_members{role}.
+func (h *Host) member(r protocol.Role) prometheus.Gauge {
+	if r >= 0 && int(r) < len(h.byRole) && h.byRole[r] != nil {
+		return h.byRole[r]
+	}
+	return h.members.WithLabelValues(r.String())
+}
+
+// election is dledger_host_elections_total{result}.
+func (h *Host) election(r protocol.ParseResult) prometheus.Counter {
+	if r >= 0 && int(r) < len(h.byResult) && h.byResult[r] != nil {
+		return h.byResult[r]
+	}
+	return h.elections.WithLabelValues(r.String())
+}
+
+// transfer is dledger_host_leadership_transfers_total{result}.
+func (h *Host) transfer(c protocol.ResponseCode) prometheus.Counter {
+	for _, t := range h.transferBy {
+		if t.code == c {
+			return t.c
+		}
+	}
+	return h.transfers.WithLabelValues(c.String())
 }
 
 // hostRoles are the roles dledger_host_members counts; UNKNOWN is a stopped member's last.
@@ -54,14 +95,23 @@ func NewHost(reg prometheus.Registerer) (*Host, error) {
 		reg: reg,
 	}
 	for _, r := range hostRoles {
-		h.members.WithLabelValues(r.String())
+		g := h.members.WithLabelValues(r.String())
+		if r >= 0 && int(r) < len(h.byRole) {
+			h.byRole[r] = g
+		}
 	}
 	for _, p := range protocol.AllParseResults() {
-		h.elections.WithLabelValues(p.String())
+		c := h.elections.WithLabelValues(p.String())
+		if p >= 0 && p < 64 { // the enum's few values; anything else is looked up
+			for int(p) >= len(h.byResult) {
+				h.byResult = append(h.byResult, nil)
+			}
+			h.byResult[p] = c
+		}
 	}
 	for _, cs := range []protocol.ResponseCode{protocol.CodeSuccess, protocol.CodeFallBehindTooMuch,
 		protocol.CodeTakeLeadershipFailed, protocol.CodeTimeout, protocol.CodeNotLeader, protocol.CodeLeaderTransferring} {
-		h.transfers.WithLabelValues(cs.String())
+		h.transferBy = append(h.transferBy, codeCounter{cs, h.transfers.WithLabelValues(cs.String())})
 	}
 	for _, col := range []prometheus.Collector{h.members, h.withoutLeader, h.elections, h.leaderChanges, h.transfers,
 		h.electionDuration} {
@@ -111,7 +161,7 @@ func (m *Metrics) hostRoleLocked(role protocol.Role, hasLeader, gone bool) {
 		return
 	}
 	if m.hostCounted {
-		h.members.WithLabelValues(m.hostRole.String()).Dec()
+		h.member(m.hostRole).Dec()
 		if !m.hostHasLeader {
 			h.withoutLeader.Dec()
 		}
@@ -121,7 +171,7 @@ func (m *Metrics) hostRoleLocked(role protocol.Role, hasLeader, gone bool) {
 		return
 	}
 	m.hostRole, m.hostHasLeader = role, hasLeader
-	h.members.WithLabelValues(role.String()).Inc()
+	h.member(role).Inc()
 	if !hasLeader {
 		h.withoutLeader.Inc()
 	}

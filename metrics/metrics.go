@@ -42,6 +42,7 @@ type Metrics struct {
 type series struct {
 	term               prometheus.Gauge
 	role               *prometheus.GaugeVec
+	roleOf             [3]prometheus.Gauge // role's series of CANDIDATE, FOLLOWER, LEADER (electionRoles), resolved once
 	isLeader           prometheus.Gauge
 	hasLeader          prometheus.Gauge
 	leaderChanges      prometheus.Counter
@@ -164,8 +165,8 @@ func New(reg prometheus.Registerer, group, selfID string, now func() time.Time) 
 	leaderless := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "dledger_leaderless_seconds_total",
 		ConstLabels: cl, Help: "Total time this member knew no leader."}, m.leaderlessSeconds)
 	buildInfo := newBuildInfo(cl, ReadBuild())
-	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
-		m.role.WithLabelValues(r.String())
+	for i, r := range electionRoles {
+		m.roleOf[i] = m.role.WithLabelValues(r.String())
 	}
 	for _, target := range []string{fsyncFile, fsyncDir} {
 		m.voteStoreFsync.WithLabelValues(target)
@@ -301,15 +302,18 @@ func (m *Metrics) leaderChangedLocked(leader string, term int64) {
 	m.leader, m.leaderTerm = leader, term
 }
 
+// electionRoles are dledger_role's roles, in roleOf's order.
+var electionRoles = [3]protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER}
+
 // setRoleGauges sets the member's term and role gauges from ev.
 func (m *Metrics) setRoleGauges(ev dledger.RoleEvent) {
 	m.term.Set(float64(ev.Term))
-	for _, r := range []protocol.Role{protocol.CANDIDATE, protocol.FOLLOWER, protocol.LEADER} {
+	for i, r := range electionRoles {
 		v := 0.0
 		if r == ev.Role {
 			v = 1
 		}
-		m.role.WithLabelValues(r.String()).Set(v)
+		m.roleOf[i].Set(v)
 	}
 	if ev.Role == protocol.LEADER {
 		m.isLeader.Set(1)
@@ -347,7 +351,7 @@ func (m *Metrics) VoteRoundDecided(r protocol.ParseResult) {
 		m.elections.WithLabelValues(r.String()).Inc()
 	}
 	if h := m.hostOf(); h != nil {
-		h.elections.WithLabelValues(r.String()).Inc()
+		h.election(r).Inc()
 	}
 }
 func (m *Metrics) VoteResponse(r protocol.VoteResult) {
@@ -372,7 +376,7 @@ func (m *Metrics) TransferFinished(c protocol.ResponseCode) {
 		m.transfers.WithLabelValues(c.String()).Inc()
 	}
 	if h := m.hostOf(); h != nil {
-		h.transfers.WithLabelValues(c.String()).Inc()
+		h.transfer(c).Inc()
 	}
 }
 
@@ -447,6 +451,10 @@ const (
 	fsyncFile = "file"
 	fsyncDir  = "dir"
 )
+
+// ObservesVoteStore says whether VoteStoreOp records anything: false for a host-only member
+// (NewHostOnly), whose store then need not time its writes for it.
+func (m *Metrics) ObservesVoteStore() bool { return !m.hostOnly }
 
 // VoteStoreOp records one timed step of a vote state write; it has the signature of
 // memberstate.FileStore.SetObserver's argument.

@@ -409,7 +409,9 @@ func (h *Host) memberStore(cfg *Config, store memberstate.Store) (*memberstate.J
 func (h *Host) admit(key memberKey, s *Server, journaled *memberstate.JournalStore) {
 	if journaled != nil {
 		s.journaled = journaled
-		journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
+		if s.metrics.ObservesVoteStore() { // a host-only member's records no duration: no clock read per Save
+			journaled.SetObserver(s.metrics.VoteStoreOp) // as New does for a vote file
+		}
 	}
 	if h.drained.Load() {
 		s.elector.WithdrawCandidacy("host drained")
@@ -585,6 +587,7 @@ func (h *Host) Stop(ctx context.Context) error {
 
 // forget removes a stopped member from the host's table.
 func (h *Host) forget(s *Server) {
+	h.bal.forgetRole(s) // its passes have stopped: no role event of it follows
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if g := h.groups[s.cfg.Group]; slices.Contains(g, s) {

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dledger-go/dledger/dledger"
+	"github.com/dledger-go/dledger/dledger/liveness"
 	"github.com/dledger-go/dledger/rpc/protocol"
 	"github.com/dledger-go/dledger/server/balance"
 )
@@ -84,13 +85,15 @@ var (
 	// machine the rejoin keeps busy. Moves above the ceil are exact in a queue that old; the
 	// others are what the next plan corrects.
 	balanceBusyGap = time.Second
-	// balanceElectionsWait: while members of this host wait in line for the host's bound on
-	// campaigns (a mass election: a cold start, a peer host's crash), a plan waits, a settle at a
-	// time, up to this long: a plan visits every member, and what it sees then is half-elected
-	// groups; its moves are transfers, each an election more, run beside the mass election's on
-	// the same processors. At 10,000 groups on two cores the plans in a cold start's first
-	// seconds queued 260-392 moves a host, and the survivors of a crash planned 1,382-1,471 at
-	// 200 ms, in the middle of their 3,334 elections (BENCHMARKS.md, "hcpu").
+	// balanceElectionsWait: while members of this host run vote rounds or wait in line to run
+	// one (the host's bound on campaigns not quiet: a mass election, a cold start or a peer
+	// host's crash, or any election), a plan waits, a settle at a time, up to this long: a plan
+	// visits every member, and what it sees then is half-elected groups; its moves are
+	// transfers, each an election more, run beside the mass election's on the same processors.
+	// At 10,000 groups on two cores the plans in a cold start's first seconds queued 260-392
+	// moves a host, and the survivors of a crash planned 1,382-1,471 at 200 ms, in the middle
+	// of their 3,334 elections (BENCHMARKS.md, "hcpu"); waiting only while members were in
+	// line, they still planned in the crash's last rounds (BENCHMARKS.md, "hpub").
 	balanceElectionsWait = 3 * time.Second
 )
 
@@ -126,10 +129,12 @@ type balancer struct {
 	cool     *time.Timer           // starts the queue when the cooldown ends
 	short    *time.Timer           // wakes the loop to plan again soon (a short plan)
 	wg       sync.WaitGroup
-	// roles: each member's latest role and leader, from its role events (groupOf), under rmu:
-	// the members' publishers write it, never waiting for a plan.
-	rmu   sync.Mutex
-	roles map[*Server]roleNote
+	// leaderless: the members whose latest role event names no leader (each member's
+	// Server.leaderless), under rmu: a candidate, or a follower that has voted and not yet
+	// heard the new leader; their groups' elections are under way (electing). The members'
+	// publishers write it, never waiting for a plan.
+	rmu        sync.Mutex
+	leaderless int
 	// view is the plans' view, kept between them (balanceView).
 	view viewCache
 
@@ -137,12 +142,6 @@ type balancer struct {
 	// failures (tests, diagnostics).
 	started, peak int
 	lastErrs      []string
-}
-
-// roleNote is what a member's latest role event says that a plan needs.
-type roleNote struct {
-	Role     protocol.Role
-	LeaderID string
 }
 
 // queuedMove is a planned move and the member here that leads its group.
@@ -156,7 +155,7 @@ type moveKey struct{ group, to string }
 func newBalancer() *balancer {
 	return &balancer{wake: make(chan struct{}, 1), pump: make(chan struct{}, 1), inFlight: map[string]string{}, failed: map[moveKey]time.Time{},
 		period: balancePeriod, settle: balanceSettle, retry: balanceRetry, cooldown: balanceCooldown,
-		again: balanceAgain, busyGap: balanceBusyGap, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{}, roles: map[*Server]roleNote{},
+		again: balanceAgain, busyGap: balanceBusyGap, quietPeriods: balanceQuietPeriods, leading: map[string]time.Time{},
 		pace: balance.NewPace(balanceInFlight, balanceInFlightMax)}
 }
 
@@ -270,9 +269,17 @@ func (h *Host) runBalancer(ctx context.Context) {
 	}
 }
 
-// electing: members of this host wait in line for its bound on campaigns (docs/protocol.md
-// 12.6), which only a mass election fills.
-func (h *Host) electing() bool { return h.campaigns != nil && h.campaigns.Waiting() > 0 }
+// electing: a member here knows no leader (its latest role event: a candidate, or a follower
+// that voted and has not heard the new leader yet), or the host's members run vote rounds or
+// wait in line to run one (its bound on campaigns not quiet, docs/protocol.md 12.6:
+// Host.Campaigning). Members waiting in line alone (a full bound) were the test before: at
+// 10,000 groups the line of a crash's survivors had emptied while their last rounds still held
+// their places, and both survivors planned 220 ms after the news, before the crash's last
+// groups were elected (BENCHMARKS.md, "hpub"). The bound is quiet too while the candidates of
+// a lost leader wait out their succession delay, in the crash's first moments, and for a
+// member that voted and waits for the new leader's first heartbeat: its group is still
+// electing, and its role event says so (no leader).
+func (h *Host) electing() bool { return h.bal.electing() || h.campaigningAt(time.Now()) }
 
 // awaitElections waits, step at a time (sleep reports false when the loop must end, and then
 // so does awaitElections), while the host is electing, up to limit: a plan made then is wasted
@@ -547,6 +554,33 @@ type viewCache struct {
 	// plan of the view as it is found no move, no shortfall and no host absent (PlanAll is a
 	// function of the view: planning it again would find the same), false again at any change.
 	changed, idle bool
+	// live is the host's liveness table (nil: none, every peer host counts as fresh) and fresh
+	// what it said of each peer host during this build (hostFresh), asked once per host.
+	live  *liveness.Table
+	fresh map[string]bool
+}
+
+// hostFresh says whether the host's liveness table holds peer host fresh at now (heard from and
+// acknowledging within its bounds, its link not failed), asking the table once per build: a
+// member on a host that is not is not a receiver (groupOf). A leader's own view of a member
+// (alive in its last heartbeat round) is only as fresh as that round, and a quiet group has
+// none: 400 ms after a host of 10,000 groups was killed, its survivors' leaders still saw its
+// members alive in their quiet groups, and each survivor planned 1,569-1,763 transfers to the
+// dead host, all refused (row 5 of docs/protocol.md 7.8) and each logged (BENCHMARKS.md, "hpub").
+func (vc *viewCache) hostFresh(host string, now time.Time) bool {
+	if vc.live == nil {
+		return true
+	}
+	f, ok := vc.fresh[host]
+	if !ok {
+		v, known := vc.live.Host(host, now)
+		f = !known || v.Fresh // a host the table does not know (no link yet) is left to the leader
+		if vc.fresh == nil {
+			vc.fresh = map[string]bool{}
+		}
+		vc.fresh[host] = f
+	}
+	return f
 }
 
 // drop forgets the view's members (and so the removed ones among them): the next plan takes
@@ -600,6 +634,11 @@ func (h *Host) balanceView(vc *viewCache, now time.Time) bool {
 	vc.v.Self = self
 	old := len(vc.v.Groups)
 	vc.v.Groups, vc.lead, vc.nLed = vc.v.Groups[:0], vc.lead[:0], 0
+	vc.live = nil
+	if h.live != nil {
+		vc.live = h.live.table
+	}
+	clear(vc.fresh)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, until := range b.failed {
@@ -742,10 +781,8 @@ func (vc *viewCache) leaderOf(group string) *Server {
 func (b *balancer) groupOf(vc *viewCache, s *Server, self string, now time.Time) bool {
 	g := &vc.g
 	g.Name, g.Pinned, g.Leader, g.Busy, g.Gained, g.Members = s.cfg.Group, s.elector.Pinned(), "", false, time.Time{}, g.Members[:0]
-	b.rmu.Lock()
-	ev, known := b.roles[s]
-	b.rmu.Unlock()
-	if known && ev.Role != protocol.LEADER {
+	ev, known := s.dispatch.Last() // its latest role event: UNKNOWN if it stopped
+	if known && ev.Role != protocol.LEADER && ev.Role != protocol.UNKNOWN {
 		for _, p := range s.currentPeers() {
 			host := p.Addr
 			if p.ID == s.cfg.SelfID {
@@ -770,25 +807,55 @@ func (b *balancer) groupOf(vc *viewCache, s *Server, self string, now time.Time)
 			g.Leader = host
 		}
 		g.Members = append(g.Members, balance.Member{ID: p.ID, Host: host,
-			Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{g.Name, p.ID}])})
+			Eligible: host != self && p.Alive && p.LedgerSet && now.After(b.failed[moveKey{g.Name, p.ID}]) && vc.hostFresh(host, now)})
 	}
 	return st.Role == protocol.LEADER
 }
 
-// noteRoles records member s's latest role event (groupOf); a member's last event (role
-// UNKNOWN, it stopped) removes it.
+// noteRoles counts member s in the host's leaderless members while its latest role event (the
+// last of evs) names no leader. The plan reads a member's latest role and leader from its dispatcher
+// (groupOf): a map of them here, written at every role event, was a map assignment per event
+// (0.3-1 % of a crash's survivor's CPU) and an entry per member.
 func (b *balancer) noteRoles(s *Server, evs []dledger.RoleEvent) {
 	if len(evs) == 0 {
 		return
 	}
-	ev := evs[len(evs)-1]
+	ev := &evs[len(evs)-1]
+	is := ev.LeaderID == "" && ev.Role != protocol.UNKNOWN
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
-	if ev.Role == protocol.UNKNOWN {
-		delete(b.roles, s)
+	switch {
+	case is && !s.leaderless:
+		b.leaderless++
+	case !is && s.leaderless:
+		b.leaderless--
+	}
+	s.leaderless = is
+}
+
+// forgetRole takes member s out of the leaderless members: it stopped (Host.forget). Its last event
+// (UNKNOWN) is published by its Stop, not by the host's publisher, so noteRoles never sees it.
+func (b *balancer) forgetRole(s *Server) {
+	if b == nil {
 		return
 	}
-	b.roles[s] = roleNote{Role: ev.Role, LeaderID: ev.LeaderID}
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	if s.leaderless {
+		b.leaderless--
+		s.leaderless = false
+	}
+}
+
+// electing says whether a member here knows no leader, as its latest role event says. nil:
+// none.
+func (b *balancer) electing() bool {
+	if b == nil {
+		return false
+	}
+	b.rmu.Lock()
+	defer b.rmu.Unlock()
+	return b.leaderless > 0
 }
 
 // running: started and not stopping.

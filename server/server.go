@@ -114,6 +114,9 @@ type Server struct {
 	// Stop leaves them there (a stopped member's counters can still be read); metrics on a
 	// caller's registerer are unregistered.
 	ownMetrics bool
+	// leaderless: its latest role event named no leader, as its host's balancer counts it
+	// (host_balance.go noteRoles, under the balancer's rmu). In ownMetrics's padding.
+	leaderless bool
 
 	// ledgerReported: UpdateLedger succeeded at least once (LedgerStorage's Start needs it).
 	ledgerReported atomic.Bool

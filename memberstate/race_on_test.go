@@ -1,0 +1,5 @@
+//go:build race
+
+package memberstate
+
+const raceEnabled = true
