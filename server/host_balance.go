@@ -93,7 +93,8 @@ var (
 	// At 10,000 groups on two cores the plans in a cold start's first seconds queued 260-392
 	// moves a host, and the survivors of a crash planned 1,382-1,471 at 200 ms, in the middle
 	// of their 3,334 elections (BENCHMARKS.md, "hcpu"); waiting only while members were in
-	// line, they still planned in the crash's last rounds (BENCHMARKS.md, "hpub").
+	// line, they still planned in the crash's last rounds (BENCHMARKS.md, "hpub"). A member
+	// here that turned leaderless within this long holds a plan back too (electingAt).
 	balanceElectionsWait = 3 * time.Second
 )
 
@@ -135,6 +136,12 @@ type balancer struct {
 	// publishers write it, never waiting for a plan.
 	rmu        sync.Mutex
 	leaderless int
+	// leaderlessAt: when a member here last turned leaderless, under rmu. Only a recent turn
+	// holds a plan back (electingAt): a member that stays leaderless (a group that cannot
+	// elect, or whose other members are not deployed yet) is no election under way, and held
+	// every plan of its host back by the whole wait (the merge's review of hpub: the balance
+	// 0.6 -> 2.0 s from an undrain).
+	leaderlessAt time.Time
 	// view is the plans' view, kept between them (balanceView).
 	view viewCache
 
@@ -270,7 +277,7 @@ func (h *Host) runBalancer(ctx context.Context) {
 }
 
 // electing: a member here knows no leader (its latest role event: a candidate, or a follower
-// that voted and has not heard the new leader yet), or the host's members run vote rounds or
+// that voted and has not heard the new leader yet) and one turned so lately, or the host's members run vote rounds or
 // wait in line to run one (its bound on campaigns not quiet, docs/protocol.md 12.6:
 // Host.Campaigning). Members waiting in line alone (a full bound) were the test before: at
 // 10,000 groups the line of a crash's survivors had emptied while their last rounds still held
@@ -279,7 +286,10 @@ func (h *Host) runBalancer(ctx context.Context) {
 // a lost leader wait out their succession delay, in the crash's first moments, and for a
 // member that voted and waits for the new leader's first heartbeat: its group is still
 // electing, and its role event says so (no leader).
-func (h *Host) electing() bool { return h.bal.electing() || h.campaigningAt(time.Now()) }
+func (h *Host) electing() bool {
+	now := time.Now()
+	return h.bal.electingAt(now) || h.campaigningAt(now)
+}
 
 // awaitElections waits, step at a time (sleep reports false when the loop must end, and then
 // so does awaitElections), while the host is electing, up to limit: a plan made then is wasted
@@ -574,7 +584,10 @@ func (vc *viewCache) hostFresh(host string, now time.Time) bool {
 	f, ok := vc.fresh[host]
 	if !ok {
 		v, known := vc.live.Host(host, now)
-		f = !known || v.Fresh // a host the table does not know (no link yet) is left to the leader
+		// A host the table does not know, or has never heard from (no link yet, or a peer
+		// that answers no host heartbeat: a process of one member, an older version), is left
+		// to the leader's view: only a host once heard and now stale is no receiver.
+		f = !known || v.Fresh || v.Heard.IsZero()
 		if vc.fresh == nil {
 			vc.fresh = map[string]bool{}
 		}
@@ -827,6 +840,7 @@ func (b *balancer) noteRoles(s *Server, evs []dledger.RoleEvent) {
 	switch {
 	case is && !s.leaderless:
 		b.leaderless++
+		b.leaderlessAt = time.Now()
 	case !is && s.leaderless:
 		b.leaderless--
 	}
@@ -847,15 +861,15 @@ func (b *balancer) forgetRole(s *Server) {
 	}
 }
 
-// electing says whether a member here knows no leader, as its latest role event says. nil:
-// none.
-func (b *balancer) electing() bool {
+// electingAt says whether a member here knows no leader, as its latest role event says, and
+// one turned so within balanceElectionsWait of now. nil: none.
+func (b *balancer) electingAt(now time.Time) bool {
 	if b == nil {
 		return false
 	}
 	b.rmu.Lock()
 	defer b.rmu.Unlock()
-	return b.leaderless > 0
+	return b.leaderless > 0 && now.Sub(b.leaderlessAt) < balanceElectionsWait
 }
 
 // running: started and not stopping.

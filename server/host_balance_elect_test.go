@@ -115,3 +115,30 @@ func TestBalancerWaitsForItsLeaderlessMembers(t *testing.T) {
 		t.Fatal("a removed candidate still holds the plan back")
 	}
 }
+
+// TestBalancerStopsWaitingForAStuckLeaderlessMember: a member that stays leaderless (a group
+// that cannot elect, or whose other members are not deployed yet) holds the plans back only
+// for balanceElectionsWait after it turned so, not for as long as it stays: it is no election
+// under way. Another member turning leaderless later holds them back again.
+func TestBalancerStopsWaitingForAStuckLeaderlessMember(t *testing.T) {
+	b := newBalancer()
+	a, c := &Server{}, &Server{}
+	cand := []dledger.RoleEvent{{Role: protocol.CANDIDATE, Term: 2}}
+	b.noteRoles(a, cand)
+	now := time.Now()
+	if !b.electingAt(now) {
+		t.Fatal("a member just turned candidate: want the plan held back")
+	}
+	later := now.Add(balanceElectionsWait + time.Millisecond)
+	if b.electingAt(later) {
+		t.Fatalf("a member leaderless for %v still holds every plan back", balanceElectionsWait)
+	}
+	b.noteRoles(a, cand) // the same member again: not a new turn
+	if b.electingAt(later) {
+		t.Fatal("a stuck member's repeated event counts as a new election")
+	}
+	b.noteRoles(c, cand)
+	if !b.electingAt(time.Now()) {
+		t.Fatal("another member just turned candidate: want the plan held back")
+	}
+}

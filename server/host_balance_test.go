@@ -108,6 +108,9 @@ type balanceRig struct {
 	log    *roleLog
 	// optsFor is each group's timings (default fastTimings).
 	optsFor func(group string) dledger.Config
+	// perMember: the hosts that run without host links (HostConfig.PerMemberLinks), as a
+	// `dledger server` of one member does: they answer no host heartbeat.
+	perMember map[int]bool
 }
 
 func newBalanceRig(t *testing.T, nHosts, nGroups int) *balanceRig {
@@ -166,7 +169,8 @@ func (r *balanceRig) restartHost(i int) *Host {
 	r.t.Helper()
 	deadline := time.Now().Add(electionLimit)
 	for {
-		h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", r.ports[i]), DataDir: r.dirs[i], Keys: testKeys})
+		h, err := NewHost(HostConfig{Listen: fmt.Sprintf("127.0.0.1:%d", r.ports[i]), DataDir: r.dirs[i], Keys: testKeys,
+			PerMemberLinks: r.perMember[i]})
 		if err == nil {
 			if err = h.Start(); err == nil {
 				r.t.Cleanup(func() {

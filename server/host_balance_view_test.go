@@ -12,11 +12,14 @@ import (
 )
 
 // viewNow is host h's balance view at this moment, copied out of the balancer's buffers.
-func viewNow(h *Host) balance.View {
+func viewNow(h *Host) balance.View { return viewAt(h, time.Now()) }
+
+// viewAt is h's balancer view built at now.
+func viewAt(h *Host, now time.Time) balance.View {
 	vc := &h.bal.view
 	vc.mu.Lock()
 	defer vc.mu.Unlock()
-	h.balanceView(vc, time.Now())
+	h.balanceView(vc, now)
 	return copyView(vc, false)
 }
 
