@@ -83,14 +83,15 @@ func (e *Elector) answerNow() bool {
 }
 
 // answerNowNoting is answerNow for an entry point that may change nothing (PeerGone): decided
-// says whether it handled queued answers, which may have.
+// says whether it handled queued answers, which may have. It is what runQueuedAnswers ran, not
+// a look at the queue before: an answer queued between that look and the run (the news of
+// another gone host, on another link's goroutine) was handled with nothing noting it, and a
+// follower it made a candidate planned no campaign (the merge's review of hnews).
 func (e *Elector) answerNowNoting() (locked, decided bool) {
 	if !e.mu.TryLock() {
 		return false, false
 	}
-	decided = e.answersWaiting()
-	e.runQueuedAnswers()
-	return true, decided
+	return true, e.runQueuedAnswers()
 }
 
 // unlockUnlessChanged ends an entry point that took the lock with answerNowNoting:
@@ -139,8 +140,9 @@ func (e *Elector) answersWaiting() bool {
 	return aq != nil && aq.waiting.Load() > 0
 }
 
-// runQueuedAnswers handles the queued answers, oldest first. Lock held.
-func (e *Elector) runQueuedAnswers() {
+// runQueuedAnswers handles the queued answers, oldest first, and says whether there were any.
+// Lock held.
+func (e *Elector) runQueuedAnswers() (ran bool) {
 	aq := e.answers.Load()
 	for aq != nil && aq.waiting.Load() > 0 {
 		aq.qmu.Lock()
@@ -151,8 +153,10 @@ func (e *Elector) runQueuedAnswers() {
 		for i, f := range q {
 			f()
 			q[i] = nil
+			ran = true
 		}
 	}
+	return ran
 }
 
 // unlock releases the lock at the end of an entry point's delivery; if answers were queued

@@ -126,8 +126,9 @@ func TestPeerGoneToALeaderPlans(t *testing.T) {
 // lock are decided by the next entry point that takes it, the news of a gone member too; the
 // news changes nothing itself (the candidate stays a candidate), but the answers did (they lost
 // the round, which sets the re-vote time, and leave a count for the Observer), so it plans.
-// Fails if the news that changed nothing skips the plan (or the delivery) the queued answers
-// need.
+// A guard: the Observer's counts left in the outbox force the delivery and the plan by
+// themselves, so it passes even if the queued answers did not count as a change;
+// TestQueuedLeaderGoneBeforeOtherNewsPlansTheCampaign is the test that fails then.
 func TestPeerGoneDecidesQueuedAnswersAndPlans(t *testing.T) {
 	u := newUnit(t, 3, nil)
 	u.e.mu.Lock()
@@ -281,5 +282,41 @@ func BenchmarkDrivenFollowerPass(b *testing.B) {
 		clock.Advance(time.Millisecond)
 		e.Tick()
 		e.NextPassAt()
+	}
+}
+
+// TestQueuedLeaderGoneBeforeOtherNewsPlansTheCampaign: the news that a follower's leader is
+// gone, queued while another entry point held the lock (another link's goroutine told it), is
+// decided by the next entry point that takes the lock, here the news of a member it does not
+// follow, which changes nothing by itself: the queued news made the follower a candidate, so
+// that entry point must plan its campaign (the succession delay), not leave the plan a
+// vouched follower had (the table's refresh, minutes away). Fails if the queued answers
+// handled first do not count as a change (the merge's review of hnews).
+func TestQueuedLeaderGoneBeforeOtherNewsPlansTheCampaign(t *testing.T) {
+	u, _, _ := vouchedFollower(t)
+	u.clock.Advance(100 * time.Millisecond)
+	u.e.mu.Lock() // as an entry point that holds it
+	queued := make(chan struct{})
+	go func() { u.e.PeerGone("n1"); close(queued) }() // its leader: queued behind the lock
+	select {
+	case <-queued:
+	case <-time.After(boundedWait):
+		u.e.mu.Unlock()
+		<-queued
+		t.Fatal("the news waited for the lock")
+	}
+	u.e.mu.Unlock() // released without looking at the queue, as if by a holder that went away
+	if !u.e.answersWaiting() {
+		t.Fatal("precondition: the news was not queued")
+	}
+	u.e.PeerGone("n2") // a member it does not follow: no change by itself
+	if st := u.e.Status(); st.Role != protocol.CANDIDATE {
+		t.Fatalf("role %v after its leader's queued news, want CANDIDATE", st.Role)
+	}
+	u.e.mu.Lock()
+	planned, want := u.e.plannedPass, u.e.nextPassAt(u.clock.Now())
+	u.e.mu.Unlock()
+	if !planned.Equal(want) {
+		t.Fatalf("candidate's pass planned in %v, want in %v (its campaign)", planned.Sub(u.clock.Now()), want.Sub(u.clock.Now()))
 	}
 }

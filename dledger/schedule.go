@@ -69,7 +69,8 @@ func (e *Elector) plan(next time.Time) {
 // now due earlier than the time the driver sleeps until, or later and the planned pass is not
 // due yet, move it. An entry point that changed nothing (the news of a gone member to a member
 // that neither follows it nor leads) skips it (unlockUnlessChanged, answers.go): its deadlines
-// are where the last plan found them, so the plan could only be postponed.
+// are where the last plan found them, so the plan could only be postponed. So does a pass
+// (Tick, unlockAfterPass): its driver plans right after it (NextPassAt).
 func (e *Elector) noteSchedule() {
 	if e.plannedPass.IsZero() {
 		return // no driver has asked yet (the simulator and the tests tick on their own)

@@ -470,7 +470,9 @@ func (e *Elector) PeerReachable(id string) {
 // without re-planning (unlockUnlessChanged, answers.go).
 func (e *Elector) PeerGone(id string) {
 	if locked, decided := e.answerNowNoting(); locked { // the closure only for a busy lock (answers.go)
-		e.unlockUnlessChanged(e.peerGone(id) || decided)
+		changed := false
+		defer func() { e.unlockUnlessChanged(changed || decided) }() // released if peerGone panics
+		changed = e.peerGone(id)
 		return
 	}
 	e.answerLater(func() { e.peerGone(id) })

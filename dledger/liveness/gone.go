@@ -175,7 +175,9 @@ func (t *Table) FailedLink(to string, now time.Time) [][2]string {
 // it said what it relies on (Member.Rely), so it depends on the host by a quorum peer there, as
 // a follower whose leader was there or a leader whose vouched quorum breaks; the elector's
 // PeerGone then changes it (a follower becomes a candidate, a leader marks the peer not alive)
-// and plans its next pass from the table as it is. A member that never said (it relies on every
+// and plans its next pass from the table as it is. A candidate keeps the reliance it said as
+// a follower or leader and its PeerGone changes nothing, but nothing a candidate plans by reads
+// the table, so its plan stands (the merge's review of hnews). A member that never said (it relies on every
 // peer) may be told of a host its plan does not rest on, and PeerGone then changes nothing and
 // plans nothing: it is woken as well. With mu held, or read-locked and cmu.
 func (l *local) newsWakes() bool { return l.rely.known }

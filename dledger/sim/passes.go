@@ -17,8 +17,9 @@ import (
 //
 // The extra pass leaves the run as it was: a pass with nothing due draws no random number,
 // writes no trace record and sends nothing, and the planned pass stays where the event's own
-// entry point put it (the elector re-plans at the end of every entry point, from the same
-// state and the same instant). Its only trace is the elector's time of the last pass, which
+// entry point put it (the elector re-plans at the end of every entry point that changed
+// something, from the same state and the same instant; a pass leaves the plan to the driver's
+// NextPassAt, which the simulator asks for after every pass but this one). Its only trace is the elector's time of the last pass, which
 // nothing decides by once a pass has been planned (passDue). So every seed's trace hash is the
 // same with the oracle as without it.
 
