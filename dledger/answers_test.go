@@ -282,16 +282,23 @@ func candidateWithAVoteOut(t *testing.T) (*unit, sentVote) {
 // elector's lock, and fails if the answer waits for the lock (it must be queued).
 func grantWhileHeld(t *testing.T, u *unit, v sentVote) {
 	t.Helper()
-	answered := make(chan struct{})
+	whileHeld(t, u, "the answer", func() { v.done(voteResp(v.to, protocol.VoteAccept, v.req.Term), nil) })
+}
+
+// whileHeld runs f (an entry point that must not wait for the lock) on another goroutine while
+// the test holds the elector's lock, and fails if f waits for it (it must queue its work).
+func whileHeld(t *testing.T, u *unit, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
 	go func() {
-		v.done(voteResp(v.to, protocol.VoteAccept, v.req.Term), nil)
-		close(answered)
+		f()
+		close(done)
 	}()
 	select {
-	case <-answered:
+	case <-done:
 	case <-time.After(boundedWait):
 		u.e.mu.Unlock()
-		<-answered
-		t.Fatal("the answer waited for the lock")
+		<-done
+		t.Fatal(what + " waited for the lock")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dledger-go/dledger/dledger/dledgertest"
 	"github.com/dledger-go/dledger/memberstate"
 	"github.com/dledger-go/dledger/rpc/protocol"
 )
@@ -146,18 +147,7 @@ func TestPeerGoneDecidesQueuedAnswersAndPlans(t *testing.T) {
 	u.e.NextPassAt()
 	u.e.mu.Lock() // as an entry point that holds it
 	for _, v := range votes {
-		answered := make(chan struct{})
-		go func() {
-			v.done(voteResp(v.to, protocol.VoteRejectAlreadyVoted, v.req.Term), nil)
-			close(answered)
-		}()
-		select {
-		case <-answered:
-		case <-time.After(boundedWait):
-			u.e.mu.Unlock()
-			<-answered
-			t.Fatal("the answer waited for the lock")
-		}
+		whileHeld(t, u, "the answer", func() { v.done(voteResp(v.to, protocol.VoteRejectAlreadyVoted, v.req.Term), nil) })
 	}
 	u.e.mu.Unlock() // released without looking at the queue, as if by a holder that went away
 	if !u.e.answersWaiting() {
@@ -195,24 +185,7 @@ func BenchmarkPeerGoneLaterNews(b *testing.B) {
 	live.set(clock.Now(), clock.Now(), true)
 	es := make([]*Elector, n)
 	for i := range es {
-		store := memberstate.NewMemStore()
-		ms, err := memberstate.New("g", "n0", peersOf(3), store)
-		if err != nil {
-			b.Fatal(err)
-		}
-		e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}, Liveness: live})
-		if err != nil {
-			b.Fatal(err)
-		}
-		e.startUp.hadLeader = true
-		req := hbReq("n1", 1)
-		req.Epoch = 42
-		if resp := e.HandleHeartBeat(req); resp.Code != protocol.CodeSuccess {
-			b.Fatalf("heartbeat answered %v", resp.Code)
-		}
-		e.SetPassAlarm(func(time.Time) {})
-		e.NextPassAt()
-		es[i] = e
+		es[i] = benchVouchedFollower(b, clock, live)
 	}
 	clock.Advance(100 * time.Millisecond)
 	b.ResetTimer()
@@ -262,22 +235,7 @@ func BenchmarkDrivenFollowerPass(b *testing.B) {
 	live := &fakeLive{changed: map[string]bool{}}
 	clock := newFakeClock()
 	live.set(clock.Now(), clock.Now(), true)
-	ms, err := memberstate.New("g", "n0", peersOf(3), memberstate.NewMemStore())
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}, Liveness: live})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e.startUp.hadLeader = true
-	req := hbReq("n1", 1)
-	req.Epoch = 42
-	if resp := e.HandleHeartBeat(req); resp.Code != protocol.CodeSuccess {
-		b.Fatalf("heartbeat answered %v", resp.Code)
-	}
-	e.SetPassAlarm(func(time.Time) {})
-	e.NextPassAt()
+	e := benchVouchedFollower(b, clock, live)
 	for b.Loop() {
 		clock.Advance(time.Millisecond)
 		e.Tick()
@@ -295,17 +253,9 @@ func BenchmarkDrivenFollowerPass(b *testing.B) {
 func TestQueuedLeaderGoneBeforeOtherNewsPlansTheCampaign(t *testing.T) {
 	u, _, _ := vouchedFollower(t)
 	u.clock.Advance(100 * time.Millisecond)
-	u.e.mu.Lock() // as an entry point that holds it
-	queued := make(chan struct{})
-	go func() { u.e.PeerGone("n1"); close(queued) }() // its leader: queued behind the lock
-	select {
-	case <-queued:
-	case <-time.After(boundedWait):
-		u.e.mu.Unlock()
-		<-queued
-		t.Fatal("the news waited for the lock")
-	}
-	u.e.mu.Unlock() // released without looking at the queue, as if by a holder that went away
+	u.e.mu.Lock()                                              // as an entry point that holds it
+	whileHeld(t, u, "the news", func() { u.e.PeerGone("n1") }) // its leader: queued behind the lock
+	u.e.mu.Unlock()                                            // released without looking at the queue, as if by a holder that went away
 	if !u.e.answersWaiting() {
 		t.Fatal("precondition: the news was not queued")
 	}
@@ -319,4 +269,27 @@ func TestQueuedLeaderGoneBeforeOtherNewsPlansTheCampaign(t *testing.T) {
 	if !planned.Equal(want) {
 		t.Fatalf("candidate's pass planned in %v, want in %v (its campaign)", planned.Sub(u.clock.Now()), want.Sub(u.clock.Now()))
 	}
+}
+
+// benchVouchedFollower is a driven follower of n1 (a leader the table vouches for, epoch 42),
+// for the benchmarks: its pass planned (a no-op alarm).
+func benchVouchedFollower(b *testing.B, clock *dledgertest.FakeClock, live *fakeLive) *Elector {
+	b.Helper()
+	ms, err := memberstate.New("g", "n0", peersOf(3), memberstate.NewMemStore())
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := newElector(testConfig(), ms, Options{Clock: clock, Rand: zeroRand, Transport: &recTransport{}, Liveness: live})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.startUp.hadLeader = true
+	req := hbReq("n1", 1)
+	req.Epoch = 42
+	if resp := e.HandleHeartBeat(req); resp.Code != protocol.CodeSuccess {
+		b.Fatalf("heartbeat answered %v", resp.Code)
+	}
+	e.SetPassAlarm(func(time.Time) {})
+	e.NextPassAt()
+	return e
 }
