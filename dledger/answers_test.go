@@ -269,13 +269,20 @@ func TestQueuedAnswersHandledByTheHolderPlanNoPass(t *testing.T) {
 // candidateWithAVoteOut is a 3-member unit whose member campaigns, and its first vote request.
 func candidateWithAVoteOut(t *testing.T) (*unit, sentVote) {
 	t.Helper()
+	u, votes := candidateWithVotesOut(t)
+	return u, votes[0]
+}
+
+// candidateWithVotesOut is a 3-member unit whose member campaigns, and its vote requests.
+func candidateWithVotesOut(t *testing.T) (*unit, []sentVote) {
+	t.Helper()
 	u := newUnit(t, 3, nil)
 	u.e.mu.Lock()
 	u.lastParse(protocol.WaitToVoteNext)
 	u.e.mu.Unlock()
 	u.clock.Advance(time.Second)
 	u.e.Tick()
-	return u, u.tr.takeVotes()[0]
+	return u, u.tr.takeVotes()
 }
 
 // grantWhileHeld answers v with a grant from another goroutine while the test holds the

@@ -131,13 +131,7 @@ func TestPeerGoneToALeaderPlans(t *testing.T) {
 // themselves, so it passes even if the queued answers did not count as a change;
 // TestQueuedLeaderGoneBeforeOtherNewsPlansTheCampaign is the test that fails then.
 func TestPeerGoneDecidesQueuedAnswersAndPlans(t *testing.T) {
-	u := newUnit(t, 3, nil)
-	u.e.mu.Lock()
-	u.lastParse(protocol.WaitToVoteNext)
-	u.e.mu.Unlock()
-	u.clock.Advance(time.Second)
-	u.e.Tick()
-	votes := u.tr.takeVotes()
+	u, votes := candidateWithVotesOut(t)
 	if len(votes) != 2 {
 		t.Fatalf("%d vote requests, want 2", len(votes))
 	}

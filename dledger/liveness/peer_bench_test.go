@@ -63,15 +63,7 @@ func TestPeersKeepTheirHostEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostsOf := func() map[string]string {
-		m := map[string]string{"a": "A"}
-		for _, id := range []string{"b", "c", "d"} {
-			if rnd.IntN(3) > 0 {
-				m[id] = []string{"A", "B", "C", "D"}[rnd.IntN(4)]
-			}
-		}
-		return m
-	}
+	hostsOf := func() map[string]string { return randomPeerHosts(rnd, "A", "B", "C", "D") }
 	live := map[string]bool{}
 	for step := range 3000 {
 		g := fmt.Sprintf("g%d", rnd.IntN(20))

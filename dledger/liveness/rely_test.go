@@ -356,15 +356,7 @@ func TestAloneIndexFollowsTheMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostsOf := func() map[string]string {
-		m := map[string]string{"a": "A"}
-		for _, id := range []string{"b", "c", "d"} {
-			if rnd.IntN(3) > 0 {
-				m[id] = []string{"B", "C", "D"}[rnd.IntN(3)]
-			}
-		}
-		return m
-	}
+	hostsOf := func() map[string]string { return randomPeerHosts(rnd, "B", "C", "D") }
 	live := map[string]bool{}
 	for step := range 3000 {
 		g := fmt.Sprintf("g%d", rnd.IntN(40))
@@ -636,4 +628,16 @@ func TestFailedLinkTellsAMemberThatCameToDependMeanwhile(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("FailedLink returned %v, want both members", got)
 	}
+}
+
+// randomPeerHosts is a member "a" on host A with each of the peers b, c and d present two times
+// in three, on a host drawn from hosts.
+func randomPeerHosts(rnd *rand.Rand, hosts ...string) map[string]string {
+	m := map[string]string{"a": "A"}
+	for _, id := range []string{"b", "c", "d"} {
+		if rnd.IntN(3) > 0 {
+			m[id] = hosts[rnd.IntN(len(hosts))]
+		}
+	}
+	return m
 }
