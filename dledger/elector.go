@@ -431,7 +431,7 @@ func (e *Elector) UpdateLedger(term, index int64) error {
 
 // ---- role transitions: every one clears the rounds it makes stale and emits an event ----
 
-func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
+func (e *Elector) becomeCandidate(term int64, now time.Time, why string, extra ...zap.Field) {
 	was := e.ms.Role()
 	wasLeader := was == protocol.LEADER
 	if err := e.ms.ChangeToCandidate(term); err != nil {
@@ -451,7 +451,7 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string) {
 	case wasLeader:
 		e.line(zap.WarnLevel, "leader steps down", zap.Int64("seenTerm", term), zap.String("why", why))
 	case was != protocol.CANDIDATE:
-		e.line(zap.InfoLevel, EventBecomesCandidate, zap.Int64("seenTerm", term), zap.String("why", why)) // logline.go
+		e.line(zap.InfoLevel, EventBecomesCandidate, append([]zap.Field{zap.Int64("seenTerm", term), zap.String("why", why)}, extra...)...) // logline.go
 	default: // already a candidate: a repeated higher-term request is routine
 		if ce := e.logAt(zap.DebugLevel).Check(zap.DebugLevel, "candidate notes a term"); ce != nil {
 			ce.Write(e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)

@@ -488,13 +488,16 @@ func (e *Elector) peerGone(id string) bool {
 			return false
 		}
 		term := e.ms.CurrTerm()
-		e.becomeCandidate(term, now, "the leader's process is gone (connection closed, reconnection refused)")
+		// The delay first, so that the one line of the change says it: two lines (this and
+		// "leader gone") were a tenth of a survivor's CPU in a 10,000-group crash. The order
+		// of succession it reads is not touched by the change of role.
+		delay := e.successionDelay(id)
+		e.becomeCandidate(term, now, "the leader's process is gone (connection closed, reconnection refused): campaigns after its succession delay",
+			zap.String("lost", id), zap.Duration("delay", delay))
 		e.lost = lostLeader{id: id, term: term}
 		e.lastParseResult = protocol.WaitToVoteNext
-		e.setNextVote(now.Add(e.successionDelay(id)))
+		e.setNextVote(now.Add(delay))
 		e.succession.defers, e.succession.busy = e.successionSlotDefers(id), true
-		e.logAt(zap.InfoLevel).Info("leader gone: campaigns after its succession delay", e.fields(zap.String("lost", id),
-			zap.Duration("delay", e.nextTimeToRequestVote.Sub(now)))...)
 		return true
 	case protocol.LEADER:
 		for i, p := range e.ms.Peers() {

@@ -743,6 +743,19 @@ func (t *Table) Dependents(id string) [][2]string {
 	return out
 }
 
+// reliesOn says whether l's plan rests on the table's word for its peer i (Member.Rely: in its
+// quorum or also; a member that has not said relies on every peer): a newer epoch of that peer
+// wakes it. A newer epoch of any other peer changes nothing the member planned by: its plan
+// did not ask the table about that peer (a candidate's, a transfer's and an explicit
+// follower's rounds have deadlines of their own, docs/protocol.md 12.1, "Wakes"), and the
+// table keeps the epoch for when it does. Before, every change woke every local member of the
+// group: in a host's crash, two passes of each survivor's member of every group the dead host
+// led, for the other survivor's candidate and leader or follower.
+func (l *local) reliesOn(i int) bool {
+	r := l.rely
+	return !r.known || i >= maxRelyPeers || (r.quorum|r.also)&(1<<i) != 0
+}
+
 // onHost says whether a peer of l among bits (over l.peers) is on host id.
 func (l *local) onHost(bits uint32, id string) bool {
 	for i, p := range l.peers {
@@ -773,8 +786,10 @@ func run(wakes []call) {
 
 // Received takes a frame from host from, received at now, and returns the answer to send back.
 // A frame from an older incarnation than the one known is answered but changes nothing; a
-// newer incarnation makes the table forget what the old one said and wakes every local member
-// with a peer there. Changes for members the table does not place on that host are ignored.
+// newer incarnation makes the table forget what the old one said and wakes the local members
+// that relied on a peer there (wakeHost); a newer epoch of a member wakes the members of its
+// group that rely on it (hear). Changes for members the table does not place on that host are
+// ignored.
 func (t *Table) Received(from string, f Frame, now time.Time) Ack {
 	t.mu.Lock()
 	ack := Ack{Incarnation: t.cfg.Incarnation, Seq: f.Seq}
@@ -897,17 +912,13 @@ func (t *Table) hear(h *host, inc uint64, changes []Change, now time.Time) []cal
 		h.pending.unsend() // the new run has heard none of them
 	}
 	for _, c := range changes {
-		newer := false
 		for l := t.groups[c.Group]; l != nil; l = l.next {
-			p := l.peerOf(c.Member)
-			if p == nil || p.host != h.id || c.Epoch <= p.r.epoch {
+			i := l.indexOf(c.Member)
+			if i < 0 || l.peers[i].host != h.id || c.Epoch <= l.peers[i].r.epoch {
 				continue // not a member there as this group places it, or not newer
 			}
-			p.r = remote{epoch: c.Epoch, heardBefore: nanos(h.heard), ackedBefore: nanos(h.acked)}
-			newer = true
-		}
-		if newer {
-			for l := t.groups[c.Group]; l != nil; l = l.next {
+			l.peers[i].r = remote{epoch: c.Epoch, heardBefore: nanos(h.heard), ackedBefore: nanos(h.acked)}
+			if l.reliesOn(i) {
 				wakes = append(wakes, call{f: l.wake})
 			}
 		}

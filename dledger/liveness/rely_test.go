@@ -641,3 +641,36 @@ func randomPeerHosts(rnd *rand.Rand, hosts ...string) map[string]string {
 	}
 	return m
 }
+
+// A change that arrives wakes the members of its group that rely on the changed member
+// (docs/protocol.md 12.1, "Wakes"): a follower whose leader it is, a leader that keeps it
+// quiet, and a member that never said; not a candidate (it relies on nothing), nor a follower
+// of a leader elsewhere. Before, every change woke every local member of its group: in a
+// host's crash, two passes of each survivor's member of every group the dead host led.
+func TestChangeWakesOnlyWhoReliesOnTheChangedMember(t *testing.T) {
+	m := newMesh(t, 3, "cand", "fol0", "fol2", "lead", "never")
+	must := func(ok bool) {
+		t.Helper()
+		if !ok {
+			t.Fatal("Rely refused")
+		}
+	}
+	m.all(t0)
+	must(m.tables[1].For("cand", "m1").Rely(nil, nil, 0))
+	must(m.tables[1].For("fol0", "m1").Rely([]string{"m0"}, nil, 1)) // follows m0 (H0)
+	must(m.tables[1].For("fol2", "m1").Rely([]string{"m2"}, nil, 1)) // follows m2 (H2)
+	must(m.tables[1].For("lead", "m1").Rely([]string{"m0", "m2"}, nil, 1))
+	m.take(1)
+	for _, g := range []string{"cand", "fol0", "fol2", "lead", "never"} {
+		m.tables[0].For(g, "m0").Changed()
+	}
+	now := t0.Add(iv)
+	m.all(now)
+	if got, want := m.take(1), []string{"fol0", "lead", "never"}; !slices.Equal(got, want) {
+		t.Fatalf("H1 woken for m0's changes: %v, want %v", got, want)
+	}
+	// The epochs arrived all the same: the table no longer speaks for m0 at its old epoch.
+	if _, _, ok := m.tables[1].For("fol2", "m1").Peer("m0", 1, t0, now); ok {
+		t.Fatal("fol2's view still vouches for m0 at an epoch before its change")
+	}
+}
