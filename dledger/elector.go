@@ -451,7 +451,12 @@ func (e *Elector) becomeCandidate(term int64, now time.Time, why string, extra .
 	case wasLeader:
 		e.line(zap.WarnLevel, "leader steps down", zap.Int64("seenTerm", term), zap.String("why", why))
 	case was != protocol.CANDIDATE:
-		e.line(zap.InfoLevel, EventBecomesCandidate, append([]zap.Field{zap.Int64("seenTerm", term), zap.String("why", why)}, extra...)...) // logline.go
+		seen, because := zap.Int64("seenTerm", term), zap.String("why", why)
+		if len(extra) == 0 {
+			e.line(zap.InfoLevel, EventBecomesCandidate, seen, because) // logline.go
+		} else { // a gone leader's lost and delay (peerGone)
+			e.line(zap.InfoLevel, EventBecomesCandidate, append([]zap.Field{seen, because}, extra...)...)
+		}
 	default: // already a candidate: a repeated higher-term request is routine
 		if ce := e.logAt(zap.DebugLevel).Check(zap.DebugLevel, "candidate notes a term"); ce != nil {
 			ce.Write(e.fields(zap.Int64("seenTerm", term), zap.String("why", why))...)

@@ -22,8 +22,9 @@ import (
 //     heartbeat counts the leader as heard at its host's last frame (leaderHeard), and plans no
 //     timeout pass while the table vouches.
 //
-// The table wakes the member when it stops vouching (a peer host turns stale, restarts, or
-// reports a change of a member of the group); from then on the deadlines are today's, computed
+// The table wakes the member when it stops vouching for what the member relies on (a peer host
+// turns stale, restarts, or reports a change of a member the member named; sayReliance); from
+// then on the deadlines are today's, computed
 // from the last time the table could vouch. Without a table none of this runs: epoch stays 0
 // (left off the wire), nothing is quiet, and every deadline is what it always was.
 

@@ -7,8 +7,9 @@
 // a member there, knows that member is as it was at its last explicit heartbeat: a leader
 // still leads, a follower still follows. The electors use that (dledger.HostLiveness) to skip
 // explicit heartbeats while a group is idle, and the table wakes them (the wake function given
-// to AddMember) when it stops vouching: a peer host turns stale, restarts (a new
-// incarnation), or reports a change of a member of the group.
+// to AddMember) when it stops vouching for what a member said its plan rests on
+// (Member.Rely): a peer host turns stale, restarts (a new incarnation), or reports a change of
+// a member the plan relies on.
 //
 // The table is deterministic like the elector: no goroutine, no socket, no clock. Time is an
 // argument of every call; the driver (server.Host in production, dledger/sim in the

@@ -644,11 +644,12 @@ func randomPeerHosts(rnd *rand.Rand, hosts ...string) map[string]string {
 
 // A change that arrives wakes the members of its group that rely on the changed member
 // (docs/protocol.md 12.1, "Wakes"): a follower whose leader it is, a leader that keeps it
-// quiet, and a member that never said; not a candidate (it relies on nothing), nor a follower
+// quiet (a voter in its quorum, or a non-voter or a follower it counts through the table in
+// also), and a member that never said; not a candidate (it relies on nothing), nor a follower
 // of a leader elsewhere. Before, every change woke every local member of its group: in a
 // host's crash, two passes of each survivor's member of every group the dead host led.
 func TestChangeWakesOnlyWhoReliesOnTheChangedMember(t *testing.T) {
-	m := newMesh(t, 3, "cand", "fol0", "fol2", "lead", "never")
+	m := newMesh(t, 3, "also", "cand", "fol0", "fol2", "lead", "never")
 	must := func(ok bool) {
 		t.Helper()
 		if !ok {
@@ -660,13 +661,14 @@ func TestChangeWakesOnlyWhoReliesOnTheChangedMember(t *testing.T) {
 	must(m.tables[1].For("fol0", "m1").Rely([]string{"m0"}, nil, 1)) // follows m0 (H0)
 	must(m.tables[1].For("fol2", "m1").Rely([]string{"m2"}, nil, 1)) // follows m2 (H2)
 	must(m.tables[1].For("lead", "m1").Rely([]string{"m0", "m2"}, nil, 1))
+	must(m.tables[1].For("also", "m1").Rely([]string{"m2"}, []string{"m0"}, 1)) // leads; m0 a quiet non-voter
 	m.take(1)
-	for _, g := range []string{"cand", "fol0", "fol2", "lead", "never"} {
+	for _, g := range []string{"also", "cand", "fol0", "fol2", "lead", "never"} {
 		m.tables[0].For(g, "m0").Changed()
 	}
 	now := t0.Add(iv)
 	m.all(now)
-	if got, want := m.take(1), []string{"fol0", "lead", "never"}; !slices.Equal(got, want) {
+	if got, want := m.take(1), []string{"also", "fol0", "lead", "never"}; !slices.Equal(got, want) {
 		t.Fatalf("H1 woken for m0's changes: %v, want %v", got, want)
 	}
 	// The epochs arrived all the same: the table no longer speaks for m0 at its old epoch.
