@@ -237,3 +237,49 @@ func TestL3ExemptsAStoppedMember(t *testing.T) {
 		t.Fatalf("%d transfers asked, want 2", hr.transfers)
 	}
 }
+
+// A leader whose storage stops vouching for its ledger (Elector.ForgetLedger: a full or
+// failing disk) steps down at once and sends nothing: on hosts its quiet followers, which plan
+// no timeout while the table vouches for their leader (docs/protocol.md 12.3), hear of it only
+// through the change the table carries, which wakes them (12.1, "Wakes": they rely on their
+// leader). They then time out a detection window later and elect one of them. Without that
+// wake they slept until their quiet refresh, ten minutes on. The campaign has no fault that
+// changes a leader without a message to its followers, so this is the test that fails when
+// the change's wake is lost (the review of b25de23 found the campaign passing without it).
+func TestQuietFollowersElectWhenTheirLeaderForgetsItsLedger(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		o, cfg, err := Options{Seed: seed, Hosts: 3, Groups: 4, Members: 3}.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr := startedHostRun(o, cfg)
+		run := func(d time.Duration) {
+			t.Helper()
+			hr.runFor(d)
+			if hr.violation != nil {
+				t.Fatalf("seed %d: %s %s", seed, hr.violation.Invariant, hr.violation.Detail)
+			}
+		}
+		run(L1Bound(cfg))
+		g := hr.groups[0]
+		old := g.leader()
+		if old == nil {
+			t.Fatalf("seed %d: no leader after %v", seed, L1Bound(cfg))
+		}
+		hr.enter(g)
+		for _, m := range g.members {
+			if m != old && m.e.NextPassAt().Sub(epoch.Add(g.now)) <= cfg.DetectionWindow() {
+				t.Fatalf("seed %d: follower %s plans a pass within a detection window: not quiet, the test shows nothing", seed, m.id)
+			}
+		}
+		term := old.ms.CurrTerm()
+		old.e.ForgetLedger("disk full (test)")
+		g.check()
+		run(L1Bound(cfg))
+		l := g.leader()
+		if l == nil || l == old || l.ms.CurrTerm() <= term {
+			t.Fatalf("seed %d: %v after the leader %s (term %d) forgot its ledger: no new leader among its quiet followers",
+				seed, L1Bound(cfg), old.id, term)
+		}
+	}
+}
