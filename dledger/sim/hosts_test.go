@@ -208,18 +208,7 @@ func TestFailoverNoSlowerWithTables(t *testing.T) {
 // paused) with a transfer outstanding answers late, which is not a violation; nor is a
 // transferee that is stopped while taking leadership.
 func TestL3ExemptsAStoppedMember(t *testing.T) {
-	o, cfg, err := Options{Seed: 3, Hosts: 3, Groups: 2, Members: 3}.withDefaults()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hr := startedHostRun(o, cfg)
-	run := func(d time.Duration) {
-		t.Helper()
-		hr.runFor(d)
-		if hr.violation != nil {
-			t.Fatal(hr.violation)
-		}
-	}
+	hr, cfg, run := checkedHostRun(t, Options{Seed: 3, Hosts: 3, Groups: 2, Members: 3})
 	run(L1Bound(cfg))
 	for _, g := range hr.groups {
 		l := g.leader()
@@ -248,18 +237,7 @@ func TestL3ExemptsAStoppedMember(t *testing.T) {
 // the change's wake is lost (the review of b25de23 found the campaign passing without it).
 func TestQuietFollowersElectWhenTheirLeaderForgetsItsLedger(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
-		o, cfg, err := Options{Seed: seed, Hosts: 3, Groups: 4, Members: 3}.withDefaults()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hr := startedHostRun(o, cfg)
-		run := func(d time.Duration) {
-			t.Helper()
-			hr.runFor(d)
-			if hr.violation != nil {
-				t.Fatalf("seed %d: %s %s", seed, hr.violation.Invariant, hr.violation.Detail)
-			}
-		}
+		hr, cfg, run := checkedHostRun(t, Options{Seed: seed, Hosts: 3, Groups: 4, Members: 3})
 		run(L1Bound(cfg))
 		g := hr.groups[0]
 		old := g.leader()
@@ -280,6 +258,24 @@ func TestQuietFollowersElectWhenTheirLeaderForgetsItsLedger(t *testing.T) {
 		if l == nil || l == old || l.ms.CurrTerm() <= term {
 			t.Fatalf("seed %d: %v after the leader %s (term %d) forgot its ledger: no new leader among its quiet followers",
 				seed, L1Bound(cfg), old.id, term)
+		}
+	}
+}
+
+// checkedHostRun starts the hosts of o (startedHostRun) and returns them, their config, and a
+// run that moves them on by d and fails t on a violation, with its replay command.
+func checkedHostRun(t *testing.T, o Options) (*hostRun, dledger.Config, func(time.Duration)) {
+	t.Helper()
+	o, cfg, err := o.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr := startedHostRun(o, cfg)
+	return hr, cfg, func(d time.Duration) {
+		t.Helper()
+		hr.runFor(d)
+		if hr.violation != nil {
+			t.Fatalf("%s %s (%s)", hr.violation.Invariant, hr.violation.Detail, hr.violation.Replay)
 		}
 	}
 }
