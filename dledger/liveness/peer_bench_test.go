@@ -27,13 +27,7 @@ func BenchmarkMemberPeer(b *testing.B) {
 		}
 	}
 	now := t0
-	for _, h := range []string{"B", "C"} {
-		var ch []Change
-		for _, g := range groups {
-			ch = append(ch, Change{Group: g, Member: map[string]string{"B": "b", "C": "c"}[h], Epoch: 5})
-		}
-		tb.Received(h, Frame{Incarnation: 1, Seq: 1, Changes: ch, Upto: 5, Sent: 5, From: 1}, now)
-	}
+	hearEpoch5(tb, groups, now)
 	for _, o := range tb.Due(now) {
 		tb.Answered(o.To, now, Ack{Incarnation: 1, Seq: o.Frame.Seq, Upto: 5}, now)
 	}
@@ -104,5 +98,17 @@ func TestPeersKeepTheirHostEntries(t *testing.T) {
 				t.Fatalf("%s's peer %s on %s heard at %v", g, p.id, p.host, heard)
 			}
 		}
+	}
+}
+
+// hearEpoch5 has tb (host A's table) receive a frame from each peer host B and C saying that
+// its member (b, c) of every group in groups is at epoch 5, complete up to 5.
+func hearEpoch5(tb *Table, groups []string, now time.Time) {
+	for _, h := range []string{"B", "C"} {
+		ch := make([]Change, 0, len(groups))
+		for _, g := range groups {
+			ch = append(ch, Change{Group: g, Member: map[string]string{"B": "b", "C": "c"}[h], Epoch: 5})
+		}
+		tb.Received(h, Frame{Incarnation: 1, Seq: 1, Changes: ch, Upto: 5, Sent: 5, From: 1}, now)
 	}
 }

@@ -32,13 +32,7 @@ func tableBytesPerMember(t *testing.T, n int) float64 {
 		tb.For(g, "a").Rely([]string{"b"}, nil, 1)
 	}
 	now := t0
-	for _, h := range []string{"B", "C"} {
-		var ch []Change
-		for _, g := range groups {
-			ch = append(ch, Change{Group: g, Member: map[string]string{"B": "b", "C": "c"}[h], Epoch: 5})
-		}
-		tb.Received(h, Frame{Incarnation: 1, Seq: 1, Changes: ch, Upto: 5, Sent: 5, From: 1}, now)
-	}
+	hearEpoch5(tb, groups, now)
 	tb.Due(now.Add(time.Millisecond)) // the frames out: nothing pending stays
 	runtime.GC()
 	runtime.ReadMemStats(&after)
