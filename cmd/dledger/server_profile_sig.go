@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,7 +21,8 @@ import (
 // profile of the MILLISECONDS after each SIGUSR2 it receives, to DIR/<pid>-sig<N>-cpu.pprof.
 // For diagnosis only: a tool that watches the hosts of `dledger bench groups` signals the
 // survivors the moment a host is killed, so the profile covers the crash's elections and not
-// the idle before nor the rejoin after (issue 29: CPU per election).
+// the idle before nor the rejoin after (issue 29: CPU per election). DIR,MILLISECONDS,alloc
+// writes heap profiles around the window instead, DIR,MILLISECONDS,trace an execution trace of it.
 const cpuSigEnv = "DLEDGERCPUSIG"
 
 func startSignalProfiles(log *zap.Logger) {
@@ -32,7 +34,7 @@ func startSignalProfiles(log *zap.Logger) {
 	ms, mode, _ := strings.Cut(ms, ",")
 	n, err := strconv.Atoi(ms)
 	if err != nil || n <= 0 || dir == "" {
-		log.Warn("DLEDGERCPUSIG wants DIR,MILLISECONDS; not profiling", zap.String("value", v))
+		log.Warn("DLEDGERCPUSIG wants DIR,MILLISECONDS[,alloc|trace]; not profiling", zap.String("value", v))
 		return
 	}
 	if mode == "alloc" {
@@ -48,6 +50,10 @@ func startSignalProfiles(log *zap.Logger) {
 				heapAround(log, prefix, n)
 				continue
 			}
+			if mode == "trace" {
+				traceFor(log, prefix, n)
+				continue
+			}
 			f, err := os.Create(prefix + "-cpu.pprof")
 			if err == nil {
 				if err = pprof.StartCPUProfile(f); err == nil {
@@ -61,6 +67,22 @@ func startSignalProfiles(log *zap.Logger) {
 			}
 		}
 	}()
+}
+
+// traceFor writes an execution trace of the next n ms (runtime/trace) to prefix-trace.out: where
+// the goroutines wait, which a CPU profile cannot show.
+func traceFor(log *zap.Logger, prefix string, n int) {
+	f, err := os.Create(prefix + "-trace.out")
+	if err == nil {
+		if err = trace.Start(f); err == nil {
+			time.Sleep(time.Duration(n) * time.Millisecond)
+			trace.Stop()
+		}
+		_ = f.Close()
+	}
+	if err != nil {
+		log.Warn("not tracing", zap.Error(err))
+	}
 }
 
 // heapAround writes the heap profiles before and after a window of n ms (startSignalProfiles).

@@ -394,17 +394,21 @@ func (g *groupsRun) coldDiagnosis() string {
 }
 
 // awaitLeaders reads the logs until every group of want has an EventBecomesLeader after since
-// at a term above want's, on a host other than skip; the bound is o.Timeout.
+// at a term above want's, on a host other than skip; the bound is o.Timeout. It looks at the
+// logs' sizes every 10 ms and reads them as logPacer says: not while they grow fast.
 func (g *groupsRun) awaitLeaders(ctx context.Context, since time.Time, want map[string]int64, skip int, what string) (map[string]GroupEvent, error) {
 	deadline := time.Now().Add(g.o.Timeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	w := NewLeaderWatch(since, want, skip)
+	pace := logPacer{quietFor: logQuietFor, maxLag: logReadLag}
 	for {
-		g.logs.Poll()
-		w.Add(g.logs.Events)
-		if len(w.Led) == len(want) {
-			return w.Led, nil
+		if pace.due(time.Now(), g.logs.Sizes()) {
+			g.logs.Poll()
+			w.Add(g.logs.Events)
+			if len(w.Led) == len(want) {
+				return w.Led, nil
+			}
 		}
 		if err := g.hosts.UnexpectedExit(); err != nil {
 			return nil, err
