@@ -20,7 +20,7 @@ import (
 // waves of 512, between which the processors sat idle while every round in flight waited for
 // its journal flush (a third of the survivors' processor time in the first 150 ms, a tenth
 // with 2,048): crash p99 212 -> 146 ms and CPU per election 0.090 -> 0.075 ms (three
-// interleaved pairs), the cold start unchanged (BENCHMARKS.md, "Sixth session").
+// interleaved rounds), the cold start unchanged (BENCHMARKS.md, "Sixth session").
 const defaultHostMaxCampaigns = 2048
 
 // newCampaignGate is the host's bound on the vote rounds run at once, nil if cfg turns it off.

@@ -304,8 +304,8 @@ func (hr *hostRun) liveFor(g *sim, m *member) dledger.HostLiveness {
 
 // campaignBound is how many vote rounds a simulated host's members run at once
 // (docs/protocol.md 12.6): a quarter of the groups, so that a host's start and the crash of a
-// peer host make members wait in line, as a production host of thousands of groups does with
-// its default bound.
+// peer host make members wait in line, as a production host's start does with its default
+// bound (and a peer's crash, where the crashed host led more groups than that bound).
 func (hr *hostRun) campaignBound() int { return max(1, hr.opt.Groups/4) }
 
 // campaignsFor is member m of group g's slot in its host's bound: the gate's wake runs its pass

@@ -7,12 +7,14 @@ import (
 )
 
 // The benchmark's latencies are the hosts' own log timestamps, so when it reads the logs changes
-// no number it reports; reading them while the hosts elect does take processors from the hosts
-// it measures (the survivors of a 10,000-group crash log some 13,000 watched lines within 0.2 s,
-// and a benchmark that read them every 10 ms held 2-49 % of the machine in a 20 ms bin of the
-// window, BENCHMARKS.md "Sixth session"). So while it waits for leaders it only looks at the
+// none of them; reading them while the hosts elect does take processors from the hosts it
+// measures (the survivors of a 10,000-group crash log some 13,000 watched lines within 0.2 s, and
+// a benchmark that read them every 10 ms held 2-49 % of the machine in a 20 ms bin of the window,
+// BENCHMARKS.md "Fifth session, 2026-11-28"). So while it waits for leaders it only looks at the
 // logs' sizes, and reads them once they have stopped growing for a while, or when the last read
-// is old enough that a log that never stops growing is still read.
+// is old enough that a log that never stops growing is still read. The cold start's CPU, which
+// the moment of the read would move, is read from a trail of samples at the last election's
+// moment (cpuTrail).
 
 // Default pacing of the log reads while the benchmark waits for leaders.
 const (
@@ -53,4 +55,30 @@ func (f *LogFollower) Sizes() []int64 {
 		}
 	}
 	return out
+}
+
+// cpuTrail is a series of (time, CPU) samples taken in time order, to read the CPU at a moment
+// that is known only later.
+type cpuTrail struct {
+	at0 []time.Time
+	cpu []time.Duration
+}
+
+func (t *cpuTrail) add(at time.Time, cpu time.Duration) {
+	t.at0 = append(t.at0, at)
+	t.cpu = append(t.cpu, cpu)
+}
+
+// at is the CPU of the first sample at or after moment, or of the last sample if none is;
+// false with no sample at all.
+func (t *cpuTrail) at(moment time.Time) (time.Duration, bool) {
+	if len(t.cpu) == 0 {
+		return 0, false
+	}
+	for i, a := range t.at0 {
+		if !a.Before(moment) {
+			return t.cpu[i], true
+		}
+	}
+	return t.cpu[len(t.cpu)-1], true
 }

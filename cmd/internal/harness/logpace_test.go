@@ -10,7 +10,8 @@ import (
 
 // TestLogPacerReadsOnceTheLogsGoQuiet: the first look reads; while the sizes grow nothing is
 // read until the last read is maxLag old; once they stop growing for quietFor they are read
-// once, and not again until they grow.
+// once, and not again until they grow (or until the last read is maxLag old, which this
+// test's quiet spells are too short to reach).
 func TestLogPacerReadsOnceTheLogsGoQuiet(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	p := logPacer{quietFor: 50 * time.Millisecond, maxLag: time.Second}
@@ -50,5 +51,25 @@ func TestLogFollowerSizes(t *testing.T) {
 	f := NewLogFollower([]string{a, b})
 	if got := f.Sizes(); !slices.Equal(got, []int64{5, -1}) {
 		t.Fatalf("sizes %v, want [5 -1]", got)
+	}
+}
+
+// TestCPUTrailAt: the CPU of the first sample at or after the moment, the last one past the
+// end, none without samples.
+func TestCPUTrailAt(t *testing.T) {
+	var tr cpuTrail
+	if _, ok := tr.at(time.Unix(5, 0)); ok {
+		t.Fatal("a trail without samples answered")
+	}
+	for i := 1; i <= 3; i++ {
+		tr.add(time.Unix(int64(10*i), 0), time.Duration(i)*time.Second)
+	}
+	for _, c := range []struct {
+		at   int64
+		want time.Duration
+	}{{5, time.Second}, {10, time.Second}, {11, 2 * time.Second}, {30, 3 * time.Second}, {99, 3 * time.Second}} {
+		if got, ok := tr.at(time.Unix(c.at, 0)); !ok || got != c.want {
+			t.Errorf("at(%d s) = %v, %v; want %v", c.at, got, ok, c.want)
+		}
 	}
 }

@@ -27,6 +27,19 @@ type ProcUsage struct {
 	FDs     int // open file descriptors (sockets, files, epoll...)
 }
 
+// ReadProcCPU reads a process's CPU (user + system) from /proc/<pid>/stat alone (Linux only).
+func ReadProcCPU(pid int) (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	cpu, _, err := parseStatCPU(stat)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return cpu, nil
+}
+
 // ReadProcUsage reads /proc/<pid>/stat, /status and /fd (Linux only).
 func ReadProcUsage(pid int) (ProcUsage, error) {
 	var u ProcUsage
