@@ -78,8 +78,9 @@ type HostConfig struct {
 	VoteFiles bool
 	// NoBalance turns the leader balancer off (host_balance.go; on by default).
 	NoBalance bool
-	// MaxCampaigns bounds the vote rounds the host's members run at once (default 2,048; below
-	// zero: no bound): a candidate finding every place taken waits, in order, before it writes
+	// MaxCampaigns bounds the vote rounds the host's members run at once (default 2,048, from 512
+	// at the host's start until a quiet spell; below zero: no bound): a candidate finding every
+	// place taken waits, in order, before it writes
 	// a new term or asks for votes, so that in a mass election the rounds that run finish
 	// within their deadlines (host_campaigns.go, docs/protocol.md 12.6).
 	MaxCampaigns int

@@ -57,9 +57,15 @@ const minPlaces = 4
 
 // New returns a gate of the given number of places (at least 1), all of them open until the
 // rounds show they cannot be run in time.
-func New(places int) *Gate {
+func New(places int) *Gate { return NewStarting(places, places) }
+
+// NewStarting is New with the bound at first start places (within [min(4, places), places])
+// rather than all of them: the bound then adapts as New's does, and a quiet spell restores all
+// the places (restoreAfter). A host starts its cold start's rounds at a bound that suits a
+// start, and leaves the burst after a quiet spell, a peer's crash, all the places.
+func NewStarting(start, places int) *Gate {
 	places = max(1, places)
-	return &Gate{max: places, limit: places}
+	return &Gate{max: places, limit: min(places, max(min(minPlaces, places), start))}
 }
 
 // Slot is one member's use of its host's gate (dledger.CampaignSlot). Its methods are called

@@ -313,3 +313,44 @@ func TestGateBoundFollowsTheRounds(t *testing.T) {
 		t.Fatalf("quiet for four leases: bound %d, want the configured 64", g.Limit())
 	}
 }
+
+// TestNewStartingRestoresEveryPlaceAfterAQuietSpell: a gate made with NewStarting bounds its
+// first rounds at start, still after a quiet spell shorter than restoreAfter leases, and gives
+// every place once it has been quiet that long.
+func TestNewStartingRestoresEveryPlaceAfterAQuietSpell(t *testing.T) {
+	g := NewStarting(4, 16)
+	lease := time.Second
+	// round runs n rounds at now, each ending 0.3 leases later (neither quick enough to raise
+	// the bound nor slow enough to halve it), and says how many got a place at once.
+	round := func(now time.Time, n int) int {
+		t.Helper()
+		var holders []*Slot
+		for range n {
+			s := g.Slot(func() {})
+			if s.Begin(now, now.Add(lease)) {
+				holders = append(holders, s)
+			} else {
+				s.End(now) // leaves the line
+			}
+		}
+		for _, s := range holders {
+			s.End(now.Add(3 * lease / 10))
+		}
+		return len(holders)
+	}
+	t0 := time.Unix(100, 0)
+	if got := round(t0, 6); got != 4 {
+		t.Fatalf("%d places at first, want the start's 4", got)
+	}
+	t1 := t0.Add(3*lease/10 + (restoreAfter-1)*lease) // quiet, but not restoreAfter leases
+	if got := round(t1, 6); got != 4 {
+		t.Fatalf("%d places after a short quiet spell, want 4", got)
+	}
+	t2 := t1.Add(3*lease/10 + restoreAfter*lease)
+	if got := round(t2, 20); got != 16 {
+		t.Fatalf("%d places after a quiet spell of %d leases, want all 16", got, restoreAfter)
+	}
+	if g := NewStarting(64, 16); g.Limit() != 16 {
+		t.Fatalf("a start above the places: limit %d, want 16", g.Limit())
+	}
+}
