@@ -3,6 +3,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -50,38 +51,28 @@ func startSignalProfiles(log *zap.Logger) {
 				heapAround(log, prefix, n)
 				continue
 			}
-			if mode == "trace" {
-				traceFor(log, prefix, n)
+			if mode == "trace" { // where the goroutines wait, which a CPU profile cannot show
+				recordFor(log, prefix+"-trace.out", n, trace.Start, trace.Stop)
 				continue
 			}
-			f, err := os.Create(prefix + "-cpu.pprof")
-			if err == nil {
-				if err = pprof.StartCPUProfile(f); err == nil {
-					time.Sleep(time.Duration(n) * time.Millisecond)
-					pprof.StopCPUProfile()
-				}
-				_ = f.Close()
-			}
-			if err != nil {
-				log.Warn("not profiling", zap.Error(err))
-			}
+			recordFor(log, prefix+"-cpu.pprof", n, pprof.StartCPUProfile, pprof.StopCPUProfile)
 		}
 	}()
 }
 
-// traceFor writes an execution trace of the next n ms (runtime/trace) to prefix-trace.out: where
-// the goroutines wait, which a CPU profile cannot show.
-func traceFor(log *zap.Logger, prefix string, n int) {
-	f, err := os.Create(prefix + "-trace.out")
+// recordFor records the next n ms into a new file at path with start and stop (a CPU profile,
+// an execution trace).
+func recordFor(log *zap.Logger, path string, n int, start func(io.Writer) error, stop func()) {
+	f, err := os.Create(path)
 	if err == nil {
-		if err = trace.Start(f); err == nil {
+		if err = start(f); err == nil {
 			time.Sleep(time.Duration(n) * time.Millisecond)
-			trace.Stop()
+			stop()
 		}
 		_ = f.Close()
 	}
 	if err != nil {
-		log.Warn("not tracing", zap.Error(err))
+		log.Warn("not recording", zap.String("file", path), zap.Error(err))
 	}
 }
 
