@@ -15,7 +15,7 @@ import (
 // rounds run out their time (campaign package comment). Measured on three hosts of 10,000
 // groups on two cores (BENCHMARKS.md, "Many groups per host"): with a fixed 512 and no
 // adaptation, 7,288 groups had had a leader after three minutes of a cold start, with no bound
-// 963. With the adaptation, the start can be high: 2,048 lets each survivor of a peer host's
+// 963. With the adaptation, the bound can be high: 2,048 lets each survivor of a peer host's
 // crash run its share of that host's groups (1,667 at 10,000 groups) at once instead of in
 // waves of 512, between which the processors sat idle while every round in flight waited for
 // its journal flush (a third of the survivors' processor time in the first 150 ms, a tenth
@@ -31,13 +31,14 @@ const startHostCampaigns = 512
 
 // newCampaignGate is the host's bound on the vote rounds run at once, nil if cfg turns it off.
 func newCampaignGate(cfg HostConfig) *campaign.Gate {
+	places := cfg.MaxCampaigns
 	switch {
-	case cfg.MaxCampaigns < 0:
+	case places < 0:
 		return nil
-	case cfg.MaxCampaigns == 0:
-		return campaign.NewStarting(startHostCampaigns, defaultHostMaxCampaigns)
+	case places == 0:
+		places = defaultHostMaxCampaigns
 	}
-	return campaign.NewStarting(min(startHostCampaigns, cfg.MaxCampaigns), cfg.MaxCampaigns)
+	return campaign.NewStarting(startHostCampaigns, places) // a start above places is places
 }
 
 // Campaigning says whether the host's members run vote rounds now or wait in line to run one

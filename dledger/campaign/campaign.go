@@ -61,8 +61,8 @@ func New(places int) *Gate { return NewStarting(places, places) }
 
 // NewStarting is New with the bound at first start places (within [min(4, places), places])
 // rather than all of them: the bound then adapts as New's does, and a quiet spell restores all
-// the places (restoreAfter). A host starts its cold start's rounds at a bound that suits a
-// start, and leaves the burst after a quiet spell, a peer's crash, all the places.
+// the places (restoreAfter). A host runs its cold start's rounds under a bound that suits a
+// start, and a burst after a quiet spell (a peer's crash) under all the places.
 func NewStarting(start, places int) *Gate {
 	places = max(1, places)
 	return &Gate{max: places, limit: min(places, max(min(minPlaces, places), start))}
